@@ -1,0 +1,1 @@
+"""Cluster backends: `simulated` (in memory, virtual clock) and `live` (kube-apiserver)."""

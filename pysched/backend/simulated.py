@@ -1,0 +1,150 @@
+"""An in-memory cluster on a virtual clock, driving the real scheduler.
+
+Binds apply at once and are delivered back to the listener as the informer would deliver
+them; events and conditions are recorded for inspection. It is a product feature (trace
+replay, perf on large fake clusters), not a mock: it implements the same ClusterBackend
+protocol the live backend does.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pysched.clock import Clock
+from pysched.framework.cluster import ClusterListener, PodCondition
+from pysched.framework.status import SUCCESS, Status, error, unschedulable
+from pysched.ids import NodeName, PodKey
+from pysched.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    time: float
+    pod: PodKey
+    type: str
+    reason: str
+    note: str
+
+
+BindHook = Callable[[PodInfo, NodeName], None]
+
+
+class SimulatedCluster:
+    def __init__(self, clock: Clock, *, record_events: bool = True) -> None:
+        self.clock = clock
+        self.nodes: dict[NodeName, NodeInfo] = {}
+        self.pods: dict[PodKey, PodInfo] = {}
+        self.events: list[RecordedEvent] = []
+        self.conditions: dict[PodKey, dict[str, PodCondition]] = {}
+        self.bind_hooks: list[BindHook] = []
+        self.binds = 0
+        self._record_events = record_events
+        self._listener: ClusterListener | None = None
+        self._versions = itertools.count(1)
+
+    # ----- ClusterBackend
+    async def start(self, listener: ClusterListener) -> None:
+        self._listener = listener
+        for node in self.nodes.values():
+            listener.on_node_added(node)
+        for pod in self.pods.values():
+            listener.on_pod_added(pod)
+
+    async def stop(self) -> None:
+        self._listener = None
+
+    async def bind(self, pod: PodInfo, node: NodeName) -> Status:
+        current = self.pods.get(pod.key)
+        if current is None or current.uid != pod.uid:
+            return unschedulable(f"pod {pod.key} no longer exists")
+        if current.node_name is not None:
+            return error(f"pod {pod.key} is already assigned to node {current.node_name}")
+        if node not in self.nodes:
+            return unschedulable(f"node {node} not found")
+        bound = dataclasses.replace(current, node_name=node, resource_version=str(next(self._versions)))
+        self.pods[pod.key] = bound
+        self.binds += 1
+        if self._listener is not None:
+            self._listener.on_pod_updated(current, bound)
+        for hook in self.bind_hooks:
+            hook(bound, node)
+        return SUCCESS
+
+    async def patch_pod_condition(self, pod: PodInfo, condition: PodCondition) -> None:
+        if pod.key in self.pods:
+            self.conditions.setdefault(pod.key, {})[condition.type] = condition
+
+    async def resize(self, pod: PodInfo, container_requests: Mapping[str, Mapping[str, str]]) -> Status:
+        current = self.pods.get(pod.key)
+        if current is None:
+            return unschedulable(f"pod {pod.key} no longer exists")
+        raw: dict[str, Any] = copy.deepcopy(dict(current.raw))
+        for container in raw.get("spec", {}).get("containers", []):
+            wanted = container_requests.get(container.get("name", ""))
+            if wanted:
+                requests = container.setdefault("resources", {}).setdefault("requests", {})
+                requests.update(wanted)
+        self._replace(current, raw)
+        return SUCCESS
+
+    async def emit_event(self, pod: PodInfo, event_type: str, reason: str, note: str) -> None:
+        if self._record_events:
+            self.events.append(RecordedEvent(self.clock.now(), pod.key, event_type, reason, note))
+
+    # ----- the simulated world changes
+    def _replace(self, current: PodInfo, raw: Mapping[str, Any]) -> PodInfo:
+        updated = dataclasses.replace(pod_from_dict(raw), node_name=current.node_name, phase=current.phase)
+        self.pods[current.key] = updated
+        if self._listener is not None:
+            self._listener.on_pod_updated(current, updated)
+        return updated
+
+    def add_node(self, node: NodeInfo | Mapping[str, Any]) -> NodeInfo:
+        info = node if isinstance(node, NodeInfo) else node_from_dict(node)
+        old = self.nodes.get(info.name)
+        self.nodes[info.name] = info
+        if self._listener is not None:
+            if old is None:
+                self._listener.on_node_added(info)
+            else:
+                self._listener.on_node_updated(old, info)
+        return info
+
+    def delete_node(self, name: NodeName) -> None:
+        node = self.nodes.pop(name)
+        if self._listener is not None:
+            self._listener.on_node_deleted(node)
+
+    def create_pod(self, raw: Mapping[str, Any]) -> PodInfo | None:
+        """Create a pod as the API would; None (and a listener warning) when it cannot be read."""
+        try:
+            pod = pod_from_dict(raw)
+        except (ValueError, KeyError, TypeError) as err:
+            if self._listener is not None:
+                self._listener.on_invalid_pod(raw, str(err))
+            return None
+        if pod.key in self.pods:
+            raise ValueError(f"pod {pod.key} already exists")
+        self.pods[pod.key] = pod
+        if self._listener is not None:
+            self._listener.on_pod_added(pod)
+        return pod
+
+    def finish_pod(self, key: PodKey, phase: str = "Succeeded") -> PodInfo:
+        current = self.pods[key]
+        done = dataclasses.replace(current, phase=phase)
+        self.pods[key] = done
+        if self._listener is not None:
+            self._listener.on_pod_updated(current, done)
+        return done
+
+    def delete_pod(self, key: PodKey) -> None:
+        pod = self.pods.pop(key)
+        self.conditions.pop(key, None)
+        if self._listener is not None:
+            self._listener.on_pod_deleted(pod)

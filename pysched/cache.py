@@ -1,0 +1,316 @@
+"""The scheduler's view of the cluster: nodes as numpy struct-of-arrays, pods by node.
+
+The arrays are what the kernel reads; they are updated in place by informer events and by
+assume/forget, so a scheduling cycle reads them directly without copying (the cycle is
+synchronous, so nothing changes under it). Assumed pods never expire (DESIGN §4 rule 7): the
+informer confirms them, a failed bind forgets them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pysched.ids import NodeName, PodKey
+from pysched.objects import NodeInfo, PodInfo, Taint
+from pysched.resources import CPU, MEMORY, PODS, ResourceNames, nonzero_requests
+
+I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+Bools = npt.NDArray[np.bool_]
+F64 = npt.NDArray[np.float64]
+
+POD_COLUMN = 2  # index of "pods" in ResourceNames' fixed prefix
+
+
+class NodeTable:
+    """Per-node arrays, one row per node; rows of deleted nodes are reused.
+
+    `generation` changes whenever anything a node mask depends on (labels, taints,
+    unschedulable, the set of nodes) changes, so masks can be cached per pod signature.
+    """
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.resources = ResourceNames()
+        self.column: dict[str, int] = {n: i for i, n in enumerate(self.resources.names)}
+        self.size = 0  # rows in use, deleted ones included
+        self.count = 0  # live nodes
+        self.generation = 0
+        self.names: list[NodeName | None] = []
+        self.infos: list[NodeInfo | None] = []
+        self.row: dict[NodeName, int] = {}
+        self._free: list[int] = []
+        r = len(self.resources.names)
+        self.allocatable: I64 = np.zeros((capacity, r), np.int64)
+        self.requested: I64 = np.zeros((capacity, r), np.int64)
+        self.nonzero_requested: I64 = np.zeros((capacity, 2), np.int64)
+        self.present: Bools = np.zeros(capacity, np.bool_)
+        self.unschedulable: Bools = np.zeros(capacity, np.bool_)
+        self.taint_set: I32 = np.zeros(capacity, np.int32)
+        self.taint_sets: list[tuple[Taint, ...]] = [()]
+        self._taint_set_ids: dict[tuple[Taint, ...], int] = {(): 0}
+        self.labels: dict[str, I32] = {}  # label key -> value id per row, -1 when absent
+        self.label_values: dict[str, dict[str, int]] = {}
+
+    # ----- views the plugins and the kernel read (no copies)
+    def view(self, array: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
+        return array[: self.size]
+
+    def label_column(self, key: str) -> I32:
+        column = self.labels.get(key)
+        if column is None:
+            return np.full(self.size, -1, np.int32)
+        return column[: self.size]
+
+    def label_value_id(self, key: str, value: str) -> int:
+        return self.label_values.get(key, {}).get(value, -2)  # -2 matches no row
+
+    def live_rows(self) -> Iterator[int]:
+        return (row for row, info in enumerate(self.infos) if info is not None)
+
+    # ----- growth
+    def _ensure_rows(self, rows: int) -> None:
+        capacity = len(self.present)
+        if rows <= capacity:
+            return
+        new = max(rows, capacity * 2)
+
+        def grow(a: npt.NDArray[np.generic], fill: object = 0) -> npt.NDArray[np.generic]:
+            out = np.full((new, *a.shape[1:]), fill, a.dtype)
+            out[:capacity] = a
+            return out
+
+        self.allocatable = grow(self.allocatable)  # type: ignore[assignment]
+        self.requested = grow(self.requested)  # type: ignore[assignment]
+        self.nonzero_requested = grow(self.nonzero_requested)  # type: ignore[assignment]
+        self.present = grow(self.present, False)  # type: ignore[assignment]
+        self.unschedulable = grow(self.unschedulable, False)  # type: ignore[assignment]
+        self.taint_set = grow(self.taint_set)  # type: ignore[assignment]
+        for key, column in self.labels.items():
+            self.labels[key] = grow(column, -1)  # type: ignore[assignment]
+
+    def ensure_resources(self, names: Mapping[str, int]) -> None:
+        """Add columns for resource names seen for the first time (rare: a new device plugin)."""
+        widened = self.resources.with_names(names)
+        if widened is self.resources:
+            return
+        extra = len(widened.names) - len(self.resources.names)
+        self.resources = widened
+        self.column = {n: i for i, n in enumerate(widened.names)}
+        pad = np.zeros((len(self.present), extra), np.int64)
+        self.allocatable = np.hstack([self.allocatable, pad])
+        self.requested = np.hstack([self.requested, pad])
+
+    def vector(self, requests: Mapping[str, int]) -> I64:
+        """A request as a row of the resource columns."""
+        self.ensure_resources(requests)
+        out = np.zeros(len(self.resources.names), np.int64)
+        for name, value in requests.items():
+            out[self.column[name]] = value
+        return out
+
+    # ----- node events
+    def _intern_taints(self, taints: tuple[Taint, ...]) -> int:
+        key = tuple(sorted(taints, key=lambda t: (t.key, t.value, t.effect)))
+        found = self._taint_set_ids.get(key)
+        if found is None:
+            found = len(self.taint_sets)
+            self.taint_sets.append(key)
+            self._taint_set_ids[key] = found
+        return found
+
+    def _write_node(self, row: int, node: NodeInfo) -> None:
+        self.ensure_resources(node.allocatable)
+        self.allocatable[row] = 0
+        for name, value in node.allocatable.items():
+            self.allocatable[row, self.column[name]] = value
+        self.unschedulable[row] = node.unschedulable
+        self.taint_set[row] = self._intern_taints(node.taints)
+        for key, column in self.labels.items():
+            if key not in node.labels:
+                column[row] = -1
+        for key, value in node.labels.items():
+            column = self.labels.get(key)
+            if column is None:
+                column = np.full(len(self.present), -1, np.int32)
+                self.labels[key] = column
+                self.label_values[key] = {}
+            ids = self.label_values[key]
+            column[row] = ids.setdefault(value, len(ids))
+        self.infos[row] = node
+        self.generation += 1
+
+    def add(self, node: NodeInfo) -> int:
+        if node.name in self.row:
+            self.update(node)
+            return self.row[node.name]
+        if self._free:
+            row = self._free.pop()
+        else:
+            row = self.size
+            self.size += 1
+            self._ensure_rows(self.size)
+            self.names.append(None)
+            self.infos.append(None)
+        self.names[row] = node.name
+        self.row[node.name] = row
+        self.present[row] = True
+        self.requested[row] = 0
+        self.nonzero_requested[row] = 0
+        self.count += 1
+        self._write_node(row, node)
+        return row
+
+    def update(self, node: NodeInfo) -> None:
+        self._write_node(self.row[node.name], node)
+
+    def remove(self, name: NodeName) -> None:
+        row = self.row.pop(name)
+        self.present[row] = False
+        self.names[row] = None
+        self.infos[row] = None
+        self.requested[row] = 0
+        self.nonzero_requested[row] = 0
+        self.count -= 1
+        self._free.append(row)
+        self.generation += 1
+
+
+@dataclass(slots=True)
+class _PodEntry:
+    pod: PodInfo
+    node: NodeName
+    assumed: bool
+
+
+class Cache:
+    """Nodes plus the pods placed on them, bound or assumed."""
+
+    def __init__(self) -> None:
+        self.nodes = NodeTable()
+        self._pods: dict[PodKey, _PodEntry] = {}
+        self._by_node: dict[NodeName, set[PodKey]] = {}
+        # Pods seen bound to a node we do not know yet; replayed when the node arrives.
+        self._orphans: dict[NodeName, dict[PodKey, PodInfo]] = {}
+
+    # ----- accounting
+    def _charge(self, pod: PodInfo, node: NodeName, sign: int) -> None:
+        row = self.nodes.row.get(node)
+        if row is None:
+            return
+        table = self.nodes
+        table.ensure_resources(pod.requests)
+        for name, value in pod.requests.items():
+            table.requested[row, table.column[name]] += sign * value
+        table.requested[row, POD_COLUMN] += sign
+        cpu, memory = nonzero_requests(pod.requests)
+        table.nonzero_requested[row, 0] += sign * cpu
+        table.nonzero_requested[row, 1] += sign * memory
+
+    def _place(self, pod: PodInfo, node: NodeName, assumed: bool) -> None:
+        if node not in self.nodes.row:
+            self._orphans.setdefault(node, {})[pod.key] = pod
+            return
+        self._pods[pod.key] = _PodEntry(pod, node, assumed)
+        self._by_node.setdefault(node, set()).add(pod.key)
+        self._charge(pod, node, +1)
+
+    def _unplace(self, key: PodKey) -> _PodEntry | None:
+        entry = self._pods.pop(key, None)
+        if entry is not None:
+            self._charge(entry.pod, entry.node, -1)
+            self._by_node[entry.node].discard(key)
+        return entry
+
+    # ----- scheduler side
+    def assume(self, pod: PodInfo, node: NodeName) -> None:
+        """Count the pod on the node before its bind completes, so the next cycle sees it."""
+        if pod.key in self._pods:
+            raise ValueError(f"pod {pod.key} is already in the cache")
+        self._place(pod, node, assumed=True)
+
+    def forget(self, pod: PodInfo) -> None:
+        """Undo an assumption after a failed bind."""
+        entry = self._pods.get(pod.key)
+        if entry is not None and entry.assumed:
+            self._unplace(pod.key)
+
+    def is_assumed(self, key: PodKey) -> bool:
+        entry = self._pods.get(key)
+        return entry is not None and entry.assumed
+
+    # ----- informer side
+    def add_pod(self, pod: PodInfo) -> None:
+        """A bound, non-terminated pod from the informer: confirms an assumption or adds it."""
+        if pod.node_name is None or pod.terminated:
+            return
+        self._unplace(pod.key)
+        self._orphans.get(pod.node_name, {}).pop(pod.key, None)
+        self._place(pod, pod.node_name, assumed=False)
+
+    def update_pod(self, pod: PodInfo) -> None:
+        if pod.node_name is None:
+            return
+        if pod.terminated:
+            self.remove_pod(pod)
+        else:
+            self.add_pod(pod)
+
+    def remove_pod(self, pod: PodInfo) -> None:
+        self._unplace(pod.key)
+        if pod.node_name is not None:
+            self._orphans.get(pod.node_name, {}).pop(pod.key, None)
+
+    def add_node(self, node: NodeInfo) -> None:
+        self.nodes.add(node)
+        for pod in self._orphans.pop(node.name, {}).values():
+            self._place(pod, node.name, assumed=False)
+
+    def update_node(self, node: NodeInfo) -> None:
+        if node.name in self.nodes.row:
+            self.nodes.update(node)
+        else:
+            self.add_node(node)
+
+    def remove_node(self, node: NodeInfo) -> None:
+        if node.name not in self.nodes.row:
+            return
+        for key in self._by_node.pop(node.name, set()):
+            entry = self._pods.pop(key)
+            # A bound pod stays known so it is counted if the node comes back.
+            if not entry.assumed:
+                self._orphans.setdefault(node.name, {})[key] = entry.pod
+        self.nodes.remove(node.name)
+
+    # ----- reads
+    def pods_on(self, node: NodeName) -> list[PodInfo]:
+        return [self._pods[key].pod for key in self._by_node.get(node, ())]
+
+    def pod_node(self, key: PodKey) -> NodeName | None:
+        entry = self._pods.get(key)
+        return entry.node if entry else None
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def check_consistency(self) -> None:
+        """Recompute every node's requests from its pods; raises if the arrays drifted (tests)."""
+        table = self.nodes
+        expected = np.zeros_like(table.requested)
+        nonzero = np.zeros_like(table.nonzero_requested)
+        for entry in self._pods.values():
+            row = table.row[entry.node]
+            for name, value in entry.pod.requests.items():
+                expected[row, table.column[name]] += value
+            expected[row, POD_COLUMN] += 1
+            nonzero[row] += nonzero_requests(entry.pod.requests)
+        if not np.array_equal(expected[: table.size], table.requested[: table.size]):
+            raise AssertionError("requested arrays drifted from the pods in the cache")
+        if not np.array_equal(nonzero[: table.size], table.nonzero_requested[: table.size]):
+            raise AssertionError("non-zero requested arrays drifted from the pods in the cache")
+
+
+__all__ = ["CPU", "MEMORY", "PODS", "Cache", "NodeTable"]

@@ -1,0 +1,171 @@
+"""Profiles in the shape of KubeSchedulerConfiguration, loaded from YAML and validated at start-up.
+
+Every problem is reported as one line naming the file, the field and what is accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pysched.framework.registry import POINT_METHODS, ArgsError, Registry, parse_args
+
+POINTS = tuple(POINT_METHODS)
+SINGLE_PLUGIN_POINTS = ("queueSort",)
+
+
+class ConfigError(ValueError):
+    def __init__(self, source: str, field: str, message: str) -> None:
+        super().__init__(f"{source}: {field}: {message}" if field else f"{source}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class PluginRef:
+    name: str
+    weight: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileConfig:
+    scheduler_name: str
+    plugins: Mapping[str, tuple[PluginRef, ...]]
+    plugin_args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def enabled(self, point: str) -> tuple[PluginRef, ...]:
+        return self.plugins.get(point, ())
+
+    @property
+    def queue_sort(self) -> str:
+        return self.plugins["queueSort"][0].name
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    profiles: tuple[ProfileConfig, ...]
+    source: str = "<built-in>"
+
+    def profile(self, scheduler_name: str) -> ProfileConfig | None:
+        return next((p for p in self.profiles if p.scheduler_name == scheduler_name), None)
+
+
+def _plugin_refs(source: str, where: str, raw: Any, point: str, registry: Registry) -> tuple[PluginRef, ...]:
+    if not isinstance(raw, list):
+        raise ConfigError(source, where, "must be a list of {name: PLUGIN} entries")
+    refs = []
+    for i, entry in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise ConfigError(source, at, "must be a mapping with a plugin name, e.g. {name: NodeResourcesFit}")
+        unknown = set(entry) - {"name", "weight"}
+        if unknown:
+            raise ConfigError(source, f"{at}.{sorted(unknown)[0]}", "unknown key (accepted: name, weight)")
+        name = entry["name"]
+        spec = registry.get(name)
+        if spec is None:
+            raise ConfigError(source, f"{at}.name", f"unknown plugin {name!r} (known: {', '.join(registry.names())})")
+        if point not in spec.points():
+            served = ", ".join(sorted(spec.points())) or "none"
+            raise ConfigError(source, f"{at}.name", f"plugin {name} does not implement {point} (it serves: {served})")
+        weight = entry.get("weight", 1)
+        if point != "score" and "weight" in entry:
+            raise ConfigError(source, f"{at}.weight", "weights apply to score plugins only")
+        if not isinstance(weight, int) or isinstance(weight, bool) or weight < 1 or weight > 100:
+            raise ConfigError(source, f"{at}.weight", f"must be an integer from 1 to 100, got {weight!r}")
+        if any(r.name == name for r in refs):
+            raise ConfigError(source, at, f"plugin {name} is listed twice")
+        refs.append(PluginRef(name, weight))
+    return tuple(refs)
+
+
+def _profile(source: str, index: int, raw: Any, registry: Registry) -> ProfileConfig:
+    where = f"profiles[{index}]"
+    if not isinstance(raw, dict):
+        raise ConfigError(source, where, "must be a mapping with schedulerName and plugins")
+    unknown = set(raw) - {"schedulerName", "plugins", "pluginConfig"}
+    if unknown:
+        raise ConfigError(source, f"{where}.{sorted(unknown)[0]}", "unknown key (accepted: schedulerName, plugins, pluginConfig)")
+    name = raw.get("schedulerName")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(source, f"{where}.schedulerName", "must be a non-empty string")
+    plugins_raw = raw.get("plugins")
+    if not isinstance(plugins_raw, dict):
+        raise ConfigError(source, f"{where}.plugins", f"must be a mapping of extension points ({', '.join(POINTS)})")
+    plugins: dict[str, tuple[PluginRef, ...]] = {}
+    for point, refs in plugins_raw.items():
+        if point not in POINTS:
+            raise ConfigError(source, f"{where}.plugins.{point}", f"unknown extension point (accepted: {', '.join(POINTS)})")
+        plugins[point] = _plugin_refs(source, f"{where}.plugins.{point}", refs or [], point, registry)
+    if len(plugins.get("queueSort", ())) != 1:
+        raise ConfigError(source, f"{where}.plugins.queueSort", "exactly one queueSort plugin is required")
+    if not plugins.get("bind"):
+        raise ConfigError(source, f"{where}.plugins.bind", "at least one bind plugin is required (e.g. DefaultBinder)")
+
+    args: dict[str, Mapping[str, Any]] = {}
+    for i, entry in enumerate(raw.get("pluginConfig") or []):
+        at = f"{where}.pluginConfig[{i}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise ConfigError(source, at, "must be a mapping {name: PLUGIN, args: {...}}")
+        spec = registry.get(entry["name"])
+        if spec is None:
+            raise ConfigError(source, f"{at}.name", f"unknown plugin {entry['name']!r}")
+        if entry["name"] in args:
+            raise ConfigError(source, at, f"args for {entry['name']} given twice")
+        plugin_args = entry.get("args") or {}
+        if not isinstance(plugin_args, dict):
+            raise ConfigError(source, f"{at}.args", "must be a mapping")
+        try:
+            parse_args(spec.args_type, plugin_args)
+        except ArgsError as err:
+            raise ConfigError(source, f"{at}.args.{err.field}", err.message) from None
+        args[entry["name"]] = plugin_args
+    return ProfileConfig(name, plugins, args)
+
+
+def parse_config(data: Any, source: str, registry: Registry) -> SchedulerConfig:
+    if not isinstance(data, dict) or not isinstance(data.get("profiles"), list) or not data["profiles"]:
+        raise ConfigError(source, "profiles", "a non-empty list of profiles is required")
+    unknown = set(data) - {"profiles", "apiVersion", "kind"}
+    if unknown:
+        raise ConfigError(source, sorted(unknown)[0], "unknown key (accepted: profiles)")
+    profiles = tuple(_profile(source, i, p, registry) for i, p in enumerate(data["profiles"]))
+    seen: set[str] = set()
+    for i, profile in enumerate(profiles):
+        if profile.scheduler_name in seen:
+            raise ConfigError(source, f"profiles[{i}].schedulerName", f"{profile.scheduler_name!r} is used by two profiles")
+        seen.add(profile.scheduler_name)
+        if profile.queue_sort != profiles[0].queue_sort:
+            raise ConfigError(
+                source,
+                f"profiles[{i}].plugins.queueSort",
+                f"all profiles share one queue and must use the same queueSort plugin ({profiles[0].queue_sort})",
+            )
+    return SchedulerConfig(profiles, source)
+
+
+def load_config(path: str | Path, registry: Registry) -> SchedulerConfig:
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise ConfigError(source, "", f"cannot read: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "YAML"
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(source, where, f"invalid YAML: {problem}") from None
+    return parse_config(data, source, registry)
+
+
+def merge(*configs: SchedulerConfig) -> SchedulerConfig:
+    """Profiles of several sources; a later schedulerName replaces an earlier one."""
+    by_name: dict[str, ProfileConfig] = {}
+    for config in configs:
+        for profile in config.profiles:
+            by_name[profile.scheduler_name] = profile
+    return SchedulerConfig(tuple(by_name.values()), ", ".join(c.source for c in configs))

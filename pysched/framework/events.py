@@ -1,0 +1,47 @@
+"""Cluster events and queueing hints: which changes may make a rejected pod schedulable."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pysched.objects import NodeInfo, PodInfo
+
+
+class EventKind(enum.Enum):
+    NODE_ADD = "NodeAdd"
+    NODE_UPDATE = "NodeUpdate"
+    NODE_DELETE = "NodeDelete"
+    POD_ADD = "PodAdd"  # a pod of any scheduler was bound
+    POD_DELETE = "PodDelete"  # a bound pod was deleted or finished: its resources are free
+    POD_RESIZE_DOWN = "PodResizeDown"  # a bound pod now asks for less
+    POD_UPDATE = "PodUpdate"  # the unschedulable pod itself changed
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    kind: EventKind
+    old: NodeInfo | PodInfo | None = None
+    new: NodeInfo | PodInfo | None = None
+
+
+class QueueingHint(enum.Enum):
+    QUEUE = "Queue"
+    SKIP = "Skip"
+
+
+HintFn = Callable[[PodInfo, ClusterEvent], QueueingHint]
+
+
+@dataclass(frozen=True, slots=True)
+class EventRegistration:
+    """A plugin's interest in one kind of event, with an optional finer hint."""
+
+    kind: EventKind
+    hint: HintFn | None = None
+
+    def decide(self, pod: PodInfo, event: ClusterEvent) -> QueueingHint:
+        if event.kind is not self.kind:
+            return QueueingHint.SKIP
+        return self.hint(pod, event) if self.hint is not None else QueueingHint.QUEUE

@@ -1,0 +1,205 @@
+"""One small Protocol per extension point, as in kube-scheduler's framework.
+
+A plugin implements the protocols of the points it serves; the framework checks at start-up
+that every plugin a profile enables at a point implements that point's protocol.
+Filters and scores take a batch signature: one pod against the node table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.events import EventRegistration
+from pysched.framework.status import Status
+from pysched.ids import NodeName
+from pysched.objects import PodInfo
+
+if TYPE_CHECKING:
+    from pysched.cache import NodeTable
+    from pysched.clock import Clock
+    from pysched.framework.cluster import ClusterBackend
+
+Bools = npt.NDArray[np.bool_]
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(slots=True)
+class QueuedPod:
+    """A pod in the scheduling queue with its attempt history."""
+
+    pod: PodInfo
+    added: float  # first time it entered the queue
+    attempts: int = 0
+    backoff_until: float = 0.0
+    unschedulable_plugins: frozenset[str] = frozenset()
+    last_failure: float = 0.0
+    gated_by: str = ""
+    sort_key: tuple[Any, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class Handle:
+    """What plugins may reach of the running scheduler (kube-scheduler's framework.Handle)."""
+
+    cluster: ClusterBackend
+    clock: Clock
+    nodes: NodeTable
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    NAME: ClassVar[str]
+
+
+@runtime_checkable
+class EnqueueExtensions(Protocol):
+    def events_to_register(self) -> Sequence[EventRegistration]:
+        """Cluster events that may make a pod this plugin rejected schedulable."""
+        ...
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Plugin, Protocol):
+    def pre_enqueue(self, pod: PodInfo) -> Status: ...
+
+
+@runtime_checkable
+class QueueSortPlugin(Plugin, Protocol):
+    def sort_key(self, queued: QueuedPod) -> tuple[Any, ...]:
+        """Smaller keys pop first (the `Less` of kube-scheduler as a key function)."""
+        ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Plugin, Protocol):
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FilterResult:
+    """Batch verdict: which rows pass, and for the failing ones why (for FailedScheduling)."""
+
+    feasible: Bools
+    reasons: Mapping[str, Bools] = field(default_factory=dict)
+    unresolvable: bool = False
+
+
+@runtime_checkable
+class FilterPlugin(Plugin, Protocol):
+    def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult: ...
+
+
+@runtime_checkable
+class MaskFilterPlugin(FilterPlugin, Protocol):
+    """A filter whose verdict depends only on node labels/taints/flags and the pod's placement
+    constraints: the framework caches its mask per pod signature and node generation."""
+
+    def mask_signature(self, pod: PodInfo) -> Hashable: ...
+    def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools: ...
+
+
+@runtime_checkable
+class FusedFilter(Protocol):
+    """A filter the kernel runs itself (`kernel_filter` names the term)."""
+
+    kernel_filter: ClassVar[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """Why no node fits: reason -> node count, and which plugins rejected."""
+
+    total_nodes: int
+    reasons: Mapping[str, int]
+    rejectors: frozenset[str]
+    unresolvable: bool
+
+    def message(self) -> str:
+        parts = sorted(f"{count} {reason}" for reason, count in self.reasons.items())
+        text = f"0/{self.total_nodes} nodes are available"
+        return (f"{text}: {', '.join(parts)}." if parts else f"{text}.")[:1024]
+
+
+@runtime_checkable
+class PostFilterPlugin(Plugin, Protocol):
+    def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> tuple[Status, NodeName | None]:
+        """Try to make room (preemption, a smaller size...); may nominate a node."""
+        ...
+
+
+@runtime_checkable
+class PreScorePlugin(Plugin, Protocol):
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> Status: ...
+
+
+@runtime_checkable
+class ScorePlugin(Plugin, Protocol):
+    def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> I64:
+        """Scores (0..100 once normalized) for every row; rows not feasible are ignored."""
+        ...
+
+
+@runtime_checkable
+class FusedScore(Protocol):
+    """A score the kernel computes itself; `score_batch` stays its numpy reference."""
+
+    kernel_score: ClassVar[str]
+
+
+@runtime_checkable
+class ScoreNormalizer(Protocol):
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: I64, feasible: Bools) -> None:
+        """Rescale scores in place to 0..100 (NormalizeScore)."""
+        ...
+
+
+@runtime_checkable
+class ReservePlugin(Plugin, Protocol):
+    def reserve(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status: ...
+    def unreserve(self, state: CycleState, pod: PodInfo, node: NodeName) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Plugin, Protocol):
+    def permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, float]:
+        """Success, Wait (with a timeout in seconds) or a rejection."""
+        ...
+
+
+@runtime_checkable
+class PreBindPlugin(Plugin, Protocol):
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status: ...
+
+
+@runtime_checkable
+class BindPlugin(Plugin, Protocol):
+    async def bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
+        """Skip hands the pod to the next bind plugin."""
+        ...
+
+
+@runtime_checkable
+class PostBindPlugin(Plugin, Protocol):
+    def post_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> None: ...
+
+
+EXTENSION_POINTS: dict[str, type] = {
+    "preEnqueue": PreEnqueuePlugin,
+    "queueSort": QueueSortPlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+}

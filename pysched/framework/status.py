@@ -1,0 +1,53 @@
+"""Results of plugin calls. Expected rejections are values, never exceptions (DESIGN §4 rule 5)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Code(enum.IntEnum):
+    SUCCESS = 0
+    ERROR = 1
+    UNSCHEDULABLE = 2
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    WAIT = 4
+    SKIP = 5
+    PENDING = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    code: Code = Code.SUCCESS
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.code in (Code.SUCCESS, Code.SKIP)
+
+    @property
+    def rejected(self) -> bool:
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
+
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+    def with_plugin(self, plugin: str) -> Status:
+        return self if self.plugin else Status(self.code, self.reasons, plugin)
+
+
+SUCCESS = Status()
+SKIP = Status(Code.SKIP)
+
+
+def unschedulable(*reasons: str, plugin: str = "") -> Status:
+    return Status(Code.UNSCHEDULABLE, reasons, plugin)
+
+
+def unresolvable(*reasons: str, plugin: str = "") -> Status:
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, plugin)
+
+
+def error(*reasons: str, plugin: str = "") -> Status:
+    return Status(Code.ERROR, reasons, plugin)

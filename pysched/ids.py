@@ -1,0 +1,14 @@
+"""Identifiers. Distinct types so a node name is never passed where a pod key is expected."""
+
+from typing import NewType
+
+PodKey = NewType("PodKey", str)
+"""`namespace/name` of a pod."""
+PodUID = NewType("PodUID", str)
+NodeName = NewType("NodeName", str)
+ProfileName = NewType("ProfileName", str)
+PluginName = NewType("PluginName", str)
+
+
+def pod_key(namespace: str, name: str) -> PodKey:
+    return PodKey(f"{namespace}/{name}")

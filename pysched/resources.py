@@ -1,0 +1,188 @@
+"""Kubernetes resource quantities and pod requests, computed the way kube-scheduler does.
+
+Quantities become integers in the unit the scheduler compares: CPU in millicores, everything
+else in base units (bytes for memory), both rounded up like `Quantity.MilliValue()` / `Value()`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from typing import Any
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+GPU = "nvidia.com/gpu"
+
+# kube-scheduler scores pods without requests as if they asked for this (schedutil.DefaultMilliCPURequest
+# and DefaultMemoryRequest); only scoring uses these, never the fit check.
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))([a-zA-Z]*|[eE][+-]?[0-9]+)$")
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+QUANTITY_FORMS = "a Kubernetes quantity such as 500m, 1.5, 2Gi, 1e3 or 1k"
+
+
+class QuantityError(ValueError):
+    """A string that is not a Kubernetes quantity."""
+
+
+def parse_quantity(value: str | int | float) -> Decimal:
+    """Parse a Kubernetes quantity (`500m`, `1.5`, `2Gi`, `1e3`, `1k`) into an exact Decimal."""
+    if isinstance(value, bool):
+        raise QuantityError(f"{value!r} is not {QUANTITY_FORMS}")
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    match = _QUANTITY.match(value.strip())
+    if match is None:
+        raise QuantityError(f"{value!r} is not {QUANTITY_FORMS}")
+    number, suffix = match.groups()
+    try:
+        base = Decimal(number)
+    except InvalidOperation as err:  # pragma: no cover - the regex admits only valid numbers
+        raise QuantityError(f"{value!r} is not {QUANTITY_FORMS}") from err
+    if suffix in _BINARY:
+        return base * _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return base * _DECIMAL[suffix]
+    if suffix[:1] in ("e", "E"):
+        return base.scaleb(int(suffix[1:]))
+    raise QuantityError(f"{value!r} is not {QUANTITY_FORMS}")
+
+
+def to_scheduler_units(resource: str, value: str | int | float) -> int:
+    """A quantity in the unit the scheduler compares: millicores for CPU, base units otherwise."""
+    quantity = parse_quantity(value)
+    if resource == CPU:
+        quantity *= 1000
+    return int(quantity.to_integral_value(rounding=ROUND_CEILING))
+
+
+ResourceMap = dict[str, int]
+
+
+def parse_resource_list(raw: Mapping[str, Any] | None) -> ResourceMap:
+    """A `resources.requests`-style mapping in scheduler units."""
+    if not raw:
+        return {}
+    return {name: to_scheduler_units(name, value) for name, value in raw.items()}
+
+
+def _add_into(total: ResourceMap, extra: Mapping[str, int]) -> None:
+    for name, value in extra.items():
+        total[name] = total.get(name, 0) + value
+
+
+def _max_into(total: ResourceMap, other: Mapping[str, int]) -> None:
+    for name, value in other.items():
+        if value > total.get(name, 0):
+            total[name] = value
+
+
+def _container_requests(container: Mapping[str, Any], status: Mapping[str, Any] | None) -> ResourceMap:
+    """One container's requests; during an in-place resize the largest of desired, allocated and actual."""
+    requests = parse_resource_list((container.get("resources") or {}).get("requests"))
+    if status is not None:
+        _max_into(requests, parse_resource_list(status.get("allocatedResources")))
+        _max_into(requests, parse_resource_list((status.get("resources") or {}).get("requests")))
+    return requests
+
+
+def _resize_infeasible(pod_status: Mapping[str, Any]) -> bool:
+    for condition in pod_status.get("conditions") or ():
+        if condition.get("type") == "PodResizePending" and condition.get("reason") == "Infeasible":
+            return True
+    return False
+
+
+def pod_requests(pod: Mapping[str, Any]) -> ResourceMap:
+    """Effective requests of a pod as kube-scheduler computes them (DESIGN §4 rule 9).
+
+    max(sum of regular containers + restartable init containers (sidecars), the largest
+    init-time footprint), plus pod overhead; pod-level `spec.resources` wins where set. While
+    a resize is in progress each container counts the largest of desired, allocated and
+    actual, except that an Infeasible resize does not count its desired values.
+    """
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    statuses = {s.get("name"): s for s in status.get("containerStatuses") or ()}
+    infeasible = _resize_infeasible(status)
+
+    total: ResourceMap = {}
+    for container in spec.get("containers") or ():
+        container_status = statuses.get(container.get("name"))
+        if infeasible and container_status is not None:
+            requests = parse_resource_list(container_status.get("allocatedResources"))
+            _max_into(requests, parse_resource_list((container_status.get("resources") or {}).get("requests")))
+        else:
+            requests = _container_requests(container, container_status)
+        _add_into(total, requests)
+
+    # Init containers run in order; sidecars (restartPolicy Always) keep running after they start,
+    # so each init container's footprint includes the sidecars started before it.
+    sidecars: ResourceMap = {}
+    init_peak: ResourceMap = {}
+    for init in spec.get("initContainers") or ():
+        requests = parse_resource_list((init.get("resources") or {}).get("requests"))
+        if init.get("restartPolicy") == "Always":
+            _add_into(total, requests)
+            _add_into(sidecars, requests)
+            footprint = dict(sidecars)
+        else:
+            footprint = dict(sidecars)
+            _add_into(footprint, requests)
+        _max_into(init_peak, footprint)
+    _max_into(total, init_peak)
+
+    pod_level = parse_resource_list((spec.get("resources") or {}).get("requests"))
+    for name in (CPU, MEMORY):  # pod-level resources cover cpu and memory only
+        if name in pod_level:
+            total[name] = pod_level[name]
+
+    _add_into(total, parse_resource_list(spec.get("overhead")))
+    return {name: value for name, value in total.items() if value}
+
+
+def nonzero_requests(requests: Mapping[str, int]) -> tuple[int, int]:
+    """CPU and memory as kube-scheduler's scoring sees them: defaults stand in for zero."""
+    cpu = requests.get(CPU, 0) or DEFAULT_MILLI_CPU_REQUEST
+    memory = requests.get(MEMORY, 0) or DEFAULT_MEMORY_REQUEST
+    return cpu, memory
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceNames:
+    """The resource columns known so far; cpu, memory, pods and ephemeral-storage come first."""
+
+    names: tuple[str, ...] = (CPU, MEMORY, PODS, EPHEMERAL_STORAGE)
+
+    def with_names(self, extra: Iterable[str]) -> ResourceNames:
+        new = [name for name in extra if name not in self.names]
+        return self if not new else ResourceNames((*self.names, *sorted(set(new))))
+
+
+def format_resource(resource: str, value: int) -> str:
+    """Scheduler units back to a readable quantity (`1500m`, `2Gi`)."""
+    if resource == CPU:
+        return f"{value // 1000}" if value % 1000 == 0 else f"{value}m"
+    for suffix, factor in reversed(_BINARY.items()):
+        if value and value % factor == 0:
+            return f"{value // factor}{suffix}"
+    return str(value)

@@ -1,0 +1,289 @@
+"""The scheduler loop: one synchronous scheduling cycle per pod, binding cycles in parallel.
+
+It is the same object whatever the backend: the simulator calls `run_until_idle` between
+virtual-time steps, the live process calls `run` (DESIGN §4 rule 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from pysched.cache import Cache
+from pysched.clock import Clock
+from pysched.framework.cluster import ClusterBackend, PodCondition
+from pysched.framework.config import SchedulerConfig
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
+from pysched.framework.interfaces import Handle, QueuedPod
+from pysched.framework.registry import Registry
+from pysched.framework.runtime import Framework, build_frameworks
+from pysched.framework.status import Code, Status
+from pysched.ids import NodeName
+from pysched.objects import NodeInfo, PodInfo, parse_time
+from pysched.queue import QueueTimings, SchedulingQueue
+
+log = structlog.get_logger("pysched.scheduler")
+
+
+@dataclass(slots=True)
+class SchedulerStats:
+    scheduled: int = 0
+    unschedulable: int = 0
+    errors: int = 0
+    bind_failures: int = 0
+    cycle_seconds: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _BindJob:
+    framework: Framework
+    state: CycleState
+    queued: QueuedPod
+    node: NodeName
+    wait: float
+
+
+def _shrank(old: PodInfo, new: PodInfo) -> bool:
+    return any(new.requests.get(name, 0) < value for name, value in old.requests.items())
+
+
+class Scheduler:
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        backend: ClusterBackend,
+        clock: Clock,
+        registry: Registry | None = None,
+        *,
+        max_binds_in_flight: int = 64,
+        timings: QueueTimings = QueueTimings(),
+        timer: Callable[[], float] = time.perf_counter,
+        record_cycle_times: bool = False,
+    ) -> None:
+        if registry is None:
+            from pysched.plugins import default_registry
+
+            registry = default_registry()
+        self.config = config
+        self.backend = backend
+        self.clock = clock
+        self.cache = Cache()
+        self.handle = Handle(backend, clock, self.cache.nodes)
+        self.frameworks = build_frameworks(config.profiles, registry, self.handle)
+        queue_sort = next(iter(self.frameworks.values())).queue_sort
+        self.queue = SchedulingQueue(clock, queue_sort.sort_key, self._pre_enqueue, self._hint, timings)
+        self.stats = SchedulerStats()
+        self._timer = timer
+        self._record = record_cycle_times
+        self._max_binds = max_binds_in_flight
+        self._binds: asyncio.Queue[_BindJob] | None = None
+        self._workers: list[asyncio.Task[None]] = []
+        self._side_tasks: set[asyncio.Task[None]] = set()
+
+    # ----- wiring
+    async def start(self) -> None:
+        self._binds = asyncio.Queue()
+        self._workers = [asyncio.create_task(self._bind_worker()) for _ in range(self._max_binds)]
+        await self.backend.start(self)
+
+    async def stop(self) -> None:
+        """Finish in-flight binds, then stop the workers."""
+        if self._binds is not None:
+            await self._binds.join()
+        for worker in self._workers:
+            worker.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers = []
+        if self._side_tasks:
+            await asyncio.gather(*self._side_tasks, return_exceptions=True)
+
+    def _ours(self, pod: PodInfo) -> bool:
+        return pod.scheduler_name in self.frameworks
+
+    def _pre_enqueue(self, pod: PodInfo) -> Status:
+        return self.frameworks[pod.scheduler_name].run_pre_enqueue(pod)
+
+    def _hint(self, queued: QueuedPod, event: ClusterEvent) -> QueueingHint:
+        framework = self.frameworks.get(queued.pod.scheduler_name)
+        if framework is None:
+            return QueueingHint.SKIP
+        return framework.requeue_hint(queued.pod, queued.unschedulable_plugins, event)
+
+    # ----- ClusterListener: the informer stream
+    def on_node_added(self, node: NodeInfo) -> None:
+        self.cache.add_node(node)
+        self.queue.on_event(ClusterEvent(EventKind.NODE_ADD, None, node))
+
+    def on_node_updated(self, old: NodeInfo, new: NodeInfo) -> None:
+        self.cache.update_node(new)
+        self.queue.on_event(ClusterEvent(EventKind.NODE_UPDATE, old, new))
+
+    def on_node_deleted(self, node: NodeInfo) -> None:
+        self.cache.remove_node(node)
+
+    def on_pod_added(self, pod: PodInfo) -> None:
+        if pod.node_name is not None:
+            self.cache.add_pod(pod)
+            self.queue.delete(pod.key)
+        elif self._ours(pod) and not pod.deleting and not pod.terminated:
+            self.queue.add(pod)
+
+    def on_pod_updated(self, old: PodInfo, new: PodInfo) -> None:
+        if new.node_name is None:
+            if self._ours(new) and not new.deleting and not new.terminated:
+                self.queue.update(new)
+            elif new.key in self.queue:
+                self.queue.delete(new.key)
+            return
+        self.cache.update_pod(new)
+        if self.queue.where(new.key) not in (None, "in-flight"):
+            self.queue.delete(new.key)  # bound by someone else meanwhile
+        if new.terminated and not old.terminated:
+            self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, old, new))
+        elif old.node_name is not None and _shrank(old, new):
+            self.queue.on_event(ClusterEvent(EventKind.POD_RESIZE_DOWN, old, new))
+
+    def on_pod_deleted(self, pod: PodInfo) -> None:
+        if self.cache.pod_node(pod.key) is not None:
+            self.cache.remove_pod(pod)
+            if pod.node_name is not None:
+                self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))
+        self.queue.delete(pod.key)
+
+    def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:
+        meta: Any = raw.get("metadata") or {}
+        log.warning("invalid pod", pod=f"{meta.get('namespace')}/{meta.get('name')}", problem=problem)
+        stub = PodInfo(
+            key=f"{meta.get('namespace')}/{meta.get('name')}",  # type: ignore[arg-type]
+            uid=str(meta.get("uid") or ""),  # type: ignore[arg-type]
+            namespace=str(meta.get("namespace") or "default"),
+            name=str(meta.get("name") or ""),
+            scheduler_name="",
+            priority=0,
+            created=parse_time(meta.get("creationTimestamp")),
+            requests={},
+            raw=raw,
+        )
+        self._spawn(self.backend.emit_event(stub, "Warning", "FailedScheduling", f"pod cannot be scheduled: {problem}"))
+
+    # ----- scheduling cycle
+    def schedule_one(self) -> bool:
+        """Run one scheduling cycle; False when no pod was ready."""
+        queued = self.queue.pop()
+        if queued is None:
+            return False
+        started = self._timer()
+        pod = queued.pod
+        framework = self.frameworks[pod.scheduler_name]
+        state = CycleState()
+        result = framework.find_node(state, pod)
+        if result.node is None:
+            self._fail(queued, result.status, result.diagnosis.rejectors if result.diagnosis else frozenset())
+            return True
+        node = result.node
+        status = framework.run_reserve(state, pod, node)
+        if not status.ok:
+            self._fail(queued, status, frozenset({status.plugin}))
+            return True
+        self.cache.assume(pod, node)
+        status, wait = framework.run_permit(state, pod, node)
+        if status.rejected or status.code is Code.ERROR:
+            framework.run_unreserve(state, pod, node)
+            self.cache.forget(pod)
+            self._fail(queued, status, frozenset({status.plugin}))
+            return True
+        if self._record:
+            self.stats.cycle_seconds.append(self._timer() - started)
+        assert self._binds is not None, "start() first"
+        self._binds.put_nowait(_BindJob(framework, state, queued, node, wait))
+        return True
+
+    def _fail(self, queued: QueuedPod, status: Status, rejectors: frozenset[str]) -> None:
+        pod = queued.pod
+        if status.code is Code.ERROR:
+            self.stats.errors += 1
+            self.queue.requeue_backoff(queued)
+            reason = "SchedulerError"
+        else:
+            self.stats.unschedulable += 1
+            self.queue.requeue_unschedulable(queued, rejectors)
+            reason = "Unschedulable"
+        message = status.message()
+        self._spawn(self._report_failure(pod, reason, message))
+
+    async def _report_failure(self, pod: PodInfo, reason: str, message: str) -> None:
+        await self.backend.emit_event(pod, "Warning", "FailedScheduling", message)
+        await self.backend.patch_pod_condition(pod, PodCondition("PodScheduled", "False", reason, message))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    # ----- binding cycle
+    async def _bind_worker(self) -> None:
+        assert self._binds is not None
+        while True:
+            job = await self._binds.get()
+            try:
+                await self._binding_cycle(job)
+            except Exception:  # a bug in a plugin must not stop the binder
+                log.exception("binding cycle crashed", pod=job.queued.pod.key)
+                self._undo(job, Status(Code.ERROR, ("internal error while binding",)))
+            finally:
+                self._binds.task_done()
+
+    async def _binding_cycle(self, job: _BindJob) -> None:
+        framework, state, pod, node = job.framework, job.state, job.queued.pod, job.node
+        if job.wait:
+            status = await framework.wait_on_permit(pod, job.wait)
+            if not status.ok:
+                self._undo(job, status)
+                return
+        status = await framework.run_pre_bind(state, pod, node)
+        if status.ok:
+            status = await framework.run_bind(state, pod, node)
+        if not status.ok:
+            self._undo(job, status)
+            return
+        self.stats.scheduled += 1
+        self.queue.done(pod.key)
+        framework.run_post_bind(state, pod, node)
+        await self.backend.emit_event(pod, "Normal", "Scheduled", f"Successfully assigned {pod.namespace}/{pod.name} to {node}")
+
+    def _undo(self, job: _BindJob, status: Status) -> None:
+        """A failed binding cycle: forget the assumption at once and retry after backoff."""
+        pod = job.queued.pod
+        self.stats.bind_failures += 1
+        job.framework.run_unreserve(job.state, pod, job.node)
+        self.cache.forget(pod)
+        self.queue.requeue_backoff(job.queued)
+        self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))  # its resources are free again
+        self._spawn(self._report_failure(pod, "SchedulerError", f"Binding rejected: {status.message()}"))
+
+    # ----- drivers
+    async def run_until_idle(self) -> None:
+        """Schedule every ready pod and let their binds finish (simulation and tests)."""
+        assert self._binds is not None, "start() first"
+        while True:
+            while self.schedule_one():
+                pass
+            await self._binds.join()
+            if self._side_tasks:
+                await asyncio.gather(*list(self._side_tasks), return_exceptions=True)
+            if self.queue.counts()["active"] == 0:
+                return
+
+    async def run(self, stop: asyncio.Event, idle_poll: float = 1.0) -> None:
+        """The live loop: schedule while there is work, otherwise wait for the queue."""
+        while not stop.is_set():
+            if not self.schedule_one():
+                await self.queue.wait(idle_poll)
+            else:
+                await asyncio.sleep(0)  # let binds and informer events in

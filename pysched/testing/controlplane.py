@@ -1,0 +1,690 @@
+"""A real etcd + kube-apiserver on loopback, for tests, perf runs and ``dev-cluster``.
+
+The binaries are built from Go modules by ``hack/build-control-plane.sh`` into
+``${PYSCHED_CACHE_DIR:-~/.cache/pysched}/control-plane/k8s-V_etcd-V_goV/bin``;
+``PYSCHED_CONTROL_PLANE_BIN`` points somewhere else. Every process is started
+in its own session, logs to a file in the work dir and is stopped by pid.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+K8S_VERSION = "v1.36.3"
+BIN_ENV = "PYSCHED_CONTROL_PLANE_BIN"
+CACHE_ENV = "PYSCHED_CACHE_DIR"
+REQUIRED_BINARIES = ("etcd", "kube-apiserver")
+ALL_BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl")
+FAKE_NODE_LABEL = "pysched.io/fake-node"
+BUILD_HINT = "build them with `bash hack/build-control-plane.sh` (or `make control-plane`)"
+
+
+class ControlPlaneError(RuntimeError):
+    """Starting or talking to the local control plane failed."""
+
+
+class BinariesNotFound(ControlPlaneError):
+    pass
+
+
+class PortInUse(ControlPlaneError):
+    pass
+
+
+class ProcessCrashed(ControlPlaneError):
+    pass
+
+
+# -- binaries -------------------------------------------------------------------------------
+
+
+def cache_root() -> Path:
+    env = os.environ.get(CACHE_ENV)
+    return Path(env) if env else Path.home() / ".cache" / "pysched"
+
+
+def find_bin_dir(
+    bin_dir: Path | str | None = None, *, need: Iterable[str] = REQUIRED_BINARIES
+) -> Path:
+    """Return a folder holding the control-plane binaries, or raise :class:`BinariesNotFound`.
+
+    Order: the argument, ``$PYSCHED_CONTROL_PLANE_BIN``, then the newest complete
+    build for Kubernetes ``K8S_VERSION`` in the cache folder.
+    """
+    need = tuple(need)
+    candidates: list[Path] = []
+    if bin_dir is not None:
+        candidates = [Path(bin_dir)]
+    elif os.environ.get(BIN_ENV):
+        candidates = [Path(os.environ[BIN_ENV])]
+    else:
+        base = cache_root() / "control-plane"
+        builds = [
+            d
+            for d in base.glob(f"k8s-{K8S_VERSION}_*")
+            if d.is_dir() and (d / ".complete").is_file()
+        ]
+        builds.sort(key=lambda d: (d / ".complete").stat().st_mtime, reverse=True)
+        candidates = [d / "bin" for d in builds]
+        if not candidates:
+            raise BinariesNotFound(
+                f"no complete control-plane build for Kubernetes {K8S_VERSION} under {base}; "
+                f"{BUILD_HINT}, or set {BIN_ENV}"
+            )
+    for cand in candidates:
+        missing = [b for b in need if not os.access(cand / b, os.X_OK)]
+        if not missing:
+            return cand
+    where = candidates[0]
+    missing = [b for b in need if not os.access(where / b, os.X_OK)]
+    raise BinariesNotFound(
+        f"control-plane binaries missing in {where}: {', '.join(missing)}; {BUILD_HINT}"
+    )
+
+
+# -- ports and processes --------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 16384))
+            data = f.read().decode("utf-8", "replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(data.splitlines()[-lines:])
+
+
+def pid_alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def pid_matches(pid: int, exe: str) -> bool:
+    """True if ``pid`` is alive and runs ``exe`` (guards against pid reuse)."""
+    if not pid_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return True  # no /proc: trust the pid
+    return any(a.decode("utf-8", "replace") == exe for a in argv[:3])
+
+
+def stop_pid(pid: int, exe: str | None = None, *, timeout: float = 10.0) -> None:
+    """SIGTERM then, after ``timeout``, SIGKILL one process; return once it is gone."""
+    if exe is not None and not pid_matches(pid, exe):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid):
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        if time.monotonic() >= deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 5.0
+        time.sleep(0.05)
+
+
+@dataclass
+class ManagedProcess:
+    """One background process: its name, argv, pid and log file."""
+
+    name: str
+    argv: list[str]
+    log_path: Path
+    popen: subprocess.Popen[bytes] | None = None
+    pid: int = 0
+
+    @classmethod
+    def spawn(
+        cls, name: str, argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None
+    ) -> ManagedProcess:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as log:
+            popen = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=dict(env) if env is not None else None,
+            )
+        return cls(name=name, argv=list(argv), log_path=log_path, popen=popen, pid=popen.pid)
+
+    def alive(self) -> bool:
+        if self.popen is not None:
+            return self.popen.poll() is None
+        return pid_matches(self.pid, self.argv[0])
+
+    def check(self) -> None:
+        if not self.alive():
+            code = self.popen.returncode if self.popen is not None else None
+            raise ProcessCrashed(
+                f"{self.name} (pid {self.pid}) exited with code {code}; "
+                f"last lines of {self.log_path}:\n{log_tail(self.log_path)}"
+            )
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.popen is not None:
+            if self.popen.poll() is None:
+                self.popen.terminate()
+                try:
+                    self.popen.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self.popen.kill()
+                    self.popen.wait(10)
+            return
+        stop_pid(self.pid, self.argv[0], timeout=timeout)
+
+    def record(self) -> dict[str, Any]:
+        return {"name": self.name, "pid": self.pid, "exe": self.argv[0], "log": str(self.log_path)}
+
+
+# -- keys, kubeconfig -------------------------------------------------------------------------
+
+
+def write_rsa_key(path: Path) -> None:
+    """Write an RSA private key in PEM (service-account signing key)."""
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+    except ImportError:  # pragma: no cover - fallback when cryptography is absent
+        if shutil.which("openssl") is None:
+            raise ControlPlaneError(
+                "need the `cryptography` package or `openssl` to make the service-account key"
+            ) from None
+        subprocess.run(
+            ["openssl", "genrsa", "-out", str(path), "2048"], check=True, capture_output=True
+        )
+        return
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    path.write_bytes(pem)
+    path.chmod(0o600)
+
+
+def kubeconfig_dict(
+    server: str, token: str, ca_file: Path | None, name: str = "pysched"
+) -> dict[str, Any]:
+    cluster: dict[str, Any] = {"server": server}
+    if ca_file is not None:
+        cluster["certificate-authority"] = str(ca_file)
+    else:
+        cluster["insecure-skip-tls-verify"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": f"{name}-admin", "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": f"{name}-admin"}}],
+        "current-context": name,
+        "preferences": {},
+    }
+
+
+# -- fake nodes -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """Allocatable of one fake node (Kubernetes quantities as strings)."""
+
+    cpu: str = "8"
+    memory: str = "32Gi"
+    pods: str = "110"
+    gpu: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def resources(self) -> dict[str, str]:
+        res = {"cpu": self.cpu, "memory": self.memory, "pods": self.pods}
+        if self.gpu is not None and self.gpu not in ("", "0"):
+            res["nvidia.com/gpu"] = self.gpu
+        return res
+
+
+def create_fake_node(api: Any, name: str, spec: NodeSpec) -> dict[str, Any]:
+    """Create one Ready fake node: the Node, its taints cleared, then ``nodes/status``.
+
+    The ``TaintNodesByCondition`` admission plugin adds ``node.kubernetes.io/not-ready``
+    on create; with no node-lifecycle controller nothing removes it, so we do.
+    """
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "type": "fake",
+        FAKE_NODE_LABEL: "true",
+        **dict(spec.labels),
+    }
+    api.post(
+        "/api/v1/nodes",
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}},
+    )
+    api.patch(
+        f"/api/v1/nodes/{name}",
+        {"spec": {"taints": None}},
+        content_type="application/merge-patch+json",
+    )
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    res = spec.resources()
+    status = {
+        "status": {
+            "capacity": res,
+            "allocatable": res,
+            "phase": "Running",
+            "addresses": [
+                {"type": "InternalIP", "address": "127.0.0.1"},
+                {"type": "Hostname", "address": name},
+            ],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "pysched fake node",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                },
+                *(
+                    {
+                        "type": t,
+                        "status": "False",
+                        "reason": f"KubeletHas{r}",
+                        "lastHeartbeatTime": now,
+                        "lastTransitionTime": now,
+                    }
+                    for t, r in (
+                        ("MemoryPressure", "SufficientMemory"),
+                        ("DiskPressure", "NoDiskPressure"),
+                        ("PIDPressure", "SufficientPID"),
+                    )
+                ),
+            ],
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "kubeletVersion": K8S_VERSION,
+                "kubeProxyVersion": "",
+                "containerRuntimeVersion": "pysched-emulator://0",
+                "kernelVersion": "",
+                "osImage": "pysched fake node",
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+            },
+        }
+    }
+    result: dict[str, Any] = api.patch(
+        f"/api/v1/nodes/{name}/status", status, content_type="application/merge-patch+json"
+    )
+    return result
+
+
+def create_fake_nodes(
+    api: Any,
+    count: int,
+    spec: NodeSpec | None = None,
+    *,
+    prefix: str = "fake-node-",
+    workers: int = 8,
+) -> list[str]:
+    """Create ``count`` Ready fake nodes named ``{prefix}{i}``; return their names."""
+    spec = spec or NodeSpec()
+    width = max(3, len(str(count - 1)))
+    names = [f"{prefix}{i:0{width}d}" for i in range(count)]
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, count))) as pool:
+        list(pool.map(lambda n: create_fake_node(api, n, spec), names))
+    return names
+
+
+# -- the control plane ----------------------------------------------------------------------
+
+
+class LocalControlPlane:
+    """etcd + kube-apiserver on 127.0.0.1 with free ports and an admin kubeconfig.
+
+    Use as a context manager, or call :meth:`start` / :meth:`stop`. Every process
+    started is stopped by pid on :meth:`stop` and, as a fallback, at interpreter
+    exit. :meth:`detach` hands the processes over (``dev-cluster up``).
+    """
+
+    def __init__(
+        self,
+        workdir: Path | str | None = None,
+        *,
+        bin_dir: Path | str | None = None,
+        etcd_port: int | None = None,
+        apiserver_port: int | None = None,
+        extra_apiserver_args: Sequence[str] = (),
+        perf: bool = False,
+        start_timeout: float = 120.0,
+    ) -> None:
+        self._own_workdir = workdir is None
+        self.workdir = (
+            Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="pysched-cp-"))
+        )
+        self._bin_dir_arg = bin_dir
+        self.bin_dir: Path | None = None
+        self.etcd_port = etcd_port
+        self.apiserver_port = apiserver_port
+        self.extra_apiserver_args = list(extra_apiserver_args)
+        self.perf = perf
+        self.start_timeout = start_timeout
+        self.token = secrets.token_hex(16)
+        self.processes: list[ManagedProcess] = []
+        self._atexit_registered = False
+        self._api: Any = None
+
+    # paths
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    @property
+    def cert_dir(self) -> Path:
+        return self.workdir / "certs"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.cert_dir / "apiserver.crt"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes]
+
+    def binary(self, name: str) -> Path:
+        if self.bin_dir is None:
+            self.bin_dir = find_bin_dir(self._bin_dir_arg)
+        path = self.bin_dir / name
+        if not os.access(path, os.X_OK):
+            raise BinariesNotFound(f"{path} is missing; {BUILD_HINT}")
+        return path
+
+    # lifecycle
+    def __enter__(self) -> LocalControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> LocalControlPlane:
+        self.bin_dir = find_bin_dir(self._bin_dir_arg)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for port in (self.etcd_port, self.apiserver_port):
+            if port is not None and not port_is_free(port):
+                raise PortInUse(f"port {port} on 127.0.0.1 is already in use")
+        if not self._atexit_registered:
+            atexit.register(self.stop)
+            self._atexit_registered = True
+        try:
+            self._start_etcd()
+            self._start_apiserver()
+            self._write_kubeconfig()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_etcd(self) -> None:
+        if self.etcd_port is None:
+            self.etcd_port = free_port()
+        data_dir = self.workdir / "etcd-data"
+        url = f"http://127.0.0.1:{self.etcd_port}"
+        argv = [
+            str(self.binary("etcd")),
+            f"--data-dir={data_dir}",
+            f"--listen-client-urls={url}",
+            f"--advertise-client-urls={url}",
+            "--listen-peer-urls=http://127.0.0.1:0",
+            "--unsafe-no-fsync",
+            "--log-level=warn",
+        ]
+        proc = ManagedProcess.spawn("etcd", argv, self.workdir / "etcd.log")
+        self.processes.append(proc)
+        self._wait_http(proc, f"{url}/health", None, lambda body: '"health":"true"' in body)
+
+    def _start_apiserver(self) -> None:
+        if self.apiserver_port is None:
+            self.apiserver_port = free_port()
+        self.cert_dir.mkdir(parents=True, exist_ok=True)
+        sa_key = self.workdir / "sa.key"
+        if not sa_key.exists():
+            write_rsa_key(sa_key)
+        token_file = self.workdir / "tokens.csv"
+        token_file.write_text(f'{self.token},pysched-admin,pysched-admin,"system:masters"\n')
+        token_file.chmod(0o600)
+        argv = [
+            str(self.binary("kube-apiserver")),
+            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.apiserver_port}",
+            "--advertise-address=127.0.0.1",
+            "--endpoint-reconciler-type=none",
+            f"--cert-dir={self.cert_dir}",
+            f"--token-auth-file={token_file}",
+            "--authorization-mode=RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={sa_key}",
+            f"--service-account-signing-key-file={sa_key}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--disable-admission-plugins=ServiceAccount",
+        ]
+        if self.perf:
+            argv += [
+                "--max-requests-inflight=0",
+                "--max-mutating-requests-inflight=0",
+                "--enable-priority-and-fairness=false",
+            ]
+        argv += self.extra_apiserver_args
+        proc = ManagedProcess.spawn("kube-apiserver", argv, self.workdir / "kube-apiserver.log")
+        self.processes.append(proc)
+        self._wait_http(
+            proc, f"{self.server}/readyz", self.token, lambda body: body.strip() == "ok"
+        )
+
+    def _wait_http(
+        self,
+        proc: ManagedProcess,
+        url: str,
+        token: str | None,
+        ok: Any,
+    ) -> None:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        deadline = time.monotonic() + self.start_timeout
+        last = ""
+        while True:
+            self._check_one(proc)
+            req = urllib.request.Request(url)
+            if token:
+                req.add_header("Authorization", f"Bearer {token}")
+            try:
+                with urllib.request.urlopen(req, timeout=5, context=ctx) as resp:
+                    body = resp.read().decode("utf-8", "replace")
+                    if resp.status == 200 and ok(body):
+                        return
+                    last = f"HTTP {resp.status}: {body[:200]}"
+            except urllib.error.HTTPError as err:
+                last = f"HTTP {err.code}: {err.read()[:300]!r}"
+            except (OSError, ValueError) as err:
+                last = str(err)
+            if time.monotonic() >= deadline:
+                raise ControlPlaneError(
+                    f"{proc.name} not ready at {url} after {self.start_timeout:.0f}s ({last}); "
+                    f"last lines of {proc.log_path}:\n{log_tail(proc.log_path)}"
+                )
+            time.sleep(0.2)
+
+    def _check_one(self, proc: ManagedProcess) -> None:
+        if proc.alive():
+            return
+        tail = log_tail(proc.log_path)
+        if "address already in use" in tail:
+            raise PortInUse(
+                f"{proc.name}: address already in use; last lines of {proc.log_path}:\n{tail}"
+            )
+        proc.check()
+
+    def _write_kubeconfig(self) -> None:
+        ca = self.ca_file if self.ca_file.exists() else None
+        self.kubeconfig_path.write_text(
+            json.dumps(kubeconfig_dict(self.server, self.token, ca), indent=2) + "\n"
+        )
+        self.kubeconfig_path.chmod(0o600)
+
+    def check(self) -> None:
+        """Raise :class:`ProcessCrashed` (with the log tail) if a process died."""
+        for proc in self.processes:
+            self._check_one(proc)
+
+    def spawn(
+        self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> ManagedProcess:
+        """Start another background process (kube-scheduler, emulator) owned by this plane."""
+        proc = ManagedProcess.spawn(name, argv, self.workdir / f"{name}.log", env)
+        self.processes.append(proc)
+        return proc
+
+    def start_kube_scheduler(self, *, wait: float = 60.0) -> ManagedProcess:
+        """Start the stock kube-scheduler with leader election off; wait for /healthz."""
+        port = free_port()
+        config_path = self.workdir / "kube-scheduler-config.yaml"
+        config = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(self.kubeconfig_path), "qps": 50, "burst": 100},
+            "leaderElection": {"leaderElect": False},
+        }
+        config_path.write_text(json.dumps(config, indent=2) + "\n")
+        argv = [
+            str(self.binary("kube-scheduler")),
+            f"--config={config_path}",
+            f"--authentication-kubeconfig={self.kubeconfig_path}",
+            f"--authorization-kubeconfig={self.kubeconfig_path}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={self.workdir / 'kube-scheduler-certs'}",
+        ]
+        proc = self.spawn("kube-scheduler", argv)
+        saved, self.start_timeout = self.start_timeout, wait
+        try:
+            self._wait_http(
+                proc, f"https://127.0.0.1:{port}/healthz", self.token, lambda b: b.strip() == "ok"
+            )
+        finally:
+            self.start_timeout = saved
+        return proc
+
+    def stop(self) -> None:
+        """Stop every process started, newest first, by pid."""
+        errors: list[BaseException] = []
+        while self.processes:
+            proc = self.processes.pop()
+            try:
+                proc.stop()
+            except BaseException as err:  # keep stopping the others
+                errors.append(err)
+        if self._api is not None:
+            self._api.close()
+            self._api = None
+        if self._atexit_registered:
+            atexit.unregister(self.stop)
+            self._atexit_registered = False
+        if self._own_workdir and os.environ.get("PYSCHED_KEEP_CONTROL_PLANE_DIR") is None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        if errors:
+            raise errors[0]
+
+    def detach(self) -> list[dict[str, Any]]:
+        """Stop owning the processes (they keep running); return their records."""
+        records = [p.record() for p in self.processes]
+        self.processes = []
+        if self._atexit_registered:
+            atexit.unregister(self.stop)
+            self._atexit_registered = False
+        if self._api is not None:
+            self._api.close()
+            self._api = None
+        return records
+
+    # clients
+    def api(self) -> Any:
+        """A shared :class:`pysched.testing.kube.KubeAPI` for this plane."""
+        if self._api is None:
+            from pysched.testing.kube import KubeAPI
+
+            self._api = KubeAPI(
+                self.server, self.token, ca_file=self.ca_file if self.ca_file.exists() else None
+            )
+        return self._api
+
+    def kubernetes_client(self) -> Any:
+        """A typed ``kubernetes.client.ApiClient`` configured from the admin kubeconfig."""
+        from kubernetes import config
+
+        k8s_config: Any = config
+        return k8s_config.new_client_from_config(config_file=str(self.kubeconfig_path))
+
+    def create_nodes(
+        self, count: int, spec: NodeSpec | None = None, *, prefix: str = "fake-node-"
+    ) -> list[str]:
+        return create_fake_nodes(self.api(), count, spec, prefix=prefix)

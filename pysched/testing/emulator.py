@@ -1,0 +1,487 @@
+"""A Python stand-in for the kubelet of fake nodes.
+
+:class:`KubeletEmulator` watches pods bound to fake nodes (nodes labelled
+``pysched.io/fake-node=true`` by default) and writes what a kubelet would write
+through ``pods/status``:
+
+* a newly bound pod becomes ``Running`` with ``containerStatuses`` that carry
+  ``resources`` and ``allocatedResources`` (so the apiserver accepts in-place
+  resizes of it);
+* an in-place resize (``pods/{name}/resize`` changed the spec) is actuated: the
+  status' ``resources``/``allocatedResources`` take the new values and the
+  ``PodResizePending``/``PodResizeInProgress`` conditions are cleared; or, when
+  told to, it is left pending with ``PodResizePending`` reason ``Deferred`` or
+  ``Infeasible``;
+* a pod is completed (``Succeeded``) on request, or after the number of seconds
+  in its annotation ``pysched.io/emulate-run-seconds`` (a simple workload model).
+
+Status writes read the pod and ``PUT`` ``pods/{name}/status`` with its
+resourceVersion, retrying on conflicts, so they never clobber a newer object.
+Run it in a thread (:meth:`start` / :meth:`stop`) or as a process:
+``python -m pysched.testing.emulator --kubeconfig PATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import heapq
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pysched.testing.controlplane import FAKE_NODE_LABEL
+from pysched.testing.kube import JSON, KubeAPI, KubeAPIError
+
+log = logging.getLogger(__name__)
+
+RUN_SECONDS_ANNOTATION = "pysched.io/emulate-run-seconds"
+RESIZE_CONDITIONS = ("PodResizePending", "PodResizeInProgress")
+
+
+class ResizeAction(StrEnum):
+    ACTUATE = "Actuate"
+    DEFER = "Deferred"
+    INFEASIBLE = "Infeasible"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _spec_resources(container: JSON) -> JSON:
+    res = container.get("resources") or {}
+    out: JSON = {}
+    if res.get("requests"):
+        out["requests"] = dict(res["requests"])
+    if res.get("limits"):
+        out["limits"] = dict(res["limits"])
+    return out
+
+
+def _allocatable_subset(requests: JSON) -> JSON:
+    return dict(requests)
+
+
+class KubeletEmulator:
+    """Plays the kubelet for fake nodes. Thread-based; all public methods are thread-safe."""
+
+    def __init__(
+        self,
+        api: KubeAPI,
+        *,
+        node_filter: Callable[[JSON], bool] | None = None,
+        default_resize_action: ResizeAction = ResizeAction.ACTUATE,
+    ) -> None:
+        self.api = api
+        self.node_filter = node_filter or (
+            lambda node: (
+                (node.get("metadata", {}).get("labels") or {}).get(FAKE_NODE_LABEL) == "true"
+            )
+        )
+        self.default_resize_action = default_resize_action
+        self._resize_actions: dict[tuple[str, str], ResizeAction] = {}
+        self._nodes: dict[str, bool] = {}
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._timer_thread: threading.Thread | None = None
+        self._response: Any = None
+        self._timers: list[tuple[float, str, str]] = []
+        self._timer_cv = threading.Condition(self._lock)
+        self._scheduled: set[tuple[str, str]] = set()
+        self.errors: list[str] = []
+        self.synced = threading.Event()
+
+    # -- control ---------------------------------------------------------------------------
+
+    def start(self) -> KubeletEmulator:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="kubelet-emulator", daemon=True)
+        self._thread.start()
+        self._timer_thread = threading.Thread(
+            target=self._run_timers, name="kubelet-emulator-timers", daemon=True
+        )
+        self._timer_thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        with self._lock:
+            resp = self._response
+            self._timer_cv.notify_all()
+        if resp is not None:
+            with contextlib.suppress(Exception):
+                resp.shutdown()
+            with contextlib.suppress(Exception):
+                resp.close()
+        for t in (self._thread, self._timer_thread):
+            if t is not None:
+                t.join(timeout)
+        self._thread = self._timer_thread = None
+
+    def __enter__(self) -> KubeletEmulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wait_synced(self, timeout: float = 30.0) -> None:
+        if not self.synced.wait(timeout):
+            raise TimeoutError("kubelet emulator did not sync its first pod list")
+
+    def set_resize_action(self, namespace: str, name: str, action: ResizeAction | str) -> None:
+        """Decide how the next resizes of one pod are handled (re-evaluated at once)."""
+        with self._lock:
+            self._resize_actions[(namespace, name)] = ResizeAction(action)
+        self._resync(namespace, name)
+
+    def defer_resize(self, namespace: str, name: str) -> None:
+        self.set_resize_action(namespace, name, ResizeAction.DEFER)
+
+    def reject_resize(self, namespace: str, name: str) -> None:
+        self.set_resize_action(namespace, name, ResizeAction.INFEASIBLE)
+
+    def allow_resize(self, namespace: str, name: str) -> None:
+        self.set_resize_action(namespace, name, ResizeAction.ACTUATE)
+
+    def complete(self, namespace: str, name: str, *, exit_code: int = 0) -> JSON | None:
+        """Finish a running pod: phase ``Succeeded`` (or ``Failed`` if ``exit_code``)."""
+        return self._update_status(namespace, name, lambda pod: self._complete(pod, exit_code))
+
+    # -- watch loop ------------------------------------------------------------------------
+
+    def _set_response(self, resp: Any) -> None:
+        with self._lock:
+            self._response = resp
+
+    def _run(self) -> None:
+        rv: str | None = None
+        while not self._stop.is_set():
+            try:
+                if rv is None:
+                    listing = self.api.get("/api/v1/pods", fieldSelector="spec.nodeName!=")
+                    rv = listing.get("metadata", {}).get("resourceVersion")
+                    for pod in listing.get("items", []):
+                        self._handle(pod)
+                    self.synced.set()
+                for event in self.api.watch(
+                    "/api/v1/pods",
+                    resource_version=rv,
+                    timeout_seconds=30,
+                    on_response=self._set_response,
+                    fieldSelector="spec.nodeName!=",
+                ):
+                    if self._stop.is_set():
+                        break
+                    etype = event.get("type")
+                    obj = event.get("object") or {}
+                    if etype == "ERROR":
+                        if obj.get("code") == 410:
+                            rv = None  # expired: relist
+                        break
+                    new_rv = obj.get("metadata", {}).get("resourceVersion")
+                    if new_rv:
+                        rv = new_rv
+                    if etype in ("ADDED", "MODIFIED"):
+                        self._handle(obj)
+                    elif etype == "DELETED":
+                        with self._lock:
+                            key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+                            self._resize_actions.pop(key, None)
+            except Exception as err:
+                if self._stop.is_set():
+                    break
+                msg = f"{type(err).__name__}: {err}"
+                log.warning("kubelet emulator: %s", msg)
+                with self._lock:
+                    self.errors.append(msg)
+                    del self.errors[:-50]
+                if isinstance(err, KubeAPIError) and err.status == 410:
+                    rv = None
+                self._stop.wait(0.5)
+            finally:
+                self._set_response(None)
+
+    def _is_fake_node(self, node_name: str) -> bool:
+        with self._lock:
+            known = self._nodes.get(node_name)
+        if known is not None:
+            return known
+        try:
+            node = self.api.get(f"/api/v1/nodes/{node_name}")
+        except KubeAPIError as err:
+            if err.status == 404:
+                return False
+            raise
+        ours = bool(self.node_filter(node))
+        with self._lock:
+            self._nodes[node_name] = ours
+        return ours
+
+    def _handle(self, pod: JSON) -> None:
+        node = pod.get("spec", {}).get("nodeName")
+        if not node or pod.get("metadata", {}).get("deletionTimestamp"):
+            return
+        if not self._is_fake_node(node):
+            return
+        phase = pod.get("status", {}).get("phase")
+        if phase in ("Succeeded", "Failed"):
+            return
+        if self._wanted_status(pod) is not None:
+            meta = pod["metadata"]
+            self._update_status(meta["namespace"], meta["name"], self._wanted_status)
+        self._maybe_schedule_completion(pod)
+
+    def _resync(self, namespace: str, name: str) -> None:
+        try:
+            pod = self.api.get_pod(namespace, name)
+        except KubeAPIError as err:
+            if err.status == 404:
+                return
+            raise
+        self._handle(pod)
+
+    # -- status computation ----------------------------------------------------------------
+
+    def _update_status(
+        self, namespace: str, name: str, mutate: Callable[[JSON], JSON | None], attempts: int = 10
+    ) -> JSON | None:
+        """Read the pod, let ``mutate`` return a new object (or None), PUT pods/status."""
+        for _ in range(attempts):
+            try:
+                pod = self.api.get_pod(namespace, name)
+            except KubeAPIError as err:
+                if err.status == 404:
+                    return None
+                raise
+            new = mutate(pod)
+            if new is None:
+                return pod
+            try:
+                return self.api.put(self.api.pod_path(namespace, name, "status"), new)
+            except KubeAPIError as err:
+                if err.status == 409:
+                    continue
+                if err.status == 404:
+                    return None
+                raise
+        raise RuntimeError(f"kubelet emulator: too many conflicts updating {namespace}/{name}")
+
+    def _resize_action(self, pod: JSON) -> ResizeAction:
+        meta = pod["metadata"]
+        with self._lock:
+            return self._resize_actions.get(
+                (meta["namespace"], meta["name"]), self.default_resize_action
+            )
+
+    def _wanted_status(self, pod: JSON) -> JSON | None:
+        """The pod with the status a kubelet would write now, or None if nothing changes."""
+        if not pod.get("spec", {}).get("nodeName"):
+            return None
+        status = pod.get("status") or {}
+        if status.get("phase") in ("Succeeded", "Failed"):
+            return None
+        new = copy.deepcopy(pod)
+        st = new.setdefault("status", {})
+        now = _now()
+        containers = new["spec"].get("containers", [])
+        old_cs = {c.get("name"): c for c in status.get("containerStatuses") or []}
+
+        if st.get("phase") != "Running" or len(old_cs) != len(containers):
+            st["phase"] = "Running"
+            st.setdefault("startTime", now)
+            st["hostIP"] = "127.0.0.1"
+            st["hostIPs"] = [{"ip": "127.0.0.1"}]
+            st["containerStatuses"] = [
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "imageID": "",
+                    "containerID": f"emulated://{new['metadata'].get('uid', '')}/{c['name']}",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": now}},
+                    "resources": _spec_resources(c),
+                    "allocatedResources": _allocatable_subset(
+                        _spec_resources(c).get("requests", {})
+                    ),
+                }
+                for c in containers
+            ]
+            conds = [
+                c for c in st.get("conditions") or [] if c.get("type") not in RESIZE_CONDITIONS
+            ]
+            for ctype in (
+                "PodReadyToStartContainers",
+                "Initialized",
+                "Ready",
+                "ContainersReady",
+                "PodScheduled",
+            ):
+                conds = [c for c in conds if c.get("type") != ctype]
+                conds.append({"type": ctype, "status": "True", "lastTransitionTime": now})
+            st["conditions"] = conds
+            self._set_observed_generation(new)
+            return new
+
+        # Running: compare desired (spec) with actual (status) resources.
+        changed = [
+            c
+            for c in containers
+            if _spec_resources(c) != (old_cs.get(c["name"], {}).get("resources") or {})
+        ]
+        conds = [c for c in st.get("conditions") or []]
+        if not changed:
+            cleaned = [c for c in conds if c.get("type") not in RESIZE_CONDITIONS]
+            if len(cleaned) != len(conds):
+                st["conditions"] = cleaned
+                return new
+            return None
+        action = self._resize_action(pod)
+        if action is ResizeAction.ACTUATE:
+            for cs in st["containerStatuses"]:
+                spec_c = next((c for c in containers if c["name"] == cs["name"]), None)
+                if spec_c is None:
+                    continue
+                res = _spec_resources(spec_c)
+                cs["resources"] = res
+                cs["allocatedResources"] = _allocatable_subset(res.get("requests", {}))
+            st["conditions"] = [c for c in conds if c.get("type") not in RESIZE_CONDITIONS]
+            self._set_observed_generation(new)
+            return new
+        # Deferred or Infeasible: keep actual/allocated, (re)write PodResizePending.
+        pending = next((c for c in conds if c.get("type") == "PodResizePending"), None)
+        if pending is not None and pending.get("reason") == action.value:
+            return None
+        message = (
+            "Node didn't have enough capacity (emulated deferral)"
+            if action is ResizeAction.DEFER
+            else "Node didn't have enough capacity (emulated infeasible resize)"
+        )
+        conds = [c for c in conds if c.get("type") not in RESIZE_CONDITIONS]
+        conds.append(
+            {
+                "type": "PodResizePending",
+                "status": "True",
+                "reason": action.value,
+                "message": message,
+                "lastProbeTime": now,
+                "lastTransitionTime": now,
+            }
+        )
+        st["conditions"] = conds
+        self._set_observed_generation(new)
+        return new
+
+    @staticmethod
+    def _set_observed_generation(pod: JSON) -> None:
+        gen = pod.get("metadata", {}).get("generation")
+        if gen is not None:
+            pod["status"]["observedGeneration"] = gen
+            for cond in pod["status"].get("conditions") or []:
+                cond["observedGeneration"] = gen
+
+    @staticmethod
+    def _complete(pod: JSON, exit_code: int) -> JSON | None:
+        status = pod.get("status") or {}
+        if status.get("phase") in ("Succeeded", "Failed") or not pod.get("spec", {}).get(
+            "nodeName"
+        ):
+            return None
+        new = copy.deepcopy(pod)
+        st = new.setdefault("status", {})
+        now = _now()
+        st["phase"] = "Succeeded" if exit_code == 0 else "Failed"
+        for cs in st.get("containerStatuses") or []:
+            started = (cs.get("state") or {}).get("running", {}).get("startedAt", now)
+            cs["state"] = {
+                "terminated": {
+                    "exitCode": exit_code,
+                    "reason": "Completed" if exit_code == 0 else "Error",
+                    "startedAt": started,
+                    "finishedAt": now,
+                    "containerID": cs.get("containerID", ""),
+                }
+            }
+            cs["ready"] = False
+            cs["started"] = False
+        conds = [c for c in st.get("conditions") or [] if c.get("type") not in RESIZE_CONDITIONS]
+        for cond in conds:
+            if cond.get("type") in ("Ready", "ContainersReady"):
+                cond["status"] = "False"
+                cond["reason"] = "PodCompleted"
+                cond["lastTransitionTime"] = now
+        st["conditions"] = conds
+        return new
+
+    # -- workload model: complete after N seconds -------------------------------------------
+
+    def _maybe_schedule_completion(self, pod: JSON) -> None:
+        meta = pod.get("metadata", {})
+        raw = (meta.get("annotations") or {}).get(RUN_SECONDS_ANNOTATION)
+        if raw is None:
+            return
+        key = (meta["namespace"], meta["name"])
+        try:
+            seconds = float(raw)
+        except ValueError:
+            return
+        with self._lock:
+            if key in self._scheduled:
+                return
+            self._scheduled.add(key)
+            heapq.heappush(self._timers, (time.monotonic() + seconds, key[0], key[1]))
+            self._timer_cv.notify_all()
+
+    def _run_timers(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                if not self._timers:
+                    self._timer_cv.wait(1.0)
+                    continue
+                due, ns, name = self._timers[0]
+                delay = due - time.monotonic()
+                if delay > 0:
+                    self._timer_cv.wait(min(delay, 1.0))
+                    continue
+                heapq.heappop(self._timers)
+                self._scheduled.discard((ns, name))
+            try:
+                self.complete(ns, name)
+            except Exception as err:
+                log.warning("kubelet emulator: completing %s/%s: %s", ns, name, err)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pysched.testing.emulator", description=__doc__)
+    parser.add_argument("--kubeconfig", type=Path, required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    api = KubeAPI.from_kubeconfig(args.kubeconfig)
+    emulator = KubeletEmulator(api)
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    emulator.start()
+    log.info("kubelet emulator running against %s", api.server)
+    done.wait()
+    emulator.stop()
+    api.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

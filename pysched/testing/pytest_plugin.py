@@ -1,0 +1,73 @@
+"""pytest fixtures for tests against the real control plane.
+
+Register with ``pytest_plugins = ["pysched.testing.pytest_plugin"]`` in the root
+conftest, or import the fixtures into a conftest:
+
+* ``control_plane`` (session): a started :class:`LocalControlPlane`;
+* ``kube`` (session): its :class:`KubeAPI`;
+* ``namespace`` (function): a fresh namespace; afterwards its pods are
+  force-deleted (grace period 0: with no kubelet nothing else finishes them)
+  and the namespace is deleted.
+
+When the binaries are missing the tests are skipped, except under CI (``CI``
+set) or with ``PYSCHED_REQUIRE_CONTROL_PLANE=1``, where they fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from pysched.testing.controlplane import BinariesNotFound, LocalControlPlane, find_bin_dir
+from pysched.testing.kube import KubeAPI, KubeAPIError
+
+
+def _require() -> bool:
+    return bool(os.environ.get("CI")) or os.environ.get("PYSCHED_REQUIRE_CONTROL_PLANE") == "1"
+
+
+@pytest.fixture(scope="session")
+def control_plane_bin_dir() -> str:
+    try:
+        return str(find_bin_dir())
+    except BinariesNotFound as err:
+        if _require():
+            pytest.fail(str(err))
+        pytest.skip(str(err))
+
+
+@pytest.fixture(scope="session")
+def control_plane(
+    control_plane_bin_dir: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalControlPlane]:
+    workdir = tmp_path_factory.mktemp("control-plane")
+    with LocalControlPlane(workdir, bin_dir=control_plane_bin_dir) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def kube(control_plane: LocalControlPlane) -> KubeAPI:
+    api: KubeAPI = control_plane.api()
+    return api
+
+
+@pytest.fixture
+def namespace(kube: KubeAPI, control_plane: LocalControlPlane) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    kube.post(
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+    )
+    try:
+        yield name
+    finally:
+        control_plane.check()
+        pods = kube.get(f"/api/v1/namespaces/{name}/pods").get("items", [])
+        for pod in pods:
+            kube.force_delete_pod(name, pod["metadata"]["name"])
+        with contextlib.suppress(KubeAPIError):
+            kube.delete(f"/api/v1/namespaces/{name}")

@@ -1,0 +1,158 @@
+"""``pysched dev-cluster up|down`` as a user runs it: separate processes, real binaries."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pysched.testing import KubeAPI, wait_for
+from pysched.testing.controlplane import pid_alive
+from pysched.testing.helpers import make_pod
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def dev_cluster(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    full_env = dict(os.environ if env is None else env)
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), full_env.get("PYTHONPATH")) if p
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "pysched.devcluster", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids whose command line mentions ``text`` (a dev-cluster dir), ignoring zombies."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (
+                (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            )
+        except OSError:
+            continue
+        if text in cmdline and pid_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def cluster_dir(tmp_path: Path) -> Iterator[Path]:
+    d = tmp_path / "dev"
+    yield d
+    if (d / "pids.json").exists():  # a failed test must not leave a cluster behind
+        dev_cluster("down", "--dir", str(d))
+
+
+def test_up_scheduler_emulator_down(cluster_dir: Path, control_plane_bin_dir: str) -> None:
+    up = dev_cluster(
+        "up",
+        "--dir",
+        str(cluster_dir),
+        "--nodes",
+        "5",
+        "--node-cpu",
+        "4",
+        "--node-memory",
+        "16Gi",
+        "--node-gpu",
+        "2",
+        "--kube-scheduler",
+        "--emulate",
+    )
+    assert up.returncode == 0, up.stderr
+    state = json.loads((cluster_dir / "pids.json").read_text())
+    pids = [int(p["pid"]) for p in state["processes"]]
+    names = {p["name"] for p in state["processes"]}
+    assert names == {"etcd", "kube-apiserver", "kube-scheduler", "emulator"}
+    assert all(pid_alive(pid) for pid in pids)
+
+    with KubeAPI.from_kubeconfig(cluster_dir / "kubeconfig") as api:
+        assert api.get("/version")["gitVersion"] == "v1.36.3"
+        nodes = api.get("/api/v1/nodes")["items"]
+        assert len(nodes) == 5
+        for node in nodes:
+            assert node["status"]["allocatable"]["nvidia.com/gpu"] == "2"
+            assert node["status"]["allocatable"]["cpu"] == "4"
+            ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+            assert ready["status"] == "True"
+
+        api.create_pod("default", make_pod("hello", scheduler="default-scheduler"))
+        pod = wait_for(
+            lambda: api.get_pod("default", "hello"),
+            lambda p: p.get("status", {}).get("phase") == "Running",
+            timeout=60,
+            what="pod bound by kube-scheduler and run by the emulator",
+        )
+        assert pod["spec"]["nodeName"].startswith("fake-node-")
+
+    if (kubectl := Path(control_plane_bin_dir) / "kubectl").exists():
+        out = subprocess.run(
+            [
+                str(kubectl),
+                "--kubeconfig",
+                str(cluster_dir / "kubeconfig"),
+                "get",
+                "nodes",
+                "-o",
+                "name",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.split()
+        assert len(out) == 5
+
+    busy = dev_cluster("up", "--dir", str(cluster_dir), "--nodes", "1")
+    assert busy.returncode == 2
+    assert len(busy.stderr.strip().splitlines()) == 1
+    assert "busy" in busy.stderr
+
+    down = dev_cluster("down", "--dir", str(cluster_dir))
+    assert down.returncode == 0, down.stderr
+    assert not any(pid_alive(pid) for pid in pids)
+    assert processes_mentioning(str(cluster_dir)) == []
+    assert not (cluster_dir / "pids.json").exists()
+
+
+def test_missing_binaries(cluster_dir: Path, tmp_path: Path) -> None:
+    env = dict(os.environ)
+    env["PYSCHED_CONTROL_PLANE_BIN"] = str(tmp_path / "nowhere")
+    res = dev_cluster("up", "--dir", str(cluster_dir), env=env)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "missing" in lines[0]
+    assert processes_mentioning(str(cluster_dir)) == []
+
+
+def test_port_clash(cluster_dir: Path, control_plane_bin_dir: str) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        res = dev_cluster("up", "--dir", str(cluster_dir), "--apiserver-port", str(port))
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(port) in lines[0]
+    assert processes_mentioning(str(cluster_dir)) == []
+    assert not (cluster_dir / "pids.json").exists()
