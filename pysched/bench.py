@@ -84,7 +84,9 @@ def bench_pods(count: int, rng: random.Random) -> list[dict[str, Any]]:
     return pods
 
 
-async def run_bench(nodes: int, pods: int, seed: int = 1, config: SchedulerConfig | None = None, profile: str = "default") -> BenchResult:
+async def run_bench(
+    nodes: int, pods: int, seed: int = 1, config: SchedulerConfig | None = None, profile: str = "default"
+) -> BenchResult:
     rng = random.Random(seed)
     registry = default_registry()
     config = config or builtin_config(registry)

@@ -77,7 +77,9 @@ def pod_dict(
         spec["tolerations"] = [dict(t) for t in tolerations]
     if affinity_terms is not None:
         spec["affinity"] = {
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(affinity_terms)}}
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(affinity_terms)}
+            }
         }
     if node_name:
         spec["nodeName"] = node_name

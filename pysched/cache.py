@@ -54,6 +54,30 @@ class NodeTable:
         self._taint_set_ids: dict[tuple[Taint, ...], int] = {(): 0}
         self.labels: dict[str, I32] = {}  # label key -> value id per row, -1 when absent
         self.label_values: dict[str, dict[str, int]] = {}
+        # Rows whose resources changed, in order: lets score caches rescore only those rows.
+        self._changes: list[int] = []
+        self._log_base = 0
+
+    # ----- change log
+    @property
+    def change_seq(self) -> int:
+        return self._log_base + len(self._changes)
+
+    def touch(self, row: int) -> None:
+        self._changes.append(row)
+        if len(self._changes) > 4 * max(len(self.present), 1024):
+            self._log_base += len(self._changes)
+            self._changes = []
+
+    def changed_since(self, seq: int) -> I64 | None:
+        """Rows changed after `seq`, or None when that history is gone or touches most rows."""
+        start = seq - self._log_base
+        if start < 0:
+            return None
+        rows = self._changes[start:]
+        if len(rows) > self.size // 2:
+            return None
+        return np.array(rows, np.int64)  # repeats are harmless: a row is just rescored twice
 
     # ----- views the plugins and the kernel read (no copies)
     def view(self, array: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
@@ -112,6 +136,10 @@ class NodeTable:
             out[self.column[name]] = value
         return out
 
+    def request_columns(self, requests: Mapping[str, int]) -> I64:
+        """Columns the fit check must look at: those the pod asks for (the pod count is always checked)."""
+        return np.array([self.column[n] for n, v in requests.items() if v and n != PODS], np.int64)
+
     # ----- node events
     def _intern_taints(self, taints: tuple[Taint, ...]) -> int:
         key = tuple(sorted(taints, key=lambda t: (t.key, t.value, t.effect)))
@@ -125,23 +153,22 @@ class NodeTable:
     def _write_node(self, row: int, node: NodeInfo) -> None:
         self.ensure_resources(node.allocatable)
         self.allocatable[row] = 0
-        for name, value in node.allocatable.items():
-            self.allocatable[row, self.column[name]] = value
+        for name, amount in node.allocatable.items():
+            self.allocatable[row, self.column[name]] = amount
         self.unschedulable[row] = node.unschedulable
         self.taint_set[row] = self._intern_taints(node.taints)
-        for key, column in self.labels.items():
-            if key not in node.labels:
-                column[row] = -1
-        for key, value in node.labels.items():
-            column = self.labels.get(key)
-            if column is None:
-                column = np.full(len(self.present), -1, np.int32)
-                self.labels[key] = column
-                self.label_values[key] = {}
-            ids = self.label_values[key]
-            column[row] = ids.setdefault(value, len(ids))
+        for label, values in self.labels.items():
+            if label not in node.labels:
+                values[row] = -1
+        for label, value in node.labels.items():
+            if label not in self.labels:
+                self.labels[label] = np.full(len(self.present), -1, np.int32)
+                self.label_values[label] = {}
+            ids = self.label_values[label]
+            self.labels[label][row] = ids.setdefault(value, len(ids))
         self.infos[row] = node
         self.generation += 1
+        self.touch(row)
 
     def add(self, node: NodeInfo) -> int:
         if node.name in self.row:
@@ -177,6 +204,7 @@ class NodeTable:
         self.count -= 1
         self._free.append(row)
         self.generation += 1
+        self.touch(row)
 
 
 @dataclass(slots=True)
@@ -184,6 +212,8 @@ class _PodEntry:
     pod: PodInfo
     node: NodeName
     assumed: bool
+    charge: I64  # what the pod adds to its node's `requested` row (pod count included)
+    nonzero: tuple[int, int]
 
 
 class Cache:
@@ -197,31 +227,33 @@ class Cache:
         self._orphans: dict[NodeName, dict[PodKey, PodInfo]] = {}
 
     # ----- accounting
-    def _charge(self, pod: PodInfo, node: NodeName, sign: int) -> None:
-        row = self.nodes.row.get(node)
-        if row is None:
-            return
+    def _charge(self, entry: _PodEntry, sign: int) -> None:
         table = self.nodes
-        table.ensure_resources(pod.requests)
-        for name, value in pod.requests.items():
-            table.requested[row, table.column[name]] += sign * value
-        table.requested[row, POD_COLUMN] += sign
-        cpu, memory = nonzero_requests(pod.requests)
-        table.nonzero_requested[row, 0] += sign * cpu
-        table.nonzero_requested[row, 1] += sign * memory
+        row = table.row[entry.node]
+        width = entry.charge.shape[0]
+        if sign > 0:
+            table.requested[row, :width] += entry.charge
+            table.nonzero_requested[row] += entry.nonzero
+        else:
+            table.requested[row, :width] -= entry.charge
+            table.nonzero_requested[row] -= entry.nonzero
+        table.touch(row)
 
     def _place(self, pod: PodInfo, node: NodeName, assumed: bool) -> None:
         if node not in self.nodes.row:
             self._orphans.setdefault(node, {})[pod.key] = pod
             return
-        self._pods[pod.key] = _PodEntry(pod, node, assumed)
+        charge = self.nodes.vector(pod.requests)
+        charge[POD_COLUMN] += 1
+        entry = _PodEntry(pod, node, assumed, charge, nonzero_requests(pod.requests))
+        self._pods[pod.key] = entry
         self._by_node.setdefault(node, set()).add(pod.key)
-        self._charge(pod, node, +1)
+        self._charge(entry, +1)
 
     def _unplace(self, key: PodKey) -> _PodEntry | None:
         entry = self._pods.pop(key, None)
         if entry is not None:
-            self._charge(entry.pod, entry.node, -1)
+            self._charge(entry, -1)
             self._by_node[entry.node].discard(key)
         return entry
 
@@ -246,6 +278,11 @@ class Cache:
     def add_pod(self, pod: PodInfo) -> None:
         """A bound, non-terminated pod from the informer: confirms an assumption or adds it."""
         if pod.node_name is None or pod.terminated:
+            return
+        entry = self._pods.get(pod.key)
+        if entry is not None and entry.node == pod.node_name and entry.pod.requests == pod.requests:
+            entry.pod = pod  # the informer confirms what we assumed, or a change that costs nothing
+            entry.assumed = False
             return
         self._unplace(pod.key)
         self._orphans.get(pod.node_name, {}).pop(pod.key, None)

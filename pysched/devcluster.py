@@ -27,25 +27,17 @@ EXIT_BAD_INPUT = 2
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``dev-cluster up`` and ``dev-cluster down`` to the CLI."""
-    dev = subparsers.add_parser(
-        "dev-cluster", help="run a local Kubernetes control plane for development"
-    )
+    dev = subparsers.add_parser("dev-cluster", help="run a local Kubernetes control plane for development")
     sub = dev.add_subparsers(dest="dev_cluster_command", required=True)
 
     up = sub.add_parser("up", help="start etcd, kube-apiserver and fake nodes in the background")
     up.add_argument("--dir", required=True, type=Path, help="state folder (kubeconfig, logs, pids)")
     up.add_argument("--nodes", type=int, default=3, help="fake Ready nodes to create (default 3)")
     up.add_argument("--node-cpu", default="8", help="allocatable cpu per node (default 8)")
-    up.add_argument(
-        "--node-memory", default="32Gi", help="allocatable memory per node (default 32Gi)"
-    )
-    up.add_argument(
-        "--node-gpu", default="0", help="allocatable nvidia.com/gpu per node (default 0)"
-    )
+    up.add_argument("--node-memory", default="32Gi", help="allocatable memory per node (default 32Gi)")
+    up.add_argument("--node-gpu", default="0", help="allocatable nvidia.com/gpu per node (default 0)")
     up.add_argument("--node-pods", default="110", help="allocatable pods per node (default 110)")
-    up.add_argument(
-        "--kube-scheduler", action="store_true", help="also run the stock kube-scheduler"
-    )
+    up.add_argument("--kube-scheduler", action="store_true", help="also run the stock kube-scheduler")
     up.add_argument("--emulate", action="store_true", help="also run the kubelet emulator")
     up.add_argument("--apiserver-port", type=int, default=None, help="default: a free port")
     up.add_argument("--etcd-port", type=int, default=None, help="default: a free port")
@@ -118,12 +110,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         etcd_port=args.etcd_port,
         apiserver_port=args.apiserver_port,
         perf=args.perf,
+        die_with_parent=False,  # they outlive `up` until `down`
     )
     try:
         plane.start()
-        spec = NodeSpec(
-            cpu=args.node_cpu, memory=args.node_memory, pods=args.node_pods, gpu=args.node_gpu
-        )
+        spec = NodeSpec(cpu=args.node_cpu, memory=args.node_memory, pods=args.node_pods, gpu=args.node_gpu)
         if args.nodes:
             plane.create_nodes(args.nodes, spec)
         if args.kube_scheduler:

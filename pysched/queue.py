@@ -11,6 +11,7 @@ Time comes from the injected clock only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 from collections.abc import Callable
@@ -39,8 +40,18 @@ class QueueTimings:
     flush_interval: float = 30.0
 
 
+DEFAULT_TIMINGS = QueueTimings()
+
+
 class SchedulingQueue:
-    def __init__(self, clock: Clock, sort_key: SortKey, pre_enqueue: PreEnqueue, hint: Hint, timings: QueueTimings = QueueTimings()) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        sort_key: SortKey,
+        pre_enqueue: PreEnqueue,
+        hint: Hint,
+        timings: QueueTimings = DEFAULT_TIMINGS,
+    ) -> None:
         self._clock = clock
         self._sort_key = sort_key
         self._pre_enqueue = pre_enqueue
@@ -91,7 +102,7 @@ class SchedulingQueue:
 
     def _backoff_for(self, attempts: int) -> float:
         t = self.timings
-        return min(t.initial_backoff * 2 ** max(attempts - 1, 0), t.max_backoff)
+        return float(min(t.initial_backoff * 2.0 ** max(attempts - 1, 0), t.max_backoff))
 
     def _leave_unschedulable(self, qp: QueuedPod) -> None:
         self._unschedulable.pop(qp.pod.key, None)
@@ -174,10 +185,8 @@ class SchedulingQueue:
 
     async def wait(self, timeout: float) -> None:
         """Block until something may be ready (live loop); the simulator never calls this."""
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wakeup.wait(), timeout)
-        except TimeoutError:
-            pass
 
     def done(self, key: PodKey) -> None:
         """The pod was bound (or handed to binding): it leaves the queue."""

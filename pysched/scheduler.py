@@ -26,7 +26,7 @@ from pysched.framework.runtime import Framework, build_frameworks
 from pysched.framework.status import Code, Status
 from pysched.ids import NodeName
 from pysched.objects import NodeInfo, PodInfo, parse_time
-from pysched.queue import QueueTimings, SchedulingQueue
+from pysched.queue import DEFAULT_TIMINGS, QueueTimings, SchedulingQueue
 
 log = structlog.get_logger("pysched.scheduler")
 
@@ -62,7 +62,7 @@ class Scheduler:
         registry: Registry | None = None,
         *,
         max_binds_in_flight: int = 64,
-        timings: QueueTimings = QueueTimings(),
+        timings: QueueTimings = DEFAULT_TIMINGS,
         timer: Callable[[], float] = time.perf_counter,
         record_cycle_times: bool = False,
     ) -> None:
@@ -255,7 +255,9 @@ class Scheduler:
         self.stats.scheduled += 1
         self.queue.done(pod.key)
         framework.run_post_bind(state, pod, node)
-        await self.backend.emit_event(pod, "Normal", "Scheduled", f"Successfully assigned {pod.namespace}/{pod.name} to {node}")
+        await self.backend.emit_event(
+            pod, "Normal", "Scheduled", f"Successfully assigned {pod.namespace}/{pod.name} to {node}"
+        )
 
     def _undo(self, job: _BindJob, status: Status) -> None:
         """A failed binding cycle: forget the assumption at once and retry after backoff."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from pysched.plugins.balanced_allocation.reference import balanced_allocation
+
 from pysched.cache import NodeTable
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import I64, Bools, Handle
 from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.objects import PodInfo
-from pysched.plugins.balanced_allocation.reference import balanced_allocation
 from pysched.resources import CPU, MEMORY
 
 NAME = "BalancedAllocation"
@@ -25,7 +26,9 @@ class BalancedAllocation:
 
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> I64:
         size = nodes.size
-        return balanced_allocation(pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0), nodes.allocatable[:size], nodes.requested[:size])
+        return balanced_allocation(
+            pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0), nodes.allocatable[:size], nodes.requested[:size]
+        )
 
 
 def factory(args: NoArgs, handle: Handle) -> BalancedAllocation:

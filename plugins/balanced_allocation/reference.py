@@ -8,7 +8,9 @@ import numpy.typing as npt
 MAX = 100
 
 
-def balanced_allocation(cpu: int, memory: int, allocatable: npt.NDArray[np.int64], requested: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+def balanced_allocation(
+    cpu: int, memory: int, allocatable: npt.NDArray[np.int64], requested: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
     """Per node: (1 - spread of the cpu and memory fractions after placing the pod) * 100.
 
     Uses the pod's actual requests (not the non-zero defaults); fractions are capped at 1; with

@@ -1,13 +1,14 @@
 import asyncio
 
-from pysched.cache import NodeTable
+from pysched.plugins.default_binder import DefaultBinder
+
 from pysched.backend.simulated import SimulatedCluster
+from pysched.builders import make_node, make_pod_dict
+from pysched.cache import NodeTable
 from pysched.clock import VirtualClock
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import Handle
 from pysched.ids import NodeName
-from pysched.plugins.default_binder import DefaultBinder
-from pysched.builders import make_node, make_pod_dict
 
 
 def test_binds_through_the_backend_and_reports_conflicts() -> None:

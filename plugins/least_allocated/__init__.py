@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from pysched.plugins.least_allocated.reference import least_allocated
+from pysched.plugins.resource_weights import ResourceWeightArgs
+
 from pysched.cache import NodeTable
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import I64, Bools, Handle
 from pysched.framework.registry import PluginSpec
 from pysched.objects import PodInfo
-from pysched.plugins.least_allocated.reference import least_allocated
-from pysched.plugins.resource_weights import ResourceWeightArgs
 
 NAME = "LeastAllocated"
 
@@ -27,7 +28,9 @@ class LeastAllocated:
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> I64:
         cpu, memory = pod.nonzero_cpu_memory
         size = nodes.size
-        return least_allocated(cpu, memory, nodes.allocatable[:size], nodes.nonzero_requested[:size], *self.resource_weights)
+        return least_allocated(
+            cpu, memory, nodes.allocatable[:size], nodes.nonzero_requested[:size], *self.resource_weights
+        )
 
 
 def factory(args: ResourceWeightArgs, handle: Handle) -> LeastAllocated:

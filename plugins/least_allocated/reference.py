@@ -9,7 +9,12 @@ MAX = 100
 
 
 def least_allocated(
-    nonzero_cpu: int, nonzero_memory: int, allocatable: npt.NDArray[np.int64], nonzero_requested: npt.NDArray[np.int64], cpu_weight: int = 1, memory_weight: int = 1
+    nonzero_cpu: int,
+    nonzero_memory: int,
+    allocatable: npt.NDArray[np.int64],
+    nonzero_requested: npt.NDArray[np.int64],
+    cpu_weight: int = 1,
+    memory_weight: int = 1,
 ) -> npt.NDArray[np.int64]:
     """Per node: weighted mean over cpu and memory of (free after placing the pod) * 100 / allocatable.
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -84,9 +84,6 @@ def term_mask(term: SelectorTerm, nodes: NodeTable) -> Bools:
 class NodeAffinity:
     NAME: ClassVar[str] = NAME
 
-    def mask_signature(self, pod: PodInfo) -> Hashable:
-        return (pod.node_selector, pod.required_terms)
-
     def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools:
         mask = np.ones(nodes.size, np.bool_)
         for key, value in pod.node_selector:
@@ -102,7 +99,11 @@ class NodeAffinity:
         return mask_result(self.node_mask(pod, nodes), REASON, unresolvable=True)
 
     def events_to_register(self) -> Sequence[EventRegistration]:
-        return (EventRegistration(EventKind.NODE_ADD), EventRegistration(EventKind.NODE_UPDATE), EventRegistration(EventKind.POD_UPDATE))
+        return (
+            EventRegistration(EventKind.NODE_ADD),
+            EventRegistration(EventKind.NODE_UPDATE),
+            EventRegistration(EventKind.POD_UPDATE),
+        )
 
 
 def factory(args: NoArgs, handle: Handle) -> NodeAffinity:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -23,9 +23,6 @@ REASON = "node(s) didn't match the requested node name"
 @dataclass(frozen=True, slots=True)
 class NodeName:
     NAME: ClassVar[str] = NAME
-
-    def mask_signature(self, pod: PodInfo) -> Hashable:
-        return pod.node_name
 
     def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools:
         if pod.node_name is None:

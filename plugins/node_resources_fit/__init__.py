@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from pysched.plugins.node_resources_fit.reference import insufficient
 
 from pysched.cache import NodeTable
 from pysched.framework.cycle_state import CycleState
@@ -14,7 +15,6 @@ from pysched.framework.events import EventKind, EventRegistration
 from pysched.framework.interfaces import FilterResult, Handle
 from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.objects import PodInfo
-from pysched.plugins.node_resources_fit.reference import insufficient
 
 NAME = "NodeResourcesFit"
 

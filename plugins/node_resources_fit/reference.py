@@ -26,7 +26,12 @@ def insufficient(
     return out
 
 
-def fits(request: npt.NDArray[np.int64], allocatable: npt.NDArray[np.int64], requested: npt.NDArray[np.int64], names: Sequence[str]) -> npt.NDArray[np.bool_]:
+def fits(
+    request: npt.NDArray[np.int64],
+    allocatable: npt.NDArray[np.int64],
+    requested: npt.NDArray[np.int64],
+    names: Sequence[str],
+) -> npt.NDArray[np.bool_]:
     ok = np.ones(allocatable.shape[0], np.bool_)
     for rows in insufficient(request, allocatable, requested, names).values():
         ok &= ~rows

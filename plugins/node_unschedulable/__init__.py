@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -29,9 +29,6 @@ def tolerates_unschedulable(pod: PodInfo) -> bool:
 class NodeUnschedulable:
     NAME: ClassVar[str] = NAME
 
-    def mask_signature(self, pod: PodInfo) -> Hashable:
-        return tolerates_unschedulable(pod)
-
     def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools:
         if tolerates_unschedulable(pod):
             return np.ones(nodes.size, np.bool_)
@@ -41,7 +38,11 @@ class NodeUnschedulable:
         return mask_result(self.node_mask(pod, nodes), REASON, unresolvable=True)
 
     def events_to_register(self) -> Sequence[EventRegistration]:
-        return (EventRegistration(EventKind.NODE_ADD), EventRegistration(EventKind.NODE_UPDATE), EventRegistration(EventKind.POD_UPDATE))
+        return (
+            EventRegistration(EventKind.NODE_ADD),
+            EventRegistration(EventKind.NODE_UPDATE),
+            EventRegistration(EventKind.POD_UPDATE),
+        )
 
 
 def factory(args: NoArgs, handle: Handle) -> NodeUnschedulable:

@@ -1,6 +1,7 @@
-from pysched.framework.interfaces import QueuedPod
 from pysched.plugins.priority_sort import PrioritySort
+
 from pysched.builders import make_pod
+from pysched.framework.interfaces import QueuedPod
 
 
 def test_higher_priority_first_then_older() -> None:

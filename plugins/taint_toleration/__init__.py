@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -29,15 +29,14 @@ def first_untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]
 
 def intolerable_preferred(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> int:
     relevant = [t for t in tolerations if t.effect in ("", "PreferNoSchedule")]
-    return sum(1 for taint in taints if taint.effect == "PreferNoSchedule" and not any(t.tolerates(taint) for t in relevant))
+    return sum(
+        1 for taint in taints if taint.effect == "PreferNoSchedule" and not any(t.tolerates(taint) for t in relevant)
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class TaintToleration:
     NAME: ClassVar[str] = NAME
-
-    def mask_signature(self, pod: PodInfo) -> Hashable:
-        return pod.tolerations
 
     def _per_set(self, pod: PodInfo, nodes: NodeTable) -> list[Taint | None]:
         return [first_untolerated(taints, pod.tolerations) for taints in nodes.taint_sets]
@@ -71,7 +70,11 @@ class TaintToleration:
             scores[:] = MAX_NODE_SCORE - scores * MAX_NODE_SCORE // highest
 
     def events_to_register(self) -> Sequence[EventRegistration]:
-        return (EventRegistration(EventKind.NODE_ADD), EventRegistration(EventKind.NODE_UPDATE), EventRegistration(EventKind.POD_UPDATE))
+        return (
+            EventRegistration(EventKind.NODE_ADD),
+            EventRegistration(EventKind.NODE_UPDATE),
+            EventRegistration(EventKind.POD_UPDATE),
+        )
 
 
 def factory(args: NoArgs, handle: Handle) -> TaintToleration:

@@ -66,7 +66,7 @@ class SimulatedCluster:
             return error(f"pod {pod.key} is already assigned to node {current.node_name}")
         if node not in self.nodes:
             return unschedulable(f"node {node} not found")
-        bound = dataclasses.replace(current, node_name=node, resource_version=str(next(self._versions)))
+        bound = current.evolve(node_name=node, resource_version=str(next(self._versions)))
         self.pods[pod.key] = bound
         self.binds += 1
         if self._listener is not None:

@@ -55,7 +55,7 @@ class SchedulerConfig:
 def _plugin_refs(source: str, where: str, raw: Any, point: str, registry: Registry) -> tuple[PluginRef, ...]:
     if not isinstance(raw, list):
         raise ConfigError(source, where, "must be a list of {name: PLUGIN} entries")
-    refs = []
+    refs: list[PluginRef] = []
     for i, entry in enumerate(raw):
         at = f"{where}[{i}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
@@ -87,7 +87,9 @@ def _profile(source: str, index: int, raw: Any, registry: Registry) -> ProfileCo
         raise ConfigError(source, where, "must be a mapping with schedulerName and plugins")
     unknown = set(raw) - {"schedulerName", "plugins", "pluginConfig"}
     if unknown:
-        raise ConfigError(source, f"{where}.{sorted(unknown)[0]}", "unknown key (accepted: schedulerName, plugins, pluginConfig)")
+        raise ConfigError(
+            source, f"{where}.{sorted(unknown)[0]}", "unknown key (accepted: schedulerName, plugins, pluginConfig)"
+        )
     name = raw.get("schedulerName")
     if not isinstance(name, str) or not name:
         raise ConfigError(source, f"{where}.schedulerName", "must be a non-empty string")
@@ -97,7 +99,9 @@ def _profile(source: str, index: int, raw: Any, registry: Registry) -> ProfileCo
     plugins: dict[str, tuple[PluginRef, ...]] = {}
     for point, refs in plugins_raw.items():
         if point not in POINTS:
-            raise ConfigError(source, f"{where}.plugins.{point}", f"unknown extension point (accepted: {', '.join(POINTS)})")
+            raise ConfigError(
+                source, f"{where}.plugins.{point}", f"unknown extension point (accepted: {', '.join(POINTS)})"
+            )
         plugins[point] = _plugin_refs(source, f"{where}.plugins.{point}", refs or [], point, registry)
     if len(plugins.get("queueSort", ())) != 1:
         raise ConfigError(source, f"{where}.plugins.queueSort", "exactly one queueSort plugin is required")
@@ -135,7 +139,9 @@ def parse_config(data: Any, source: str, registry: Registry) -> SchedulerConfig:
     seen: set[str] = set()
     for i, profile in enumerate(profiles):
         if profile.scheduler_name in seen:
-            raise ConfigError(source, f"profiles[{i}].schedulerName", f"{profile.scheduler_name!r} is used by two profiles")
+            raise ConfigError(
+                source, f"profiles[{i}].schedulerName", f"{profile.scheduler_name!r} is used by two profiles"
+            )
         seen.add(profile.scheduler_name)
         if profile.queue_sort != profiles[0].queue_sort:
             raise ConfigError(

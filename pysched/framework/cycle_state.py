@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -22,4 +22,4 @@ class CycleState:
 
     def read(self, key: str, kind: type[T]) -> T | None:
         value = self._data.get(key)
-        return cast(T, value) if isinstance(value, kind) else None
+        return value if isinstance(value, kind) else None

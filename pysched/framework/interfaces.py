@@ -7,7 +7,7 @@ Filters and scores take a batch signature: one pod against the node table.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -97,10 +97,10 @@ class FilterPlugin(Plugin, Protocol):
 
 @runtime_checkable
 class MaskFilterPlugin(FilterPlugin, Protocol):
-    """A filter whose verdict depends only on node labels/taints/flags and the pod's placement
-    constraints: the framework caches its mask per pod signature and node generation."""
+    """A filter whose verdict depends only on node labels, taints and flags (what bumps the node
+    table's generation) and on the pod's `placement_signature()` fields: the framework caches the
+    combined mask per (signature, generation)."""
 
-    def mask_signature(self, pod: PodInfo) -> Hashable: ...
     def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools: ...
 
 

@@ -17,6 +17,7 @@ from pysched.framework.config import ConfigError, ProfileConfig
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventRegistration, QueueingHint
 from pysched.framework.interfaces import (
+    I64,
     BindPlugin,
     Bools,
     Diagnosis,
@@ -25,10 +26,8 @@ from pysched.framework.interfaces import (
     FusedFilter,
     FusedScore,
     Handle,
-    I64,
     MaskFilterPlugin,
     PermitPlugin,
-    Plugin,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -43,7 +42,7 @@ from pysched.framework.interfaces import (
 from pysched.framework.registry import ArgsError, Registry
 from pysched.framework.status import SUCCESS, Code, Status, error, unresolvable
 from pysched.ids import NodeName
-from pysched.kernel import KernelWeights, run_kernel
+from pysched.kernel import KernelWeights, ScoreCache, score_shape, select_node
 from pysched.objects import PodInfo
 
 KERNEL_FILTERS = frozenset({"NodeResourcesFit"})
@@ -65,7 +64,7 @@ class Framework:
         self.profile = profile
         self.name = profile.scheduler_name
         self.handle = handle
-        self.plugins: dict[str, Plugin] = {}
+        self.plugins: dict[str, object] = {}
         for point in profile.plugins:
             for ref in profile.enabled(point):
                 if ref.name not in self.plugins:
@@ -74,7 +73,9 @@ class Framework:
                     try:
                         self.plugins[ref.name] = spec.build(profile.plugin_args.get(ref.name), handle)
                     except ArgsError as err:
-                        raise ConfigError(profile.scheduler_name, f"pluginConfig.{ref.name}.args.{err.field}", err.message) from None
+                        raise ConfigError(
+                            profile.scheduler_name, f"pluginConfig.{ref.name}.args.{err.field}", err.message
+                        ) from None
 
         def at(point: str) -> list[Any]:
             return [self.plugins[ref.name] for ref in profile.enabled(point)]
@@ -93,7 +94,8 @@ class Framework:
 
         self.mask_filters = [p for p in self.filters if isinstance(p, MaskFilterPlugin)]
         self.batch_filters = [
-            p for p in self.filters
+            p
+            for p in self.filters
             if not isinstance(p, MaskFilterPlugin) and getattr(p, "kernel_filter", None) not in KERNEL_FILTERS
         ]
         fused_fit = any(isinstance(p, FusedFilter) and p.kernel_filter in KERNEL_FILTERS for p in self.filters)
@@ -101,6 +103,7 @@ class Framework:
         self._masks: dict[Hashable, Bools] = {}
         self._mask_generation = -1
         self._scores: I64 = np.zeros(0, np.int64)
+        self._score_cache = ScoreCache(self.weights)
         self._waiting: dict[str, asyncio.Future[Status]] = {}
 
     def _kernel_weights(self, fused_fit: bool) -> tuple[KernelWeights, list[tuple[ScorePlugin, int]]]:
@@ -115,7 +118,11 @@ class Framework:
                 if term in ("LeastAllocated", "MostAllocated"):
                     pair: tuple[int, int] = getattr(plugin, "resource_weights", (1, 1))
                     if resource_weights is not None and pair != resource_weights:
-                        raise ConfigError(self.name, "pluginConfig", "LeastAllocated and MostAllocated must use the same resource weights")
+                        raise ConfigError(
+                            self.name,
+                            "pluginConfig",
+                            "LeastAllocated and MostAllocated must use the same resource weights",
+                        )
                     resource_weights = pair
             else:
                 extra.append((plugin, ref.weight))  # type: ignore[arg-type]
@@ -166,7 +173,7 @@ class Framework:
         if self._mask_generation != nodes.generation:
             self._masks.clear()
             self._mask_generation = nodes.generation
-        signature = tuple(p.mask_signature(pod) for p in self.mask_filters)
+        signature = pod.placement_signature()
         mask = self._masks.get(signature)
         if mask is None:
             mask = nodes.present[: nodes.size].copy()
@@ -184,15 +191,20 @@ class Framework:
             elif not status.ok:
                 status = status.with_plugin(plugin.NAME)
                 reason = status.message() or f"{plugin.NAME} rejected the pod"
-                diagnosis = Diagnosis(nodes.count, {reason: nodes.count}, frozenset({plugin.NAME}), status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+                diagnosis = Diagnosis(
+                    nodes.count,
+                    {reason: nodes.count},
+                    frozenset({plugin.NAME}),
+                    status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                )
                 return ScheduleResult(None, status, 0, diagnosis)
 
         mask = self._node_mask(pod)
         if self.batch_filters:
             mask = mask.copy()
-            for plugin in self.batch_filters:
-                if plugin.NAME not in state.skip_filter:
-                    mask &= plugin.filter_batch(state, pod, nodes).feasible
+            for batch_filter in self.batch_filters:
+                if batch_filter.NAME not in state.skip_filter:
+                    mask &= batch_filter.filter_batch(state, pod, nodes).feasible
 
         size = nodes.size
         if self._scores.shape[0] < size:
@@ -200,10 +212,16 @@ class Framework:
         scores = self._scores[:size]
         request = nodes.vector(pod.requests)
         nz_cpu, nz_mem = pod.nonzero_cpu_memory
-        best, feasible = run_kernel(
-            self.weights, request, nz_cpu, nz_mem,
-            nodes.allocatable[:size], nodes.requested[:size], nodes.nonzero_requested[:size],
-            mask, scores,
+        fused = self._score_cache.scores(score_shape(request, nz_cpu, nz_mem), nodes)
+        best, feasible = select_node(
+            request,
+            nodes.request_columns(pod.requests),
+            self.weights.resource_fit,
+            nodes.allocatable[:size],
+            nodes.requested[:size],
+            mask,
+            fused,
+            scores,
         )
         if feasible == 0:
             return self._unschedulable(state, pod)
@@ -244,14 +262,14 @@ class Framework:
         reasons: dict[str, int] = {}
         rejectors: set[str] = set()
         unresolvable_nodes = 0
-        for plugin in self.filters:
-            if plugin.NAME in state.skip_filter:
+        for filter_plugin in self.filters:
+            if filter_plugin.NAME in state.skip_filter:
                 continue
-            result = plugin.filter_batch(state, pod, nodes)
+            result = filter_plugin.filter_batch(state, pod, nodes)
             failing = alive & ~result.feasible
             if not failing.any():
                 continue
-            rejectors.add(plugin.NAME)
+            rejectors.add(filter_plugin.NAME)
             if result.unresolvable:
                 unresolvable_nodes += int(failing.sum())
             for reason, where in result.reasons.items():

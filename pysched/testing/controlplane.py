@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import json
 import os
 import secrets
@@ -18,11 +19,13 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,9 +64,7 @@ def cache_root() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "pysched"
 
 
-def find_bin_dir(
-    bin_dir: Path | str | None = None, *, need: Iterable[str] = REQUIRED_BINARIES
-) -> Path:
+def find_bin_dir(bin_dir: Path | str | None = None, *, need: Iterable[str] = REQUIRED_BINARIES) -> Path:
     """Return a folder holding the control-plane binaries, or raise :class:`BinariesNotFound`.
 
     Order: the argument, ``$PYSCHED_CONTROL_PLANE_BIN``, then the newest complete
@@ -77,11 +78,7 @@ def find_bin_dir(
         candidates = [Path(os.environ[BIN_ENV])]
     else:
         base = cache_root() / "control-plane"
-        builds = [
-            d
-            for d in base.glob(f"k8s-{K8S_VERSION}_*")
-            if d.is_dir() and (d / ".complete").is_file()
-        ]
+        builds = [d for d in base.glob(f"k8s-{K8S_VERSION}_*") if d.is_dir() and (d / ".complete").is_file()]
         builds.sort(key=lambda d: (d / ".complete").stat().st_mtime, reverse=True)
         candidates = [d / "bin" for d in builds]
         if not candidates:
@@ -95,9 +92,7 @@ def find_bin_dir(
             return cand
     where = candidates[0]
     missing = [b for b in need if not os.access(where / b, os.X_OK)]
-    raise BinariesNotFound(
-        f"control-plane binaries missing in {where}: {', '.join(missing)}; {BUILD_HINT}"
-    )
+    raise BinariesNotFound(f"control-plane binaries missing in {where}: {', '.join(missing)}; {BUILD_HINT}")
 
 
 # -- ports and processes --------------------------------------------------------------------
@@ -175,6 +170,27 @@ def stop_pid(pid: int, exe: str | None = None, *, timeout: float = 10.0) -> None
         time.sleep(0.05)
 
 
+def _pdeathsig_preexec() -> Callable[[], None] | None:
+    """A ``preexec_fn`` setting PR_SET_PDEATHSIG=SIGKILL, or None where unsupported.
+
+    The signal fires when the *thread* that forked exits, so it is only used when
+    starting from the main thread.
+    """
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1
+
+    def preexec() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+    return preexec
+
+
 @dataclass
 class ManagedProcess:
     """One background process: its name, argv, pid and log file."""
@@ -187,9 +203,21 @@ class ManagedProcess:
 
     @classmethod
     def spawn(
-        cls, name: str, argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None
+        cls,
+        name: str,
+        argv: Sequence[str],
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+        *,
+        die_with_parent: bool = False,
     ) -> ManagedProcess:
+        """Start ``argv`` in its own session, output appended to ``log_path``.
+
+        ``die_with_parent`` (Linux, main thread only) has the kernel SIGKILL the
+        child if this process dies without stopping it (a killed test run).
+        """
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        preexec = _pdeathsig_preexec() if die_with_parent else None
         with log_path.open("ab") as log:
             popen = subprocess.Popen(
                 list(argv),
@@ -198,6 +226,7 @@ class ManagedProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 env=dict(env) if env is not None else None,
+                preexec_fn=preexec,
             )
         return cls(name=name, argv=list(argv), log_path=log_path, popen=popen, pid=popen.pid)
 
@@ -243,9 +272,7 @@ def write_rsa_key(path: Path) -> None:
             raise ControlPlaneError(
                 "need the `cryptography` package or `openssl` to make the service-account key"
             ) from None
-        subprocess.run(
-            ["openssl", "genrsa", "-out", str(path), "2048"], check=True, capture_output=True
-        )
+        subprocess.run(["openssl", "genrsa", "-out", str(path), "2048"], check=True, capture_output=True)
         return
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(
@@ -257,9 +284,7 @@ def write_rsa_key(path: Path) -> None:
     path.chmod(0o600)
 
 
-def kubeconfig_dict(
-    server: str, token: str, ca_file: Path | None, name: str = "pysched"
-) -> dict[str, Any]:
+def kubeconfig_dict(server: str, token: str, ca_file: Path | None, name: str = "pysched") -> dict[str, Any]:
     cluster: dict[str, Any] = {"server": server}
     if ca_file is not None:
         cluster["certificate-authority"] = str(ca_file)
@@ -412,11 +437,10 @@ class LocalControlPlane:
         extra_apiserver_args: Sequence[str] = (),
         perf: bool = False,
         start_timeout: float = 120.0,
+        die_with_parent: bool = True,
     ) -> None:
         self._own_workdir = workdir is None
-        self.workdir = (
-            Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="pysched-cp-"))
-        )
+        self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="pysched-cp-"))
         self._bin_dir_arg = bin_dir
         self.bin_dir: Path | None = None
         self.etcd_port = etcd_port
@@ -424,6 +448,7 @@ class LocalControlPlane:
         self.extra_apiserver_args = list(extra_apiserver_args)
         self.perf = perf
         self.start_timeout = start_timeout
+        self.die_with_parent = die_with_parent
         self.token = secrets.token_hex(16)
         self.processes: list[ManagedProcess] = []
         self._atexit_registered = False
@@ -497,7 +522,7 @@ class LocalControlPlane:
             "--unsafe-no-fsync",
             "--log-level=warn",
         ]
-        proc = ManagedProcess.spawn("etcd", argv, self.workdir / "etcd.log")
+        proc = ManagedProcess.spawn("etcd", argv, self.workdir / "etcd.log", die_with_parent=self.die_with_parent)
         self.processes.append(proc)
         self._wait_http(proc, f"{url}/health", None, lambda body: '"health":"true"' in body)
 
@@ -534,11 +559,14 @@ class LocalControlPlane:
                 "--enable-priority-and-fairness=false",
             ]
         argv += self.extra_apiserver_args
-        proc = ManagedProcess.spawn("kube-apiserver", argv, self.workdir / "kube-apiserver.log")
-        self.processes.append(proc)
-        self._wait_http(
-            proc, f"{self.server}/readyz", self.token, lambda body: body.strip() == "ok"
+        proc = ManagedProcess.spawn(
+            "kube-apiserver",
+            argv,
+            self.workdir / "kube-apiserver.log",
+            die_with_parent=self.die_with_parent,
         )
+        self.processes.append(proc)
+        self._wait_http(proc, f"{self.server}/readyz", self.token, lambda body: body.strip() == "ok")
 
     def _wait_http(
         self,
@@ -579,16 +607,12 @@ class LocalControlPlane:
             return
         tail = log_tail(proc.log_path)
         if "address already in use" in tail:
-            raise PortInUse(
-                f"{proc.name}: address already in use; last lines of {proc.log_path}:\n{tail}"
-            )
+            raise PortInUse(f"{proc.name}: address already in use; last lines of {proc.log_path}:\n{tail}")
         proc.check()
 
     def _write_kubeconfig(self) -> None:
         ca = self.ca_file if self.ca_file.exists() else None
-        self.kubeconfig_path.write_text(
-            json.dumps(kubeconfig_dict(self.server, self.token, ca), indent=2) + "\n"
-        )
+        self.kubeconfig_path.write_text(json.dumps(kubeconfig_dict(self.server, self.token, ca), indent=2) + "\n")
         self.kubeconfig_path.chmod(0o600)
 
     def check(self) -> None:
@@ -596,11 +620,9 @@ class LocalControlPlane:
         for proc in self.processes:
             self._check_one(proc)
 
-    def spawn(
-        self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None
-    ) -> ManagedProcess:
+    def spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> ManagedProcess:
         """Start another background process (kube-scheduler, emulator) owned by this plane."""
-        proc = ManagedProcess.spawn(name, argv, self.workdir / f"{name}.log", env)
+        proc = ManagedProcess.spawn(name, argv, self.workdir / f"{name}.log", env, die_with_parent=self.die_with_parent)
         self.processes.append(proc)
         return proc
 
@@ -627,9 +649,7 @@ class LocalControlPlane:
         proc = self.spawn("kube-scheduler", argv)
         saved, self.start_timeout = self.start_timeout, wait
         try:
-            self._wait_http(
-                proc, f"https://127.0.0.1:{port}/healthz", self.token, lambda b: b.strip() == "ok"
-            )
+            self._wait_http(proc, f"https://127.0.0.1:{port}/healthz", self.token, lambda b: b.strip() == "ok")
         finally:
             self.start_timeout = saved
         return proc
@@ -672,9 +692,7 @@ class LocalControlPlane:
         if self._api is None:
             from pysched.testing.kube import KubeAPI
 
-            self._api = KubeAPI(
-                self.server, self.token, ca_file=self.ca_file if self.ca_file.exists() else None
-            )
+            self._api = KubeAPI(self.server, self.token, ca_file=self.ca_file if self.ca_file.exists() else None)
         return self._api
 
     def kubernetes_client(self) -> Any:
@@ -684,7 +702,5 @@ class LocalControlPlane:
         k8s_config: Any = config
         return k8s_config.new_client_from_config(config_file=str(self.kubeconfig_path))
 
-    def create_nodes(
-        self, count: int, spec: NodeSpec | None = None, *, prefix: str = "fake-node-"
-    ) -> list[str]:
+    def create_nodes(self, count: int, spec: NodeSpec | None = None, *, prefix: str = "fake-node-") -> list[str]:
         return create_fake_nodes(self.api(), count, spec, prefix=prefix)

@@ -82,9 +82,7 @@ class KubeletEmulator:
     ) -> None:
         self.api = api
         self.node_filter = node_filter or (
-            lambda node: (
-                (node.get("metadata", {}).get("labels") or {}).get(FAKE_NODE_LABEL) == "true"
-            )
+            lambda node: (node.get("metadata", {}).get("labels") or {}).get(FAKE_NODE_LABEL) == "true"
         )
         self.default_resize_action = default_resize_action
         self._resize_actions: dict[tuple[str, str], ResizeAction] = {}
@@ -106,9 +104,7 @@ class KubeletEmulator:
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="kubelet-emulator", daemon=True)
         self._thread.start()
-        self._timer_thread = threading.Thread(
-            target=self._run_timers, name="kubelet-emulator-timers", daemon=True
-        )
+        self._timer_thread = threading.Thread(target=self._run_timers, name="kubelet-emulator-timers", daemon=True)
         self._timer_thread.start()
         return self
 
@@ -278,9 +274,7 @@ class KubeletEmulator:
     def _resize_action(self, pod: JSON) -> ResizeAction:
         meta = pod["metadata"]
         with self._lock:
-            return self._resize_actions.get(
-                (meta["namespace"], meta["name"]), self.default_resize_action
-            )
+            return self._resize_actions.get((meta["namespace"], meta["name"]), self.default_resize_action)
 
     def _wanted_status(self, pod: JSON) -> JSON | None:
         """The pod with the status a kubelet would write now, or None if nothing changes."""
@@ -311,15 +305,11 @@ class KubeletEmulator:
                     "restartCount": 0,
                     "state": {"running": {"startedAt": now}},
                     "resources": _spec_resources(c),
-                    "allocatedResources": _allocatable_subset(
-                        _spec_resources(c).get("requests", {})
-                    ),
+                    "allocatedResources": _allocatable_subset(_spec_resources(c).get("requests", {})),
                 }
                 for c in containers
             ]
-            conds = [
-                c for c in st.get("conditions") or [] if c.get("type") not in RESIZE_CONDITIONS
-            ]
+            conds = [c for c in st.get("conditions") or [] if c.get("type") not in RESIZE_CONDITIONS]
             for ctype in (
                 "PodReadyToStartContainers",
                 "Initialized",
@@ -334,11 +324,7 @@ class KubeletEmulator:
             return new
 
         # Running: compare desired (spec) with actual (status) resources.
-        changed = [
-            c
-            for c in containers
-            if _spec_resources(c) != (old_cs.get(c["name"], {}).get("resources") or {})
-        ]
+        changed = [c for c in containers if _spec_resources(c) != (old_cs.get(c["name"], {}).get("resources") or {})]
         conds = [c for c in st.get("conditions") or []]
         if not changed:
             cleaned = [c for c in conds if c.get("type") not in RESIZE_CONDITIONS]
@@ -393,9 +379,7 @@ class KubeletEmulator:
     @staticmethod
     def _complete(pod: JSON, exit_code: int) -> JSON | None:
         status = pod.get("status") or {}
-        if status.get("phase") in ("Succeeded", "Failed") or not pod.get("spec", {}).get(
-            "nodeName"
-        ):
+        if status.get("phase") in ("Succeeded", "Failed") or not pod.get("spec", {}).get("nodeName"):
             return None
         new = copy.deepcopy(pod)
         st = new.setdefault("status", {})

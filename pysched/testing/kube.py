@@ -4,7 +4,8 @@ The generated typed methods of the ``kubernetes`` package validate bodies and
 responses against its models (and, for example, expect a ``Binding`` back from
 ``pods/binding`` where the API answers with a ``Status``). Test tooling wants the
 raw objects the apiserver stores, so this wrapper reuses the client's
-configuration, TLS and connection pool (``ApiClient``) and speaks plain JSON.
+configuration and TLS-configured urllib3 pool (``ApiClient.rest_client``) and
+speaks plain JSON. ``KubeAPI.api_client`` is a configured ``ApiClient`` for the typed API.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
+import urllib3
 from kubernetes import client as k8s_client
 
 JSON = dict[str, Any]
@@ -67,6 +69,7 @@ class KubeAPI:
             config.verify_ssl = False
         self._config = config
         self.api_client: Any = k8s_client.ApiClient(configuration=config)
+        self._pool: Any = self.api_client.rest_client.pool_manager
 
     @classmethod
     def from_kubeconfig(cls, path: Path) -> KubeAPI:
@@ -109,6 +112,37 @@ class KubeAPI:
             headers["Content-Type"] = content_type
         return headers
 
+    def _send(
+        self,
+        method: str,
+        url: str,
+        body: Any,
+        content_type: str | None,
+        timeout: float | tuple[float, float],
+        *,
+        preload: bool,
+    ) -> Any:
+        """One HTTP request on the client's urllib3 pool (its TLS settings, our JSON).
+
+        Goes below ``ApiClient.call_api``, whose signature changed across client
+        releases, to the ``rest_client.pool_manager`` that all of them have.
+        """
+        headers = self._headers(content_type if body is not None else None)
+        data = None if body is None else json.dumps(body).encode()
+        if isinstance(timeout, tuple):
+            t = urllib3.Timeout(connect=timeout[0], read=timeout[1])
+        else:
+            t = urllib3.Timeout(total=timeout)
+        return self._pool.request(
+            method,
+            url,
+            body=data,
+            headers=headers,
+            timeout=t,
+            preload_content=preload,
+            retries=False,
+        )
+
     def request(
         self,
         method: str,
@@ -120,14 +154,15 @@ class KubeAPI:
         timeout: float | None = None,
     ) -> JSON:
         """Send one request and return the decoded JSON answer (raise on non-2xx)."""
-        resp = self.api_client.call_api(
+        resp = self._send(
             method,
             self._url(path, query),
-            header_params=self._headers(content_type if body is not None else None),
-            body=body,
-            _request_timeout=timeout if timeout is not None else self.timeout,
+            body,
+            content_type,
+            timeout if timeout is not None else self.timeout,
+            preload=True,
         )
-        raw = resp.read()
+        raw = resp.data
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
         if not 200 <= resp.status < 300:
             raise KubeAPIError(method, path, resp.status, text)
@@ -145,9 +180,7 @@ class KubeAPI:
     def put(self, path: str, body: JSON, **query: Any) -> JSON:
         return self.request("PUT", path, body, query=query)
 
-    def patch(
-        self, path: str, body: Any, *, content_type: str = STRATEGIC_MERGE_PATCH, **query: Any
-    ) -> JSON:
+    def patch(self, path: str, body: Any, *, content_type: str = STRATEGIC_MERGE_PATCH, **query: Any) -> JSON:
         return self.request("PATCH", path, body, query=query, content_type=content_type)
 
     def delete(self, path: str, body: JSON | None = None, **query: Any) -> JSON:
@@ -182,27 +215,28 @@ class KubeAPI:
         q["timeoutSeconds"] = timeout_seconds
         if resource_version:
             q["resourceVersion"] = resource_version
-        resp = self.api_client.call_api(
+        resp = self._send(
             "GET",
             self._url(path, q),
-            header_params=self._headers(None),
-            _request_timeout=(10.0, float(timeout_seconds) + 15.0),
+            None,
+            None,
+            (10.0, float(timeout_seconds) + 15.0),
+            preload=False,
         )
-        raw_resp = resp.response
         if on_response is not None:
-            on_response(raw_resp)
+            on_response(resp)
         try:
             if resp.status != 200:
                 raise KubeAPIError("GET", path, resp.status, resp.read().decode("utf-8", "replace"))
             buf = b""
-            for chunk in raw_resp.stream(65536, decode_content=True):
+            for chunk in resp.stream(65536, decode_content=True):
                 buf += chunk
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
                     if line.strip():
                         yield json.loads(line)
         finally:
-            raw_resp.release_conn()
+            resp.release_conn()
 
     # -- conveniences -------------------------------------------------------------------
 
@@ -237,13 +271,7 @@ class KubeAPI:
     ) -> JSON:
         """PATCH ``pods/{name}/resize``: ``containers`` maps a container name to its
         ``resources`` (``{"requests": {...}, "limits": {...}}``)."""
-        body = {
-            "spec": {
-                "containers": [
-                    {"name": cname, "resources": dict(res)} for cname, res in containers.items()
-                ]
-            }
-        }
+        body = {"spec": {"containers": [{"name": cname, "resources": dict(res)} for cname, res in containers.items()]}}
         return self.patch(self.pod_path(namespace, name, "resize"), body)
 
     def force_delete_pod(self, namespace: str, name: str) -> None:

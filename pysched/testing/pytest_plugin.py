@@ -41,9 +41,7 @@ def control_plane_bin_dir() -> str:
 
 
 @pytest.fixture(scope="session")
-def control_plane(
-    control_plane_bin_dir: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LocalControlPlane]:
+def control_plane(control_plane_bin_dir: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
     workdir = tmp_path_factory.mktemp("control-plane")
     with LocalControlPlane(workdir, bin_dir=control_plane_bin_dir) as plane:
         yield plane

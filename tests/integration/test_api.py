@@ -84,9 +84,7 @@ def test_plain_patch_cannot_change_resources(kube: KubeAPI, namespace: str) -> N
     assert err.value.status == 422
 
 
-def test_resize_running_pod(
-    kube: KubeAPI, namespace: str, control_plane: LocalControlPlane
-) -> None:
+def test_resize_running_pod(kube: KubeAPI, namespace: str, control_plane: LocalControlPlane) -> None:
     node = fake_node(kube, f"{namespace}-n0")
     kube.create_pod(namespace, make_pod("p"))
     with KubeletEmulator(kube) as emulator:

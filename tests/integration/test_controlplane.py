@@ -19,7 +19,7 @@ def test_context_manager_stops_every_process(control_plane_bin_dir: str, tmp_pat
         pids = plane.pids
         assert len(pids) == 2
         assert all(pid_alive(pid) for pid in pids)
-        assert plane.api().get("/readyz", verbose="true")  # the admin token works
+        assert plane.api().get("/api/v1/namespaces/default")  # the admin token works
         assert plane.kubeconfig_path.exists()
     assert not any(pid_alive(pid) for pid in pids)
 

@@ -25,9 +25,7 @@ def dev_cluster(
     *args: str, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     full_env = dict(os.environ if env is None else env)
-    full_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(ROOT), full_env.get("PYTHONPATH")) if p
-    )
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), full_env.get("PYTHONPATH")) if p)
     return subprocess.run(
         [sys.executable, "-m", "pysched.devcluster", *args],
         capture_output=True,
@@ -45,9 +43,7 @@ def processes_mentioning(text: str) -> list[int]:
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            cmdline = (
-                (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
-            )
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
         except OSError:
             continue
         if text in cmdline and pid_alive(int(entry.name)):

@@ -26,9 +26,7 @@ def emulator(kube: KubeAPI) -> Iterator[KubeletEmulator]:
         emu.stop()
 
 
-def running_pod(
-    kube: KubeAPI, namespace: str, name: str = "p", annotations: dict[str, str] | None = None
-) -> JSON:
+def running_pod(kube: KubeAPI, namespace: str, name: str = "p", annotations: dict[str, str] | None = None) -> JSON:
     node = fake_node(kube, f"{namespace}-{name}-node")
     kube.create_pod(namespace, make_pod(name, annotations=annotations))
     kube.bind_pod(namespace, name, node)
@@ -54,9 +52,7 @@ def test_marks_bound_pod_running(kube: KubeAPI, namespace: str, emulator: Kubele
     assert ready is not None and ready["status"] == "True"
 
 
-def test_ignores_pods_on_other_nodes(
-    kube: KubeAPI, namespace: str, emulator: KubeletEmulator
-) -> None:
+def test_ignores_pods_on_other_nodes(kube: KubeAPI, namespace: str, emulator: KubeletEmulator) -> None:
     kube.post(
         "/api/v1/nodes",
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"{namespace}-real"}},
@@ -84,9 +80,7 @@ def test_actuates_resize(kube: KubeAPI, namespace: str, emulator: KubeletEmulato
     assert pod["status"].get("observedGeneration") == pod["metadata"]["generation"]
 
 
-def test_defers_then_actuates_resize(
-    kube: KubeAPI, namespace: str, emulator: KubeletEmulator
-) -> None:
+def test_defers_then_actuates_resize(kube: KubeAPI, namespace: str, emulator: KubeletEmulator) -> None:
     running_pod(kube, namespace)
     emulator.defer_resize(namespace, "p")
     kube.resize_pod(namespace, "p", {"main": NEW})
@@ -130,9 +124,7 @@ def test_completes_on_request(kube: KubeAPI, namespace: str, emulator: KubeletEm
     assert cs is not None and cs["state"]["terminated"]["exitCode"] == 0
 
 
-def test_completes_after_annotated_run_time(
-    kube: KubeAPI, namespace: str, emulator: KubeletEmulator
-) -> None:
+def test_completes_after_annotated_run_time(kube: KubeAPI, namespace: str, emulator: KubeletEmulator) -> None:
     running_pod(kube, namespace, annotations={RUN_SECONDS_ANNOTATION: "0.5"})
     wait_for(
         lambda: kube.get_pod(namespace, "p"),

@@ -1,0 +1,88 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pysched.cli import main
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out.startswith("pysched 0.")
+
+
+def test_simulate_writes_the_design_json(tmp_path: Path) -> None:
+    out = tmp_path / "sim.json"
+    assert main(["simulate", "--policy", "default", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert set(data) == {"cluster", "workload", "policies"}
+    result = data["policies"]["default"]
+    assert set(result) == {
+        "jobs",
+        "deadline_jobs",
+        "deadline_met",
+        "deadline_met_ratio",
+        "cpu_utilization",
+        "mean_jct_s",
+        "mean_queue_s",
+        "makespan_s",
+        "rescales",
+        "skipped",
+    }
+    assert result["jobs"] == 300 and 0 < result["deadline_met"] <= result["deadline_jobs"]
+    assert result["deadline_met_ratio"] == round(result["deadline_met"] / result["deadline_jobs"], 4)
+    assert result["makespan_s"] > 0
+
+
+def test_simulate_takes_profiles_from_a_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "packing.yaml"
+    config.write_text(
+        "profiles:\n"
+        "  - schedulerName: packing\n"
+        "    plugins:\n"
+        "      queueSort: [{name: PrioritySort}]\n"
+        "      filter: [{name: TaintToleration}, {name: NodeResourcesFit}]\n"
+        "      score: [{name: MostAllocated}]\n"
+        "      bind: [{name: DefaultBinder}]\n"
+    )
+    out = tmp_path / "sim.json"
+    assert main(["simulate", "--config", str(config), "--policy", "packing", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["policies"]["packing"]["jobs"] == 300
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pysched.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_broken_profile_exits_2_with_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(
+        "profiles:\n  - schedulerName: x\n    plugins:\n"
+        "      queueSort: [{name: PrioritySort}]\n      bind: [{name: Nope}]\n"
+    )
+    result = _cli("simulate", "--config", str(config))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert str(config) in lines[0] and "profiles[0].plugins.bind[0].name: unknown plugin 'Nope'" in lines[0]
+
+
+def test_unknown_policy_and_bad_flags_exit_2_with_one_line() -> None:
+    result = _cli("simulate", "--policy", "nosuch")
+    assert (
+        result.returncode == 2
+        and len(result.stderr.strip().splitlines()) == 1
+        and "unknown policy 'nosuch'" in result.stderr
+    )
+    result = _cli("bench", "--nodes", "x", "--pods", "1")
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bench_reports_the_documented_fields(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    assert main(["bench", "--nodes", "50", "--pods", "200", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert {"nodes", "pods", "seconds", "pods_per_second", "p50_ms", "p99_ms", "peak_rss_mb"} <= set(data)
+    assert data["nodes"] == 50 and data["pods"] == 200 and data["scheduled"] > 150

@@ -1,0 +1,209 @@
+import asyncio
+from collections.abc import Iterator
+from typing import cast
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pysched.plugins import default_registry
+
+from pysched.backend.simulated import SimulatedCluster
+from pysched.builders import node_dict, pod_dict
+from pysched.clock import VirtualClock
+from pysched.framework.cycle_state import CycleState
+from pysched.ids import PodKey
+from pysched.profiles import builtin_config
+from pysched.scheduler import Scheduler
+
+GPU_TAINT = {"key": "gpu", "value": "yes", "effect": "NoSchedule"}
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def _setup(profile: str = "default") -> tuple[VirtualClock, SimulatedCluster, Scheduler]:
+    clock = VirtualClock(1000.0)
+    cluster = SimulatedCluster(clock)
+    registry = default_registry()
+    return clock, cluster, Scheduler(builtin_config(registry), cluster, clock, registry)
+
+
+def test_binds_reports_and_requeues_when_room_frees(loop: asyncio.AbstractEventLoop) -> None:
+    async def run() -> None:
+        clock, cluster, scheduler = _setup()
+        cluster.add_node(node_dict("a", cpu="4", memory="8Gi"))
+        cluster.add_node(node_dict("g", cpu="4", memory="8Gi", taints=[GPU_TAINT]))
+        await scheduler.start()
+        for name in ("p1", "p2", "p3"):
+            cluster.create_pod(pod_dict(name, cpu="2", memory="1Gi", scheduler_name="default"))
+        cluster.create_pod(pod_dict("other", cpu="1", scheduler_name="someone-else"))
+        await scheduler.run_until_idle()
+        bound = {k: p.node_name for k, p in cluster.pods.items()}
+        assert bound == {"default/p1": "a", "default/p2": "a", "default/p3": None, "default/other": None}
+        failed = [e for e in cluster.events if e.pod == "default/p3"]
+        assert failed[-1].reason == "FailedScheduling"
+        assert (
+            failed[-1].note
+            == "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {gpu: yes}."
+        )
+        condition = cluster.conditions[PodKey("default/p3")]["PodScheduled"]
+        assert (condition.status, condition.reason) == ("False", "Unschedulable")
+        assert scheduler.queue.where(PodKey("default/p3")) == "unschedulable"
+        scheduled = [e for e in cluster.events if e.reason == "Scheduled"]
+        assert scheduled[0].note == "Successfully assigned default/p1 to a"
+
+        cluster.finish_pod(PodKey("default/p1"))  # frees 2 cpu: the parked pod moves
+        clock.advance(10.0)
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/p3")].node_name == "a"
+        scheduler.cache.check_consistency()
+        await scheduler.stop()
+
+    loop.run_until_complete(run())
+
+
+def test_bind_conflict_forgets_the_assumption_at_once(loop: asyncio.AbstractEventLoop) -> None:
+    async def run() -> None:
+        _, cluster, scheduler = _setup()
+        cluster.add_node(node_dict("a", cpu="4", memory="8Gi"))
+        await scheduler.start()
+        pod = cluster.create_pod(pod_dict("p", cpu="3", scheduler_name="default"))
+        assert pod is not None
+        # Someone else binds the pod between our decision and our bind: the API says conflict.
+        original = cluster.bind
+
+        async def racing_bind(p, node):  # type: ignore[no-untyped-def]
+            cluster.pods[p.key] = cluster.pods[p.key].evolve(uid="recreated")
+            return await original(p, node)
+
+        cluster.bind = racing_bind  # type: ignore[method-assign]
+        await scheduler.run_until_idle()
+        assert scheduler.stats.bind_failures == 1
+        assert scheduler.cache.pod_node(pod.key) is None  # forgotten, not waiting for a timer
+        assert int(scheduler.cache.nodes.requested[0, 0]) == 0
+        assert any(e.note.startswith("Binding rejected") for e in cluster.events)
+        await scheduler.stop()
+
+    loop.run_until_complete(run())
+
+
+def test_invalid_pod_gets_an_event_and_does_not_stop_the_loop(loop: asyncio.AbstractEventLoop) -> None:
+    async def run() -> None:
+        _, cluster, scheduler = _setup()
+        cluster.add_node(node_dict("a"))
+        await scheduler.start()
+        cluster.create_pod(pod_dict("bad", cpu="two", scheduler_name="default"))
+        cluster.create_pod(pod_dict("good", cpu="1", scheduler_name="default"))
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/good")].node_name == "a"
+        warning = [e for e in cluster.events if e.pod == "default/bad"]
+        assert warning and "'two' is not a Kubernetes quantity" in warning[0].note
+        await scheduler.stop()
+
+    loop.run_until_complete(run())
+
+
+node_spec = st.tuples(
+    st.integers(1, 16),
+    st.integers(1, 32),
+    st.integers(1, 8),
+    st.sampled_from([0, 0, 4, 8]),
+    st.booleans(),
+    st.booleans(),
+)
+pod_spec = st.tuples(
+    st.sampled_from(["0", "100m", "500m", "1", "2", "4", "12"]),
+    st.sampled_from(["0", "256Mi", "1Gi", "4Gi", "24Gi"]),
+    st.sampled_from([0, 0, 0, 1, 4]),
+    st.booleans(),
+    st.sampled_from([None, "a", "b"]),
+)
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("pod"), pod_spec),
+        st.tuples(st.just("finish"), st.integers(0, 1000)),
+        st.tuples(st.just("node"), node_spec),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(node_spec, min_size=1, max_size=6), ops)
+def test_no_overcommit_and_every_pod_that_fits_is_bound(
+    nodes: list[tuple[int, int, int, int, bool, bool]], stream: list[tuple[str, object]]
+) -> None:
+    async def run() -> None:
+        clock, cluster, scheduler = _setup()
+        count = 0
+
+        def add_node(spec: tuple[int, int, int, int, bool, bool]) -> None:
+            nonlocal count
+            cpu, mem, pods, gpu, tainted, zone_b = spec
+            cluster.add_node(
+                node_dict(
+                    f"n{count}",
+                    cpu=str(cpu),
+                    memory=f"{mem}Gi",
+                    pods=pods,
+                    extended={"nvidia.com/gpu": str(gpu)} if gpu else None,
+                    taints=[GPU_TAINT] if tainted else (),
+                    labels={"zone": "b" if zone_b else "a"},
+                )
+            )
+            count += 1
+
+        for spec in nodes:
+            add_node(spec)
+        await scheduler.start()
+        for i, (kind, arg) in enumerate(stream):
+            if kind == "pod":
+                cpu, mem, gpu, tolerate, zone = cast(tuple[str, str, int, bool, str | None], arg)
+                cluster.create_pod(
+                    pod_dict(
+                        f"p{i}",
+                        cpu=cpu,
+                        memory=mem,
+                        scheduler_name="default",
+                        extended={"nvidia.com/gpu": str(gpu)} if gpu else None,
+                        tolerations=[{"key": "gpu", "operator": "Exists"}] if tolerate else (),
+                        node_selector={"zone": zone} if zone else None,
+                        created=float(i),
+                    )
+                )
+            elif kind == "finish":
+                running = [k for k, p in cluster.pods.items() if p.node_name and not p.terminated]
+                if running:
+                    cluster.finish_pod(running[int(arg) % len(running)])  # type: ignore[call-overload]
+            else:
+                add_node(arg)  # type: ignore[arg-type]
+            await scheduler.run_until_idle()
+            clock.advance(0.5)
+        for _ in range(4):  # let every backoff expire
+            clock.advance(11.0)
+            await scheduler.run_until_idle()
+
+        # 1. No node is overcommitted in any resource, pod count included.
+        table = scheduler.cache.nodes
+        for name, row in table.row.items():
+            on_node = [p for p in cluster.pods.values() if p.node_name == name and not p.terminated]
+            for resource, column in table.column.items():
+                used = sum(p.requests.get(resource, 0) for p in on_node) if resource != "pods" else len(on_node)
+                assert used <= table.allocatable[row, column], (name, resource)
+        scheduler.cache.check_consistency()
+        # 2. Every pending pod of ours fits nowhere, by every filter's own reference verdict.
+        framework = scheduler.frameworks["default"]
+        for pod in cluster.pods.values():
+            if pod.node_name is None and pod.scheduler_name == "default":
+                feasible = np.ones(table.size, np.bool_) & table.present[: table.size]
+                for plugin in framework.filters:
+                    feasible &= plugin.filter_batch(CycleState(), pod, table).feasible
+                assert not feasible.any(), f"{pod.key} fits on {np.flatnonzero(feasible)} but was not bound"
+        await scheduler.stop()
+
+    asyncio.run(run())
