@@ -57,6 +57,7 @@ class NodeTable:
         # Rows whose resources changed, in order: lets score caches rescore only those rows.
         self._changes: list[int] = []
         self._log_base = 0
+        self._request_memo: dict[tuple[tuple[str, int], ...], tuple[I64, I64]] = {}
 
     # ----- change log
     @property
@@ -69,14 +70,13 @@ class NodeTable:
             self._log_base += len(self._changes)
             self._changes = []
 
-    def changed_since(self, seq: int) -> I64 | None:
-        """Rows changed after `seq`, or None when that history is gone or touches most rows."""
+    def changed_since(self, seq: int, limit: int | None = None) -> I64 | None:
+        """Rows changed after `seq` (repeats possible), or None when that history is gone or
+        longer than `limit` (default: half the rows), so that recomputing everything is cheaper."""
         start = seq - self._log_base
-        if start < 0:
+        if start < 0 or self.change_seq - seq > (self.size // 2 if limit is None else limit):
             return None
         rows = self._changes[start:]
-        if len(rows) > self.size // 2:
-            return None
         return np.array(rows, np.int64)  # repeats are harmless: a row is just rescored twice
 
     # ----- views the plugins and the kernel read (no copies)
@@ -118,27 +118,41 @@ class NodeTable:
 
     def ensure_resources(self, names: Mapping[str, int]) -> None:
         """Add columns for resource names seen for the first time (rare: a new device plugin)."""
+        if self.column.keys() >= names.keys():
+            return
         widened = self.resources.with_names(names)
         if widened is self.resources:
             return
         extra = len(widened.names) - len(self.resources.names)
         self.resources = widened
+        self._request_memo.clear()
         self.column = {n: i for i, n in enumerate(widened.names)}
         pad = np.zeros((len(self.present), extra), np.int64)
         self.allocatable = np.hstack([self.allocatable, pad])
         self.requested = np.hstack([self.requested, pad])
 
     def vector(self, requests: Mapping[str, int]) -> I64:
-        """A request as a row of the resource columns."""
-        self.ensure_resources(requests)
-        out = np.zeros(len(self.resources.names), np.int64)
-        for name, value in requests.items():
-            out[self.column[name]] = value
-        return out
+        """A request as a row of the resource columns (shared between equal requests: do not modify)."""
+        return self._request_arrays(requests)[0]
 
     def request_columns(self, requests: Mapping[str, int]) -> I64:
         """Columns the fit check must look at: those the pod asks for (the pod count is always checked)."""
-        return np.array([self.column[n] for n, v in requests.items() if v and n != PODS], np.int64)
+        return self._request_arrays(requests)[1]
+
+    def _request_arrays(self, requests: Mapping[str, int]) -> tuple[I64, I64]:
+        # Pods come in few distinct shapes: build each shape's arrays once.
+        key = tuple(requests.items())
+        found = self._request_memo.get(key)
+        if found is None:
+            self.ensure_resources(requests)
+            vector = np.zeros(len(self.resources.names), np.int64)
+            for name, value in requests.items():
+                vector[self.column[name]] = value
+            columns = np.array([self.column[n] for n, v in requests.items() if v and n != PODS], np.int64)
+            if len(self._request_memo) >= 4096:
+                self._request_memo.clear()
+            found = self._request_memo[key] = (vector, columns)
+        return found
 
     # ----- node events
     def _intern_taints(self, taints: tuple[Taint, ...]) -> int:
@@ -243,7 +257,7 @@ class Cache:
         if node not in self.nodes.row:
             self._orphans.setdefault(node, {})[pod.key] = pod
             return
-        charge = self.nodes.vector(pod.requests)
+        charge = self.nodes.vector(pod.requests).copy()
         charge[POD_COLUMN] += 1
         entry = _PodEntry(pod, node, assumed, charge, nonzero_requests(pod.requests))
         self._pods[pod.key] = entry

@@ -53,7 +53,13 @@ class KernelWeights:
         )
 
 
-@numba.njit(cache=_CACHE, nogil=True, inline="always")
+# Kernels take whole arrays and loop inside: a compiled helper called per row would pay array
+# reference counting on every call. error_model="numpy" drops Python's zero-division checks;
+# every division here is guarded by an explicit test.
+_JIT = {"cache": _CACHE, "nogil": True, "boundscheck": False, "error_model": "numpy"}
+
+
+@numba.njit(inline="always", **_JIT)
 def _floor_div(num: np.int64, den: np.int64) -> np.int64:  # pragma: no cover - compiled
     # A float division corrected to the exact integer floor: cheaper than an int64 division.
     q = np.int64(num / den)
@@ -64,98 +70,100 @@ def _floor_div(num: np.int64, den: np.int64) -> np.int64:  # pragma: no cover - 
     return q
 
 
-@numba.njit(cache=_CACHE, nogil=True, inline="always")
-def _node_score(  # pragma: no cover - compiled
-    i: int, shape: I64, params: I64, allocatable: I64, requested: I64, nonzero_requested: I64
-) -> np.int64:
-    """Weighted sum of the fused score terms for row i. shape = (nz_cpu, nz_mem, cpu, mem)."""
-    w_least, w_most, w_balanced, cpu_weight, memory_weight = params[0], params[1], params[2], params[3], params[4]
-    total = np.int64(0)
-    cap_cpu = allocatable[i, 0]
-    cap_mem = allocatable[i, 1]
-    if w_least != 0 or w_most != 0:
-        used_cpu = nonzero_requested[i, 0] + shape[0]
-        used_mem = nonzero_requested[i, 1] + shape[1]
-        least = np.int64(0)
-        most = np.int64(0)
-        weight_sum = np.int64(0)
-        if cap_cpu != 0:
-            weight_sum += cpu_weight
-            if used_cpu <= cap_cpu:
-                least += _floor_div((cap_cpu - used_cpu) * MAX_NODE_SCORE, cap_cpu) * cpu_weight
-                most += _floor_div(used_cpu * MAX_NODE_SCORE, cap_cpu) * cpu_weight
-            else:
-                most += MAX_NODE_SCORE * cpu_weight
-        if cap_mem != 0:
-            weight_sum += memory_weight
-            if used_mem <= cap_mem:
-                least += _floor_div((cap_mem - used_mem) * MAX_NODE_SCORE, cap_mem) * memory_weight
-                most += _floor_div(used_mem * MAX_NODE_SCORE, cap_mem) * memory_weight
-            else:
-                most += MAX_NODE_SCORE * memory_weight
-        if weight_sum != 0:
-            total += w_least * _floor_div(least, weight_sum) + w_most * _floor_div(most, weight_sum)
-    if w_balanced != 0 and (shape[2] != 0 or shape[3] != 0):
-        if cap_cpu != 0 and cap_mem != 0:
-            f_cpu = min((requested[i, 0] + shape[2]) / cap_cpu, 1.0)
-            f_mem = min((requested[i, 1] + shape[3]) / cap_mem, 1.0)
-            std = abs(f_cpu - f_mem) / 2.0
-        else:
-            std = 0.0
-        total += w_balanced * np.int64((1.0 - std) * MAX_NODE_SCORE)
-    return total
-
-
-@numba.njit(cache=_CACHE, nogil=True, boundscheck=False)
-def score_rows(  # pragma: no cover - compiled
+@numba.njit(**_JIT)
+def score_rows(  # pragma: no cover - compiled; covered through the parity tests
     rows: I64, shape: I64, params: I64, allocatable: I64, requested: I64, nonzero_requested: I64, scores: I64
 ) -> None:
-    """Rescore the given rows (all rows when `rows` is empty is NOT implied: pass them)."""
+    """Weighted sum of the fused score terms for the given rows. shape = (nz_cpu, nz_mem, cpu, mem)."""
+    w_least, w_most, w_balanced, cpu_weight, memory_weight = params[0], params[1], params[2], params[3], params[4]
+    nz_cpu, nz_mem, cpu, mem = shape[0], shape[1], shape[2], shape[3]
+    balanced_on = w_balanced != 0 and (cpu != 0 or mem != 0)
     for k in range(rows.shape[0]):
         i = rows[k]
-        scores[i] = _node_score(i, shape, params, allocatable, requested, nonzero_requested)
+        total = np.int64(0)
+        cap_cpu = allocatable[i, 0]
+        cap_mem = allocatable[i, 1]
+        if w_least != 0 or w_most != 0:
+            used_cpu = nonzero_requested[i, 0] + nz_cpu
+            used_mem = nonzero_requested[i, 1] + nz_mem
+            least = np.int64(0)
+            most = np.int64(0)
+            weight_sum = np.int64(0)
+            if cap_cpu != 0:
+                weight_sum += cpu_weight
+                if used_cpu <= cap_cpu:
+                    least += _floor_div((cap_cpu - used_cpu) * MAX_NODE_SCORE, cap_cpu) * cpu_weight
+                    most += _floor_div(used_cpu * MAX_NODE_SCORE, cap_cpu) * cpu_weight
+                else:
+                    most += MAX_NODE_SCORE * cpu_weight
+            if cap_mem != 0:
+                weight_sum += memory_weight
+                if used_mem <= cap_mem:
+                    least += _floor_div((cap_mem - used_mem) * MAX_NODE_SCORE, cap_mem) * memory_weight
+                    most += _floor_div(used_mem * MAX_NODE_SCORE, cap_mem) * memory_weight
+                else:
+                    most += MAX_NODE_SCORE * memory_weight
+            if weight_sum != 0:
+                total += w_least * _floor_div(least, weight_sum) + w_most * _floor_div(most, weight_sum)
+        if balanced_on:
+            std = 0.0
+            if cap_cpu != 0 and cap_mem != 0:
+                f_cpu = min((requested[i, 0] + cpu) / cap_cpu, 1.0)
+                f_mem = min((requested[i, 1] + mem) / cap_mem, 1.0)
+                std = abs(f_cpu - f_mem) / 2.0
+            total += w_balanced * np.int64((1.0 - std) * MAX_NODE_SCORE)
+        scores[i] = total
 
 
-@numba.njit(cache=_CACHE, nogil=True, boundscheck=False)
-def score_all(  # pragma: no cover - compiled
-    shape: I64, params: I64, allocatable: I64, requested: I64, nonzero_requested: I64, scores: I64
-) -> None:
-    for i in range(scores.shape[0]):
-        scores[i] = _node_score(i, shape, params, allocatable, requested, nonzero_requested)
+def score_all(shape: I64, params: I64, allocatable: I64, requested: I64, nonzero_requested: I64, scores: I64) -> None:
+    score_rows(
+        np.arange(scores.shape[0], dtype=np.int64), shape, params, allocatable, requested, nonzero_requested, scores
+    )
 
 
-@numba.njit(cache=_CACHE, nogil=True, boundscheck=False)
-def select_node(  # pragma: no cover - compiled
-    request: I64, columns: I64, resource_fit: bool, allocatable: I64, requested: I64, mask: Bools, scores: I64, out: I64
+@numba.njit(**_JIT)
+def select_node(  # pragma: no cover - compiled; covered through the parity tests
+    request: I64,
+    columns: I64,
+    resource_fit: bool,
+    allocatable: I64,
+    requested: I64,
+    candidates: I64,
+    scores: I64,
+    out: I64,
+    write_out: bool,
 ) -> tuple[int, int]:
-    """Fit check and arg-max in one pass; returns (best row or -1, feasible count).
+    """Fit check and arg-max over the candidate rows (those the node masks let through).
 
-    `out[i]` is row i's score, or -1 when the row is infeasible. Ties go to the lowest row,
-    which keeps runs reproducible.
+    Returns (best row or -1, feasible count). With `write_out`, `out[i]` becomes row i's score,
+    or -1 when the row is infeasible or not a candidate. Ties go to the lowest row, which keeps
+    runs reproducible.
     """
+    if write_out:
+        out[:] = -1
     best = -1
     best_score = np.int64(-1)
     feasible = 0
-    for i in range(mask.shape[0]):
-        ok = mask[i]
-        if ok and resource_fit:
+    for k in range(candidates.shape[0]):
+        i = candidates[k]
+        if resource_fit:
             if requested[i, POD_COLUMN] + 1 > allocatable[i, POD_COLUMN]:
-                ok = False
-            else:
-                for k in range(columns.shape[0]):
-                    c = columns[k]
-                    if request[c] > allocatable[i, c] - requested[i, c]:
-                        ok = False
-                        break
-        if ok:
-            feasible += 1
-            s = scores[i]
+                continue
+            ok = True
+            for j in range(columns.shape[0]):
+                c = columns[j]
+                if request[c] > allocatable[i, c] - requested[i, c]:
+                    ok = False
+                    break
+            if not ok:
+                continue
+        feasible += 1
+        s = scores[i]
+        if write_out:
             out[i] = s
-            if s > best_score:
-                best_score = s
-                best = i
-        else:
-            out[i] = -1
+        if s > best_score:  # candidates ascend, so ties keep the lowest row
+            best_score = s
+            best = i
     return best, feasible
 
 
@@ -167,6 +175,7 @@ def score_shape(request: I64, nonzero_cpu: int, nonzero_memory: int) -> tuple[in
 @dataclass(slots=True)
 class _Scores:
     scores: I64
+    shape: I64
     seq: int
     size: int
 
@@ -192,20 +201,225 @@ class ScoreCache:
         )
         entry = self._entries.get(shape)
         seq = nodes.change_seq
-        if entry is not None and entry.size == size and entry.seq == seq:
-            return entry.scores
-        shape_array = np.array(shape, np.int64)
-        rows = nodes.changed_since(entry.seq) if entry is not None and entry.size == size else None
-        if entry is None or rows is None:
-            if entry is None and len(self._entries) >= self.capacity:
-                self._entries.clear()  # many shapes: start over rather than grow without bound
-            entry = _Scores(np.empty(size, np.int64), seq, size)
-            self._entries[shape] = entry
-            score_all(shape_array, self.params, allocatable, requested, nonzero, entry.scores)
-        else:
-            score_rows(rows, shape_array, self.params, allocatable, requested, nonzero, entry.scores)
-            entry.seq = seq
+        if entry is not None and entry.size == size:
+            if entry.seq == seq:
+                return entry.scores
+            rows = nodes.changed_since(entry.seq)
+            if rows is not None:
+                score_rows(rows, entry.shape, self.params, allocatable, requested, nonzero, entry.scores)
+                entry.seq = seq
+                return entry.scores
+        if entry is None and len(self._entries) >= self.capacity:
+            self._entries.clear()  # many shapes: start over rather than grow without bound
+        entry = _Scores(np.empty(size, np.int64), np.array(shape, np.int64), seq, size)
+        self._entries[shape] = entry
+        score_all(entry.shape, self.params, allocatable, requested, nonzero, entry.scores)
         return entry.scores
+
+
+@numba.njit(**_JIT)
+def _fill_leaves(  # pragma: no cover - compiled
+    rows: I64,
+    request: I64,
+    columns: I64,
+    resource_fit: bool,
+    allocatable: I64,
+    requested: I64,
+    mask: Bools,
+    scores: I64,
+    tree: I64,
+) -> int:
+    """Write the leaves of the given rows: -1 when the row cannot take the pod, else its score
+    with the row folded into the low bits so that the max prefers the lowest row on ties.
+    Returns the change in the number of feasible leaves."""
+    scale = tree.shape[0] // 2
+    delta = 0
+    for k in range(rows.shape[0]):
+        i = rows[k]
+        leaf = np.int64(-1)
+        if mask[i]:
+            ok = True
+            if resource_fit:
+                if requested[i, POD_COLUMN] + 1 > allocatable[i, POD_COLUMN]:
+                    ok = False
+                else:
+                    for j in range(columns.shape[0]):
+                        c = columns[j]
+                        if request[c] > allocatable[i, c] - requested[i, c]:
+                            ok = False
+                            break
+            if ok:
+                leaf = scores[i] * scale + (scale - 1 - i)
+        old = tree[scale + i]
+        delta += (1 if leaf >= 0 else 0) - (1 if old >= 0 else 0)
+        tree[scale + i] = leaf
+    return delta
+
+
+@numba.njit(**_JIT)
+def build_tree(  # pragma: no cover - compiled
+    request: I64,
+    columns: I64,
+    resource_fit: bool,
+    allocatable: I64,
+    requested: I64,
+    mask: Bools,
+    scores: I64,
+    tree: I64,
+) -> int:
+    """Fill a max tournament tree over every row; returns how many rows are feasible."""
+    scale = tree.shape[0] // 2
+    tree[:] = -1
+    count = _fill_leaves(
+        np.arange(mask.shape[0]), request, columns, resource_fit, allocatable, requested, mask, scores, tree
+    )
+    for j in range(scale - 1, 0, -1):
+        tree[j] = max(tree[2 * j], tree[2 * j + 1])
+    return count
+
+
+@numba.njit(**_JIT)
+def update_tree(  # pragma: no cover - compiled
+    rows: I64,
+    request: I64,
+    columns: I64,
+    resource_fit: bool,
+    allocatable: I64,
+    requested: I64,
+    mask: Bools,
+    scores: I64,
+    tree: I64,
+) -> int:
+    """Refresh the leaves of changed rows and their paths to the root; returns the change in the
+    feasible count."""
+    scale = tree.shape[0] // 2
+    delta = _fill_leaves(rows, request, columns, resource_fit, allocatable, requested, mask, scores, tree)
+    for k in range(rows.shape[0]):
+        j = (scale + rows[k]) // 2
+        while j >= 1:
+            best = max(tree[2 * j], tree[2 * j + 1])
+            if tree[j] == best:
+                break  # this subtree's max did not change, so no ancestor's did
+            tree[j] = best
+            j //= 2
+    return delta
+
+
+@numba.njit(**_JIT)
+def refresh_tree(  # pragma: no cover - compiled
+    rows: I64,
+    shape: I64,
+    params: I64,
+    nonzero_requested: I64,
+    request: I64,
+    columns: I64,
+    resource_fit: bool,
+    allocatable: I64,
+    requested: I64,
+    mask: Bools,
+    scores: I64,
+    tree: I64,
+) -> int:
+    """Rescore the changed rows, then refresh their leaves and paths: one call per pod."""
+    score_rows(rows, shape, params, allocatable, requested, nonzero_requested, scores)
+    return update_tree(rows, request, columns, resource_fit, allocatable, requested, mask, scores, tree)
+
+
+@dataclass(slots=True)
+class _Selection:
+    tree: I64
+    scores: I64  # this key's own copy, kept current with the tree
+    shape: I64
+    seq: int
+    size: int
+    count: int
+
+
+@dataclass(slots=True)
+class SelectionCache:
+    """The best feasible node per (placement signature, request), kept current incrementally.
+
+    Between two pods only a few rows change (the node the last pod landed on, a finished pod's
+    node). For a key in frequent use, a tournament tree holds every row's score (or -1 when the
+    row cannot take the pod), so the arg-max over all nodes is the root and a changed row costs
+    O(log nodes). A key seen rarely gets a plain scan of its candidate rows instead, since its
+    tree would be mostly stale by its next use. Either way the answer is exactly that of
+    `select_node` scanning every row, ties included.
+    """
+
+    score_cache: ScoreCache
+    capacity: int = 512
+    _trees: dict[object, _Selection] = field(default_factory=dict)
+    _last_scan: dict[object, int] = field(default_factory=dict)
+    _generation: int = -1
+
+    def select(
+        self,
+        key: object,
+        nodes: NodeTable,
+        mask: Bools,
+        candidates: I64,
+        request: I64,
+        columns: I64,
+        resource_fit: bool,
+        shape: tuple[int, int, int, int],
+    ) -> tuple[int, int]:
+        """(best row or -1, feasible count), as `select_node` would answer. The key must
+        determine the mask and the request (and so the score shape)."""
+        if nodes.generation != self._generation:
+            self._trees.clear()  # masks changed: every tree is stale
+            self._last_scan.clear()
+            self._generation = nodes.generation
+        size = nodes.size
+        seq = nodes.change_seq
+        allocatable, requested = nodes.allocatable[:size], nodes.requested[:size]
+        fresh_limit = max(size // 16, 8)
+        entry = self._trees.get(key)
+        if entry is not None and entry.size == size:
+            rows = nodes.changed_since(entry.seq, fresh_limit) if entry.seq != seq else None
+            if entry.seq == seq or rows is not None:
+                if rows is not None and rows.shape[0]:
+                    entry.count += refresh_tree(
+                        rows,
+                        entry.shape,
+                        self.score_cache.params,
+                        nodes.nonzero_requested[:size],
+                        request,
+                        columns,
+                        resource_fit,
+                        allocatable,
+                        requested,
+                        mask,
+                        entry.scores,
+                        entry.tree,
+                    )
+                    entry.seq = seq
+                top = int(entry.tree[1])
+                if top < 0:
+                    return -1, 0
+                scale = entry.tree.shape[0] // 2
+                return scale - 1 - top % scale, entry.count
+            del self._trees[key]
+        scores = self.score_cache.scores(shape, nodes)
+        last = self._last_scan.get(key)
+        self._last_scan[key] = seq
+        if last is None or seq - last > fresh_limit or size < 64:
+            out = np.empty(0, np.int64)
+            best, count = select_node(
+                request, columns, resource_fit, allocatable, requested, candidates, scores, out, False
+            )
+            return best, count
+        # Used again soon after its last scan: worth a tree.
+        if len(self._trees) >= self.capacity:
+            self._trees.clear()
+        if len(self._last_scan) >= 8 * self.capacity:
+            self._last_scan.clear()
+        scale = 1 << max(size - 1, 0).bit_length()
+        tree = np.empty(2 * scale, np.int64)
+        count = build_tree(request, columns, resource_fit, allocatable, requested, mask, scores, tree)
+        self._trees[key] = _Selection(tree, scores.copy(), np.array(shape, np.int64), seq, size, count)
+        top = int(tree[1])
+        return (-1, 0) if top < 0 else (scale - 1 - top % scale, count)
 
 
 def reference_scores(weights: KernelWeights, shape: tuple[int, int, int, int], nodes: NodeTable) -> I64:
@@ -224,21 +438,19 @@ def reference_scores(weights: KernelWeights, shape: tuple[int, int, int, int], n
 
 
 def warm_up() -> None:
-    """Compile (or load from the numba cache) before the scheduler says it is ready."""
+    """Compile (or load from the numba cache) every kernel before the scheduler says it is ready."""
     allocatable = np.array([[1000, 1 << 30, 10, 0]], np.int64)
     zeros = np.zeros_like(allocatable)
     scores = np.zeros(1, np.int64)
     params = KernelWeights(least_allocated=1, balanced_allocation=1).params()
     shape = np.array([100, 1 << 20, 100, 1 << 20], np.int64)
-    score_all(shape, params, allocatable, zeros, np.zeros((1, 2), np.int64), scores)
-    score_rows(np.zeros(1, np.int64), shape, params, allocatable, zeros, np.zeros((1, 2), np.int64), scores)
-    select_node(
-        np.array([100, 0, 0, 0], np.int64),
-        np.zeros(1, np.int64),
-        True,
-        allocatable,
-        zeros,
-        np.ones(1, np.bool_),
-        scores,
-        np.zeros(1, np.int64),
-    )
+    rows = np.zeros(1, np.int64)
+    score_rows(rows, shape, params, allocatable, zeros, np.zeros((1, 2), np.int64), scores)
+    request = np.array([100, 0, 0, 0], np.int64)
+    mask = np.ones(1, np.bool_)
+    select_node(request, rows, True, allocatable, zeros, rows, scores, np.zeros(1, np.int64), True)
+    tree = np.empty(2, np.int64)
+    build_tree(request, rows, True, allocatable, zeros, mask, scores, tree)
+    update_tree(rows, request, rows, True, allocatable, zeros, mask, scores, tree)
+    nonzero = np.zeros((1, 2), np.int64)
+    refresh_tree(rows, shape, params, nonzero, request, rows, True, allocatable, zeros, mask, scores, tree)

@@ -6,6 +6,7 @@ simulated cluster cannot disagree about what a pod asks for.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -98,9 +99,17 @@ class PodInfo:
     def evolve(self, **changes: object) -> PodInfo:
         """A copy with some fields changed (cheaper than dataclasses.replace on the hot path)."""
         clone = object.__new__(PodInfo)
-        for name in PodInfo.__slots__:
-            object.__setattr__(clone, name, changes[name] if name in changes else getattr(self, name))
+        setter = object.__setattr__
+        for name in _POD_FIELDS:
+            setter(clone, name, getattr(self, name))
+        for name, value in changes.items():
+            if name not in _POD_FIELDS:
+                raise TypeError(f"PodInfo has no field {name!r}")
+            setter(clone, name, value)
         return clone
+
+
+_POD_FIELDS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(PodInfo))
 
 
 @dataclass(frozen=True, slots=True)

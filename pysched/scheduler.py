@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 
+from pysched.binding import BindPipeline
 from pysched.cache import Cache
 from pysched.clock import Clock
 from pysched.framework.cluster import ClusterBackend, PodCondition
@@ -81,25 +82,17 @@ class Scheduler:
         self.stats = SchedulerStats()
         self._timer = timer
         self._record = record_cycle_times
-        self._max_binds = max_binds_in_flight
-        self._binds: asyncio.Queue[_BindJob] | None = None
-        self._workers: list[asyncio.Task[None]] = []
+        self._binds: BindPipeline[_BindJob] = BindPipeline(self._run_binding_cycle, max_binds_in_flight)
         self._side_tasks: set[asyncio.Task[None]] = set()
 
     # ----- wiring
     async def start(self) -> None:
-        self._binds = asyncio.Queue()
-        self._workers = [asyncio.create_task(self._bind_worker()) for _ in range(self._max_binds)]
+        self._binds.start()
         await self.backend.start(self)
 
     async def stop(self) -> None:
         """Finish in-flight binds, then stop the workers."""
-        if self._binds is not None:
-            await self._binds.join()
-        for worker in self._workers:
-            worker.cancel()
-        await asyncio.gather(*self._workers, return_exceptions=True)
-        self._workers = []
+        await self._binds.stop()
         if self._side_tasks:
             await asyncio.gather(*self._side_tasks, return_exceptions=True)
 
@@ -200,8 +193,7 @@ class Scheduler:
             return True
         if self._record:
             self.stats.cycle_seconds.append(self._timer() - started)
-        assert self._binds is not None, "start() first"
-        self._binds.put_nowait(_BindJob(framework, state, queued, node, wait))
+        self._binds.submit(_BindJob(framework, state, queued, node, wait))
         return True
 
     def _fail(self, queued: QueuedPod, status: Status, rejectors: frozenset[str]) -> None:
@@ -227,17 +219,12 @@ class Scheduler:
         task.add_done_callback(self._side_tasks.discard)
 
     # ----- binding cycle
-    async def _bind_worker(self) -> None:
-        assert self._binds is not None
-        while True:
-            job = await self._binds.get()
-            try:
-                await self._binding_cycle(job)
-            except Exception:  # a bug in a plugin must not stop the binder
-                log.exception("binding cycle crashed", pod=job.queued.pod.key)
-                self._undo(job, Status(Code.ERROR, ("internal error while binding",)))
-            finally:
-                self._binds.task_done()
+    async def _run_binding_cycle(self, job: _BindJob) -> None:
+        try:
+            await self._binding_cycle(job)
+        except Exception:  # a bug in a plugin or backend must not stop the binders
+            log.exception("binding cycle crashed", pod=job.queued.pod.key)
+            self._undo(job, Status(Code.ERROR, ("internal error while binding",)))
 
     async def _binding_cycle(self, job: _BindJob) -> None:
         framework, state, pod, node = job.framework, job.state, job.queued.pod, job.node
@@ -272,7 +259,6 @@ class Scheduler:
     # ----- drivers
     async def run_until_idle(self) -> None:
         """Schedule every ready pod and let their binds finish (simulation and tests)."""
-        assert self._binds is not None, "start() first"
         while True:
             while self.schedule_one():
                 pass

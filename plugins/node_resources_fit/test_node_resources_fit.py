@@ -38,11 +38,19 @@ def test_kernel_fit_matches_reference(nodes: Arrays, request: np.ndarray) -> Non
     n = len(nodes.mask)
     columns = np.array([c for c in np.flatnonzero(request) if c != 2], np.int64)
     out = np.empty(n, np.int64)
-    scores = np.arange(n, dtype=np.int64)
-    best, feasible = select_node(request, columns, True, nodes.allocatable, nodes.requested, nodes.mask, scores, out)
+    scores = (np.arange(n, dtype=np.int64) * 7) % 5  # with ties
+    candidates = np.flatnonzero(nodes.mask).astype(np.int64)
+    best, feasible = select_node(
+        request, columns, True, nodes.allocatable, nodes.requested, candidates, scores, out, True
+    )
     expected = fits(request, nodes.allocatable, nodes.requested, NAMES) & nodes.mask
     np.testing.assert_array_equal(out >= 0, expected)
+    np.testing.assert_array_equal(out[expected], scores[expected])
     assert feasible == int(expected.sum())
-    assert best == (int(np.flatnonzero(expected)[-1]) if expected.any() else -1)  # highest score wins
+    if expected.any():
+        top = scores[expected].max()
+        assert best == int(np.flatnonzero(expected & (scores == top))[0])  # highest score, lowest row on ties
+    else:
+        assert best == -1
     reasons = insufficient(request, nodes.allocatable, nodes.requested, NAMES)
     assert all(not (rows & expected).any() for rows in reasons.values())

@@ -42,7 +42,7 @@ from pysched.framework.interfaces import (
 from pysched.framework.registry import ArgsError, Registry
 from pysched.framework.status import SUCCESS, Code, Status, error, unresolvable
 from pysched.ids import NodeName
-from pysched.kernel import KernelWeights, ScoreCache, score_shape, select_node
+from pysched.kernel import KernelWeights, ScoreCache, SelectionCache, score_shape, select_node
 from pysched.objects import PodInfo
 
 KERNEL_FILTERS = frozenset({"NodeResourcesFit"})
@@ -100,10 +100,11 @@ class Framework:
         ]
         fused_fit = any(isinstance(p, FusedFilter) and p.kernel_filter in KERNEL_FILTERS for p in self.filters)
         self.weights, self.extra_scores = self._kernel_weights(fused_fit)
-        self._masks: dict[Hashable, Bools] = {}
+        self._masks: dict[Hashable, tuple[Bools, I64]] = {}  # signature -> (mask, candidate rows)
         self._mask_generation = -1
         self._scores: I64 = np.zeros(0, np.int64)
         self._score_cache = ScoreCache(self.weights)
+        self._selection = SelectionCache(self._score_cache)
         self._waiting: dict[str, asyncio.Future[Status]] = {}
 
     def _kernel_weights(self, fused_fit: bool) -> tuple[KernelWeights, list[tuple[ScorePlugin, int]]]:
@@ -168,19 +169,19 @@ class Framework:
         return QueueingHint.SKIP
 
     # ----- scheduling cycle
-    def _node_mask(self, pod: PodInfo) -> Bools:
+    def _node_mask(self, pod: PodInfo, signature: Hashable) -> tuple[Bools, I64]:
+        """The combined verdict of the mask filters, and the rows it lets through."""
         nodes = self.handle.nodes
         if self._mask_generation != nodes.generation:
             self._masks.clear()
             self._mask_generation = nodes.generation
-        signature = pod.placement_signature()
-        mask = self._masks.get(signature)
-        if mask is None:
+        found = self._masks.get(signature)
+        if found is None:
             mask = nodes.present[: nodes.size].copy()
             for plugin in self.mask_filters:
                 mask &= plugin.node_mask(pod, nodes)
-            self._masks[signature] = mask
-        return mask
+            found = self._masks[signature] = (mask, np.flatnonzero(mask).astype(np.int64))
+        return found
 
     def find_node(self, state: CycleState, pod: PodInfo) -> ScheduleResult:
         nodes = self.handle.nodes
@@ -199,33 +200,44 @@ class Framework:
                 )
                 return ScheduleResult(None, status, 0, diagnosis)
 
-        mask = self._node_mask(pod)
-        if self.batch_filters:
-            mask = mask.copy()
-            for batch_filter in self.batch_filters:
-                if batch_filter.NAME not in state.skip_filter:
-                    mask &= batch_filter.filter_batch(state, pod, nodes).feasible
-
-        size = nodes.size
-        if self._scores.shape[0] < size:
-            self._scores = np.zeros(max(size, 2 * self._scores.shape[0]), np.int64)
-        scores = self._scores[:size]
+        signature = pod.placement_signature()
+        mask, candidates = self._node_mask(pod, signature)
         request = nodes.vector(pod.requests)
+        columns = nodes.request_columns(pod.requests)
         nz_cpu, nz_mem = pod.nonzero_cpu_memory
-        fused = self._score_cache.scores(score_shape(request, nz_cpu, nz_mem), nodes)
-        best, feasible = select_node(
-            request,
-            nodes.request_columns(pod.requests),
-            self.weights.resource_fit,
-            nodes.allocatable[:size],
-            nodes.requested[:size],
-            mask,
-            fused,
-            scores,
-        )
+        shape = score_shape(request, nz_cpu, nz_mem)
+        extra = bool(self.extra_scores or self.pre_score)
+        if not self.batch_filters and not extra:
+            # Only mask filters, the fused fit and fused scores: the incremental arg-max answers.
+            key = (signature, tuple(pod.requests.items()))
+            best, feasible = self._selection.select(
+                key, nodes, mask, candidates, request, columns, self.weights.resource_fit, shape
+            )
+        else:
+            if self.batch_filters:
+                mask = mask.copy()
+                for batch_filter in self.batch_filters:
+                    if batch_filter.NAME not in state.skip_filter:
+                        mask &= batch_filter.filter_batch(state, pod, nodes).feasible
+                candidates = np.flatnonzero(mask).astype(np.int64)
+            size = nodes.size
+            if self._scores.shape[0] < size:
+                self._scores = np.zeros(max(size, 2 * self._scores.shape[0]), np.int64)
+            scores = self._scores[:size]
+            best, feasible = select_node(
+                request,
+                columns,
+                self.weights.resource_fit,
+                nodes.allocatable[:size],
+                nodes.requested[:size],
+                candidates,
+                self._score_cache.scores(shape, nodes),
+                scores,
+                extra,
+            )
         if feasible == 0:
             return self._unschedulable(state, pod)
-        if self.extra_scores or self.pre_score:
+        if extra:
             best = self._score_extra(state, pod, scores)
             if best < 0:
                 return ScheduleResult(None, error("pre-score failed"), feasible)

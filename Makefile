@@ -1,0 +1,44 @@
+# pysched developer entry points. `make test` is what CI runs (.ci/run).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(abspath $(VENV))/bin
+SOURCES := pysched plugins tests perf setup.py
+
+.PHONY: install simulate control-plane lint typecheck unit test bench clean
+
+$(VENV)/.installed: pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+simulate: install
+	$(BIN)/pysched simulate
+
+# etcd, kube-apiserver, kube-scheduler and kubectl from Go modules, cached under
+# ~/.cache/pysched (PYSCHED_CACHE_DIR); skipped when the cached build is complete.
+control-plane:
+	bash hack/build-control-plane.sh
+
+lint: install
+	$(BIN)/ruff check $(SOURCES)
+	$(BIN)/ruff format --check $(SOURCES)
+
+typecheck: install
+	MYPY=$(BIN)/mypy bash hack/typecheck.sh
+
+unit: install
+	$(BIN)/pytest -m "not integration"
+
+# Everything: lint, types, then every test (unit, plugin, property and integration).
+# pytest runs last so that its summary is the closing line.
+test: install control-plane lint typecheck
+	PYSCHED_REQUIRE_CONTROL_PLANE=1 $(BIN)/pytest
+
+bench: install
+	$(BIN)/pysched bench --nodes 5000 --pods 20000
+
+clean:
+	rm -rf build .mypy_cache .ruff_cache .pytest_cache .hypothesis
