@@ -8,7 +8,7 @@ informer confirms them, a failed bind forgets them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +24,18 @@ Bools = npt.NDArray[np.bool_]
 F64 = npt.NDArray[np.float64]
 
 POD_COLUMN = 2  # index of "pods" in ResourceNames' fixed prefix
+
+
+@dataclass(frozen=True, slots=True)
+class RequestShape:
+    """A pod request in array form. Shared by every pod with the same request: never modify."""
+
+    key: tuple[tuple[str, int], ...]
+    vector: I64  # per resource column
+    columns: I64  # the columns the fit check reads (the pod count is always checked)
+    charge: I64  # what placing the pod adds to its node's row: the vector plus one pod
+    nonzero: I64  # cpu and memory as scoring counts them (defaults for zero)
+    score_shape: tuple[int, int, int, int]  # what the fused scores read: nz cpu, nz memory, cpu, memory
 
 
 class NodeTable:
@@ -55,34 +67,34 @@ class NodeTable:
         self.labels: dict[str, I32] = {}  # label key -> value id per row, -1 when absent
         self.label_values: dict[str, dict[str, int]] = {}
         # Rows whose resources changed, in order: lets score caches rescore only those rows.
-        self._changes: list[int] = []
+        self._changes: I64 = np.empty(1 << 16, np.int64)
+        self._change_count = 0
         self._log_base = 0
-        self._request_memo: dict[tuple[tuple[str, int], ...], tuple[I64, I64]] = {}
+        self._request_memo: dict[tuple[tuple[str, int], ...], RequestShape] = {}
 
     # ----- change log
     @property
     def change_seq(self) -> int:
-        return self._log_base + len(self._changes)
+        return self._log_base + self._change_count
 
     def touch(self, row: int) -> None:
-        self._changes.append(row)
-        if len(self._changes) > 4 * max(len(self.present), 1024):
-            self._log_base += len(self._changes)
-            self._changes = []
+        if self._change_count == self._changes.shape[0]:
+            # Start a new page: readers older than it recompute in full.
+            self._log_base += self._change_count
+            self._change_count = 0
+        self._changes[self._change_count] = row
+        self._change_count += 1
 
     def changed_since(self, seq: int, limit: int | None = None) -> I64 | None:
-        """Rows changed after `seq` (repeats possible), or None when that history is gone or
-        longer than `limit` (default: half the rows), so that recomputing everything is cheaper."""
+        """Rows changed after `seq` (repeats possible; a view, read it at once), or None when that
+        history is gone or longer than `limit` (default: half the rows), so that recomputing
+        everything is cheaper."""
         start = seq - self._log_base
         if start < 0 or self.change_seq - seq > (self.size // 2 if limit is None else limit):
             return None
-        rows = self._changes[start:]
-        return np.array(rows, np.int64)  # repeats are harmless: a row is just rescored twice
+        return self._changes[start : self._change_count]
 
-    # ----- views the plugins and the kernel read (no copies)
-    def view(self, array: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
-        return array[: self.size]
-
+    # ----- label lookups for the mask filters (views, no copies)
     def label_column(self, key: str) -> I32:
         column = self.labels.get(key)
         if column is None:
@@ -91,9 +103,6 @@ class NodeTable:
 
     def label_value_id(self, key: str, value: str) -> int:
         return self.label_values.get(key, {}).get(value, -2)  # -2 matches no row
-
-    def live_rows(self) -> Iterator[int]:
-        return (row for row, info in enumerate(self.infos) if info is not None)
 
     # ----- growth
     def _ensure_rows(self, rows: int) -> None:
@@ -133,14 +142,10 @@ class NodeTable:
 
     def vector(self, requests: Mapping[str, int]) -> I64:
         """A request as a row of the resource columns (shared between equal requests: do not modify)."""
-        return self._request_arrays(requests)[0]
+        return self.request_shape(requests).vector
 
-    def request_columns(self, requests: Mapping[str, int]) -> I64:
-        """Columns the fit check must look at: those the pod asks for (the pod count is always checked)."""
-        return self._request_arrays(requests)[1]
-
-    def _request_arrays(self, requests: Mapping[str, int]) -> tuple[I64, I64]:
-        # Pods come in few distinct shapes: build each shape's arrays once.
+    def request_shape(self, requests: Mapping[str, int]) -> RequestShape:
+        """Everything the cycle derives from a request, built once per distinct request."""
         key = tuple(requests.items())
         found = self._request_memo.get(key)
         if found is None:
@@ -148,10 +153,19 @@ class NodeTable:
             vector = np.zeros(len(self.resources.names), np.int64)
             for name, value in requests.items():
                 vector[self.column[name]] = value
-            columns = np.array([self.column[n] for n, v in requests.items() if v and n != PODS], np.int64)
+            charge = vector.copy()
+            charge[POD_COLUMN] += 1
+            nz_cpu, nz_mem = nonzero_requests(requests)
             if len(self._request_memo) >= 4096:
                 self._request_memo.clear()
-            found = self._request_memo[key] = (vector, columns)
+            found = self._request_memo[key] = RequestShape(
+                key=key,
+                vector=vector,
+                columns=np.array([self.column[n] for n, v in requests.items() if v and n != PODS], np.int64),
+                charge=charge,
+                nonzero=np.array([nz_cpu, nz_mem], np.int64),
+                score_shape=(nz_cpu, nz_mem, int(vector[0]), int(vector[1])),
+            )
         return found
 
     # ----- node events
@@ -226,8 +240,7 @@ class _PodEntry:
     pod: PodInfo
     node: NodeName
     assumed: bool
-    charge: I64  # what the pod adds to its node's `requested` row (pod count included)
-    nonzero: tuple[int, int]
+    shape: RequestShape
 
 
 class Cache:
@@ -244,22 +257,20 @@ class Cache:
     def _charge(self, entry: _PodEntry, sign: int) -> None:
         table = self.nodes
         row = table.row[entry.node]
-        width = entry.charge.shape[0]
+        charge = entry.shape.charge
         if sign > 0:
-            table.requested[row, :width] += entry.charge
-            table.nonzero_requested[row] += entry.nonzero
+            table.requested[row, : charge.shape[0]] += charge
+            table.nonzero_requested[row] += entry.shape.nonzero
         else:
-            table.requested[row, :width] -= entry.charge
-            table.nonzero_requested[row] -= entry.nonzero
+            table.requested[row, : charge.shape[0]] -= charge
+            table.nonzero_requested[row] -= entry.shape.nonzero
         table.touch(row)
 
     def _place(self, pod: PodInfo, node: NodeName, assumed: bool) -> None:
         if node not in self.nodes.row:
             self._orphans.setdefault(node, {})[pod.key] = pod
             return
-        charge = self.nodes.vector(pod.requests).copy()
-        charge[POD_COLUMN] += 1
-        entry = _PodEntry(pod, node, assumed, charge, nonzero_requests(pod.requests))
+        entry = _PodEntry(pod, node, assumed, self.nodes.request_shape(pod.requests))
         self._pods[pod.key] = entry
         self._by_node.setdefault(node, set()).add(pod.key)
         self._charge(entry, +1)

@@ -15,8 +15,9 @@ per-pod pass is then just the fit check and the arg-max over all nodes.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numba
 import numpy as np
@@ -56,10 +57,15 @@ class KernelWeights:
 # Kernels take whole arrays and loop inside: a compiled helper called per row would pay array
 # reference counting on every call. error_model="numpy" drops Python's zero-division checks;
 # every division here is guarded by an explicit test.
-_JIT = {"cache": _CACHE, "nogil": True, "boundscheck": False, "error_model": "numpy"}
+F = TypeVar("F", bound=Callable[..., object])
 
 
-@numba.njit(inline="always", **_JIT)
+def _kernel(function: F) -> F:
+    """Compile with the settings every kernel here shares."""
+    return numba.njit(cache=_CACHE, nogil=True, boundscheck=False, error_model="numpy")(function)  # type: ignore[return-value]
+
+
+@numba.njit(cache=_CACHE, nogil=True, boundscheck=False, error_model="numpy", inline="always")
 def _floor_div(num: np.int64, den: np.int64) -> np.int64:  # pragma: no cover - compiled
     # A float division corrected to the exact integer floor: cheaper than an int64 division.
     q = np.int64(num / den)
@@ -70,7 +76,7 @@ def _floor_div(num: np.int64, den: np.int64) -> np.int64:  # pragma: no cover - 
     return q
 
 
-@numba.njit(**_JIT)
+@_kernel
 def score_rows(  # pragma: no cover - compiled; covered through the parity tests
     rows: I64, shape: I64, params: I64, allocatable: I64, requested: I64, nonzero_requested: I64, scores: I64
 ) -> None:
@@ -121,7 +127,7 @@ def score_all(shape: I64, params: I64, allocatable: I64, requested: I64, nonzero
     )
 
 
-@numba.njit(**_JIT)
+@_kernel
 def select_node(  # pragma: no cover - compiled; covered through the parity tests
     request: I64,
     columns: I64,
@@ -217,7 +223,7 @@ class ScoreCache:
         return entry.scores
 
 
-@numba.njit(**_JIT)
+@_kernel
 def _fill_leaves(  # pragma: no cover - compiled
     rows: I64,
     request: I64,
@@ -256,7 +262,7 @@ def _fill_leaves(  # pragma: no cover - compiled
     return delta
 
 
-@numba.njit(**_JIT)
+@_kernel
 def build_tree(  # pragma: no cover - compiled
     request: I64,
     columns: I64,
@@ -278,7 +284,7 @@ def build_tree(  # pragma: no cover - compiled
     return count
 
 
-@numba.njit(**_JIT)
+@_kernel
 def update_tree(  # pragma: no cover - compiled
     rows: I64,
     request: I64,
@@ -305,7 +311,7 @@ def update_tree(  # pragma: no cover - compiled
     return delta
 
 
-@numba.njit(**_JIT)
+@_kernel
 def refresh_tree(  # pragma: no cover - compiled
     rows: I64,
     shape: I64,
@@ -349,6 +355,7 @@ class SelectionCache:
 
     score_cache: ScoreCache
     capacity: int = 512
+    min_rows: int = 64  # below this a scan is as cheap as a tree
     _trees: dict[object, _Selection] = field(default_factory=dict)
     _last_scan: dict[object, int] = field(default_factory=dict)
     _generation: int = -1
@@ -403,7 +410,7 @@ class SelectionCache:
         scores = self.score_cache.scores(shape, nodes)
         last = self._last_scan.get(key)
         self._last_scan[key] = seq
-        if last is None or seq - last > fresh_limit or size < 64:
+        if last is None or seq - last > fresh_limit or size < self.min_rows:
             out = np.empty(0, np.int64)
             best, count = select_node(
                 request, columns, resource_fit, allocatable, requested, candidates, scores, out, False

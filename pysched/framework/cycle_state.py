@@ -7,19 +7,32 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+_EMPTY: set[str] = set()  # shared and never mutated: `skip` replaces it
+
+
 class CycleState:
     """Typed key/value store living for one scheduling cycle (plus its binding cycle)."""
 
     __slots__ = ("_data", "skip_filter", "skip_score")
 
     def __init__(self) -> None:
-        self._data: dict[str, Any] = {}
-        self.skip_filter: set[str] = set()
-        self.skip_score: set[str] = set()
+        # Created on first use: most cycles never write, and one is made per pod.
+        self._data: dict[str, Any] | None = None
+        self.skip_filter: set[str] = _EMPTY
+        self.skip_score: set[str] = _EMPTY
+
+    def skip(self, point: str, plugin: str) -> None:
+        """A PreFilter/PreScore plugin returned Skip: its Filter/Score is not run for this pod."""
+        if point == "filter":
+            self.skip_filter = self.skip_filter | {plugin}
+        else:
+            self.skip_score = self.skip_score | {plugin}
 
     def write(self, key: str, value: object) -> None:
+        if self._data is None:
+            self._data = {}
         self._data[key] = value
 
     def read(self, key: str, kind: type[T]) -> T | None:
-        value = self._data.get(key)
+        value = self._data.get(key) if self._data is not None else None
         return value if isinstance(value, kind) else None

@@ -42,7 +42,7 @@ from pysched.framework.interfaces import (
 from pysched.framework.registry import ArgsError, Registry
 from pysched.framework.status import SUCCESS, Code, Status, error, unresolvable
 from pysched.ids import NodeName
-from pysched.kernel import KernelWeights, ScoreCache, SelectionCache, score_shape, select_node
+from pysched.kernel import KernelWeights, ScoreCache, SelectionCache, select_node
 from pysched.objects import PodInfo
 
 KERNEL_FILTERS = frozenset({"NodeResourcesFit"})
@@ -188,7 +188,7 @@ class Framework:
         for plugin in self.pre_filter:
             status = plugin.pre_filter(state, pod, nodes)
             if status.code is Code.SKIP:
-                state.skip_filter.add(plugin.NAME)
+                state.skip("filter", plugin.NAME)
             elif not status.ok:
                 status = status.with_plugin(plugin.NAME)
                 reason = status.message() or f"{plugin.NAME} rejected the pod"
@@ -202,14 +202,12 @@ class Framework:
 
         signature = pod.placement_signature()
         mask, candidates = self._node_mask(pod, signature)
-        request = nodes.vector(pod.requests)
-        columns = nodes.request_columns(pod.requests)
-        nz_cpu, nz_mem = pod.nonzero_cpu_memory
-        shape = score_shape(request, nz_cpu, nz_mem)
+        req = nodes.request_shape(pod.requests)
+        request, columns, shape = req.vector, req.columns, req.score_shape
         extra = bool(self.extra_scores or self.pre_score)
         if not self.batch_filters and not extra:
             # Only mask filters, the fused fit and fused scores: the incremental arg-max answers.
-            key = (signature, tuple(pod.requests.items()))
+            key = (signature, req.key)
             best, feasible = self._selection.select(
                 key, nodes, mask, candidates, request, columns, self.weights.resource_fit, shape
             )
@@ -251,7 +249,7 @@ class Framework:
         for pre in self.pre_score:
             status = pre.pre_score(state, pod, nodes, feasible)
             if status.code is Code.SKIP:
-                state.skip_score.add(pre.NAME)
+                state.skip("score", pre.NAME)
             elif not status.ok:
                 return -1
         total = scores.copy()

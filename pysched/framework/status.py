@@ -34,7 +34,9 @@ class Status:
         return ", ".join(self.reasons)
 
     def with_plugin(self, plugin: str) -> Status:
-        return self if self.plugin else Status(self.code, self.reasons, plugin)
+        if self.plugin or self.code is Code.SUCCESS:
+            return self
+        return Status(self.code, self.reasons, plugin)
 
 
 SUCCESS = Status()
