@@ -11,6 +11,7 @@ import asyncio
 import random
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -85,8 +86,15 @@ def bench_pods(count: int, rng: random.Random) -> list[dict[str, Any]]:
 
 
 async def run_bench(
-    nodes: int, pods: int, seed: int = 1, config: SchedulerConfig | None = None, profile: str = "default"
+    nodes: int,
+    pods: int,
+    seed: int = 1,
+    config: SchedulerConfig | None = None,
+    profile: str = "default",
+    configure: Callable[[Scheduler], None] | None = None,
 ) -> BenchResult:
+    """One bench run; `configure` may adjust the scheduler before the clock starts (perf/ uses it
+    to compare variants side by side)."""
     rng = random.Random(seed)
     registry = default_registry()
     config = config or builtin_config(registry)
@@ -99,6 +107,8 @@ async def run_bench(
         manifest["spec"]["schedulerName"] = profile
     kernel.warm_up()
     scheduler = Scheduler(config, cluster, clock, registry, record_cycle_times=True)
+    if configure is not None:
+        configure(scheduler)
     await scheduler.start()
     for manifest in manifests:
         cluster.create_pod(manifest)

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pysched.ids import NodeName, PodKey
+from pysched.kernel import charge_row
 from pysched.objects import NodeInfo, PodInfo, Taint
 from pysched.resources import CPU, MEMORY, PODS, ResourceNames, nonzero_requests
 
@@ -257,20 +258,14 @@ class Cache:
     def _charge(self, entry: _PodEntry, sign: int) -> None:
         table = self.nodes
         row = table.row[entry.node]
-        charge = entry.shape.charge
-        if sign > 0:
-            table.requested[row, : charge.shape[0]] += charge
-            table.nonzero_requested[row] += entry.shape.nonzero
-        else:
-            table.requested[row, : charge.shape[0]] -= charge
-            table.nonzero_requested[row] -= entry.shape.nonzero
+        charge_row(table.requested, table.nonzero_requested, row, entry.shape.charge, entry.shape.nonzero, sign)
         table.touch(row)
 
-    def _place(self, pod: PodInfo, node: NodeName, assumed: bool) -> None:
+    def _place(self, pod: PodInfo, node: NodeName, assumed: bool, request: RequestShape | None = None) -> None:
         if node not in self.nodes.row:
             self._orphans.setdefault(node, {})[pod.key] = pod
             return
-        entry = _PodEntry(pod, node, assumed, self.nodes.request_shape(pod.requests))
+        entry = _PodEntry(pod, node, assumed, request or self.nodes.request_shape(pod.requests))
         self._pods[pod.key] = entry
         self._by_node.setdefault(node, set()).add(pod.key)
         self._charge(entry, +1)
@@ -283,11 +278,12 @@ class Cache:
         return entry
 
     # ----- scheduler side
-    def assume(self, pod: PodInfo, node: NodeName) -> None:
-        """Count the pod on the node before its bind completes, so the next cycle sees it."""
+    def assume(self, pod: PodInfo, node: NodeName, request: RequestShape | None = None) -> None:
+        """Count the pod on the node before its bind completes, so the next cycle sees it.
+        `request` saves a lookup when the caller already has the pod's request shape."""
         if pod.key in self._pods:
             raise ValueError(f"pod {pod.key} is already in the cache")
-        self._place(pod, node, assumed=True)
+        self._place(pod, node, assumed=True, request=request)
 
     def forget(self, pod: PodInfo) -> None:
         """Undo an assumption after a failed bind."""

@@ -173,6 +173,18 @@ def select_node(  # pragma: no cover - compiled; covered through the parity test
     return best, feasible
 
 
+@_kernel
+def charge_row(  # pragma: no cover - compiled
+    requested: I64, nonzero_requested: I64, row: int, charge: I64, nonzero: I64, sign: int
+) -> None:
+    """Add (sign 1) or remove (sign -1) a pod's request on its node's row: one call instead of
+    two numpy slice operations on the assume/confirm path."""
+    for c in range(charge.shape[0]):
+        requested[row, c] += sign * charge[c]
+    nonzero_requested[row, 0] += sign * nonzero[0]
+    nonzero_requested[row, 1] += sign * nonzero[1]
+
+
 def score_shape(request: I64, nonzero_cpu: int, nonzero_memory: int) -> tuple[int, int, int, int]:
     """The pod numbers the fused scores read: non-zero cpu/memory, actual cpu/memory."""
     return (nonzero_cpu, nonzero_memory, int(request[0]), int(request[1]))
@@ -456,6 +468,7 @@ def warm_up() -> None:
     request = np.array([100, 0, 0, 0], np.int64)
     mask = np.ones(1, np.bool_)
     select_node(request, rows, True, allocatable, zeros, rows, scores, np.zeros(1, np.int64), True)
+    charge_row(zeros, np.zeros((1, 2), np.int64), 0, allocatable[0], np.zeros(2, np.int64), 1)
     tree = np.empty(2, np.int64)
     build_tree(request, rows, True, allocatable, zeros, mask, scores, tree)
     update_tree(rows, request, rows, True, allocatable, zeros, mask, scores, tree)

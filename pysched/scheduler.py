@@ -180,17 +180,20 @@ class Scheduler:
             self._fail(queued, result.status, result.diagnosis.rejectors if result.diagnosis else frozenset())
             return True
         node = result.node
-        status = framework.run_reserve(state, pod, node)
-        if not status.ok:
-            self._fail(queued, status, frozenset({status.plugin}))
-            return True
-        self.cache.assume(pod, node)
-        status, wait = framework.run_permit(state, pod, node)
-        if status.rejected or status.code is Code.ERROR:
-            framework.run_unreserve(state, pod, node)
-            self.cache.forget(pod)
-            self._fail(queued, status, frozenset({status.plugin}))
-            return True
+        if framework.reserve:
+            status = framework.run_reserve(state, pod, node)
+            if not status.ok:
+                self._fail(queued, status, frozenset({status.plugin}))
+                return True
+        self.cache.assume(pod, node, result.request)
+        wait = 0.0
+        if framework.permit:
+            status, wait = framework.run_permit(state, pod, node)
+            if status.rejected or status.code is Code.ERROR:
+                framework.run_unreserve(state, pod, node)
+                self.cache.forget(pod)
+                self._fail(queued, status, frozenset({status.plugin}))
+                return True
         if self._record:
             self.stats.cycle_seconds.append(self._timer() - started)
         self._binds.submit(_BindJob(framework, state, queued, node, wait))

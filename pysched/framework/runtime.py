@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from pysched.cache import RequestShape
 from pysched.framework.config import ConfigError, ProfileConfig
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventRegistration, QueueingHint
@@ -55,6 +56,7 @@ class ScheduleResult:
     status: Status
     feasible_nodes: int = 0
     diagnosis: Diagnosis | None = None
+    request: RequestShape | None = None  # the pod's request in array form, reused by assume
 
 
 class Framework:
@@ -241,7 +243,7 @@ class Framework:
                 return ScheduleResult(None, error("pre-score failed"), feasible)
         name = nodes.names[best]
         assert name is not None
-        return ScheduleResult(name, SUCCESS, feasible)
+        return ScheduleResult(name, SUCCESS, feasible, None, req)
 
     def _score_extra(self, state: CycleState, pod: PodInfo, scores: I64) -> int:
         nodes = self.handle.nodes
