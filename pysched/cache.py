@@ -46,7 +46,7 @@ class NodeTable:
     unschedulable, the set of nodes) changes, so masks can be cached per pod signature.
     """
 
-    def __init__(self, capacity: int = 64) -> None:
+    def __init__(self, rows: int = 64) -> None:
         self.resources = ResourceNames()
         self.column: dict[str, int] = {n: i for i, n in enumerate(self.resources.names)}
         self.size = 0  # rows in use, deleted ones included
@@ -57,12 +57,13 @@ class NodeTable:
         self.row: dict[NodeName, int] = {}
         self._free: list[int] = []
         r = len(self.resources.names)
-        self.allocatable: I64 = np.zeros((capacity, r), np.int64)
-        self.requested: I64 = np.zeros((capacity, r), np.int64)
-        self.nonzero_requested: I64 = np.zeros((capacity, 2), np.int64)
-        self.present: Bools = np.zeros(capacity, np.bool_)
-        self.unschedulable: Bools = np.zeros(capacity, np.bool_)
-        self.taint_set: I32 = np.zeros(capacity, np.int32)
+        self.capacity: I64 = np.zeros((rows, r), np.int64)
+        self.allocatable: I64 = np.zeros((rows, r), np.int64)
+        self.requested: I64 = np.zeros((rows, r), np.int64)
+        self.nonzero_requested: I64 = np.zeros((rows, 2), np.int64)
+        self.present: Bools = np.zeros(rows, np.bool_)
+        self.unschedulable: Bools = np.zeros(rows, np.bool_)
+        self.taint_set: I32 = np.zeros(rows, np.int32)
         self.taint_sets: list[tuple[Taint, ...]] = [()]
         self._taint_set_ids: dict[tuple[Taint, ...], int] = {(): 0}
         self.labels: dict[str, I32] = {}  # label key -> value id per row, -1 when absent
@@ -117,6 +118,7 @@ class NodeTable:
             out[:capacity] = a
             return out
 
+        self.capacity = grow(self.capacity)  # type: ignore[assignment]
         self.allocatable = grow(self.allocatable)  # type: ignore[assignment]
         self.requested = grow(self.requested)  # type: ignore[assignment]
         self.nonzero_requested = grow(self.nonzero_requested)  # type: ignore[assignment]
@@ -138,6 +140,7 @@ class NodeTable:
         self._request_memo.clear()
         self.column = {n: i for i, n in enumerate(widened.names)}
         pad = np.zeros((len(self.present), extra), np.int64)
+        self.capacity = np.hstack([self.capacity, pad])
         self.allocatable = np.hstack([self.allocatable, pad])
         self.requested = np.hstack([self.requested, pad])
 
@@ -179,11 +182,15 @@ class NodeTable:
             self._taint_set_ids[key] = found
         return found
 
-    def _write_node(self, row: int, node: NodeInfo) -> None:
+    def _write_node(self, row: int, node: NodeInfo, placement_changed: bool = True) -> None:
         self.ensure_resources(node.allocatable)
+        self.ensure_resources(node.capacity)
         self.allocatable[row] = 0
+        self.capacity[row] = 0
         for name, amount in node.allocatable.items():
             self.allocatable[row, self.column[name]] = amount
+        for name, amount in node.capacity.items():
+            self.capacity[row, self.column[name]] = amount
         self.unschedulable[row] = node.unschedulable
         self.taint_set[row] = self._intern_taints(node.taints)
         for label, values in self.labels.items():
@@ -196,7 +203,8 @@ class NodeTable:
             ids = self.label_values[label]
             self.labels[label][row] = ids.setdefault(value, len(ids))
         self.infos[row] = node
-        self.generation += 1
+        if placement_changed:
+            self.generation += 1
         self.touch(row)
 
     def add(self, node: NodeInfo) -> int:
@@ -221,7 +229,20 @@ class NodeTable:
         return row
 
     def update(self, node: NodeInfo) -> None:
-        self._write_node(self.row[node.name], node)
+        """A node changed. Status heartbeats change nothing the scheduler reads and cost nothing;
+        only label, taint or cordon changes invalidate the cached node masks."""
+        row = self.row[node.name]
+        old = self.infos[row]
+        assert old is not None
+        placement_changed = (old.labels, old.taints, old.unschedulable) != (
+            node.labels,
+            node.taints,
+            node.unschedulable,
+        )
+        if not placement_changed and (old.allocatable, old.capacity) == (node.allocatable, node.capacity):
+            self.infos[row] = node
+            return
+        self._write_node(row, node, placement_changed)
 
     def remove(self, name: NodeName) -> None:
         row = self.row.pop(name)

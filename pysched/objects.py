@@ -116,6 +116,7 @@ _POD_FIELDS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(PodIn
 class NodeInfo:
     name: NodeName
     allocatable: ResourceMap
+    capacity: ResourceMap = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
@@ -193,11 +194,13 @@ def node_from_dict(obj: Mapping[str, Any]) -> NodeInfo:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    allocatable = parse_resource_list(status.get("allocatable") or status.get("capacity"))
+    capacity = parse_resource_list(status.get("capacity"))
+    allocatable = parse_resource_list(status.get("allocatable")) if "allocatable" in status else dict(capacity)
     allocatable.setdefault(PODS, 0)
     return NodeInfo(
         name=NodeName(str(meta["name"])),
         allocatable=allocatable,
+        capacity=capacity,
         labels=dict(meta.get("labels") or {}),
         taints=tuple(
             Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))

@@ -123,3 +123,17 @@ def test_score_cache_stays_equal_to_a_full_rescore(ops: list[tuple[str, int, str
             np.testing.assert_array_equal(
                 scores.scores(shape, cache.nodes), reference_scores(weights, shape, cache.nodes)
             )
+
+
+def test_heartbeat_updates_keep_cached_masks_and_resource_updates_touch_the_row() -> None:
+    cache = Cache()
+    cache.add_node(make_node("n", cpu="8", labels={"zone": "a"}))
+    table = cache.nodes
+    generation, seq = table.generation, table.change_seq
+    cache.update_node(make_node("n", cpu="8", labels={"zone": "a"}))  # e.g. a status heartbeat
+    assert (table.generation, table.change_seq) == (generation, seq)
+    cache.update_node(make_node("n", cpu="16", labels={"zone": "a"}))  # allocatable grew
+    assert table.generation == generation and table.change_seq == seq + 1
+    assert table.allocatable[0, 0] == 16000 and table.capacity[0, 0] == 16000
+    cache.update_node(make_node("n", cpu="16", labels={"zone": "b"}))  # labels: masks must go
+    assert table.generation == generation + 1
