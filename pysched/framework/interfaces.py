@@ -119,10 +119,14 @@ class Diagnosis:
     reasons: Mapping[str, int]
     rejectors: frozenset[str]
     unresolvable: bool
+    pre_filter_message: str = ""  # a PreFilter rejection speaks for every node at once
 
     def message(self) -> str:
-        parts = sorted(f"{count} {reason}" for reason, count in self.reasons.items())
+        """kube-scheduler's FailedScheduling text, capped at 1,024 bytes like its events."""
         text = f"0/{self.total_nodes} nodes are available"
+        if self.pre_filter_message:
+            return f"{text}: {self.pre_filter_message}."[:1024]
+        parts = sorted(f"{count} {reason}" for reason, count in self.reasons.items())
         return (f"{text}: {', '.join(parts)}." if parts else f"{text}.")[:1024]
 
 

@@ -192,14 +192,15 @@ class Framework:
             if status.code is Code.SKIP:
                 state.skip("filter", plugin.NAME)
             elif not status.ok:
-                status = status.with_plugin(plugin.NAME)
                 reason = status.message() or f"{plugin.NAME} rejected the pod"
                 diagnosis = Diagnosis(
                     nodes.count,
-                    {reason: nodes.count},
+                    {},
                     frozenset({plugin.NAME}),
                     status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                    pre_filter_message=reason,
                 )
+                status = Status(status.code, (diagnosis.message(),), plugin.NAME)
                 return ScheduleResult(None, status, 0, diagnosis)
 
         signature = pod.placement_signature()

@@ -1,0 +1,174 @@
+"""Extension points beyond filter and score, driven through the real scheduler loop."""
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pysched.plugins import default_registry
+
+from pysched.backend.simulated import SimulatedCluster
+from pysched.builders import make_pod, node_dict, pod_dict
+from pysched.cache import NodeTable
+from pysched.clock import VirtualClock
+from pysched.framework.config import parse_config
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
+from pysched.framework.interfaces import Handle
+from pysched.framework.registry import NoArgs, PluginSpec
+from pysched.framework.status import SUCCESS, Code, Status, unschedulable
+from pysched.ids import NodeName, PodKey
+from pysched.objects import PodInfo
+from pysched.scheduler import Scheduler
+
+
+@dataclass
+class Recorder:
+    """Reserve + Permit + PreBind + PostBind plugin that records calls and can say no or wait."""
+
+    NAME: ClassVar[str] = "Recorder"
+    calls: list[str] = field(default_factory=list)
+    refuse_reserve: set[str] = field(default_factory=set)
+    wait_for: set[str] = field(default_factory=set)
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
+        self.calls.append(f"reserve {pod.name}")
+        return unschedulable("no room in the ledger") if pod.name in self.refuse_reserve else SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: NodeName) -> None:
+        self.calls.append(f"unreserve {pod.name}")
+
+    def permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, float]:
+        self.calls.append(f"permit {pod.name}")
+        return (Status(Code.WAIT), 30.0) if pod.name in self.wait_for else (SUCCESS, 0.0)
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
+        self.calls.append(f"prebind {pod.name}")
+        return SUCCESS
+
+    def post_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> None:
+        self.calls.append(f"postbind {pod.name}")
+
+
+@dataclass
+class Veto:
+    """PreFilter that rejects pods named veto-*: unresolvable until the pod changes."""
+
+    NAME: ClassVar[str] = "Veto"
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
+        if pod.name.startswith("veto"):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("vetoed by policy",))
+        return SUCCESS
+
+    def events_to_register(self) -> Sequence[Any]:
+        return ()
+
+
+PROFILE = """
+profiles:
+  - schedulerName: x
+    plugins:
+      queueSort: [{name: PrioritySort}]
+      preFilter: [{name: Veto}]
+      filter: [{name: NodeAffinity}, {name: NodeResourcesFit}]
+      score: [{name: LeastAllocated}]
+      reserve: [{name: Recorder}]
+      permit: [{name: Recorder}]
+      preBind: [{name: Recorder}]
+      bind: [{name: DefaultBinder}]
+      postBind: [{name: Recorder}]
+"""
+
+
+def _scheduler(recorder: Recorder) -> tuple[SimulatedCluster, Scheduler]:
+    import yaml
+
+    registry = default_registry()
+    registry.register(PluginSpec("Recorder", NoArgs, lambda args, handle: recorder, Recorder))
+    registry.register(PluginSpec("Veto", NoArgs, lambda args, handle: Veto(), Veto))
+    clock = VirtualClock(0.0)
+    cluster = SimulatedCluster(clock)
+    cluster.add_node(node_dict("a", cpu="4", memory="8Gi", labels={"zone": "a"}))
+    return cluster, Scheduler(parse_config(yaml.safe_load(PROFILE), "test", registry), cluster, clock, registry)
+
+
+def test_points_run_in_order_and_a_reserve_refusal_unreserves() -> None:
+    recorder = Recorder(refuse_reserve={"q"})
+
+    async def run() -> None:
+        cluster, scheduler = _scheduler(recorder)
+        await scheduler.start()
+        cluster.create_pod(pod_dict("p", cpu="1", scheduler_name="x"))
+        await scheduler.run_until_idle()
+        assert recorder.calls == ["reserve p", "permit p", "prebind p", "postbind p"]
+        recorder.calls.clear()
+        cluster.create_pod(pod_dict("q", cpu="1", scheduler_name="x"))
+        await scheduler.run_until_idle()
+        assert recorder.calls == ["reserve q", "unreserve q"]
+        assert cluster.pods[PodKey("default/q")].node_name is None
+        assert int(scheduler.cache.nodes.requested[0, 0]) == 1000  # only p is counted
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+def test_permit_wait_holds_the_bind_until_allowed_or_rejected() -> None:
+    recorder = Recorder(wait_for={"w", "r"})
+
+    async def run() -> None:
+        cluster, scheduler = _scheduler(recorder)
+        await scheduler.start()
+        cluster.create_pod(pod_dict("w", cpu="1", scheduler_name="x"))
+        cluster.create_pod(pod_dict("r", cpu="1", scheduler_name="x"))
+        while scheduler.schedule_one():
+            pass
+        await asyncio.sleep(0)  # the binders reach Permit's wait
+        assert cluster.pods[PodKey("default/w")].node_name is None
+        assert scheduler.cache.is_assumed(PodKey("default/w"))  # holds its room while waiting
+        framework = scheduler.frameworks["x"]
+        framework.allow(cluster.pods[PodKey("default/w")])
+        framework.reject(cluster.pods[PodKey("default/r")], "gang incomplete")
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/w")].node_name == "a"
+        assert cluster.pods[PodKey("default/r")].node_name is None
+        assert not scheduler.cache.is_assumed(PodKey("default/r"))
+        assert "unreserve r" in recorder.calls
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+def test_prefilter_rejection_reports_and_parks_the_pod() -> None:
+    async def run() -> None:
+        cluster, scheduler = _scheduler(Recorder())
+        await scheduler.start()
+        cluster.create_pod(pod_dict("veto-1", cpu="1", scheduler_name="x"))
+        await scheduler.run_until_idle()
+        event = [e for e in cluster.events if e.pod == "default/veto-1"][-1]
+        assert event.reason == "FailedScheduling" and event.note == "0/1 nodes are available: vetoed by policy."
+        queued = scheduler.queue.get(PodKey("default/veto-1"))
+        assert queued is not None and queued.unschedulable_plugins == frozenset({"Veto"})
+        assert scheduler.queue.on_event(ClusterEvent(EventKind.NODE_ADD)) == 0  # Veto cares for no event
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+def test_requeue_asks_only_the_plugins_that_rejected_the_pod() -> None:
+    cluster, scheduler = _scheduler(Recorder())
+    framework = scheduler.frameworks["x"]
+    pod = make_pod("p", scheduler_name="x")
+    by_affinity = frozenset({"NodeAffinity"})
+    by_fit = frozenset({"NodeResourcesFit"})
+    assert framework.requeue_hint(pod, by_affinity, ClusterEvent(EventKind.POD_DELETE)) is QueueingHint.SKIP
+    assert framework.requeue_hint(pod, by_affinity, ClusterEvent(EventKind.NODE_ADD)) is QueueingHint.QUEUE
+    assert framework.requeue_hint(pod, by_fit, ClusterEvent(EventKind.POD_DELETE)) is QueueingHint.QUEUE
+    assert framework.requeue_hint(pod, by_fit, ClusterEvent(EventKind.POD_RESIZE_DOWN)) is QueueingHint.QUEUE
+    assert framework.requeue_hint(pod, frozenset(), ClusterEvent(EventKind.POD_DELETE)) is QueueingHint.QUEUE
+
+
+def test_handle_gives_plugins_the_cluster_clock_and_nodes() -> None:
+    cluster, scheduler = _scheduler(Recorder())
+    handle: Handle = scheduler.handle
+    assert handle.cluster is cluster and handle.nodes is scheduler.cache.nodes
