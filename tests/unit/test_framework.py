@@ -156,7 +156,7 @@ def test_prefilter_rejection_reports_and_parks_the_pod() -> None:
 
 
 def test_requeue_asks_only_the_plugins_that_rejected_the_pod() -> None:
-    cluster, scheduler = _scheduler(Recorder())
+    _, scheduler = _scheduler(Recorder())
     framework = scheduler.frameworks["x"]
     pod = make_pod("p", scheduler_name="x")
     by_affinity = frozenset({"NodeAffinity"})
