@@ -5,32 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from pysched.plugins.least_allocated.reference import least_allocated
-from pysched.plugins.resource_weights import ResourceWeightArgs
+from pysched.plugins.least_allocated.reference import least_requested
+from pysched.plugins.resource_allocation import AllocationScore, PerResource, ResourceWeightArgs
 
-from pysched.cache import NodeTable
-from pysched.framework.cycle_state import CycleState
-from pysched.framework.interfaces import I64, Bools, Handle
+from pysched.framework.interfaces import Handle
 from pysched.framework.registry import PluginSpec
-from pysched.objects import PodInfo
 
 NAME = "LeastAllocated"
 
 
 @dataclass(frozen=True, slots=True)
-class LeastAllocated:
-    """Fused into the kernel (`kernel_score`); `score_batch` is the numpy reference."""
-
+class LeastAllocated(AllocationScore):
     NAME: ClassVar[str] = NAME
     kernel_score: ClassVar[str] = NAME
-    resource_weights: tuple[int, int] = (1, 1)
-
-    def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> I64:
-        cpu, memory = pod.nonzero_cpu_memory
-        size = nodes.size
-        return least_allocated(
-            cpu, memory, nodes.allocatable[:size], nodes.nonzero_requested[:size], *self.resource_weights
-        )
+    per_resource: ClassVar[PerResource] = staticmethod(least_requested)
 
 
 def factory(args: ResourceWeightArgs, handle: Handle) -> LeastAllocated:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+from pysched.plugins.resource_allocation import MAX, weighted_mean
 
-MAX = 100
+
+def least_requested(used: npt.NDArray[np.int64], cap: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Free share after placing the pod, in 0..100; 0 when the node would be overcommitted."""
+    return np.where(used > cap, 0, (cap - used) * MAX // cap)
 
 
 def least_allocated(
@@ -16,19 +20,6 @@ def least_allocated(
     cpu_weight: int = 1,
     memory_weight: int = 1,
 ) -> npt.NDArray[np.int64]:
-    """Per node: weighted mean over cpu and memory of (free after placing the pod) * 100 / allocatable.
-
-    Pods without requests count as 100m / 200Mi (non-zero requests); a resource the node does not
-    have (allocatable 0) is left out of the mean; a node that would be overcommitted scores 0 for it.
-    """
-    total = np.zeros(allocatable.shape[0], np.int64)
-    weight_sum = np.zeros(allocatable.shape[0], np.int64)
-    for column, request, weight in ((0, nonzero_cpu, cpu_weight), (1, nonzero_memory, memory_weight)):
-        cap = allocatable[:, column]
-        used = nonzero_requested[:, column] + request
-        has = cap != 0
-        safe = np.where(has, cap, 1)
-        score = np.where(used > cap, 0, (cap - used) * MAX // safe)
-        total += np.where(has, score * weight, 0)
-        weight_sum += np.where(has, weight, 0)
-    return np.where(weight_sum > 0, total // np.maximum(weight_sum, 1), 0)
+    return weighted_mean(
+        least_requested, nonzero_cpu, nonzero_memory, allocatable, nonzero_requested, cpu_weight, memory_weight
+    )

@@ -10,7 +10,7 @@ import numpy as np
 
 from pysched.cache import NodeTable
 from pysched.framework.cycle_state import CycleState
-from pysched.framework.events import EventKind, EventRegistration
+from pysched.framework.events import PLACEMENT_EVENTS, EventRegistration
 from pysched.framework.interfaces import Bools, FilterResult, Handle
 from pysched.framework.masks import mask_result
 from pysched.framework.registry import NoArgs, PluginSpec
@@ -38,11 +38,7 @@ class NodeUnschedulable:
         return mask_result(self.node_mask(pod, nodes), REASON, unresolvable=True)
 
     def events_to_register(self) -> Sequence[EventRegistration]:
-        return (
-            EventRegistration(EventKind.NODE_ADD),
-            EventRegistration(EventKind.NODE_UPDATE),
-            EventRegistration(EventKind.POD_UPDATE),
-        )
+        return PLACEMENT_EVENTS
 
 
 def factory(args: NoArgs, handle: Handle) -> NodeUnschedulable:

@@ -10,7 +10,7 @@ import numpy as np
 
 from pysched.cache import NodeTable
 from pysched.framework.cycle_state import CycleState
-from pysched.framework.events import EventKind, EventRegistration
+from pysched.framework.events import PLACEMENT_EVENTS, EventRegistration
 from pysched.framework.interfaces import I64, Bools, FilterResult, Handle
 from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.kernel import MAX_NODE_SCORE
@@ -70,11 +70,7 @@ class TaintToleration:
             scores[:] = MAX_NODE_SCORE - scores * MAX_NODE_SCORE // highest
 
     def events_to_register(self) -> Sequence[EventRegistration]:
-        return (
-            EventRegistration(EventKind.NODE_ADD),
-            EventRegistration(EventKind.NODE_UPDATE),
-            EventRegistration(EventKind.POD_UPDATE),
-        )
+        return PLACEMENT_EVENTS
 
 
 def factory(args: NoArgs, handle: Handle) -> TaintToleration:

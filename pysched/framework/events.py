@@ -45,3 +45,12 @@ class EventRegistration:
         if event.kind is not self.kind:
             return QueueingHint.SKIP
         return self.hint(pod, event) if self.hint is not None else QueueingHint.QUEUE
+
+
+# Events that can change a verdict depending only on node labels/taints/flags or on the pod's own
+# placement constraints (the mask filters).
+PLACEMENT_EVENTS = (
+    EventRegistration(EventKind.NODE_ADD),
+    EventRegistration(EventKind.NODE_UPDATE),
+    EventRegistration(EventKind.POD_UPDATE),
+)
