@@ -185,11 +185,6 @@ def charge_row(  # pragma: no cover - compiled
     nonzero_requested[row, 1] += sign * nonzero[1]
 
 
-def score_shape(request: I64, nonzero_cpu: int, nonzero_memory: int) -> tuple[int, int, int, int]:
-    """The pod numbers the fused scores read: non-zero cpu/memory, actual cpu/memory."""
-    return (nonzero_cpu, nonzero_memory, int(request[0]), int(request[1]))
-
-
 @dataclass(slots=True)
 class _Scores:
     scores: I64

@@ -25,7 +25,7 @@ from pysched.framework.interfaces import Handle, QueuedPod
 from pysched.framework.registry import Registry
 from pysched.framework.runtime import Framework, build_frameworks
 from pysched.framework.status import Code, Status
-from pysched.ids import NodeName
+from pysched.ids import NodeName, PodUID, pod_key
 from pysched.objects import NodeInfo, PodInfo, parse_time
 from pysched.queue import DEFAULT_TIMINGS, QueueTimings, SchedulingQueue
 
@@ -152,11 +152,12 @@ class Scheduler:
     def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:
         meta: Any = raw.get("metadata") or {}
         log.warning("invalid pod", pod=f"{meta.get('namespace')}/{meta.get('name')}", problem=problem)
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
         stub = PodInfo(
-            key=f"{meta.get('namespace')}/{meta.get('name')}",  # type: ignore[arg-type]
-            uid=str(meta.get("uid") or ""),  # type: ignore[arg-type]
-            namespace=str(meta.get("namespace") or "default"),
-            name=str(meta.get("name") or ""),
+            key=pod_key(namespace, name),
+            uid=PodUID(str(meta.get("uid") or "")),
+            namespace=namespace,
+            name=name,
             scheduler_name="",
             priority=0,
             created=parse_time(meta.get("creationTimestamp")),

@@ -15,7 +15,6 @@ import yaml
 from pysched.framework.registry import POINT_METHODS, ArgsError, Registry, parse_args
 
 POINTS = tuple(POINT_METHODS)
-SINGLE_PLUGIN_POINTS = ("queueSort",)
 
 
 class ConfigError(ValueError):

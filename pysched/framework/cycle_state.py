@@ -7,9 +7,6 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-_EMPTY: set[str] = set()  # shared and never mutated: `skip` replaces it
-
-
 class CycleState:
     """Typed key/value store living for one scheduling cycle (plus its binding cycle)."""
 
@@ -18,8 +15,8 @@ class CycleState:
     def __init__(self) -> None:
         # Created on first use: most cycles never write, and one is made per pod.
         self._data: dict[str, Any] | None = None
-        self.skip_filter: set[str] = _EMPTY
-        self.skip_score: set[str] = _EMPTY
+        self.skip_filter: frozenset[str] = frozenset()
+        self.skip_score: frozenset[str] = frozenset()
 
     def skip(self, point: str, plugin: str) -> None:
         """A PreFilter/PreScore plugin returned Skip: its Filter/Score is not run for this pod."""

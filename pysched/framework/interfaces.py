@@ -191,19 +191,3 @@ class BindPlugin(Plugin, Protocol):
 @runtime_checkable
 class PostBindPlugin(Plugin, Protocol):
     def post_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> None: ...
-
-
-EXTENSION_POINTS: dict[str, type] = {
-    "preEnqueue": PreEnqueuePlugin,
-    "queueSort": QueueSortPlugin,
-    "preFilter": PreFilterPlugin,
-    "filter": FilterPlugin,
-    "postFilter": PostFilterPlugin,
-    "preScore": PreScorePlugin,
-    "score": ScorePlugin,
-    "reserve": ReservePlugin,
-    "permit": PermitPlugin,
-    "preBind": PreBindPlugin,
-    "bind": BindPlugin,
-    "postBind": PostBindPlugin,
-}

@@ -23,10 +23,6 @@ class ArgsError(ValueError):
         self.message = message
 
 
-def _snake(name: str) -> str:
-    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
-
-
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
@@ -133,4 +129,4 @@ class Registry:
         return name in self._specs
 
 
-__all__ = ["ArgsError", "NoArgs", "PluginSpec", "Registry", "_snake", "parse_args"]
+__all__ = ["ArgsError", "NoArgs", "PluginSpec", "Registry", "parse_args"]

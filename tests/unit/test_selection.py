@@ -7,18 +7,22 @@ from hypothesis import strategies as st
 from pysched.builders import make_node, make_pod
 from pysched.cache import Cache
 from pysched.ids import NodeName
-from pysched.kernel import KernelWeights, ScoreCache, SelectionCache, reference_scores, score_shape, select_node
+from pysched.kernel import KernelWeights, ScoreCache, SelectionCache, reference_scores, select_node
+from pysched.resources import nonzero_requests
 
 WEIGHTS = KernelWeights(least_allocated=1, balanced_allocation=2)
 REQUESTS = [{"cpu": 500, "memory": 2**30}, {"cpu": 2000}, {"cpu": 1000, "nvidia.com/gpu": 1}, {}]
 
 
+def _shape(request: dict[str, int]) -> tuple[int, int, int, int]:
+    nz_cpu, nz_mem = nonzero_requests(request)
+    return (nz_cpu, nz_mem, request.get("cpu", 0), request.get("memory", 0))
+
+
 def _full_scan(cache: Cache, request: dict[str, int], mask: np.ndarray) -> tuple[int, int]:
     table = cache.nodes
     vector = table.vector(request)
-    pod = make_pod("probe", cpu=None, memory=None)
-    nz_cpu, nz_mem = pod.evolve(requests=request).nonzero_cpu_memory
-    scores = reference_scores(WEIGHTS, score_shape(vector, nz_cpu, nz_mem), table)
+    scores = reference_scores(WEIGHTS, _shape(request), table)
     size = table.size
     out = np.empty(size, np.int64)
     candidates = np.flatnonzero(mask).astype(np.int64)
@@ -62,8 +66,6 @@ def test_trees_match_a_full_scan(ops: list[tuple[int, str, int]], mask_bits: lis
                 make_node(f"n{index}", cpu=str(1 + index), memory="8Gi", pods=4, extended={"nvidia.com/gpu": "2"})
             )
         vector = table.vector(request)
-        pod = make_pod("probe", cpu=None, memory=None).evolve(requests=request)
-        nz_cpu, nz_mem = pod.nonzero_cpu_memory
         candidates = np.flatnonzero(mask).astype(np.int64)
         got = selection.select(
             ("sig", which),
@@ -73,7 +75,7 @@ def test_trees_match_a_full_scan(ops: list[tuple[int, str, int]], mask_bits: lis
             vector,
             table.request_shape(request).columns,
             True,
-            score_shape(vector, nz_cpu, nz_mem),
+            _shape(request),
         )
         assert got == _full_scan(cache, request, mask), (step, op)
 
