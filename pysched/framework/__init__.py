@@ -1,0 +1,1 @@
+"""The scheduling framework: extension-point protocols, status values, registry, profiles, runtime."""
