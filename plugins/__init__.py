@@ -10,6 +10,7 @@ def default_registry() -> Registry:
     from pysched.plugins import (
         balanced_allocation,
         default_binder,
+        edf,
         least_allocated,
         most_allocated,
         node_affinity,
@@ -17,6 +18,7 @@ def default_registry() -> Registry:
         node_resources_fit,
         node_unschedulable,
         priority_sort,
+        seed,
         taint_toleration,
     )
 
@@ -33,5 +35,7 @@ def default_registry() -> Registry:
             most_allocated,
             balanced_allocation,
             default_binder,
+            edf,
+            seed,
         )
     )

@@ -97,7 +97,7 @@ async def run_bench(
     to compare variants side by side)."""
     rng = random.Random(seed)
     registry = default_registry()
-    config = config or builtin_config(registry)
+    config = config or builtin_config(registry).only(profile)
     clock = VirtualClock(1_700_000_000.0)
     cluster = SimulatedCluster(clock, record_events=False)
     for node in bench_nodes(nodes, rng):

@@ -368,6 +368,10 @@ class Cache:
     def pods_on(self, node: NodeName) -> list[PodInfo]:
         return [self._pods[key].pod for key in self._by_node.get(node, ())]
 
+    def bound_pods(self) -> list[PodInfo]:
+        """Pods the informer has confirmed on a node (assumed ones excluded)."""
+        return [entry.pod for entry in self._pods.values() if not entry.assumed]
+
     def pod_node(self, key: PodKey) -> NodeName | None:
         entry = self._pods.get(key)
         return entry.node if entry else None

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
@@ -41,32 +40,39 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from pysched.framework.config import ConfigError, load_config, merge
     from pysched.plugins import default_registry
-    from pysched.profiles import builtin_config
-    from pysched.sim.runner import simulate
-    from pysched.sim.scenario import builtin_scenario
+    from pysched.sim.command import (
+        BadInput,
+        cluster_summary,
+        load_policies,
+        load_scenario,
+        report_problems,
+        run_with_progress,
+    )
 
     registry = default_registry()
-    config = builtin_config(registry)
-    if args.config:
-        try:
-            config = merge(config, load_config(args.config, registry))
-        except ConfigError as err:
-            return _fail(str(err))
+    config = load_policies(registry, args.config, args.policy)
+    if isinstance(config, BadInput):
+        return _fail(config.message)
     policies = args.policy or [p.scheduler_name for p in config.profiles]
-    known = [p.scheduler_name for p in config.profiles]
-    for policy in policies:
-        if policy not in known:
-            return _fail(f"--policy: unknown policy {policy!r} (known: {', '.join(known)})")
-    scenario = builtin_scenario(seed=args.seed)
-    started = time.perf_counter()
-    results = simulate(scenario, config, policies, registry)
-    elapsed = time.perf_counter() - started
+    scenario = load_scenario(
+        scenario=args.scenario,
+        trace=args.trace,
+        cluster=args.cluster,
+        seed=args.seed,
+        deadline_rule=args.deadline_rule,
+        catalogue_file=args.catalogue,
+    )
+    if isinstance(scenario, BadInput):
+        return _fail(scenario.message)
+    if not args.progress_interval > 0:
+        return _fail(f"--progress-interval: must be a positive number of seconds, got {args.progress_interval}")
+    report_problems(scenario)
+    results, elapsed = run_with_progress(scenario, config, policies, registry, args.seed, args.progress_interval)
 
-    title = f"{scenario.name} scenario: {len(scenario.jobs)} jobs on {len(scenario.nodes)} nodes, seed {args.seed}"
+    title = f"{scenario.name}: {len(scenario.jobs)} jobs on {len(scenario.nodes)} nodes, seed {args.seed}"
     table = Table(title=title, box=box.SIMPLE_HEAD)
-    headers = ("policy", "met", "ratio", "JCT s", "queue s", "makespan s", "rescales", "skipped", "left")
+    headers = ("policy", "met", "ratio", "CPU util", "JCT s", "queue s", "makespan s", "rescales", "skipped", "left")
     for column in headers:
         table.add_column(column, justify="left" if column == "policy" else "right")
     for name, r in results.items():
@@ -74,6 +80,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             name,
             f"{r.deadline_met}/{r.deadline_jobs}",
             f"{r.deadline_met_ratio:.1%}",
+            f"{r.cpu_utilization:.1%}",
             f"{r.mean_jct_s:,.0f}",
             f"{r.mean_queue_s:,.0f}",
             f"{r.makespan_s:,.0f}",
@@ -81,18 +88,23 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             str(r.skipped),
             str(r.unfinished),
         )
-    console = Console(width=None if sys.stdout.isatty() else 100)
+    console = Console(width=None if sys.stdout.isatty() else 120)
     console.print(table)
     console.print(f"simulated in {elapsed:.1f} s wall time")
     if args.json:
         _write_json(
             args.json,
             {
-                "cluster": {"nodes": len(scenario.nodes)},
-                "workload": {"name": scenario.name, **scenario.description},
+                "cluster": cluster_summary(scenario),
+                "workload": {"name": scenario.name, "jobs": len(scenario.jobs), **scenario.description},
                 "policies": {name: r.as_json() for name, r in results.items()},
             },
         )
+    if args.plot:
+        from pysched.sim.plots import write_plots
+
+        for path in write_plots(results, args.plot):
+            console.print(f"wrote {path}")
     return 0
 
 
@@ -124,8 +136,33 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "--policy", metavar="NAME", action="append", help="a policy (profile) to run; repeatable; default: all"
     )
+    workload = simulate.add_mutually_exclusive_group()
+    workload.add_argument(
+        "--scenario",
+        metavar="NAME",
+        help="a built-in scenario: small (default), seed-insufficient, seed-sufficient, gpu-mixed",
+    )
+    workload.add_argument("--trace", metavar="FILE", help="a CSV trace (DESIGN §5 layout) or an .swf file")
+    simulate.add_argument(
+        "--cluster", metavar="SPEC", help="nodes=8,cpu=32,memory=128Gi,gpu=0 or a YAML of node groups"
+    )
+    simulate.add_argument("--catalogue", metavar="FILE", help="a model catalogue (YAML) over the built-in one")
+    simulate.add_argument(
+        "--deadline-rule",
+        metavar="LO,HI",
+        default="0.5,1.5",
+        help="deadline for trace jobs without one: submission + U(LO,HI) x duration, or none (default 0.5,1.5)",
+    )
+    simulate.add_argument(
+        "--progress-interval",
+        metavar="SECONDS",
+        type=float,
+        default=60.0,
+        help="how often simulated training writes pysched.io/progress (default 60)",
+    )
     simulate.add_argument("--json", metavar="OUT", help="write the simulate JSON here")
-    simulate.add_argument("--seed", type=int, default=7, help="seed of the built-in scenario (default 7)")
+    simulate.add_argument("--plot", metavar="DIR", help="write PNG charts here (deadline met, CPU over time, JCT CDF)")
+    simulate.add_argument("--seed", type=int, default=7, help="seed of the workload draws (default 7)")
     simulate.set_defaults(func=cmd_simulate)
 
     bench = sub.add_parser("bench", help="schedule M pending pods onto N simulated nodes through the full loop")
@@ -138,6 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pysched.devcluster import register
 
     register(cast("argparse._SubParsersAction[argparse.ArgumentParser]", sub))
+    from pysched.run import register as register_run
+
+    register_run(cast("argparse._SubParsersAction[argparse.ArgumentParser]", sub))
     return parser
 
 

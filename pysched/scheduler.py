@@ -18,7 +18,7 @@ from pysched.binding import BindPipeline
 from pysched.cache import Cache
 from pysched.clock import Clock
 from pysched.framework.cluster import ClusterBackend, PodCondition
-from pysched.framework.config import SchedulerConfig
+from pysched.framework.config import ConfigError, SchedulerConfig
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
 from pysched.framework.interfaces import Handle, QueuedPod
@@ -27,6 +27,7 @@ from pysched.framework.runtime import Framework, build_frameworks
 from pysched.framework.status import Code, Status
 from pysched.ids import NodeName, PodUID, pod_key
 from pysched.objects import NodeInfo, PodInfo, parse_time
+from pysched.observer import NullObserver, SchedulingObserver
 from pysched.queue import DEFAULT_TIMINGS, QueueTimings, SchedulingQueue
 
 log = structlog.get_logger("pysched.scheduler")
@@ -48,6 +49,7 @@ class _BindJob:
     queued: QueuedPod
     node: NodeName
     wait: float
+    started: float = 0.0  # timer() at the start of the scheduling cycle (attempt duration)
 
 
 def _shrank(old: PodInfo, new: PodInfo) -> bool:
@@ -66,6 +68,7 @@ class Scheduler:
         timings: QueueTimings = DEFAULT_TIMINGS,
         timer: Callable[[], float] = time.perf_counter,
         record_cycle_times: bool = False,
+        observer: SchedulingObserver | None = None,
     ) -> None:
         if registry is None:
             from pysched.plugins import default_registry
@@ -77,13 +80,23 @@ class Scheduler:
         self.cache = Cache()
         self.handle = Handle(backend, clock, self.cache.nodes)
         self.frameworks = build_frameworks(config.profiles, registry, self.handle)
+        sorts = {f.profile.queue_sort for f in self.frameworks.values()}
+        if len(sorts) != 1:
+            # One queue for every profile: it cannot be ordered two ways (kube-scheduler's rule).
+            raise ConfigError(
+                config.source, "profiles", f"profiles run together must share one queueSort plugin, got {sorted(sorts)}"
+            )
         queue_sort = next(iter(self.frameworks.values())).queue_sort
         self.queue = SchedulingQueue(clock, queue_sort.sort_key, self._pre_enqueue, self._hint, timings)
         self.stats = SchedulerStats()
         self._timer = timer
         self._record = record_cycle_times
+        self.observer: SchedulingObserver = observer or NullObserver()
         self._binds: BindPipeline[_BindJob] = BindPipeline(self._run_binding_cycle, max_binds_in_flight)
         self._side_tasks: set[asyncio.Task[None]] = set()
+        intervals = [p.reconcile_interval for f in self.frameworks.values() for p in f.reconcile]
+        self._reconcile_interval = min(intervals) if intervals else None
+        self._next_reconcile = clock.now() + (self._reconcile_interval or 0.0)
 
     # ----- wiring
     async def start(self) -> None:
@@ -178,13 +191,13 @@ class Scheduler:
         state = CycleState()
         result = framework.find_node(state, pod)
         if result.node is None:
-            self._fail(queued, result.status, result.diagnosis.rejectors if result.diagnosis else frozenset())
+            self._fail(queued, result.status, result.diagnosis.rejectors if result.diagnosis else frozenset(), started)
             return True
         node = result.node
         if framework.reserve:
             status = framework.run_reserve(state, pod, node)
             if not status.ok:
-                self._fail(queued, status, frozenset({status.plugin}))
+                self._fail(queued, status, frozenset({status.plugin}), started)
                 return True
         self.cache.assume(pod, node, result.request)
         wait = 0.0
@@ -193,15 +206,18 @@ class Scheduler:
             if status.rejected or status.code is Code.ERROR:
                 framework.run_unreserve(state, pod, node)
                 self.cache.forget(pod)
-                self._fail(queued, status, frozenset({status.plugin}))
+                self._fail(queued, status, frozenset({status.plugin}), started)
                 return True
         if self._record:
             self.stats.cycle_seconds.append(self._timer() - started)
-        self._binds.submit(_BindJob(framework, state, queued, node, wait))
+        self._binds.submit(_BindJob(framework, state, queued, node, wait, started))
         return True
 
-    def _fail(self, queued: QueuedPod, status: Status, rejectors: frozenset[str]) -> None:
+    def _fail(self, queued: QueuedPod, status: Status, rejectors: frozenset[str], started: float | None = None) -> None:
         pod = queued.pod
+        result = "error" if status.code is Code.ERROR else "unschedulable"
+        elapsed = 0.0 if started is None else self._timer() - started
+        self.observer.attempt(pod.scheduler_name, result, elapsed)
         if status.code is Code.ERROR:
             self.stats.errors += 1
             self.queue.requeue_backoff(queued)
@@ -244,6 +260,8 @@ class Scheduler:
             self._undo(job, status)
             return
         self.stats.scheduled += 1
+        self.observer.attempt(pod.scheduler_name, "scheduled", self._timer() - job.started)
+        self.observer.bound(job.queued, self.clock.now())
         self.queue.done(pod.key)
         framework.run_post_bind(state, pod, node)
         await self.backend.emit_event(
@@ -254,15 +272,33 @@ class Scheduler:
         """A failed binding cycle: forget the assumption at once and retry after backoff."""
         pod = job.queued.pod
         self.stats.bind_failures += 1
+        self.observer.attempt(pod.scheduler_name, "error", self._timer() - job.started)
         job.framework.run_unreserve(job.state, pod, job.node)
         self.cache.forget(pod)
         self.queue.requeue_backoff(job.queued)
         self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))  # its resources are free again
         self._spawn(self._report_failure(pod, "SchedulerError", f"Binding rejected: {status.message()}"))
 
+    # ----- reconcile: plugins acting on running pods on a clock interval
+    def next_reconcile(self) -> float | None:
+        """When reconcile plugins next run; None when no profile has any."""
+        return None if self._reconcile_interval is None else self._next_reconcile
+
+    async def reconcile_if_due(self) -> None:
+        if self._reconcile_interval is None or self.clock.now() < self._next_reconcile:
+            return
+        self._next_reconcile = self.clock.now() + self._reconcile_interval
+        running: dict[str, list[PodInfo]] = {}
+        for pod in self.cache.bound_pods():
+            running.setdefault(pod.scheduler_name, []).append(pod)
+        for framework in self.frameworks.values():
+            for plugin in framework.reconcile:
+                await plugin.reconcile(running.get(framework.name, []))
+
     # ----- drivers
     async def run_until_idle(self) -> None:
         """Schedule every ready pod and let their binds finish (simulation and tests)."""
+        await self.reconcile_if_due()
         while True:
             while self.schedule_one():
                 pass
@@ -275,6 +311,7 @@ class Scheduler:
     async def run(self, stop: asyncio.Event, idle_poll: float = 1.0) -> None:
         """The live loop: schedule while there is work, otherwise wait for the queue."""
         while not stop.is_set():
+            await self.reconcile_if_due()
             if not self.schedule_one():
                 await self.queue.wait(idle_poll)
             else:

@@ -32,6 +32,7 @@ class RecordedEvent:
 
 
 BindHook = Callable[[PodInfo, NodeName], None]
+ResizeHook = Callable[[PodInfo, PodInfo], None]  # (before, after) of an accepted resize
 
 
 class SimulatedCluster:
@@ -42,6 +43,7 @@ class SimulatedCluster:
         self.events: list[RecordedEvent] = []
         self.conditions: dict[PodKey, dict[str, PodCondition]] = {}
         self.bind_hooks: list[BindHook] = []
+        self.resize_hooks: list[ResizeHook] = []
         self.binds = 0
         self._record_events = record_events
         self._listener: ClusterListener | None = None
@@ -89,7 +91,9 @@ class SimulatedCluster:
             if wanted:
                 requests = container.setdefault("resources", {}).setdefault("requests", {})
                 requests.update(wanted)
-        self._replace(current, raw)
+        updated = self._replace(current, raw)
+        for hook in self.resize_hooks:
+            hook(current, updated)
         return SUCCESS
 
     async def emit_event(self, pod: PodInfo, event_type: str, reason: str, note: str) -> None:
@@ -134,6 +138,19 @@ class SimulatedCluster:
         if self._listener is not None:
             self._listener.on_pod_added(pod)
         return pod
+
+    def set_annotations(self, key: PodKey, annotations: Mapping[str, str]) -> PodInfo:
+        """Patch annotations as a client would (e.g. the training helper's progress)."""
+        current = self.pods[key]
+        merged = {**current.annotations, **annotations}
+        meta = {**current.raw.get("metadata", {}), "annotations": merged}
+        updated = current.evolve(
+            annotations=merged, raw={**current.raw, "metadata": meta}, resource_version=str(next(self._versions))
+        )
+        self.pods[key] = updated
+        if self._listener is not None:
+            self._listener.on_pod_updated(current, updated)
+        return updated
 
     def finish_pod(self, key: PodKey, phase: str = "Succeeded") -> PodInfo:
         current = self.pods[key]

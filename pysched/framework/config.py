@@ -50,6 +50,16 @@ class SchedulerConfig:
     def profile(self, scheduler_name: str) -> ProfileConfig | None:
         return next((p for p in self.profiles if p.scheduler_name == scheduler_name), None)
 
+    def only(self, *scheduler_names: str) -> SchedulerConfig:
+        """The named profiles alone (e.g. one built-in policy); unknown names raise KeyError."""
+        picked = []
+        for name in scheduler_names:
+            profile = self.profile(name)
+            if profile is None:
+                raise KeyError(name)
+            picked.append(profile)
+        return SchedulerConfig(tuple(picked), self.source)
+
 
 def _plugin_refs(source: str, where: str, raw: Any, point: str, registry: Registry) -> tuple[PluginRef, ...]:
     if not isinstance(raw, list):

@@ -191,3 +191,14 @@ class BindPlugin(Plugin, Protocol):
 @runtime_checkable
 class PostBindPlugin(Plugin, Protocol):
     def post_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> None: ...
+
+
+@runtime_checkable
+class ReconcilePlugin(Plugin, Protocol):
+    """Acts on the profile's running pods on a clock interval (restarts, autoscaling): the
+    scheduler calls it every `reconcile_interval` seconds with the bound, running pods."""
+
+    @property
+    def reconcile_interval(self) -> float: ...
+
+    async def reconcile(self, pods: Sequence[PodInfo]) -> None: ...

@@ -89,6 +89,7 @@ POINT_METHODS: dict[str, str] = {
     "preBind": "pre_bind",
     "bind": "bind",
     "postBind": "post_bind",
+    "reconcile": "reconcile",
 }
 
 

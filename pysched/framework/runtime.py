@@ -36,6 +36,7 @@ from pysched.framework.interfaces import (
     PreFilterPlugin,
     PreScorePlugin,
     QueueSortPlugin,
+    ReconcilePlugin,
     ReservePlugin,
     ScoreNormalizer,
     ScorePlugin,
@@ -93,6 +94,7 @@ class Framework:
         self.pre_bind: list[PreBindPlugin] = at("preBind")
         self.bind_plugins: list[BindPlugin] = at("bind")
         self.post_bind: list[PostBindPlugin] = at("postBind")
+        self.reconcile: list[ReconcilePlugin] = at("reconcile")
 
         self.mask_filters = [p for p in self.filters if isinstance(p, MaskFilterPlugin)]
         self.batch_filters = [

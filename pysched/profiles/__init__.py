@@ -9,7 +9,19 @@ import yaml
 from pysched.framework.config import SchedulerConfig, parse_config
 from pysched.framework.registry import Registry
 
+SOURCE = "<built-in profiles>"
+
 
 def builtin_config(registry: Registry) -> SchedulerConfig:
-    text = resources.files(__package__).joinpath("builtin.yaml").read_text()
-    return parse_config(yaml.safe_load(text), "<built-in profiles>", registry)
+    """Every built-in profile, each validated on its own.
+
+    They are alternative policies (the simulator runs one at a time) and do not share a queueSort
+    plugin; a process running several profiles together must pick ones that do, as a profile file
+    must (`parse_config` checks it).
+    """
+    data = yaml.safe_load(resources.files(__package__).joinpath("builtin.yaml").read_text())
+    profiles = tuple(
+        parse_config({"profiles": [raw]}, f"{SOURCE} profiles[{i}]", registry).profiles[0]
+        for i, raw in enumerate(data["profiles"])
+    )
+    return SchedulerConfig(profiles, SOURCE)

@@ -1,20 +1,40 @@
-"""Replays a scenario on the simulated cluster with the real scheduler, one policy at a time."""
+"""Replays a scenario on the simulated cluster with the real scheduler, one policy at a time.
+
+Discrete events on a virtual clock (arrivals, finishes, the queue's wake-ups, reconcile ticks);
+between events the scheduler runs until idle. Jobs run steps at the speed their allocation gives
+(`pysched.sim.engine`). Metric definitions: DESIGN §5.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import heapq
 import itertools
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from pysched.backend.simulated import SimulatedCluster
 from pysched.clock import VirtualClock
 from pysched.framework.config import SchedulerConfig
 from pysched.framework.registry import Registry
-from pysched.ids import NodeName, PodKey, pod_key
-from pysched.objects import PodInfo, node_from_dict, pod_from_dict
+from pysched.ids import NodeName, PodKey
+from pysched.objects import PodInfo, node_from_dict
+from pysched.resources import CPU, GPU
 from pysched.scheduler import Scheduler
-from pysched.sim.scenario import Job, Scenario
+from pysched.sim.engine import (
+    Accounting,
+    Run,
+    Usage,
+    close_segment,
+    key_of,
+    noise_rng,
+    resize_run,
+    start_run,
+)
+from pysched.sim.scenario import Scenario
+from pysched.workload.job import Job
+from pysched.workload.progress import DEFAULT_INTERVAL, PROGRESS, format_progress, last_write
+from pysched.workload.speed import STEP_NOISE
 
 EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: virtual time starts here
 HORIZON = 30 * 86400.0  # a run that is still going after 30 virtual days is cut off
@@ -33,9 +53,11 @@ class PolicyResult:
     rescales: int
     skipped: int
     unfinished: int
+    usage: tuple[Usage, ...] = field(default=(), repr=False, compare=False)  # for the CPU chart
+    jct: tuple[float, ...] = field(default=(), repr=False, compare=False)  # for the JCT CDF
 
     def as_json(self) -> dict[str, float | int]:
-        """The simulate JSON fields of DESIGN §5 (cpu_utilization needs the training model: 0 until then)."""
+        """The simulate JSON fields of DESIGN §5."""
         return {
             "jobs": self.jobs,
             "deadline_jobs": self.deadline_jobs,
@@ -50,16 +72,154 @@ class PolicyResult:
         }
 
 
-def _fits_somewhere(job: Job, scenario: Scenario) -> bool:
-    pod = pod_from_dict(job.manifest("probe", EPOCH))
-    for raw in scenario.nodes:
-        node = node_from_dict(raw)
-        if all(node.allocatable.get(name, 0) >= value for name, value in pod.requests.items()):
-            return True
-    return False
+def split_fitting(jobs: Sequence[Job], nodes: Sequence[dict[str, object]]) -> tuple[list[Job], list[str]]:
+    """Jobs that need more GPUs than the largest node holds cannot run (gangs come later):
+    reported with their trace position and skipped."""
+    infos = [node_from_dict(n) for n in nodes]
+    most_gpus = max((n.allocatable.get(GPU, 0) for n in infos), default=0)
+    kept: list[Job] = []
+    problems: list[str] = []
+    for job in jobs:
+        if job.gpu > most_gpus:
+            problems.append(f"{job.source}: needs {job.gpu} GPUs, the largest node holds {most_gpus}: skipped")
+        else:
+            kept.append(job)
+    return kept, problems
 
 
-async def run_policy(scenario: Scenario, config: SchedulerConfig, policy: str, registry: Registry) -> PolicyResult:
+class _Replay:
+    """One policy's run: the event loop and the jobs' books."""
+
+    def __init__(
+        self,
+        policy: str,
+        scheduler: Scheduler,
+        cluster: SimulatedCluster,
+        clock: VirtualClock,
+        jobs: Sequence[Job],
+        seed: int,
+        progress_interval: float,
+        step_noise: float,
+    ) -> None:
+        self.policy, self.scheduler, self.cluster, self.clock = policy, scheduler, cluster, clock
+        self.jobs: dict[PodKey, Job] = {key_of(j): j for j in jobs}
+        self.rngs = {key: noise_rng(seed, job) for key, job in self.jobs.items()}
+        self.running: dict[PodKey, Run] = {}
+        self.started: dict[PodKey, float] = {}
+        self.finished: dict[PodKey, float] = {}
+        self.books = Accounting()
+        self.interval = progress_interval
+        self.noise = step_noise
+        self.events: list[tuple[float, int, str, PodKey, int]] = []
+        self.seq = itertools.count()
+        cluster.bind_hooks.append(self.on_bind)
+        cluster.resize_hooks.append(self.on_resize)
+
+    def push(self, when: float, kind: str, key: PodKey, version: int = 0) -> None:
+        heapq.heappush(self.events, (when, next(self.seq), kind, key, version))
+
+    def push_finish(self, key: PodKey, run: Run) -> None:
+        finish = run.finish_time()
+        if finish != float("inf"):
+            self.push(finish, "finish", key, run.version)
+
+    def on_bind(self, pod: PodInfo, node: NodeName) -> None:
+        now = self.clock.now()
+        self.started.setdefault(pod.key, now)
+        run = start_run(self.jobs[pod.key], pod.requests.get(CPU, 0) / 1000, now, self.rngs[pod.key], self.noise)
+        self.running[pod.key] = run
+        self.push_finish(pod.key, run)
+
+    def on_resize(self, old: PodInfo, new: PodInfo) -> None:
+        run = self.running.get(new.key)
+        cpu = new.requests.get(CPU, 0) / 1000
+        if run is None or cpu == run.cpu:
+            return
+        resize_run(run, cpu, self.clock.now(), self.books, self.rngs[new.key], self.noise)
+        self.push_finish(new.key, run)
+
+    def publish_progress(self) -> None:
+        """What the training helpers wrote by now, for the reconcile plugins about to read it."""
+        now = self.clock.now()
+        for key, run in self.running.items():
+            when = last_write(run.seg_start, now, self.interval)
+            if when is None:
+                continue
+            value = format_progress(run.steps_at(when), when)
+            if value != run.progress:
+                run.progress = value
+                self.cluster.set_annotations(key, {PROGRESS: value})
+
+    async def run(self, on_tick: Callable[[float], None] | None) -> None:
+        for key, job in self.jobs.items():
+            self.push(EPOCH + job.submit, "arrive", key)
+        while True:
+            due = self.scheduler.next_reconcile()
+            if due is not None and due <= self.clock.now():
+                self.publish_progress()
+            await self.scheduler.run_until_idle()
+            if not self.events:
+                break  # nothing runs and nothing arrives: pods still pending can never fit
+            when = self.events[0][0]
+            for other in (self.scheduler.queue.next_wakeup(), self.scheduler.next_reconcile()):
+                if other is not None:
+                    when = min(when, other)
+            if when - EPOCH > HORIZON:
+                break
+            self.clock.advance_to(max(when, self.clock.now()))
+            if on_tick is not None:
+                on_tick(self.clock.now() - EPOCH)
+            while self.events and self.events[0][0] <= self.clock.now():
+                _, _, kind, key, version = heapq.heappop(self.events)
+                if kind == "arrive":
+                    self.cluster.create_pod(self.jobs[key].manifest(self.policy, EPOCH))
+                    continue
+                run = self.running.get(key)
+                if run is None or run.version != version:
+                    continue  # superseded by a resize
+                close_segment(run, self.clock.now(), self.books)
+                del self.running[key]
+                self.finished[key] = self.clock.now()
+                self.cluster.finish_pod(key)
+        for run in self.running.values():  # cut off at the horizon: charge what ran
+            close_segment(run, self.clock.now(), self.books)
+
+
+def metrics(replay: _Replay, skipped: int) -> PolicyResult:
+    jobs, finished, started = replay.jobs, replay.finished, replay.started
+    with_deadline = [k for k, j in jobs.items() if j.deadline is not None]
+    met = sum(1 for k in with_deadline if k in finished and finished[k] - EPOCH <= (jobs[k].deadline or 0.0))
+    jct = [max(0.0, finished[k] - EPOCH - jobs[k].submit) for k in finished]
+    queue = [max(0.0, started[k] - EPOCH - jobs[k].submit) for k in started]
+    first_submit = min((j.submit for j in jobs.values()), default=0.0)
+    return PolicyResult(
+        jobs=len(jobs),
+        deadline_jobs=len(with_deadline),
+        deadline_met=met,
+        deadline_met_ratio=round(met / len(with_deadline), 4) if with_deadline else 0.0,
+        cpu_utilization=round(replay.books.cpu_utilization, 4),
+        mean_jct_s=round(sum(jct) / len(jct), 1) if jct else 0.0,
+        mean_queue_s=round(sum(queue) / len(queue), 1) if queue else 0.0,
+        makespan_s=round(max(finished.values()) - EPOCH - first_submit, 1) if finished else 0.0,
+        rescales=replay.books.rescales,
+        skipped=skipped,
+        unfinished=len(jobs) - len(finished),
+        usage=tuple(replay.books.usage),
+        jct=tuple(jct),
+    )
+
+
+async def run_policy(
+    scenario: Scenario,
+    config: SchedulerConfig,
+    policy: str,
+    registry: Registry,
+    *,
+    seed: int = 7,
+    progress_interval: float = DEFAULT_INTERVAL,
+    step_noise: float = STEP_NOISE,
+    on_tick: Callable[[float], None] | None = None,
+) -> PolicyResult:
     profile = config.profile(policy)
     if profile is None:
         raise KeyError(policy)
@@ -69,65 +229,37 @@ async def run_policy(scenario: Scenario, config: SchedulerConfig, policy: str, r
         cluster.add_node(node)
     scheduler = Scheduler(SchedulerConfig((profile,), config.source), cluster, clock, registry)
     await scheduler.start()
-
-    jobs: dict[PodKey, Job] = {}
-    started: dict[PodKey, float] = {}
-    finished: dict[PodKey, float] = {}
-    events: list[tuple[float, int, str, PodKey]] = []
-    seq = itertools.count()
-    skipped = 0
-    for job in scenario.jobs:
-        if not _fits_somewhere(job, scenario):
-            skipped += 1
-            continue
-        key = pod_key("sim", job.name)
-        jobs[key] = job
-        heapq.heappush(events, (EPOCH + job.submit, next(seq), "arrive", key))
-
-    def on_bind(pod: PodInfo, node: NodeName) -> None:
-        started[pod.key] = clock.now()
-        heapq.heappush(events, (clock.now() + jobs[pod.key].run_seconds, next(seq), "finish", pod.key))
-
-    cluster.bind_hooks.append(on_bind)
-    while True:
-        await scheduler.run_until_idle()
-        if not events:
-            break  # nothing runs and nothing arrives: pods still pending can never fit
-        wake = scheduler.queue.next_wakeup()
-        when = events[0][0] if wake is None else min(events[0][0], wake)
-        if when - EPOCH > HORIZON:
-            break
-        clock.advance_to(max(when, clock.now()))
-        while events and events[0][0] <= clock.now():
-            _, _, kind, key = heapq.heappop(events)
-            if kind == "arrive":
-                cluster.create_pod(jobs[key].manifest(policy, EPOCH))
-            else:
-                finished[key] = clock.now()
-                cluster.finish_pod(key)
+    jobs, problems = split_fitting(scenario.jobs, scenario.nodes)
+    replay = _Replay(policy, scheduler, cluster, clock, jobs, seed, progress_interval, step_noise)
+    await replay.run(on_tick)
     await scheduler.stop()
-
-    with_deadline = [k for k, j in jobs.items() if j.deadline is not None]
-    met = sum(1 for k in with_deadline if k in finished and finished[k] - EPOCH <= (jobs[k].deadline or 0.0))
-    jct = [finished[k] - EPOCH - jobs[k].submit for k in finished]
-    queue = [started[k] - EPOCH - jobs[k].submit for k in started]
-    first_submit = min((j.submit for j in jobs.values()), default=0.0)
-    return PolicyResult(
-        jobs=len(jobs),
-        deadline_jobs=len(with_deadline),
-        deadline_met=met,
-        deadline_met_ratio=round(met / len(with_deadline), 4) if with_deadline else 0.0,
-        cpu_utilization=0.0,
-        mean_jct_s=round(sum(jct) / len(jct), 1) if jct else 0.0,
-        mean_queue_s=round(sum(queue) / len(queue), 1) if queue else 0.0,
-        makespan_s=round(max(finished.values()) - EPOCH - first_submit, 1) if finished else 0.0,
-        rescales=0,
-        skipped=skipped,
-        unfinished=len(jobs) - len(finished),
-    )
+    return metrics(replay, len(problems) + len(scenario.problems))
 
 
 def simulate(
-    scenario: Scenario, config: SchedulerConfig, policies: list[str], registry: Registry
+    scenario: Scenario,
+    config: SchedulerConfig,
+    policies: list[str],
+    registry: Registry,
+    *,
+    seed: int = 7,
+    progress_interval: float = DEFAULT_INTERVAL,
+    step_noise: float = STEP_NOISE,
+    on_tick: Callable[[str, float], None] | None = None,
 ) -> dict[str, PolicyResult]:
-    return {policy: asyncio.run(run_policy(scenario, config, policy, registry)) for policy in policies}
+    results = {}
+    for policy in policies:
+        tick = None if on_tick is None else (lambda t, p=policy: on_tick(p, t))
+        results[policy] = asyncio.run(
+            run_policy(
+                scenario,
+                config,
+                policy,
+                registry,
+                seed=seed,
+                progress_interval=progress_interval,
+                step_noise=step_noise,
+                on_tick=tick,
+            )
+        )
+    return results

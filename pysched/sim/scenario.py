@@ -1,91 +1,164 @@
-"""Workloads for the simulator: jobs (one pod each) arriving over time on a cluster.
+"""Workloads for the simulator: training jobs (one pod each) arriving over time on a cluster.
 
-In this first form a job runs for a fixed time once bound; the training workload model
-(steps, hidden speed curves, progress) replaces that with steps and speeds.
+Built-in scenarios are seeded and small enough to run in seconds; `--trace` replaces the jobs and
+`--cluster` the nodes.
 """
 
 from __future__ import annotations
 
-import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from pysched.builders import node_dict, pod_dict
+import yaml
 
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+from pysched.builders import node_dict
+from pysched.resources import QuantityError, parse_quantity
+from pysched.workload.catalogue import Catalogue, builtin_catalogue
+from pysched.workload.job import GPU_TAINT, Job
+from pysched.workload.traces import DeadlineRule, make_job, synthetic
 
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    name: str
-    submit: float  # seconds from the start of the run
-    run_seconds: float
-    cpu: str
-    memory: str
-    gpu: int = 0
-    deadline: float | None = None  # absolute, same clock as `submit`
-    priority: int = 0
-
-    def manifest(self, scheduler_name: str, epoch: float) -> dict[str, Any]:
-        extra: dict[str, Any] = {}
-        if self.gpu:
-            extra = {"extended": {"nvidia.com/gpu": str(self.gpu)}, "tolerations": [GPU_TOLERATION]}
-        return pod_dict(
-            self.name,
-            namespace="sim",
-            cpu=self.cpu,
-            memory=self.memory,
-            scheduler_name=scheduler_name,
-            priority=self.priority,
-            created=epoch + self.submit,
-            **extra,
-        )
+Nodes = tuple[dict[str, Any], ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
     name: str
-    nodes: tuple[dict[str, Any], ...]
+    nodes: Nodes
     jobs: tuple[Job, ...]
     description: dict[str, Any] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()  # skipped trace rows, `file:line: problem`
 
 
-def builtin_scenario(seed: int = 7, jobs: int = 300) -> Scenario:
-    """A small mixed cluster and a seeded day of jobs with fixed run times.
+def cpu_nodes(count: int, cpu: str = "32", memory: str = "128Gi", gpu: int = 0, prefix: str = "node") -> Nodes:
+    extended = {"nvidia.com/gpu": str(gpu)} if gpu else None
+    return tuple(node_dict(f"{prefix}-{i}", cpu=cpu, memory=memory, extended=extended) for i in range(count))
 
-    6 CPU nodes (16 CPU, 64 GiB) and 2 GPU nodes (32 CPU, 256 GiB, 8 GPUs, tainted); jobs arrive
-    as a Poisson stream over four hours, run log-normally 5 to 120 minutes, 15% ask for GPUs and
-    70% carry a deadline of 1.2 to 3 times their run time after submission.
-    """
-    rng = random.Random(seed)
-    nodes = [node_dict(f"cpu-{i}", cpu="16", memory="64Gi", labels={"pool": "cpu"}) for i in range(6)]
-    nodes += [
+
+def gpu_pool(count: int, gpus: int = 8, cpu: str = "64", memory: str = "512Gi") -> Nodes:
+    """GPU nodes tainted as GPU operators do; GPU jobs tolerate the taint."""
+    return tuple(
         node_dict(
             f"gpu-{i}",
-            cpu="32",
-            memory="256Gi",
-            extended={"nvidia.com/gpu": "8"},
+            cpu=cpu,
+            memory=memory,
+            extended={"nvidia.com/gpu": str(gpus)},
             labels={"pool": "gpu"},
             taints=[GPU_TAINT],
         )
-        for i in range(2)
-    ]
-    out = []
-    now = 0.0
-    rate = jobs / (4 * 3600.0)
-    for j in range(jobs):
-        now += rng.expovariate(rate)
-        run = min(max(rng.lognormvariate(math.log(1200), 0.8), 300.0), 7200.0)
-        gpu = rng.choice((1, 1, 1, 2, 4, 8)) if rng.random() < 0.15 else 0
-        cpu = str(rng.choice((1, 2, 2, 4, 4, 8)))
-        memory = rng.choice(("2Gi", "4Gi", "8Gi", "16Gi"))
-        deadline = now + run * rng.uniform(1.2, 3.0) if rng.random() < 0.7 else None
-        out.append(Job(f"job-{j:04d}", round(now, 3), round(run, 3), cpu, memory, gpu, deadline))
-    return Scenario(
-        "builtin",
-        tuple(nodes),
-        tuple(out),
-        {"seed": seed, "jobs": jobs, "nodes": len(nodes), "arrivals": "poisson over 4h"},
+        for i in range(count)
     )
+
+
+CLUSTER_FORMS = "nodes=8,cpu=32,memory=128Gi,gpu=0 or a YAML file with groups: [{count, cpu, memory, gpu}]"
+
+
+def parse_cluster(spec: str) -> Nodes:
+    """`nodes=N,cpu=Q,memory=Q,gpu=N`, or a YAML file of node groups; ValueError names the forms."""
+    if "=" not in spec and Path(spec).is_file():
+        try:
+            data = yaml.safe_load(Path(spec).read_text())
+        except (OSError, yaml.YAMLError) as err:
+            raise ValueError(f"--cluster: cannot read {spec}: {err}") from None
+        groups = data.get("groups") if isinstance(data, dict) else None
+        if not isinstance(groups, list) or not groups:
+            raise ValueError(f"--cluster: {spec}: groups: a non-empty list is required ({CLUSTER_FORMS})")
+        nodes: list[dict[str, Any]] = []
+        for i, group in enumerate(groups):
+            if not isinstance(group, dict):
+                raise ValueError(f"--cluster: {spec}: groups[{i}] must be a mapping ({CLUSTER_FORMS})")
+            fields = ",".join(f"{'nodes' if k == 'count' else k}={v}" for k, v in group.items())
+            nodes += [
+                {**n, "metadata": {**n["metadata"], "name": f"g{i}-{n['metadata']['name']}"}}
+                for n in _parse_spec(fields, f"{spec}: groups[{i}]")
+            ]
+        return tuple(nodes)
+    return _parse_spec(spec, spec)
+
+
+def _parse_spec(spec: str, where: str) -> Nodes:
+    values = {"nodes": "8", "cpu": "32", "memory": "128Gi", "gpu": "0"}
+    for part in spec.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in values:
+            raise ValueError(f"--cluster: {where}: bad part {part!r} (accepted: {CLUSTER_FORMS})")
+        values[key] = value.strip()
+    try:
+        count, gpu = int(values["nodes"]), int(values["gpu"])
+        if count < 1 or gpu < 0 or parse_quantity(values["cpu"]) <= 0 or parse_quantity(values["memory"]) <= 0:
+            raise ValueError
+    except (ValueError, QuantityError):
+        raise ValueError(f"--cluster: {where}: bad value (accepted: {CLUSTER_FORMS})") from None
+    return cpu_nodes(count, values["cpu"], values["memory"], gpu)
+
+
+def _paper_jobs(count: int, seed: int, span_s: float, catalogue: Catalogue, rule: DeadlineRule) -> tuple[Job, ...]:
+    """The founding paper's MNIST jobs at its step counts, in pods of 2 CPU and 1 GiB."""
+    rng = random.Random(seed)
+    jobs = []
+    now = 0.0
+    for index in range(count):
+        now += rng.expovariate(count / span_s)
+        model = catalogue.models[rng.choice(("lstm", "gan", "autoencoder"))]
+        job_rng = random.Random(seed * 100_003 + index)
+        jobs.append(
+            make_job(
+                index,
+                submit=round(now, 3),
+                gpus=0,
+                cpu_milli=2000,
+                memory="1Gi",
+                model=model,
+                truth=model.truth(job_rng),
+                steps=model.steps,
+                duration=None,
+                deadline=None,
+                rule=rule,
+                rng=job_rng,
+                source=f"seed:{index}",
+            )
+        )
+    return tuple(jobs)
+
+
+def small(seed: int, catalogue: Catalogue) -> Scenario:
+    """The default: 6 CPU nodes and 2 GPU nodes, 200 mixed jobs over 4 hours; runs in seconds."""
+    nodes = cpu_nodes(6, "16", "64Gi", prefix="cpu") + gpu_pool(2)
+    jobs = synthetic(200, catalogue, seed=seed, span_s=4 * 3600, median_s=1200, sigma=0.8, gpu_share=0.2)
+    return Scenario("small", nodes, jobs, {"seed": seed, "jobs": 200, "arrivals": "poisson over 4h"})
+
+
+def seed_insufficient(seed: int, catalogue: Catalogue) -> Scenario:
+    """Demand exceeds capacity: 100 paper jobs (200 CPUs) in one hour on 4 nodes of 16 CPUs;
+    deadlines 1.2 to 3 times the run time at the requested 2 CPUs, so the queue order decides."""
+    jobs = _paper_jobs(100, seed, 3600.0, catalogue, DeadlineRule(1.2, 3.0))
+    return Scenario("seed-insufficient", cpu_nodes(4, "16", "64Gi"), jobs, {"seed": seed, "jobs": 100})
+
+
+def seed_sufficient(seed: int, catalogue: Catalogue) -> Scenario:
+    """Capacity to spare: the same 100 jobs on 16 nodes of 32 CPUs, deadlines 0.5 to 1.5 times the
+    run time at 2 CPUs: about half can be met only by scaling up."""
+    jobs = _paper_jobs(100, seed, 3600.0, catalogue, DeadlineRule(0.5, 1.5))
+    return Scenario("seed-sufficient", cpu_nodes(16, "32", "128Gi"), jobs, {"seed": seed, "jobs": 100})
+
+
+def gpu_mixed(seed: int, catalogue: Catalogue) -> Scenario:
+    """The default GPU-count mix (16-GPU jobs do not fit an 8-GPU node: skipped) plus CPU jobs."""
+    nodes = cpu_nodes(8, "32", "128Gi", prefix="cpu") + gpu_pool(8)
+    jobs = synthetic(400, catalogue, seed=seed, span_s=8 * 3600, median_s=1800, sigma=1.0, gpu_share=0.7)
+    return Scenario("gpu-mixed", nodes, jobs, {"seed": seed, "jobs": 400, "arrivals": "poisson over 8h"})
+
+
+SCENARIOS: dict[str, Callable[[int, Catalogue], Scenario]] = {
+    "small": small,
+    "seed-insufficient": seed_insufficient,
+    "seed-sufficient": seed_sufficient,
+    "gpu-mixed": gpu_mixed,
+}
+
+
+def builtin_scenario(seed: int = 7, name: str = "small", catalogue: Catalogue | None = None) -> Scenario:
+    return SCENARIOS[name](seed, catalogue or builtin_catalogue())

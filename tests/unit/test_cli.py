@@ -31,9 +31,11 @@ def test_simulate_writes_the_design_json(tmp_path: Path) -> None:
         "rescales",
         "skipped",
     }
-    assert result["jobs"] == 300 and 0 < result["deadline_met"] <= result["deadline_jobs"]
+    # the default `small` scenario: 200 jobs, all with deadlines, none too big for the cluster
+    assert result["jobs"] + result["skipped"] == 200 and 0 < result["deadline_met"] <= result["deadline_jobs"]
     assert result["deadline_met_ratio"] == round(result["deadline_met"] / result["deadline_jobs"], 4)
-    assert result["makespan_s"] > 0
+    assert result["makespan_s"] > 0 and 0 < result["cpu_utilization"] <= 1
+    assert data["cluster"]["nodes"] == 8 and data["workload"]["name"] == "small"
 
 
 def test_simulate_takes_profiles_from_a_config_file(tmp_path: Path) -> None:
@@ -49,7 +51,7 @@ def test_simulate_takes_profiles_from_a_config_file(tmp_path: Path) -> None:
     )
     out = tmp_path / "sim.json"
     assert main(["simulate", "--config", str(config), "--policy", "packing", "--json", str(out)]) == 0
-    assert json.loads(out.read_text())["policies"]["packing"]["jobs"] == 300
+    assert json.loads(out.read_text())["policies"]["packing"]["jobs"] > 150
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -86,3 +88,54 @@ def test_bench_reports_the_documented_fields(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert {"nodes", "pods", "seconds", "pods_per_second", "p50_ms", "p99_ms", "peak_rss_mb"} <= set(data)
     assert data["nodes"] == 50 and data["pods"] == 200 and data["scheduled"] > 150
+
+
+def _one_line_exit_2(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_bad_workload_flags_exit_2_with_the_accepted_values(tmp_path: Path) -> None:
+    _one_line_exit_2(_cli("simulate", "--scenario", "nosuch"), "seed-insufficient", "gpu-mixed")
+    _one_line_exit_2(_cli("simulate", "--cluster", "nodes=two"), "nodes=8,cpu=32,memory=128Gi,gpu=0")
+    _one_line_exit_2(_cli("simulate", "--deadline-rule", "soon"), "none")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("job_id,submission_time,duration\n1,-1,10\n2,0,abc\n")
+    _one_line_exit_2(_cli("simulate", "--trace", str(bad)), "no valid row", f"{bad}:2")
+
+
+def test_trace_run_reports_skipped_rows_and_writes_plots(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,duration\n"
+        "1,0,2000,lstm,4000,,0,\n"
+        "2,10,,resnet50,,64,1,600\n"
+        "3,20,,resnet50,,64,16,600\n"
+        "4,30,,nosuch,,,0,600\n"
+    )
+    out, plots = tmp_path / "sim.json", tmp_path / "plots"
+    result = _cli(
+        "simulate",
+        "--trace",
+        str(trace),
+        "--cluster",
+        "nodes=2,cpu=32,memory=128Gi,gpu=8",
+        "--policy",
+        "default",
+        "--policy",
+        "seed",
+        "--json",
+        str(out),
+        "--plot",
+        str(plots),
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"{trace}:5: unknown model 'nosuch'" in result.stderr
+    assert f"{trace}:4: needs 16 GPUs, the largest node holds 8: skipped" in result.stderr
+    data = json.loads(out.read_text())
+    for policy in ("default", "seed"):
+        assert data["policies"][policy]["jobs"] == 2 and data["policies"][policy]["skipped"] == 2
+    assert data["cluster"] == {"nodes": 2, "cpu": 64.0, "gpu": 16}
+    assert sorted(p.name for p in plots.iterdir()) == ["cpu_allocated_vs_used.png", "deadline_met.png", "jct_cdf.png"]

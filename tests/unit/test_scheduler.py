@@ -30,7 +30,7 @@ def _setup(profile: str = "default") -> tuple[VirtualClock, SimulatedCluster, Sc
     clock = VirtualClock(1000.0)
     cluster = SimulatedCluster(clock)
     registry = default_registry()
-    return clock, cluster, Scheduler(builtin_config(registry), cluster, clock, registry)
+    return clock, cluster, Scheduler(builtin_config(registry).only(profile), cluster, clock, registry)
 
 
 def test_binds_reports_and_requeues_when_room_frees(loop: asyncio.AbstractEventLoop) -> None:
@@ -207,3 +207,14 @@ def test_no_overcommit_and_every_pod_that_fits_is_bound(
         await scheduler.stop()
 
     asyncio.run(run())
+
+
+def test_profiles_with_different_queue_sorts_cannot_share_a_scheduler() -> None:
+    from pysched.framework.config import ConfigError
+
+    registry = default_registry()
+    mixed = builtin_config(registry).only("default", "edf")
+    assert {p.queue_sort for p in mixed.profiles} == {"PrioritySort", "EarliestDeadline"}
+    clock = VirtualClock()
+    with pytest.raises(ConfigError, match="must share one queueSort plugin"):
+        Scheduler(mixed, SimulatedCluster(clock), clock, registry)

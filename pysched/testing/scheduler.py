@@ -1,0 +1,195 @@
+"""`pysched run` as a child process of a test control plane, observed through its HTTP endpoint."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pysched.resources import pod_requests
+from pysched.testing.controlplane import LocalControlPlane, ManagedProcess, free_port, log_tail
+from pysched.testing.helpers import make_pod
+from pysched.testing.kube import KubeAPI
+
+TEST_LABEL = "pysched.io/test"
+
+
+def pod_for(name: str, scheduler: str, namespace: str, cpu: str, memory: str = "64Mi") -> dict[str, Any]:
+    pod = make_pod(name, cpu=cpu, memory=memory, cpu_limit=None, memory_limit=None, scheduler=scheduler)
+    pod["spec"]["nodeSelector"] = {TEST_LABEL: namespace}
+    return pod
+
+
+def create_pods(kube: KubeAPI, namespace: str, pods: list[dict[str, Any]]) -> None:
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda p: kube.create_pod(namespace, p), pods))
+
+
+def list_pods(kube: KubeAPI, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = kube.get(f"/api/v1/namespaces/{namespace}/pods").get("items", [])
+    return items
+
+
+def events(kube: KubeAPI, namespace: str, reason: str) -> list[dict[str, Any]]:
+    items = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events").get("items", [])
+    return [e for e in items if e.get("reason") == reason]
+
+
+def overcommitted(kube: KubeAPI, pods: list[dict[str, Any]]) -> list[str]:
+    """Nodes whose bound pods request more than the node's allocatable, described."""
+    problems: list[str] = []
+    used: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        node = pod["spec"].get("nodeName")
+        if node:
+            for name, value in pod_requests(pod).items():
+                used.setdefault(node, {}).setdefault(name, 0)
+                used[node][name] += value
+            used[node]["pods"] = used[node].get("pods", 0) + 1
+    for node, requests in used.items():
+        allocatable = pod_requests({"spec": {"containers": [{"resources": {"requests": _alloc(kube, node)}}]}})
+        for name, value in requests.items():
+            if value > allocatable.get(name, 0):
+                problems.append(f"{node} overcommitted on {name}: {value} > {allocatable.get(name, 0)}")
+    return problems
+
+
+def _alloc(kube: KubeAPI, node: str) -> dict[str, str]:
+    found: dict[str, str] = kube.get(f"/api/v1/nodes/{node}")["status"]["allocatable"]
+    return found
+
+
+DEFAULT_FILTERS = ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit"]
+
+
+def write_profile(path: Path, scheduler_name: str) -> Path:
+    """A profile file with kube-scheduler's default plugins under `scheduler_name`."""
+    profile = {
+        "schedulerName": scheduler_name,
+        "plugins": {
+            "queueSort": [{"name": "PrioritySort"}],
+            "filter": [{"name": n} for n in DEFAULT_FILTERS],
+            "score": [{"name": "LeastAllocated", "weight": 1}, {"name": "BalancedAllocation", "weight": 1}],
+            "bind": [{"name": "DefaultBinder"}],
+        },
+    }
+    path.write_text(yaml.safe_dump({"profiles": [profile]}))
+    return path
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text to {"name{labels}": value} (labels as printed)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+@dataclass
+class SchedulerProcess:
+    process: ManagedProcess
+    port: int
+    plane: LocalControlPlane
+
+    def _forget(self) -> None:
+        """Gone on purpose: the plane's health check must not report it as crashed."""
+        if self.process in self.plane.processes:
+            self.plane.processes.remove(self.process)
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+        except OSError as err:
+            return 0, str(err)
+
+    def ready(self) -> bool:
+        return self.get("/readyz")[0] == 200
+
+    def metrics(self) -> dict[str, float]:
+        status, text = self.get("/metrics")
+        return parse_metrics(text) if status == 200 else {}
+
+    def metric(self, name: str) -> float:
+        return self.metrics().get(name, 0.0)
+
+    def binds(self) -> float:
+        """Bind calls this process made, whatever their result."""
+        return sum(v for k, v in self.metrics().items() if k.startswith("pysched_bind_calls_total"))
+
+    def is_leader(self) -> bool:
+        return self.metric("pysched_leader") == 1.0
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ready():
+            if not self.process.alive():
+                raise RuntimeError(f"pysched exited; log:\n{log_tail(self.process.log_path, 40)}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"pysched not ready after {timeout}s; log:\n{log_tail(self.process.log_path, 40)}")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL: no clean-up at all, as when a node dies."""
+        if self.process.alive():
+            os.kill(self.process.pid, signal.SIGKILL)
+            if self.process.popen is not None:
+                self.process.popen.wait(10)
+        self._forget()
+
+    def stop(self) -> int | None:
+        self.process.stop(timeout=15)
+        self._forget()
+        return self.process.popen.returncode if self.process.popen is not None else None
+
+    def log(self, lines: int = 40) -> str:
+        return log_tail(self.process.log_path, lines)
+
+
+def start_scheduler(
+    plane: LocalControlPlane,
+    name: str,
+    *,
+    config: Path | None = None,
+    kubeconfig: Path | None = None,
+    leader_elect: bool = False,
+    lease_namespace: str = "default",
+    lease_name: str = "pysched",
+    args: Sequence[str] = (),
+    wait: bool = True,
+) -> SchedulerProcess:
+    port = free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "pysched.run",
+        f"--kubeconfig={kubeconfig or plane.kubeconfig_path}",
+        f"--bind-address=127.0.0.1:{port}",
+        "--log-format=json",
+        f"--identity={name}",
+    ]
+    if config is not None:
+        argv.append(f"--config={config}")
+    if leader_elect:
+        argv += ["--leader-elect", f"--lease-namespace={lease_namespace}", f"--lease-name={lease_name}"]
+    else:
+        argv.append("--no-leader-elect")
+    argv += list(args)
+    proc = SchedulerProcess(plane.spawn(name, argv, env=dict(os.environ)), port, plane)
+    if wait:
+        proc.wait_ready()
+    return proc

@@ -1,0 +1,159 @@
+"""The model catalogue: named training models and the hidden truth each simulated job draws.
+
+Built-ins live in `catalogue.yaml` beside this module; a user catalogue (same shape) adds or
+replaces models. Reading a catalogue is I/O: problems raise CatalogueError with the file and key.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pysched.workload.speed import Amdahl, Throughput
+
+
+class CatalogueError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class CpuModel:
+    name: str
+    steps: int
+    batch_size: int
+    t1: float
+    f: float
+    p_max: int
+
+    def truth(self, rng: random.Random, batch_size: int | None = None) -> Amdahl:
+        """One job's own truth around the model (DESIGN §5 draws)."""
+        t1 = self.t1 * rng.uniform(0.75, 1.25)
+        f = min(self.f * rng.uniform(0.5, 1.5), 1.0)
+        p_max = max(1, round(self.p_max * rng.uniform(0.5, 1.5)))
+        return Amdahl.from_t1(t1, f, p_max)
+
+    @property
+    def mean(self) -> Amdahl:
+        return Amdahl.from_t1(self.t1, self.f, self.p_max)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuModel:
+    name: str
+    steps: int
+    tables: Mapping[int, Throughput]  # global batch size -> table
+
+    @property
+    def default_batch(self) -> int:
+        return min(self.tables)
+
+    def truth(self, rng: random.Random, batch_size: int | None = None) -> Throughput:
+        """The measured table of the batch size (the smallest measured one when not given).
+
+        Raises KeyError for a batch size that was not measured."""
+        return self.tables[self.default_batch if batch_size is None else batch_size]
+
+
+Model = CpuModel | GpuModel
+
+
+@dataclass(frozen=True, slots=True)
+class Catalogue:
+    models: Mapping[str, Model]
+
+    def get(self, name: str) -> Model | None:
+        return self.models.get(name)
+
+    def names(self, kind: type[CpuModel] | type[GpuModel] | None = None) -> list[str]:
+        return sorted(n for n, m in self.models.items() if kind is None or isinstance(m, kind))
+
+    def merged(self, other: Catalogue) -> Catalogue:
+        return Catalogue({**self.models, **other.models})
+
+
+def read_table(text: str, where: str) -> dict[int, Throughput]:
+    """An A100-style CSV: `global_batch_size,1,2,4,...`; empty or zero cells are not offered."""
+    rows = list(csv.reader(text.splitlines()))
+    if len(rows) < 2:
+        raise CatalogueError(f"{where}: a header and at least one row are required")
+    try:
+        counts = [int(c) for c in rows[0][1:]]
+        tables: dict[int, Throughput] = {}
+        for row in rows[1:]:
+            if not row:
+                continue
+            points = [(g, float(v)) for g, v in zip(counts, row[1:], strict=False) if v.strip() and float(v) > 0]
+            tables[int(row[0])] = Throughput(tuple(g for g, _ in points), tuple(r for _, r in points))
+    except ValueError as err:
+        raise CatalogueError(f"{where}: not a throughput table: {err}") from None
+    return tables
+
+
+def _number(raw: Mapping[str, Any], key: str, where: str, kind: type[int] | type[float]) -> Any:
+    value = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise CatalogueError(f"{where}.{key}: must be a positive number, got {value!r}")
+    if kind is int and value != int(value):
+        raise CatalogueError(f"{where}.{key}: must be an integer, got {value!r}")
+    return kind(value)
+
+
+def parse_catalogue(data: Any, source: str, read: Any) -> Catalogue:
+    """`read(path)` returns the text of a table file named relative to the catalogue."""
+    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+        raise CatalogueError(f"{source}: models: a mapping of model name to model is required")
+    models: dict[str, Model] = {}
+    for name, raw in data["models"].items():
+        where = f"{source}: models.{name}"
+        if not isinstance(raw, dict):
+            raise CatalogueError(f"{where}: must be a mapping")
+        kind = raw.get("kind")
+        if kind == "cpu":
+            models[name] = CpuModel(
+                name,
+                _number(raw, "steps", where, int),
+                _number(raw, "batch_size", where, int) if "batch_size" in raw else 0,
+                _number(raw, "t1", where, float),
+                min(_number(raw, "f", where, float), 1.0),
+                _number(raw, "p_max", where, int),
+            )
+        elif kind == "gpu":
+            table = raw.get("table")
+            if not isinstance(table, str):
+                raise CatalogueError(f"{where}.table: a CSV file of iterations/s by batch size and GPU count")
+            try:
+                text = read(table)
+            except OSError as err:
+                raise CatalogueError(f"{where}.table: cannot read {table}: {err.strerror}") from None
+            tables = read_table(text, f"{where}.table")
+            steps = _number(raw, "steps", where, int) if "steps" in raw else 10_000
+            models[name] = GpuModel(name, steps, tables)
+        else:
+            raise CatalogueError(f"{where}.kind: must be cpu or gpu, got {kind!r}")
+    return Catalogue(models)
+
+
+def builtin_catalogue() -> Catalogue:
+    root = resources.files(__package__)
+    data = yaml.safe_load(root.joinpath("catalogue.yaml").read_text())
+    return parse_catalogue(data, "<built-in catalogue>", lambda p: root.joinpath(p).read_text())
+
+
+def load_catalogue(path: str | Path) -> Catalogue:
+    """A user catalogue merged over the built-ins."""
+    file = Path(path)
+    try:
+        data = yaml.safe_load(file.read_text())
+    except OSError as err:
+        raise CatalogueError(f"{path}: cannot read: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise CatalogueError(f"{path}: invalid YAML: {str(err).splitlines()[0]}") from None
+    return builtin_catalogue().merged(parse_catalogue(data, str(path), lambda p: (file.parent / p).read_text()))

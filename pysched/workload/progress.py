@@ -1,0 +1,28 @@
+"""The `pysched.io/progress` annotation as the training helper writes it: `STEPS@TIME` (DESIGN §3)."""
+
+from __future__ import annotations
+
+import time
+
+from pysched.framework.annotations import DEADLINE, PROGRESS, TOTAL_STEPS
+
+__all__ = ["DEADLINE", "DEFAULT_INTERVAL", "PROGRESS", "TOTAL_STEPS", "format_progress", "last_write", "rfc3339"]
+
+DEFAULT_INTERVAL = 60.0  # the helper writes at most once a minute
+
+
+def rfc3339(epoch: float) -> str:
+    """Whole seconds, UTC (gmtime + f-string: this runs once per progress write)."""
+    t = time.gmtime(epoch)
+    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}Z"
+
+
+def format_progress(steps: int, when: float) -> str:
+    return f"{steps}@{rfc3339(when)}"
+
+
+def last_write(run_start: float, now: float, interval: float) -> float | None:
+    """When the helper last wrote, writing every `interval` s after the run started; None if not yet."""
+    if now < run_start + interval:
+        return None
+    return run_start + interval * ((now - run_start) // interval)

@@ -1,0 +1,364 @@
+"""Trace input: CSV (DESIGN §5 layout), SWF, and a seeded synthetic generator.
+
+Bad rows are reported as `file:line: problem` (the header is line 1) and skipped; the caller
+decides what an empty result means (the CLI exits 2).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import random
+import re
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pysched.resources import QuantityError, parse_quantity
+from pysched.workload.catalogue import Catalogue, CpuModel, GpuModel, Model
+from pysched.workload.job import Job
+from pysched.workload.speed import SpeedModel
+
+DEFAULT_GPU_MIX: Mapping[int, float] = {1: 0.83, 2: 0.03, 4: 0.03, 8: 0.10, 16: 0.01}
+# Users over-provision: most ask for more CPUs than their job uses well (p_max, Amdahl).
+DEFAULT_CPU_MIX: Mapping[int, float] = {1: 0.10, 2: 0.35, 4: 0.25, 8: 0.20, 16: 0.10}
+CPU_PER_GPU = 4
+DEFAULT_CPU = 2  # the founding paper's pods: 2 CPU, about 1 GiB
+DEFAULT_MEMORY = "1Gi"
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlineRule:
+    """Deadline = submission + U(lo, hi) x duration, for jobs the trace gives none."""
+
+    lo: float = 0.5
+    hi: float = 1.5
+
+    def draw(self, rng: random.Random, submit: float, duration: float) -> float:
+        return submit + rng.uniform(self.lo, self.hi) * duration
+
+
+DEADLINE_RULE_FORMS = "none, or LO,HI factors of the duration (default 0.5,1.5)"
+
+
+def parse_deadline_rule(text: str) -> DeadlineRule | None:
+    """`none` or `LO,HI`; raises ValueError naming the accepted forms."""
+    if text.strip().lower() == "none":
+        return None
+    parts = text.split(",")
+    try:
+        lo, hi = (float(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"--deadline-rule: {text!r} is not accepted ({DEADLINE_RULE_FORMS})") from None
+    if not (0 < lo <= hi) or not math.isfinite(hi):
+        raise ValueError(f"--deadline-rule: need 0 < LO <= HI, got {text!r} ({DEADLINE_RULE_FORMS})")
+    return DeadlineRule(lo, hi)
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    jobs: tuple[Job, ...]
+    problems: tuple[str, ...]  # one `file:line: problem` per skipped row
+
+    @property
+    def skipped(self) -> int:
+        return len(self.problems)
+
+
+class TraceError(ValueError):
+    """The file as a whole cannot be read (missing, no header, no usable columns)."""
+
+
+class _BadRow(ValueError):
+    pass
+
+
+def _rng(seed: int, *parts: object) -> random.Random:
+    """An independent stream per job, so one bad row does not shift every later draw."""
+    return random.Random(zlib.crc32(repr((seed, *parts)).encode()))
+
+
+def _float(row: Mapping[str, str], key: str, *, minimum: float = 0.0) -> float | None:
+    text = (row.get(key) or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise _BadRow(f"{key} {text!r} is not a number") from None
+    if not math.isfinite(value) or value < minimum:
+        raise _BadRow(f"{key} {text!r} must be a finite number >= {minimum:g}")
+    return value
+
+
+def _int(row: Mapping[str, str], key: str, *, minimum: int = 0) -> int | None:
+    value = _float(row, key, minimum=minimum)
+    if value is None:
+        return None
+    if value != int(value):
+        raise _BadRow(f"{key} {row[key].strip()!r} must be an integer")
+    return int(value)
+
+
+def _pick_model(catalogue: Catalogue, gpus: int, rng: random.Random) -> Model:
+    kind = GpuModel if gpus else CpuModel
+    names = [n for n in catalogue.names(kind) if not gpus or _offers(catalogue.models[n], gpus)]
+    if not names:
+        raise _BadRow(f"no catalogue model offers {gpus} GPUs")
+    return catalogue.models[rng.choice(names)]
+
+
+def _offers(model: Model, gpus: int) -> bool:
+    return isinstance(model, GpuModel) and model.truth(random.Random(0)).rate(gpus) is not None
+
+
+def _truth(model: Model, gpus: int, batch: int | None, rng: random.Random) -> SpeedModel:
+    if isinstance(model, GpuModel):
+        if not gpus:
+            raise _BadRow(f"model {model.name} is a GPU model but num_gpu is 0")
+        if batch is not None and batch not in model.tables:
+            raise _BadRow(f"batch_size {batch} not measured for {model.name} (measured: {sorted(model.tables)})")
+        table = model.truth(rng, batch)
+        if table.rate(gpus) is None:
+            raise _BadRow(f"model {model.name} does not offer {gpus} GPUs (offered: {list(table.gpus)})")
+        return table
+    if gpus:
+        raise _BadRow(f"model {model.name} is a CPU model but num_gpu is {gpus}")
+    return model.truth(rng, batch)
+
+
+def make_job(
+    index: int,
+    *,
+    submit: float,
+    gpus: int,
+    cpu_milli: int,
+    memory: str,
+    model: Model,
+    truth: SpeedModel,
+    steps: int | None,
+    duration: float | None,
+    deadline: float | None,
+    rule: DeadlineRule | None,
+    rng: random.Random,
+    source: str,
+) -> Job:
+    """Steps from `duration` at the requested resources when not given; deadline from the rule."""
+    step_s = truth.step_seconds(cpu_milli / 1000, gpus)
+    if steps is None:
+        assert duration is not None
+        steps = max(1, round(duration / step_s))
+    if deadline is None and rule is not None:
+        deadline = rule.draw(rng, submit, duration if duration is not None else steps * step_s)
+    return Job(
+        f"job-{index:05d}",
+        submit,
+        steps,
+        cpu_milli,
+        memory,
+        truth,
+        gpu=gpus,
+        deadline=deadline,
+        model=model.name,
+        source=source,
+    )
+
+
+def _row_job(
+    row: Mapping[str, str], index: int, where: str, catalogue: Catalogue, rule: DeadlineRule | None, seed: int
+) -> Job:
+    if not (row.get("job_id") or "").strip():
+        raise _BadRow("job_id is missing")
+    submit = _float(row, "submission_time")
+    if submit is None:
+        raise _BadRow("submission_time is missing")
+    steps = _int(row, "num_iteration", minimum=1)
+    duration = _float(row, "duration")
+    if steps is None and (duration is None or duration <= 0):
+        raise _BadRow("needs num_iteration or a positive duration")
+    gpus = _int(row, "num_gpu") or 0
+    deadline = _float(row, "deadline")
+    batch = _int(row, "batch_size", minimum=1)
+    rng = _rng(seed, row["job_id"], index)
+    name = (row.get("model_name") or "").strip()
+    if name:
+        found = catalogue.get(name)
+        if found is None:
+            raise _BadRow(f"unknown model {name!r} (known: {', '.join(catalogue.names())})")
+        model = found
+    else:
+        model = _pick_model(catalogue, gpus, rng)
+    cpu = _float(row, "num_cpu")
+    if cpu is not None and cpu <= 0:
+        raise _BadRow("num_cpu must be positive")
+    cpu_milli = round(1000 * (cpu if cpu is not None else (CPU_PER_GPU * gpus if gpus else DEFAULT_CPU)))
+    memory = (row.get("memory") or "").strip() or (f"{8 * gpus}Gi" if gpus else DEFAULT_MEMORY)
+    try:
+        if parse_quantity(memory) <= 0:
+            raise _BadRow(f"memory {memory!r} must be positive")
+    except QuantityError:
+        raise _BadRow(f"memory {memory!r} is not a Kubernetes quantity") from None
+    truth = _truth(model, gpus, batch, rng)
+    return make_job(
+        index,
+        submit=submit,
+        gpus=gpus,
+        cpu_milli=cpu_milli,
+        memory=memory,
+        model=model,
+        truth=truth,
+        steps=steps,
+        duration=duration,
+        deadline=deadline,
+        rule=rule,
+        rng=rng,
+        source=where,
+    )
+
+
+def read_csv(
+    path: str | Path, catalogue: Catalogue, rule: DeadlineRule | None = DeadlineRule(), seed: int = 7
+) -> Trace:
+    """A CSV trace with a header; extra columns are ignored, `num_iteration` wins over `duration`."""
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise TraceError(f"{path}: cannot read: {err.strerror}") from None
+    if text.lstrip().startswith(";"):
+        return read_swf(path, catalogue, rule, seed)
+    reader = csv.DictReader(text.splitlines())
+    header = [h.strip() for h in reader.fieldnames or ()]
+    reader.fieldnames = header
+    missing = [c for c in ("job_id", "submission_time") if c not in header]
+    if missing or not ({"duration", "num_iteration"} & set(header)):
+        raise TraceError(
+            f"{path}:1: header needs job_id, submission_time and duration or num_iteration (got: {', '.join(header)})"
+        )
+    jobs: list[Job] = []
+    problems: list[str] = []
+    for row in reader:
+        where = f"{path}:{reader.line_num}"
+        if None in row:  # more cells than the header: a broken row, not an extra column
+            problems.append(f"{where}: more cells than header columns")
+            continue
+        try:
+            jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed))
+        except _BadRow as err:
+            problems.append(f"{where}: {err}")
+    return Trace(tuple(sorted(jobs, key=lambda j: j.submit)), tuple(problems))
+
+
+_SWF_FIELDS = 18
+
+
+def read_swf(
+    path: str | Path, catalogue: Catalogue, rule: DeadlineRule | None = DeadlineRule(), seed: int = 7
+) -> Trace:
+    """Standard Workload Format: `;` comments, 18 whitespace-separated fields per job.
+
+    Used: 1 job number, 2 submit time, 4 run time, 8 requested processors (5 allocated when -1).
+    Processors become CPUs of a CPU model drawn from the catalogue; -1 means unknown.
+    """
+    jobs: list[Job] = []
+    problems: list[str] = []
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as err:
+        raise TraceError(f"{path}: cannot read: {err.strerror}") from None
+    for number, line in enumerate(lines, start=1):
+        text = line.split(";", 1)[0].strip()
+        if not text:
+            continue
+        where = f"{path}:{number}"
+        fields = re.split(r"\s+", text)
+        if len(fields) < _SWF_FIELDS:
+            problems.append(f"{where}: {len(fields)} fields, SWF has {_SWF_FIELDS}")
+            continue
+        row = {
+            "job_id": fields[0],
+            "submission_time": fields[1],
+            "duration": fields[3],
+            "num_cpu": fields[7] if fields[7] != "-1" else fields[4],
+        }
+        try:
+            jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed))
+        except _BadRow as err:
+            problems.append(f"{where}: {err}")
+    return Trace(tuple(sorted(jobs, key=lambda j: j.submit)), tuple(problems))
+
+
+def _weighted(rng: random.Random, mix: Mapping[int, float]) -> int:
+    return rng.choices(list(mix), weights=list(mix.values()))[0]
+
+
+def synthetic(
+    count: int,
+    catalogue: Catalogue,
+    *,
+    seed: int = 7,
+    span_s: float = 4 * 3600.0,
+    median_s: float = 1800.0,
+    sigma: float = 1.0,
+    gpu_share: float = 1.0,
+    gpu_mix: Mapping[int, float] = DEFAULT_GPU_MIX,
+    cpu_mix: Mapping[int, float] = DEFAULT_CPU_MIX,
+    models: Sequence[str] = (),
+    rule: DeadlineRule | None = DeadlineRule(),
+    min_s: float = 60.0,
+    max_s: float = 7 * 86400.0,
+) -> tuple[Job, ...]:
+    """Poisson arrivals over `span_s`, log-normal durations; `gpu_share` of jobs take GPUs by
+    `gpu_mix`, the rest CPUs by `cpu_mix` (over-provisioned as users do); seeded."""
+    rng = random.Random(seed)
+    rate = count / span_s
+    now = 0.0
+    jobs: list[Job] = []
+    gpu_models = [m for m in models if isinstance(catalogue.get(m), GpuModel)] or catalogue.names(GpuModel)
+    cpu_models = [m for m in models if isinstance(catalogue.get(m), CpuModel)] or catalogue.names(CpuModel)
+    for index in range(count):
+        now += rng.expovariate(rate)
+        duration = min(max(rng.lognormvariate(math.log(median_s), sigma), min_s), max_s)
+        job_rng = _rng(seed, "synthetic", index)
+        if rng.random() < gpu_share:
+            gpus = _weighted(rng, gpu_mix)
+            offering = [m for m in gpu_models if _offers(catalogue.models[m], gpus)] or gpu_models
+            model = catalogue.models[rng.choice(offering)]
+            cpu_milli, memory = 1000 * CPU_PER_GPU * gpus, f"{8 * gpus}Gi"
+        else:
+            gpus = 0
+            model = catalogue.models[rng.choice(cpu_models)]
+            cpu_milli, memory = 1000 * _weighted(rng, cpu_mix), DEFAULT_MEMORY
+        truth = model.truth(job_rng, None)
+        jobs.append(
+            make_job(
+                index,
+                submit=round(now, 3),
+                gpus=gpus,
+                cpu_milli=cpu_milli,
+                memory=memory,
+                model=model,
+                truth=truth,
+                steps=None,
+                duration=duration,
+                deadline=None,
+                rule=rule,
+                rng=job_rng,
+                source=f"synthetic:{index}",
+            )
+        )
+    return tuple(jobs)
+
+
+def write_csv(jobs: Iterable[Job], path: str | Path) -> None:
+    """The published layout plus num_cpu and memory, so a generated trace can be replayed."""
+    with Path(path).open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(
+            ["job_id", "submission_time", "num_iteration", "model_name", "deadline", "num_gpu", "num_cpu", "memory"]
+        )
+        for job in jobs:
+            deadline = "" if job.deadline is None else f"{job.deadline:.3f}"
+            writer.writerow(
+                [job.name, job.submit, job.steps, job.model, deadline, job.gpu, job.cpu_milli / 1000, job.memory]
+            )

@@ -1,0 +1,165 @@
+"""LiveCluster in-process against the real kube-apiserver: informer deliveries and write results."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from pysched.backend.live import LiveCluster, LiveOptions, connect
+from pysched.framework.cluster import PodCondition
+from pysched.framework.status import Code
+from pysched.ids import NodeName, PodUID, pod_key
+from pysched.objects import NodeInfo, PodInfo
+from pysched.testing import KubeAPI, LocalControlPlane
+from pysched.testing.helpers import condition, container, fake_node, make_pod
+
+pytestmark = pytest.mark.integration
+
+
+class Listener:
+    def __init__(self) -> None:
+        self.pods: dict[str, PodInfo] = {}
+        self.nodes: dict[str, NodeInfo] = {}
+        self.node_updates = 0
+
+    def on_node_added(self, node: NodeInfo) -> None:
+        self.nodes[node.name] = node
+
+    def on_node_updated(self, old: NodeInfo, new: NodeInfo) -> None:
+        self.nodes[new.name] = new
+        self.node_updates += 1
+
+    def on_node_deleted(self, node: NodeInfo) -> None:
+        self.nodes.pop(node.name, None)
+
+    def on_pod_added(self, pod: PodInfo) -> None:
+        self.pods[pod.key] = pod
+
+    def on_pod_updated(self, old: PodInfo, new: PodInfo) -> None:
+        self.pods[new.key] = new
+
+    def on_pod_deleted(self, pod: PodInfo) -> None:
+        self.pods.pop(pod.key, None)
+
+    def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:
+        raise AssertionError(problem)
+
+
+async def until(predicate: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if predicate():
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(what)
+
+
+async def test_live_cluster_reads_and_writes(control_plane: LocalControlPlane, kube: KubeAPI, namespace: str) -> None:
+    name = f"live-{namespace}"
+    node = await asyncio.to_thread(fake_node, kube, f"{namespace}-n0")
+    client = await connect(str(control_plane.kubeconfig_path), qps=100, burst=100)
+    backend = LiveCluster(client, LiveOptions(scheduler_names=frozenset({name})))
+    listener = Listener()
+    try:
+        await backend.start(listener)
+        assert node in listener.nodes
+        await asyncio.to_thread(kube.create_pod, namespace, make_pod("ours", scheduler=name))
+        await asyncio.to_thread(kube.create_pod, namespace, make_pod("theirs", scheduler="someone-else"))
+        key = f"{namespace}/ours"
+        await until(lambda: key in listener.pods, "pod delivered")
+        assert f"{namespace}/theirs" not in listener.pods  # another scheduler's pending pod is not parsed
+        pod = listener.pods[key]
+
+        status = await backend.resize(pod, {"main": {"cpu": "150m"}})
+        assert status.ok, status
+        await until(lambda: listener.pods[key].requests != pod.requests, "resize delivered")
+        stale = await backend.bind(pod, NodeName(node))  # the requests changed since `pod` was read
+        assert stale.code is Code.ERROR and "resized" in stale.message()
+        pod = listener.pods[key]
+
+        await backend.patch_pod_condition(pod, PodCondition("PodScheduled", "False", "Unschedulable", "0/1 nodes"))
+        stored = await asyncio.to_thread(kube.get_pod, namespace, "ours")
+        cond = condition(stored, "PodScheduled")
+        assert cond is not None and cond["reason"] == "Unschedulable"
+        assert container(stored)["resources"]["requests"]["cpu"] == "150m"
+
+        assert (await backend.bind(pod, NodeName(node))).ok
+        await until(lambda: listener.pods[key].node_name == node, "bound pod delivered")
+        again = await backend.bind(pod, NodeName(node))
+        assert again.code is Code.ERROR and "conflict" in again.message()  # 409: a Status, not an exception
+        gone = pod.evolve(name="missing", key=f"{namespace}/missing")
+        assert (await backend.bind(gone, NodeName(node))).code is Code.UNSCHEDULABLE  # 404
+
+        await asyncio.to_thread(kube.force_delete_pod, namespace, "ours")
+        await until(lambda: key not in listener.pods, "deletion delivered")
+        assert backend.binds == {"ok": 1, "stale": 1, "409": 1, "404": 1}
+
+        backend.writable = lambda: False  # a follower: no call reaches the API
+        assert (await backend.bind(pod, NodeName(node))).code is Code.ERROR
+        assert backend.binds["refused"] == 1
+    finally:
+        await backend.stop()
+        await client.close()
+        await asyncio.to_thread(kube.delete, f"/api/v1/nodes/{node}")
+
+
+async def test_node_heartbeats_are_not_node_updates(
+    control_plane: LocalControlPlane, kube: KubeAPI, namespace: str
+) -> None:
+    node = await asyncio.to_thread(fake_node, kube, f"{namespace}-hb")
+    client = await connect(str(control_plane.kubeconfig_path), qps=100, burst=100)
+    backend = LiveCluster(client)
+    listener = Listener()
+    path = f"/api/v1/nodes/{node}/status"
+    try:
+        await backend.start(listener)
+        beat: dict[str, Any] = {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Beat"}]}}
+        await asyncio.to_thread(kube.patch, path, beat, content_type="application/strategic-merge-patch+json")
+        labels = {"metadata": {"labels": {"heartbeat-test": "yes"}}}
+        await asyncio.to_thread(kube.patch, f"/api/v1/nodes/{node}", labels)
+        await until(lambda: listener.nodes[node].labels.get("heartbeat-test") == "yes", "label delivered")
+        assert listener.node_updates == 1
+    finally:
+        await backend.stop()
+        await client.close()
+        await asyncio.to_thread(kube.delete, f"/api/v1/nodes/{node}")
+
+
+async def test_repeated_events_become_one_series(
+    control_plane: LocalControlPlane, kube: KubeAPI, namespace: str
+) -> None:
+    client = await connect(str(control_plane.kubeconfig_path), qps=100, burst=100)
+    backend = LiveCluster(client, LiveOptions(event_patch_interval=0.2))
+    listener = Listener()
+    path = f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+    try:
+        await backend.start(listener)
+        created = await asyncio.to_thread(kube.create_pod, namespace, make_pod("p", scheduler="pysched"))
+        pod = PodInfo(
+            key=pod_key(namespace, "p"),
+            uid=PodUID(created["metadata"]["uid"]),
+            namespace=namespace,
+            name="p",
+            scheduler_name="pysched",
+            priority=0,
+            created=0.0,
+            requests={},
+        )
+        for _ in range(3):
+            await backend.emit_event(pod, "Warning", "FailedScheduling", "0/3 nodes are available: 3 Insufficient cpu.")
+
+        def series_count() -> int:
+            items = kube.get(path).get("items", [])
+            return int((items[0].get("series") or {}).get("count", 1)) if len(items) == 1 else 0
+
+        for _ in range(100):
+            if await asyncio.to_thread(series_count) == 3:
+                break
+            await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(series_count) == 3
+        assert backend.events.created == 1
+    finally:
+        await backend.stop()
+        await client.close()

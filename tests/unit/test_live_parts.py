@@ -1,0 +1,332 @@
+"""The live backend's parts that need no API server: informer, leader election, events, limiter."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pysched.plugins import default_registry
+
+from pysched.backend.eventsink import NOTE_LIMIT, EventRecord, EventSink, Series
+from pysched.backend.informer import Informer
+from pysched.backend.kubeclient import JSON, ApiResponse, WatchFailed
+from pysched.backend.live import LiveCluster, LiveOptions
+from pysched.backend.ratelimit import TokenBucket
+from pysched.framework.config import parse_config
+from pysched.leader import LeaderElector, LeaseConfig
+from pysched.profiles import builtin_config
+from pysched.run import main as run_main
+from pysched.run import register
+
+
+def obj(name: str, version: str) -> JSON:
+    return {"metadata": {"name": name, "resourceVersion": version}}
+
+
+class FakeClient:
+    """Scripted answers: lists by call order, watches as lists of events or exceptions."""
+
+    def __init__(self) -> None:
+        self.lists: collections.deque[ApiResponse] = collections.deque()
+        self.watches: collections.deque[list[JSON] | Exception] = collections.deque()
+        self.watch_versions: list[str] = []
+        self.objects: dict[str, JSON] = {}
+        self.requests: list[tuple[str, str]] = []
+        self.down = False
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> ApiResponse:
+        self.requests.append((method, path))
+        if self.down:
+            return ApiResponse(0, {"message": "unreachable"})
+        if "leases" in path:
+            return self._lease(method, path, body)
+        return self.lists.popleft() if self.lists else ApiResponse(0, {"message": "unreachable"})
+
+    def _lease(self, method: str, path: str, body: Any) -> ApiResponse:
+        key = "lease"
+        if method == "GET":
+            return ApiResponse(200, self.objects[key]) if key in self.objects else ApiResponse(404)
+        if method == "POST":
+            if key in self.objects:
+                return ApiResponse(409)
+            self.objects[key] = {**body, "metadata": {**body["metadata"], "resourceVersion": "1"}}
+            return ApiResponse(201, self.objects[key])
+        current = self.objects[key]
+        if body["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"]:
+            return ApiResponse(409)
+        version = str(int(current["metadata"]["resourceVersion"]) + 1)
+        self.objects[key] = {**body, "metadata": {**body["metadata"], "resourceVersion": version}}
+        return ApiResponse(200, self.objects[key])
+
+    async def watch(self, path: str, query: Mapping[str, str], inactivity: float) -> AsyncIterator[JSON]:
+        self.watch_versions.append(query["resourceVersion"])
+        script = self.watches.popleft() if self.watches else WatchFailed(0, "no more script")
+        if isinstance(script, Exception):
+            raise script
+        for event in script:
+            yield event
+        await asyncio.sleep(0)
+
+    async def close(self) -> None:
+        pass
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.log: list[tuple[str, str]] = []
+
+    def upsert(self, raw: JSON) -> None:
+        self.log.append(("upsert", f"{raw['metadata']['name']}@{raw['metadata']['resourceVersion']}"))
+
+    def delete(self, key: str, raw: JSON | None) -> None:
+        self.log.append(("delete", key))
+
+
+def listing(version: str, *items: JSON) -> ApiResponse:
+    return ApiResponse(200, {"metadata": {"resourceVersion": version}, "items": list(items)})
+
+
+async def run_until(informer: Informer, done: Any, timeout: float = 5.0) -> None:
+    task = asyncio.create_task(informer.run())
+    try:
+        for _ in range(int(timeout / 0.01)):
+            if done():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("informer did not get there")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_informer_lists_watches_keeps_bookmark_versions_and_relists_as_a_diff() -> None:
+    client = FakeClient()
+    rec = Recorder()
+    client.lists.extend([listing("10", obj("a", "5"), obj("b", "6")), listing("30", obj("a", "5"), obj("c", "25"))])
+    client.watches.extend(
+        [
+            [{"type": "MODIFIED", "object": obj("b", "11")}, {"type": "BOOKMARK", "object": obj("", "15")}],
+            [{"type": "ERROR", "object": {"code": 410, "message": "too old"}}],
+            [],
+        ]
+    )
+    informer = Informer(client, "/api/v1/nodes", rec.upsert, rec.delete)
+    await run_until(informer, lambda: len(client.watch_versions) >= 3)
+    assert client.watch_versions[:3] == ["10", "15", "30"]  # resumed at the bookmark; relisted after 410
+    assert rec.log == [
+        ("upsert", "a@5"),
+        ("upsert", "b@6"),
+        ("upsert", "b@11"),
+        ("upsert", "c@25"),  # the relist delivers only what changed: a is unchanged, b is gone
+        ("delete", "b"),
+    ]
+    assert informer.relists == 1
+
+
+async def test_informer_retries_an_unreachable_api_and_reports_it() -> None:
+    client = FakeClient()
+    rec = Recorder()
+    informer = Informer(client, "/api/v1/nodes", rec.upsert, rec.delete)
+    task = asyncio.create_task(informer.run())
+    await asyncio.sleep(0.05)
+    assert not informer.synced.is_set()
+    assert "unreachable" in informer.last_error
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_leader_election_takes_an_expired_lease_only() -> None:
+    client = FakeClient()
+    now = [0.0]
+    changes: list[tuple[str, bool]] = []
+    a = LeaderElector(client, LeaseConfig("ns", "l", "a"), lambda v: changes.append(("a", v)), now=lambda: now[0])
+    b = LeaderElector(client, LeaseConfig("ns", "l", "b"), lambda v: changes.append(("b", v)), now=lambda: now[0])
+    assert await a.try_acquire_or_renew()
+    assert not await b.try_acquire_or_renew()
+    now[0] = 10.0
+    assert await a.try_acquire_or_renew()  # renewed: b saw the record change
+    assert not await b.try_acquire_or_renew()
+    now[0] = 24.0
+    assert not await b.try_acquire_or_renew()  # 14 s since b observed the last renewal
+    now[0] = 25.5
+    assert await b.try_acquire_or_renew()
+    spec = client.objects["lease"]["spec"]
+    assert (spec["holderIdentity"], spec["leaseTransitions"]) == ("b", 1)
+
+
+async def test_leader_release_frees_the_lease() -> None:
+    client = FakeClient()
+    stop = asyncio.Event()
+    elector = LeaderElector(client, LeaseConfig("ns", "l", "a", 3.0, 2.0, 0.1), lambda v: None)
+    task = asyncio.create_task(elector.run(stop))
+    for _ in range(100):
+        if elector.is_leader:
+            break
+        await asyncio.sleep(0.01)
+    assert elector.is_leader
+    stop.set()
+    await task
+    await elector.release()
+    assert client.objects["lease"]["spec"]["holderIdentity"] is None
+    other = LeaderElector(client, LeaseConfig("ns", "l", "b"), lambda v: None)
+    assert await other.try_acquire_or_renew()
+
+
+def test_lease_timings_are_checked() -> None:
+    assert LeaseConfig("n", "l", "i").problem() is None
+    assert LeaseConfig("n", "l", "i", lease_duration=5, renew_deadline=10).problem() is not None
+    assert LeaseConfig("n", "l", "i", renew_deadline=2, retry_period=2).problem() is not None
+
+
+async def test_event_sink_folds_repeats_into_a_series_and_drops_past_the_backlog() -> None:
+    created: list[EventRecord] = []
+    patched: list[int] = []
+
+    async def create(event: EventRecord, when: float) -> str | None:
+        created.append(event)
+        return f"e{len(created)}"
+
+    async def patch(event: EventRecord, series: Series) -> None:
+        patched.append(series.count)
+
+    sink = EventSink(create, patch, qps=0, burst=1, max_pending=3, patch_interval=0.05)
+    event = EventRecord("ns", "p", "uid", "Warning", "FailedScheduling", "Scheduling", "x" * 5000, "pysched")
+    sink.start()
+    for _ in range(5):
+        sink.record(event)
+    await asyncio.sleep(0.2)
+    assert len(created) == 1 and len(created[0].note.encode()) <= NOTE_LIMIT
+    assert patched == [5]
+    for i in range(10):
+        sink.record(EventRecord("ns", f"q{i}", "u", "Warning", "FailedScheduling", "Scheduling", "n", "pysched"))
+    assert sink.dropped == 7
+    await sink.stop()
+    assert len(created) == 4
+
+
+async def test_token_bucket_paces_after_the_burst() -> None:
+    clock = [0.0]
+    bucket = TokenBucket(10.0, 2, now=lambda: clock[0])
+    assert bucket.try_acquire() and bucket.try_acquire()
+    assert not bucket.try_acquire()
+    clock[0] = 0.1
+    assert bucket.try_acquire()
+
+
+def test_manifest_profile_is_the_builtin_pysched_profile() -> None:
+    registry = default_registry()
+    configmap = yaml.safe_load((Path(__file__).resolve().parents[2] / "manifests" / "configmap.yaml").read_text())
+    deployed = parse_config(yaml.safe_load(configmap["data"]["profiles.yaml"]), "configmap", registry)
+    builtin = builtin_config(registry).profile("pysched")
+    assert deployed.profiles == (builtin,)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--kubeconfig", "/nonexistent/kubeconfig"],
+        ["--bind-address", "nope"],
+        ["--lease-duration", "5", "--renew-deadline", "10"],
+    ],
+)
+def test_bad_input_exits_2_with_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("pysched run: error: ")
+
+
+def test_bad_config_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("profiles: [{schedulerName: x, plugins: {queueSort: [{name: Nope}]}}]\n")
+    assert run_main(["--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bad.yaml" in err
+
+
+async def test_a_leader_that_cannot_renew_steps_down_within_the_renew_deadline() -> None:
+    client = FakeClient()
+    changes: list[bool] = []
+    elector = LeaderElector(client, LeaseConfig("ns", "l", "a", 1.0, 0.5, 0.1), changes.append)
+    stop = asyncio.Event()
+    task = asyncio.create_task(elector.run(stop))
+    for _ in range(100):
+        if elector.is_leader:
+            break
+        await asyncio.sleep(0.01)
+    client.down = True  # the API server becomes unreachable: renewals fail
+    started = asyncio.get_running_loop().time()
+    await asyncio.wait_for(task, 2.0)
+    assert changes == [True, False]
+    assert asyncio.get_running_loop().time() - started < 0.5 + 0.2
+
+
+def test_deployment_args_are_flags_of_pysched_run() -> None:
+    manifests = Path(__file__).resolve().parents[2] / "manifests"
+    deployment = yaml.safe_load((manifests / "deployment.yaml").read_text())
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    parser = argparse.ArgumentParser(prog="pysched", exit_on_error=False)
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(container["args"])
+    assert args.command == "run" and args.leader_elect
+    assert args.config == "/etc/pysched/profiles.yaml"
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert "/etc/pysched" in mounts and container["securityContext"]["readOnlyRootFilesystem"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["NUMBA_CACHE_DIR"] in mounts
+    assert deployment["spec"]["replicas"] == 2
+
+
+class InvalidPods:
+    def __init__(self) -> None:
+        self.added: list[str] = []
+        self.invalid: list[str] = []
+
+    def on_node_added(self, node: Any) -> None: ...
+    def on_node_updated(self, old: Any, new: Any) -> None: ...
+    def on_node_deleted(self, node: Any) -> None: ...
+    def on_pod_added(self, pod: Any) -> None:
+        self.added.append(pod.name)
+
+    def on_pod_updated(self, old: Any, new: Any) -> None: ...
+    def on_pod_deleted(self, pod: Any) -> None: ...
+    def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:
+        self.invalid.append(problem)
+
+
+async def test_live_cluster_reports_unreadable_pods_of_its_own_once_and_ignores_others() -> None:
+    def pod(name: str, scheduler: str, cpu: str) -> JSON:
+        container = {"name": "c", "resources": {"requests": {"cpu": cpu}}}
+        return {
+            "metadata": {"name": name, "namespace": "ns", "uid": name, "resourceVersion": "1"},
+            "spec": {"schedulerName": scheduler, "containers": [container]},
+        }
+
+    client = FakeClient()
+    client.lists.extend(
+        [
+            listing("1"),
+            listing("2", pod("good", "pysched", "1"), pod("bad", "pysched", "lots"), pod("x", "other", "lots")),
+        ]
+    )
+    backend = LiveCluster(client, LiveOptions(scheduler_names=frozenset({"pysched"})))  # type: ignore[arg-type]
+    listener = InvalidPods()
+    await backend.start(listener)
+    backend.pod_informer._known.clear()  # deliver the same objects again, as a relist would
+    backend.pod_informer._deliver_list([pod("bad", "pysched", "lots")])
+    await backend.stop()
+    assert listener.added == ["good"]
+    assert len(listener.invalid) == 1 and "lots" in listener.invalid[0]

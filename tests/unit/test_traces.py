@@ -1,0 +1,134 @@
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pysched.workload.catalogue import builtin_catalogue
+from pysched.workload.job import Job
+from pysched.workload.traces import (
+    DEFAULT_GPU_MIX,
+    DeadlineRule,
+    TraceError,
+    parse_deadline_rule,
+    read_csv,
+    read_swf,
+    synthetic,
+    write_csv,
+)
+
+CATALOGUE = builtin_catalogue()
+
+
+def _write(tmp_path: Path, text: str, name: str = "t.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_published_deadline_layout_loads_unchanged(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,duration\n"
+        "1,0,5000,resnet50,7200,128,4,3000\n"
+        "2,60,,vgg16,,64,2,1800\n",
+    )
+    trace = read_csv(path, CATALOGUE)
+    assert trace.problems == ()
+    first, second = trace.jobs
+    assert (first.steps, first.model, first.gpu, first.deadline) == (5000, "resnet50", 4, 7200.0)  # num_iteration wins
+    assert first.truth.step_seconds(0, 4) == pytest.approx(1 / 11.224201427896464)  # batch 128 row
+    rate = 9.03564356887826  # vgg16, batch 64, 2 GPUs
+    assert second.steps == round(1800 * rate)  # from duration at the requested resources
+    assert second.deadline is not None and 60 + 0.5 * 1800 <= second.deadline <= 60 + 1.5 * 1800
+
+
+def test_raw_layout_loads_and_extra_columns_are_ignored(tmp_path: Path) -> None:
+    path = _write(tmp_path, "job_id,submission_time,duration,num_gpu,user\na,0,600,0,alice\nb,10,1200,8,bob\n")
+    trace = read_csv(path, CATALOGUE, seed=1)
+    assert trace.skipped == 0
+    cpu, gpu = trace.jobs
+    assert cpu.gpu == 0 and cpu.model in ("lstm", "gan", "autoencoder") and cpu.cpu_milli == 2000
+    assert cpu.steps == round(600 / cpu.truth.step_seconds(2, 0))
+    assert gpu.gpu == 8 and gpu.cpu_milli == 32_000
+    assert read_csv(path, CATALOGUE, seed=1).jobs == trace.jobs  # seeded
+
+
+def test_bad_rows_are_reported_with_file_line_and_skipped(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "job_id,submission_time,duration,num_gpu,model_name\n"
+        "ok,0,100,0,lstm\n"
+        ",0,100,0,\n"
+        "neg,-5,100,0,\n"
+        "nan,abc,100,0,\n"
+        "nodur,0,,0,\n"
+        "unknown,0,100,0,alexnet\n"
+        "gpucpu,0,100,2,lstm\n"
+        "toolong,0,100,0,lstm,extra\n",
+    )
+    trace = read_csv(path, CATALOGUE)
+    assert [j.source for j in trace.jobs] == [f"{path}:2"]
+    assert trace.skipped == 7
+    lines = [p.split(": ", 1)[0] for p in trace.problems]
+    assert lines == [f"{path}:{n}" for n in range(3, 10)]
+    assert "unknown model 'alexnet'" in trace.problems[4]
+
+
+def test_file_without_usable_header_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match=":1: header needs"):
+        read_csv(_write(tmp_path, "a,b\n1,2\n"), CATALOGUE)
+    with pytest.raises(TraceError, match="cannot read"):
+        read_csv(tmp_path / "missing.csv", CATALOGUE)
+
+
+def test_deadline_rule_forms() -> None:
+    assert parse_deadline_rule("0.5,1.5") == DeadlineRule(0.5, 1.5)
+    assert parse_deadline_rule("none") is None
+    for bad in ("1", "x,y", "2,1", "0,1"):
+        with pytest.raises(ValueError, match=r"accepted|need"):
+            parse_deadline_rule(bad)
+
+
+def test_swf(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "; Version: 2.2\n"
+        "1 0 10 3600 4 -1 -1 4 7200 -1 1 1 1 -1 1 -1 -1 -1\n"
+        "2 100 5 1800 -1 -1 -1 -1 3600 -1 1 1 1 -1 1 -1 -1 -1\n"
+        "3 200 5\n",
+        "t.swf",
+    )
+    trace = read_swf(path, CATALOGUE)
+    assert [j.cpu_milli for j in trace.jobs] == [4000]
+    assert [p.split(": ")[0] for p in trace.problems] == [f"{path}:3", f"{path}:4"]
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 2**31))
+def test_generator_is_reproducible(seed: int) -> None:
+    a = synthetic(50, CATALOGUE, seed=seed, gpu_share=0.5)
+    b = synthetic(50, CATALOGUE, seed=seed, gpu_share=0.5)
+    assert a == b
+    assert all(j.steps >= 1 and j.deadline is not None and j.deadline > j.submit for j in a)
+    assert [j.submit for j in a] == sorted(j.submit for j in a)
+
+
+def test_generator_gpu_mix_and_round_trip(tmp_path: Path) -> None:
+    jobs = synthetic(4000, CATALOGUE, seed=3)
+    share = {g: sum(1 for j in jobs if j.gpu == g) / len(jobs) for g in DEFAULT_GPU_MIX}
+    for g, expected in DEFAULT_GPU_MIX.items():
+        assert share[g] == pytest.approx(expected, abs=0.02)
+    out = tmp_path / "gen.csv"
+    write_csv(jobs[:20], out)
+    back = read_csv(out, CATALOGUE)
+    assert back.skipped == 0
+    assert [(j.steps, j.gpu, j.model, j.cpu_milli) for j in back.jobs] == [
+        (j.steps, j.gpu, j.model, j.cpu_milli) for j in jobs[:20]
+    ]
+
+
+def test_cpu_jobs_over_provision() -> None:
+    jobs: tuple[Job, ...] = synthetic(500, CATALOGUE, seed=5, gpu_share=0.0)
+    assert all(j.gpu == 0 for j in jobs)
+    assert sum(1 for j in jobs if j.cpu_milli >= 8000) > 100
