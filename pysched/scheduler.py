@@ -148,8 +148,8 @@ class Scheduler:
                 self.queue.delete(new.key)
             return
         self.cache.update_pod(new)
-        if self.queue.where(new.key) not in (None, "in-flight"):
-            self.queue.delete(new.key)  # bound by someone else meanwhile
+        # Bound (by us or by anyone else): it leaves the queue, even mid-binding-cycle.
+        self.queue.delete(new.key)
         if new.terminated and not old.terminated:
             self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, old, new))
         elif old.node_name is not None and _shrank(old, new):
@@ -275,8 +275,10 @@ class Scheduler:
         self.observer.attempt(pod.scheduler_name, "error", self._timer() - job.started)
         job.framework.run_unreserve(job.state, pod, job.node)
         self.cache.forget(pod)
-        self.queue.requeue_backoff(job.queued)
         self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))  # its resources are free again
+        if pod.key not in self.queue:
+            return  # the informer saw it bound elsewhere or deleted: nothing to retry or to report
+        self.queue.requeue_backoff(job.queued)
         self._spawn(self._report_failure(pod, "SchedulerError", f"Binding rejected: {status.message()}"))
 
     # ----- reconcile: plugins acting on running pods on a clock interval

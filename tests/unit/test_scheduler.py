@@ -12,7 +12,7 @@ from pysched.backend.simulated import SimulatedCluster
 from pysched.builders import node_dict, pod_dict
 from pysched.clock import VirtualClock
 from pysched.framework.cycle_state import CycleState
-from pysched.ids import PodKey
+from pysched.ids import NodeName, PodKey
 from pysched.profiles import builtin_config
 from pysched.scheduler import Scheduler
 
@@ -87,6 +87,36 @@ def test_bind_conflict_forgets_the_assumption_at_once(loop: asyncio.AbstractEven
         assert scheduler.cache.pod_node(pod.key) is None  # forgotten, not waiting for a timer
         assert int(scheduler.cache.nodes.requested[0, 0]) == 0
         assert any(e.note.startswith("Binding rejected") for e in cluster.events)
+        await scheduler.stop()
+
+    loop.run_until_complete(run())
+
+
+def test_pod_bound_by_someone_else_during_our_bind_is_neither_retried_nor_reported(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    async def run() -> None:
+        _, cluster, scheduler = _setup()
+        cluster.add_node(node_dict("a", cpu="4", memory="8Gi"))
+        cluster.add_node(node_dict("b", cpu="4", memory="8Gi"))
+        await scheduler.start()
+        original = cluster.bind
+
+        async def other_scheduler_first(p, node):  # type: ignore[no-untyped-def]
+            other = "b" if node == "a" else "a"
+            await original(p, NodeName(other))  # another scheduler wins the race
+            return await original(p, node)  # ours now gets the API's conflict
+
+        cluster.bind = other_scheduler_first  # type: ignore[method-assign]
+        pod = cluster.create_pod(pod_dict("p", cpu="3", scheduler_name="default"))
+        assert pod is not None
+        await scheduler.run_until_idle()
+        assert scheduler.stats.bind_failures == 1
+        winner = cluster.pods[pod.key].node_name
+        assert winner is not None and scheduler.cache.pod_node(pod.key) == winner  # counted where it runs
+        assert pod.key not in scheduler.queue
+        assert not [e for e in cluster.events if e.reason == "FailedScheduling"]
+        scheduler.cache.check_consistency()
         await scheduler.stop()
 
     loop.run_until_complete(run())
