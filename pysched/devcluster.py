@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -39,6 +40,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.add_argument("--node-pods", default="110", help="allocatable pods per node (default 110)")
     up.add_argument("--kube-scheduler", action="store_true", help="also run the stock kube-scheduler")
     up.add_argument("--emulate", action="store_true", help="also run the kubelet emulator")
+    up.add_argument(
+        "--emulate-time-scale",
+        type=float,
+        default=1.0,
+        help="emulated seconds per wall second for the emulator's training jobs (default 1)",
+    )
     up.add_argument("--apiserver-port", type=int, default=None, help="default: a free port")
     up.add_argument("--etcd-port", type=int, default=None, help="default: a free port")
     up.add_argument("--perf", action="store_true", help="apiserver without inflight limits / APF")
@@ -62,6 +69,9 @@ def _validate(args: argparse.Namespace) -> str | None:
         value = str(getattr(args, flag)).strip()
         if not value or value.startswith("-"):
             return f"--{flag.replace('_', '-')} must be a non-negative quantity, got {value!r}"
+    scale = args.emulate_time_scale
+    if not (scale > 0 and math.isfinite(scale)):
+        return f"--emulate-time-scale must be a positive number, got {scale:g}"
     for flag in ("apiserver_port", "etcd_port"):
         port = getattr(args, flag)
         if port is not None and not 1 <= port <= 65535:
@@ -131,6 +141,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                     "pysched.testing.emulator",
                     "--kubeconfig",
                     str(plane.kubeconfig_path),
+                    "--time-scale",
+                    repr(args.emulate_time_scale),
                 ],
                 env=env,
             )

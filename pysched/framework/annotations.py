@@ -62,3 +62,12 @@ def progress_of(pod: PodInfo) -> tuple[int, float] | None:
         return None
     observed = parse_rfc3339(when)
     return None if observed is None or not math.isfinite(observed) else (int(steps), observed)
+
+
+def parse_progress(value: str) -> tuple[int, float] | None:
+    """(steps done, when observed) from a `STEPS@RFC3339` string; None when malformed."""
+    steps, sep, when = value.strip().partition("@")
+    if not sep or not (steps.isascii() and steps.isdigit()):
+        return None
+    observed = parse_rfc3339(when)
+    return None if observed is None or not math.isfinite(observed) else (int(steps), observed)

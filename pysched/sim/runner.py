@@ -21,19 +21,11 @@ from pysched.ids import NodeName, PodKey
 from pysched.objects import PodInfo, node_from_dict
 from pysched.resources import CPU, GPU
 from pysched.scheduler import Scheduler
-from pysched.sim.engine import (
-    Accounting,
-    Run,
-    Usage,
-    close_segment,
-    key_of,
-    noise_rng,
-    resize_run,
-    start_run,
-)
+from pysched.sim.engine import Accounting, Usage, close_segment, key_of, resize_run
 from pysched.sim.scenario import Scenario
 from pysched.workload.job import Job
 from pysched.workload.progress import DEFAULT_INTERVAL, PROGRESS, format_progress, last_write
+from pysched.workload.segment import Run, noise_rng, start_run
 from pysched.workload.speed import STEP_NOISE
 
 EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: virtual time starts here

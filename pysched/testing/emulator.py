@@ -13,12 +13,42 @@ through ``pods/status``:
   told to, it is left pending with ``PodResizePending`` reason ``Deferred`` or
   ``Infeasible``;
 * a pod is completed (``Succeeded``) on request, or after the number of seconds
-  in its annotation ``pysched.io/emulate-run-seconds`` (a simple workload model).
+  in its annotation ``pysched.io/emulate-run-seconds`` (a simple workload model);
+* a training job runs on the workload model the simulator uses
+  (:mod:`pysched.workload`): a pod annotated ``pysched.io/emulate-model`` (a
+  catalogue model name) becomes a :class:`~pysched.workload.job.Job` read from
+  its annotations (:mod:`pysched.workload.pod`):
+
+  - ``pysched.io/emulate-model``: the model, e.g. ``lstm`` or ``resnet50``;
+  - ``pysched.io/total-steps``: total steps (DESIGN §3; default: the model's);
+  - ``pysched.io/emulate-seed``: seed of the truth draw and the noise (default 0);
+  - ``pysched.io/emulate-truth``: a CPU truth override, ``a=A,b=B,p_max=P`` or
+    ``t1=T,f=F,p_max=P`` (default: drawn around the model as the simulator draws);
+  - ``pysched.io/emulate-batch-size``: a GPU model's table row;
+  - ``pysched.io/emulate-noise``: relative step-time noise (default 0.05).
+
+  While the pod runs, the job advances at the speed its actuated CPUs (the
+  container statuses' ``resources.requests``) and requested GPUs give, in
+  segments shared with the simulator (:mod:`pysched.workload.segment`); it
+  writes ``pysched.io/progress`` (``STEPS@RFC3339``) every ``progress_interval``
+  emulated seconds (default 60) as the training helper would; an actuated CPU
+  resize re-times it (progress kept, or lost plus a 30 s restart when the
+  container's cpu ``resizePolicy`` is ``RestartContainer``, which also bumps
+  ``restartCount``); the pod is completed when the steps are done. A bad
+  annotation is logged and the pod just runs. An emulator restarted under a
+  running job resumes from its last progress annotation.
+
+Emulated time is wall time times ``time_scale`` (default 1; e.g. 100 in tests or
+``pysched dev-cluster up --emulate --emulate-time-scale 100``): run seconds,
+progress intervals and step times are all emulated seconds, while progress
+timestamps are wall-clock (milliseconds when scaled), as a scheduler on wall
+time would see a job that really ran that fast.
 
 Status writes read the pod and ``PUT`` ``pods/{name}/status`` with its
 resourceVersion, retrying on conflicts, so they never clobber a newer object.
 Run it in a thread (:meth:`start` / :meth:`stop`) or as a process:
-``python -m pysched.testing.emulator --kubeconfig PATH``.
+``python -m pysched.testing.emulator --kubeconfig PATH [--time-scale X]
+[--progress-interval S] [--catalogue FILE]``.
 """
 
 from __future__ import annotations
@@ -28,17 +58,25 @@ import contextlib
 import copy
 import heapq
 import logging
+import math
+import random
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from pysched.resources import CPU, QuantityError, to_scheduler_units
 from pysched.testing.controlplane import FAKE_NODE_LABEL
 from pysched.testing.kube import JSON, KubeAPI, KubeAPIError
+from pysched.workload.catalogue import Catalogue, CatalogueError, builtin_catalogue, load_catalogue
+from pysched.workload.pod import EMULATE_MODEL, PodJob, job_from_pod, restarts_on_cpu_resize
+from pysched.workload.progress import DEFAULT_INTERVAL, PROGRESS, format_progress, last_write, rfc3339
+from pysched.workload.segment import Run, noise_rng, retime, segment_step_seconds, start_run
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +108,35 @@ def _allocatable_subset(requests: JSON) -> JSON:
     return dict(requests)
 
 
+def _actuated_cpu(pod: JSON) -> float | None:
+    """CPUs the containers run with now (status resources), or None before the kubelet reported them."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    if not statuses:
+        return None
+    milli = 0
+    for cs in statuses:
+        raw = ((cs.get("resources") or {}).get("requests") or {}).get(CPU)
+        if raw is not None:
+            milli += to_scheduler_units(CPU, raw)
+    return milli / 1000
+
+
+def _progress_steps(pod: JSON) -> int:
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(PROGRESS, "")
+    steps, _, _ = raw.partition("@")
+    return int(steps) if steps.strip().isdigit() else 0
+
+
+@dataclass(slots=True)
+class _Training:
+    """A training job the emulator runs: its run on emulated time (`pysched.workload.segment`)."""
+
+    uid: str
+    spec: PodJob
+    run: Run
+    rng: random.Random
+
+
 class KubeletEmulator:
     """Plays the kubelet for fake nodes. Thread-based; all public methods are thread-safe."""
 
@@ -79,8 +146,23 @@ class KubeletEmulator:
         *,
         node_filter: Callable[[JSON], bool] | None = None,
         default_resize_action: ResizeAction = ResizeAction.ACTUATE,
+        time_scale: float = 1.0,
+        progress_interval: float = DEFAULT_INTERVAL,
+        catalogue: Catalogue | None = None,
     ) -> None:
+        if not (time_scale > 0 and math.isfinite(time_scale)):
+            raise ValueError(f"time_scale must be a positive number, got {time_scale!r}")
+        if not (progress_interval > 0 and math.isfinite(progress_interval)):
+            raise ValueError(f"progress_interval must be a positive number, got {progress_interval!r}")
         self.api = api
+        self.time_scale = float(time_scale)
+        self.progress_interval = float(progress_interval)
+        self._catalogue = catalogue
+        # Emulated seconds count from here: monotonic for timers, wall time for progress stamps.
+        self._mono0 = time.monotonic()
+        self._wall0 = time.time()
+        self._training: dict[tuple[str, str], _Training] = {}
+        self._bad: dict[tuple[str, str], str] = {}  # pod -> uid whose annotations were rejected
         self.node_filter = node_filter or (
             lambda node: (node.get("metadata", {}).get("labels") or {}).get(FAKE_NODE_LABEL) == "true"
         )
@@ -92,7 +174,7 @@ class KubeletEmulator:
         self._thread: threading.Thread | None = None
         self._timer_thread: threading.Thread | None = None
         self._response: Any = None
-        self._timers: list[tuple[float, str, str]] = []
+        self._timers: list[tuple[float, str, str, str, int, float]] = []  # due, kind, ns, name, version, at
         self._timer_cv = threading.Condition(self._lock)
         self._scheduled: set[tuple[str, str]] = set()
         self.errors: list[str] = []
@@ -150,7 +232,27 @@ class KubeletEmulator:
 
     def complete(self, namespace: str, name: str, *, exit_code: int = 0) -> JSON | None:
         """Finish a running pod: phase ``Succeeded`` (or ``Failed`` if ``exit_code``)."""
-        return self._update_status(namespace, name, lambda pod: self._complete(pod, exit_code))
+        done = self._update_status(namespace, name, lambda pod: self._complete(pod, exit_code))
+        with self._lock:
+            self._training.pop((namespace, name), None)
+        return done
+
+    @property
+    def catalogue(self) -> Catalogue:
+        with self._lock:
+            if self._catalogue is None:
+                self._catalogue = builtin_catalogue()
+            return self._catalogue
+
+    def emulated_now(self) -> float:
+        """Emulated seconds since the emulator was made (wall seconds times ``time_scale``)."""
+        return (time.monotonic() - self._mono0) * self.time_scale
+
+    def training(self, namespace: str, name: str) -> Run | None:
+        """A copy of a training job's current run (emulated seconds), or None when it is not running."""
+        with self._lock:
+            t = self._training.get((namespace, name))
+            return copy.copy(t.run) if t is not None else None
 
     # -- watch loop ------------------------------------------------------------------------
 
@@ -192,6 +294,8 @@ class KubeletEmulator:
                         with self._lock:
                             key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
                             self._resize_actions.pop(key, None)
+                            self._training.pop(key, None)
+                            self._bad.pop(key, None)
             except Exception as err:
                 if self._stop.is_set():
                     break
@@ -233,8 +337,11 @@ class KubeletEmulator:
             return
         if self._wanted_status(pod) is not None:
             meta = pod["metadata"]
-            self._update_status(meta["namespace"], meta["name"], self._wanted_status)
+            updated = self._update_status(meta["namespace"], meta["name"], self._wanted_status)
+            if updated is not None:
+                pod = updated
         self._maybe_schedule_completion(pod)
+        self._track(pod)
 
     def _resync(self, namespace: str, name: str) -> None:
         try:
@@ -339,6 +446,14 @@ class KubeletEmulator:
                 if spec_c is None:
                     continue
                 res = _spec_resources(spec_c)
+                old_res = cs.get("resources") or {}
+                cpu_changed = any(
+                    (res.get(part) or {}).get(CPU) != (old_res.get(part) or {}).get(CPU)
+                    for part in ("requests", "limits")
+                )
+                if cpu_changed and restarts_on_cpu_resize(spec_c):
+                    cs["restartCount"] = int(cs.get("restartCount", 0)) + 1
+                    cs["state"] = {"running": {"startedAt": now}}
                 cs["resources"] = res
                 cs["allocatedResources"] = _allocatable_subset(res.get("requests", {}))
             st["conditions"] = [c for c in conds if c.get("type") not in RESIZE_CONDITIONS]
@@ -423,7 +538,9 @@ class KubeletEmulator:
             if key in self._scheduled:
                 return
             self._scheduled.add(key)
-            heapq.heappush(self._timers, (time.monotonic() + seconds, key[0], key[1]))
+            heapq.heappush(
+                self._timers, (time.monotonic() + seconds / self.time_scale, "complete", key[0], key[1], 0, 0.0)
+            )
             self._timer_cv.notify_all()
 
     def _run_timers(self) -> None:
@@ -432,26 +549,157 @@ class KubeletEmulator:
                 if not self._timers:
                     self._timer_cv.wait(1.0)
                     continue
-                due, ns, name = self._timers[0]
+                due, kind, ns, name, version, at = self._timers[0]
                 delay = due - time.monotonic()
                 if delay > 0:
                     self._timer_cv.wait(min(delay, 1.0))
                     continue
                 heapq.heappop(self._timers)
-                self._scheduled.discard((ns, name))
+                if kind == "complete":
+                    self._scheduled.discard((ns, name))
             try:
-                self.complete(ns, name)
+                if kind == "complete":
+                    self.complete(ns, name)
+                else:
+                    self._tick(ns, name, version, at)
             except Exception as err:
-                log.warning("kubelet emulator: completing %s/%s: %s", ns, name, err)
+                log.warning("kubelet emulator: %s of %s/%s: %s", kind, ns, name, err)
+
+    # -- workload model: training jobs (pysched.workload) -----------------------------------
+
+    def _track(self, pod: JSON) -> None:
+        """Start the training job of a running pod, or re-time it when its actuated CPUs changed."""
+        meta = pod.get("metadata") or {}
+        if EMULATE_MODEL not in (meta.get("annotations") or {}) or "namespace" not in meta:
+            return  # not a training job: nothing to read (and no catalogue to load)
+        if (pod.get("status") or {}).get("phase") != "Running":
+            return
+        key = (meta["namespace"], meta["name"])
+        uid = str(meta.get("uid", ""))
+        try:
+            cpu = _actuated_cpu(pod)
+        except QuantityError:
+            cpu = None
+        if cpu is None:
+            return
+        with self._lock:
+            current = self._training.get(key)
+            if current is not None and current.uid != uid:  # recreated under the same name
+                del self._training[key]
+                current = None
+            if self._bad.get(key) == uid:
+                return
+            if current is not None:
+                if cpu != current.run.cpu:
+                    now = self.emulated_now()
+                    retime(current.run, cpu, now, current.rng, current.spec.noise)
+                    self._schedule_tick(key, current.run, now)
+                return
+        try:
+            spec = job_from_pod(pod, self.catalogue)
+        except ValueError as err:
+            msg = f"{key[0]}/{key[1]}: {err}"
+            log.warning("kubelet emulator: not a training job: %s", msg)
+            with self._lock:
+                self._bad[key] = uid
+                self.errors.append(msg)
+                del self.errors[:-50]
+            return
+        if spec is None:
+            return
+        job = spec.job
+        rng = noise_rng(spec.seed, job)
+        now = self.emulated_now()
+        run = start_run(job, cpu, now, rng, spec.noise)
+        resumed = _progress_steps(pod)  # an emulator restarted under a running job picks it up
+        if 0 < resumed < job.steps:
+            run.seg_steps = resumed
+            run.step_s = segment_step_seconds(job, cpu, job.steps - resumed, rng, spec.noise)
+        with self._lock:
+            if key in self._training:
+                return
+            self._training[key] = _Training(uid, spec, run, rng)
+            self._schedule_tick(key, run, now)
+
+    def _schedule_tick(self, key: tuple[str, str], run: Run, now: float) -> None:
+        """Wake up for the next progress write or the finish, whichever comes first (lock held)."""
+        interval = self.progress_interval
+        if now < run.seg_start:
+            next_write = run.seg_start + interval
+        else:
+            next_write = run.seg_start + interval * (math.floor((now - run.seg_start) / interval) + 1)
+        at = min(next_write, run.finish_time())
+        if math.isinf(at):
+            return  # cannot run on these resources (e.g. GPUs the table does not offer): never progresses
+        heapq.heappush(self._timers, (self._mono0 + at / self.time_scale, "tick", key[0], key[1], run.version, at))
+        self._timer_cv.notify_all()
+
+    def _progress_value(self, steps: int, when: float) -> str:
+        wall = self._wall0 + when / self.time_scale
+        if self.time_scale == 1:
+            return format_progress(steps, wall)
+        millis = int((wall % 1) * 1000)  # scaled time: whole seconds would be too coarse
+        return f"{steps}@{rfc3339(wall)[:-1]}.{millis:03d}Z"
+
+    def _tick(self, namespace: str, name: str, version: int, at: float) -> None:
+        key = (namespace, name)
+        with self._lock:
+            t = self._training.get(key)
+            if t is None or t.run.version != version:
+                return  # finished, deleted or re-timed since
+            run = t.run
+            now = max(self.emulated_now(), at)
+            finished = now >= run.finish_time()
+            value = None
+            if not finished:
+                when = last_write(run.seg_start, now, self.progress_interval)
+                if when is not None:
+                    candidate = self._progress_value(run.steps_at(when), when)
+                    if candidate != run.progress:
+                        value = run.progress = candidate
+                self._schedule_tick(key, run, now)
+        if finished:
+            try:
+                self.complete(namespace, name)
+            except Exception:
+                with self._lock:  # try again in a second rather than leave the pod running forever
+                    heapq.heappush(self._timers, (time.monotonic() + 1.0, "tick", namespace, name, version, at))
+                    self._timer_cv.notify_all()
+                raise
+            return
+        if value is not None:
+            patch = {"metadata": {"uid": t.uid, "annotations": {PROGRESS: value}}}
+            try:
+                self.api.patch(self.api.pod_path(namespace, name), patch)
+            except KubeAPIError as err:
+                if err.status != 404:
+                    raise
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pysched.testing.emulator", description=__doc__)
     parser.add_argument("--kubeconfig", type=Path, required=True)
+    parser.add_argument("--time-scale", type=float, default=1.0, help="emulated seconds per wall second (default 1)")
+    parser.add_argument(
+        "--progress-interval",
+        type=float,
+        default=DEFAULT_INTERVAL,
+        help=f"emulated seconds between progress writes (default {DEFAULT_INTERVAL:g})",
+    )
+    parser.add_argument("--catalogue", type=Path, default=None, help="a model catalogue merged over the built-ins")
     args = parser.parse_args(argv)
+    for flag, value in (("--time-scale", args.time_scale), ("--progress-interval", args.progress_interval)):
+        if not (value > 0 and math.isfinite(value)):
+            parser.error(f"{flag} must be a positive number, got {value:g}")
+    try:
+        catalogue = load_catalogue(args.catalogue) if args.catalogue is not None else None
+    except CatalogueError as err:
+        parser.error(str(err))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     api = KubeAPI.from_kubeconfig(args.kubeconfig)
-    emulator = KubeletEmulator(api)
+    emulator = KubeletEmulator(
+        api, time_scale=args.time_scale, progress_interval=args.progress_interval, catalogue=catalogue
+    )
     done = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:

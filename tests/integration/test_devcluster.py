@@ -74,6 +74,8 @@ def test_up_scheduler_emulator_down(cluster_dir: Path, control_plane_bin_dir: st
         "2",
         "--kube-scheduler",
         "--emulate",
+        "--emulate-time-scale",
+        "100",
     )
     assert up.returncode == 0, up.stderr
     state = json.loads((cluster_dir / "pids.json").read_text())
@@ -100,6 +102,22 @@ def test_up_scheduler_emulator_down(cluster_dir: Path, control_plane_bin_dir: st
             what="pod bound by kube-scheduler and run by the emulator",
         )
         assert pod["spec"]["nodeName"].startswith("fake-node-")
+
+        # A training job on the workload model: 100 steps of 0.6 s = 60 emulated s, 0.6 s at 100x.
+        job = {
+            "pysched.io/emulate-model": "lstm",
+            "pysched.io/total-steps": "100",
+            "pysched.io/emulate-truth": "t1=0.6,f=0.02,p_max=16",
+        }
+        api.create_pod(
+            "default", make_pod("train", cpu="1", cpu_limit=None, scheduler="default-scheduler", annotations=job)
+        )
+        wait_for(
+            lambda: api.get_pod("default", "train"),
+            lambda p: p.get("status", {}).get("phase") == "Succeeded",
+            timeout=60,
+            what="training job run to completion by the emulator",
+        )
 
     if (kubectl := Path(control_plane_bin_dir) / "kubectl").exists():
         out = subprocess.run(

@@ -15,10 +15,10 @@ from pysched.clock import VirtualClock
 from pysched.framework.annotations import progress_of
 from pysched.ids import PodKey
 from pysched.profiles import builtin_config
-from pysched.sim.engine import start_run
 from pysched.sim.runner import PolicyResult, run_policy, split_fitting
 from pysched.sim.scenario import Scenario, cpu_nodes, parse_cluster
 from pysched.workload.job import Job
+from pysched.workload.segment import start_run
 from pysched.workload.speed import Amdahl
 
 REGISTRY = default_registry()

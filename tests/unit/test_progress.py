@@ -1,0 +1,249 @@
+"""pysched.progress: the training-side helper that writes `pysched.io/progress`."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pysched import progress
+from pysched.progress import (
+    PROGRESS,
+    HuggingFaceProgress,
+    KerasProgress,
+    LightningProgress,
+    PodRef,
+    Reporter,
+    granted_cpus,
+)
+
+POD = PodRef("train", "job-0")
+T0 = 1_796_040_000.0  # 2026-11-30T12:00:00Z
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.writes: list[tuple[PodRef, dict[str, str]]] = []
+        self.fail = False
+
+    def patch_annotations(self, pod: PodRef, annotations: Mapping[str, str]) -> None:
+        if self.fail:
+            raise ConnectionError("apiserver unreachable")
+        self.writes.append((pod, dict(annotations)))
+
+    @property
+    def values(self) -> list[str]:
+        return [a[PROGRESS] for _, a in self.writes]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def reporter(interval: float = 60.0) -> tuple[Reporter, FakeTransport, Clock]:
+    transport, clock = FakeTransport(), Clock()
+    return Reporter(POD, transport, interval=interval, clock=clock), transport, clock
+
+
+def test_first_report_is_written_at_once_as_steps_at_rfc3339() -> None:
+    rep, transport, clock = reporter()
+    clock.now = T0 + 5.7
+    assert rep.report(1200)
+    assert transport.writes == [(POD, {PROGRESS: "1200@2026-11-30T12:00:05Z"})]
+
+
+def test_writes_are_rate_limited_and_stamped_when_observed() -> None:
+    rep, transport, clock = reporter(interval=60)
+    rep.report(1)
+    for step in range(2, 60):
+        clock.now += 1
+        assert not rep.report(step)
+    assert transport.values == ["1@2026-11-30T12:00:00Z"]
+    clock.now = T0 + 60
+    assert rep.report(60)
+    assert transport.values[-1] == "60@2026-11-30T12:01:00Z"
+    clock.now += 10
+    rep.report(70)
+    clock.now += 20  # flushed later, stamped with the time step 70 was observed
+    assert rep.flush()
+    assert transport.values == ["1@2026-11-30T12:00:00Z", "60@2026-11-30T12:01:00Z", "70@2026-11-30T12:01:10Z"]
+    assert rep.flush() and len(transport.writes) == 3  # nothing new: no second write
+
+
+def test_reaching_total_is_written_at_once_and_interval_is_configurable() -> None:
+    rep, transport, clock = reporter(interval=10)
+    rep.report(1, total=5)
+    clock.now += 1
+    assert not rep.report(4, total=5)
+    assert rep.report(5, total=5)
+    clock.now += 10
+    assert rep.report(6)
+    assert [v.split("@")[0] for v in transport.values] == ["1", "5", "6"]
+
+
+def test_a_clock_going_backwards_does_not_stall_writes() -> None:
+    rep, transport, clock = reporter()
+    rep.report(1)
+    clock.now -= 3600
+    assert rep.report(2)
+    assert transport.values[-1] == "2@2026-11-30T11:00:00Z"
+
+
+def test_api_errors_are_logged_never_raised_and_retried(caplog: pytest.LogCaptureFixture) -> None:
+    rep, transport, clock = reporter()
+    transport.fail = True
+    with caplog.at_level(logging.WARNING, logger="pysched.progress"):
+        assert not rep.report(10)
+    assert "could not write pysched.io/progress=10@" in caplog.text and "apiserver unreachable" in caplog.text
+    clock.now += 1
+    assert not rep.report(11)  # a failed attempt counts for the rate limit too
+    transport.fail = False
+    assert rep.flush()
+    assert transport.values == ["11@2026-11-30T12:00:01Z"]
+
+
+def test_bad_steps_are_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    rep, transport, _ = reporter()
+    with caplog.at_level(logging.WARNING, logger="pysched.progress"):
+        assert not rep.report(-1)
+        assert not rep.report(1.5)  # type: ignore[arg-type]
+    assert transport.writes == [] and "negative" in caplog.text and "non-integer" in caplog.text
+
+
+def test_outside_a_pod_every_call_is_a_no_op(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="pysched.progress"):
+        rep = Reporter.from_environment({})
+    assert rep.pod is None and "POD_NAME" in caplog.text
+    assert not rep.report(1) and not rep.flush()
+
+
+def test_pod_identity_from_env_then_downward_api_files(tmp_path: Path) -> None:
+    env = {"POD_NAME": "p", "POD_NAMESPACE": "ns"}
+    assert PodRef.from_downward_api(env, tmp_path) == PodRef("ns", "p")
+    (tmp_path / "name").write_text("from-file\n")
+    sa = tmp_path / "sa-namespace"
+    sa.write_text("sa-ns")
+    assert PodRef.from_downward_api({}, tmp_path, sa) == PodRef("sa-ns", "from-file")
+    (tmp_path / "namespace").write_text("file-ns")
+    assert PodRef.from_downward_api({}, tmp_path, sa) == PodRef("file-ns", "from-file")
+    assert PodRef.from_downward_api({}, tmp_path / "missing", tmp_path / "missing") is None
+
+
+def test_interval_from_the_environment() -> None:
+    env = {"POD_NAME": "p", "POD_NAMESPACE": "ns", "PYSCHED_PROGRESS_INTERVAL": "15"}
+    assert Reporter.from_environment(env).interval == 15.0
+    assert Reporter.from_environment({**env, "PYSCHED_PROGRESS_INTERVAL": "soon"}).interval == 60.0
+
+
+def test_module_functions_use_the_configured_reporter() -> None:
+    rep, transport, _ = reporter()
+    progress.configure(rep)
+    try:
+        assert progress.report(3) and progress.default_reporter() is rep
+        assert progress.flush()
+    finally:
+        progress.configure(None)
+    assert transport.values == ["3@2026-11-30T12:00:00Z"]
+
+
+def test_lightning_callback_reports_global_step() -> None:
+    rep, transport, clock = reporter(interval=0)
+    callback = LightningProgress(rep)
+    trainer = SimpleNamespace(global_step=0, max_steps=-1)
+    for batch_idx in range(3):
+        trainer.global_step += 1
+        clock.now += 1
+        callback.on_train_batch_end(trainer, None, {"loss": 0.1}, object(), batch_idx)
+    callback.on_fit_start(trainer, None)  # hooks we do not use are no-ops
+    callback.on_train_end(trainer, None)
+    assert [v.split("@")[0] for v in transport.values] == ["1", "2", "3"]
+
+
+def test_keras_callback_counts_steps_across_epochs() -> None:
+    rep, transport, clock = reporter(interval=0)
+    callback = KerasProgress(rep)
+    callback.set_model(object())
+    callback.set_params({"epochs": 2, "steps": 3})
+    for epoch in range(2):
+        callback.on_epoch_begin(epoch)
+        for batch in range(3):
+            clock.now += 1
+            callback.on_train_batch_end(batch, logs={"loss": 0.1})
+        callback.on_epoch_end(epoch)
+    callback.on_train_end()
+    assert callback.steps == 6
+    assert [v.split("@")[0] for v in transport.values] == ["1", "2", "3", "4", "5", "6"]
+    with pytest.raises(AttributeError):
+        _ = callback.stop_training_flag  # only hooks default to no-ops
+
+
+def test_hugging_face_callback_reports_state_global_step_and_flushes() -> None:
+    rep, transport, clock = reporter(interval=60)
+    callback = HuggingFaceProgress(rep)
+    state = SimpleNamespace(global_step=0, max_steps=100)
+    for _ in range(3):
+        state.global_step += 1
+        clock.now += 1
+        callback.on_step_end(SimpleNamespace(), state, SimpleNamespace(), model=None)
+    assert callback.on_log(SimpleNamespace(), state, SimpleNamespace(), logs={}) is None  # keeps `control`
+    callback.on_train_end(SimpleNamespace(), state, SimpleNamespace())
+    assert [v.split("@")[0] for v in transport.values] == ["1", "3"]
+
+
+def test_callbacks_mix_into_a_framework_base_class() -> None:
+    class FrameworkCallback:
+        def __init__(self) -> None:
+            self.base_initialised = True
+
+        def on_fit_start(self, trainer: object, pl_module: object) -> str:
+            return "base"
+
+    class Progress(LightningProgress, FrameworkCallback):
+        pass
+
+    callback = Progress(reporter()[0])
+    assert callback.base_initialised and callback.on_fit_start(None, None) == "base"
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"cpu.max": "250000 100000\n"}, 2.5),
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu.max": "50000\n"}, 0.5),
+        ({"cpu/cpu.cfs_quota_us": "150000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1.5),
+        ({"cpu,cpuacct/cpu.cfs_quota_us": "-1\n", "cpu,cpuacct/cpu.cfs_period_us": "100000\n"}, None),
+        ({}, None),
+    ],
+)
+def test_granted_cpus_reads_the_cgroup_quota(tmp_path: Path, files: dict[str, str], expected: float | None) -> None:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert granted_cpus(tmp_path) == expected
+
+
+def test_granted_cpus_follows_an_in_place_resize(tmp_path: Path) -> None:
+    (tmp_path / "cpu.max").write_text("200000 100000\n")
+    assert granted_cpus(tmp_path) == 2.0
+    (tmp_path / "cpu.max").write_text("400000 100000\n")
+    assert granted_cpus(tmp_path) == 4.0
+
+
+def test_importing_the_helper_pulls_in_no_heavy_modules() -> None:
+    code = (
+        "import sys, pysched.progress; "
+        "heavy = [m for m in ('kubernetes', 'torch', 'tensorflow', 'transformers', 'keras', 'lightning', "
+        "'numpy', 'numba') if m in sys.modules]; print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
