@@ -8,7 +8,9 @@ from pysched.framework.registry import Registry
 def default_registry() -> Registry:
     """Every in-tree plugin, by NAME."""
     from pysched.plugins import (
+        autoscale,
         balanced_allocation,
+        deadline_laxity,
         default_binder,
         edf,
         least_allocated,
@@ -20,6 +22,7 @@ def default_registry() -> Registry:
         priority_sort,
         seed,
         taint_toleration,
+        urgency_placement,
     )
 
     return Registry(
@@ -34,8 +37,11 @@ def default_registry() -> Registry:
             least_allocated,
             most_allocated,
             balanced_allocation,
+            urgency_placement,
             default_binder,
             edf,
             seed,
+            deadline_laxity,
+            autoscale,
         )
     )

@@ -15,9 +15,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pysched.ids import NodeName, PodKey
-from pysched.kernel import charge_row
+from pysched.kernel import ScoreShape, charge_row
 from pysched.objects import NodeInfo, PodInfo, Taint
-from pysched.resources import CPU, MEMORY, PODS, ResourceNames, nonzero_requests
+from pysched.resources import CPU, GPU, MEMORY, PODS, ResourceNames, nonzero_requests
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -36,7 +36,11 @@ class RequestShape:
     columns: I64  # the columns the fit check reads (the pod count is always checked)
     charge: I64  # what placing the pod adds to its node's row: the vector plus one pod
     nonzero: I64  # cpu and memory as scoring counts them (defaults for zero)
-    score_shape: tuple[int, int, int, int]  # what the fused scores read: nz cpu, nz memory, cpu, memory
+    score_shape: ScoreShape  # what the fused scores read: nz cpu, nz memory, cpu, memory
+    # What UrgencyPlacement adds to the score shape, with the pod's score class after it: gpu and
+    # the gpu column (-1 when the pod requests no GPU). Kept apart so that profiles without that
+    # term do not split their cached score arrays by GPU count.
+    gpu_shape: tuple[int, int]
 
 
 class NodeTable:
@@ -160,6 +164,7 @@ class NodeTable:
             charge = vector.copy()
             charge[POD_COLUMN] += 1
             nz_cpu, nz_mem = nonzero_requests(requests)
+            gpu = requests.get(GPU, 0)
             if len(self._request_memo) >= 4096:
                 self._request_memo.clear()
             found = self._request_memo[key] = RequestShape(
@@ -169,6 +174,7 @@ class NodeTable:
                 charge=charge,
                 nonzero=np.array([nz_cpu, nz_mem], np.int64),
                 score_shape=(nz_cpu, nz_mem, int(vector[0]), int(vector[1])),
+                gpu_shape=(gpu, self.column[GPU] if gpu else -1),
             )
         return found
 

@@ -32,6 +32,11 @@ POD_COLUMN = 2
 I64 = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 
+# A pod's score shape: (nz cpu, nz memory, cpu, memory), followed by (gpu, gpu column or -1,
+# score class) when the profile uses UrgencyPlacement (the kernel reads them only then).
+ScoreShape = tuple[int, ...]
+URGENT = 1  # score class of an urgent pod (UrgencyPlacement); 0 is relaxed
+
 # Compiled code is cached on disk (NUMBA_CACHE_DIR picks the folder; a read-only image sets it).
 _CACHE = os.environ.get("PYSCHED_NUMBA_CACHE", "1") != "0"
 
@@ -46,10 +51,26 @@ class KernelWeights:
     balanced_allocation: int = 0
     cpu_weight: int = 1  # resource weights of Least/MostAllocated (kube-scheduler default 1:1)
     memory_weight: int = 1
+    urgency_placement: int = 0  # UrgencyPlacement's profile weight, then its own term weights
+    grow_headroom_weight: int = 1
+    pack_weight: int = 1
+    gpu_fragment_weight: int = 1
+    headroom_factor: int = 2
 
     def params(self) -> I64:
         return np.array(
-            [self.least_allocated, self.most_allocated, self.balanced_allocation, self.cpu_weight, self.memory_weight],
+            [
+                self.least_allocated,
+                self.most_allocated,
+                self.balanced_allocation,
+                self.cpu_weight,
+                self.memory_weight,
+                self.urgency_placement,
+                self.grow_headroom_weight,
+                self.pack_weight,
+                self.gpu_fragment_weight,
+                self.headroom_factor,
+            ],
             np.int64,
         )
 
@@ -80,10 +101,26 @@ def _floor_div(num: np.int64, den: np.int64) -> np.int64:  # pragma: no cover - 
 def score_rows(  # pragma: no cover - compiled; covered through the parity tests
     rows: I64, shape: I64, params: I64, allocatable: I64, requested: I64, nonzero_requested: I64, scores: I64
 ) -> None:
-    """Weighted sum of the fused score terms for the given rows. shape = (nz_cpu, nz_mem, cpu, mem)."""
+    """Weighted sum of the fused score terms for the given rows. shape = (nz_cpu, nz_mem, cpu, mem,
+    gpu, gpu column or -1, score class); the last three are read only when UrgencyPlacement is on."""
     w_least, w_most, w_balanced, cpu_weight, memory_weight = params[0], params[1], params[2], params[3], params[4]
     nz_cpu, nz_mem, cpu, mem = shape[0], shape[1], shape[2], shape[3]
     balanced_on = w_balanced != 0 and (cpu != 0 or mem != 0)
+    # UrgencyPlacement (plugins/urgency_placement/reference.py): the weighted mean of the cpu
+    # term (urgent: headroom to grow, relaxed: best fit) and, for GPU pods, the GPU best fit.
+    w_urgency = params[5]
+    gpu = np.int64(0)
+    gpu_col = np.int64(-1)
+    urgent = False
+    if w_urgency != 0 and shape.shape[0] >= 7:
+        gpu, gpu_col, urgent = shape[4], shape[5], shape[6] == URGENT
+    else:
+        w_urgency = np.int64(0)
+    w_cpu_term = params[6] if urgent else params[7]
+    w_gpu_term = params[8] if gpu > 0 and gpu_col >= 0 else np.int64(0)
+    urgency_den = w_cpu_term + w_gpu_term
+    urgency_on = w_urgency != 0 and urgency_den != 0
+    want = nz_cpu * params[9]  # the free cpu at which an urgent pod's headroom score saturates
     for k in range(rows.shape[0]):
         i = rows[k]
         total = np.int64(0)
@@ -118,6 +155,20 @@ def score_rows(  # pragma: no cover - compiled; covered through the parity tests
                 f_mem = min((requested[i, 1] + mem) / cap_mem, 1.0)
                 std = abs(f_cpu - f_mem) / 2.0
             total += w_balanced * np.int64((1.0 - std) * MAX_NODE_SCORE)
+        if urgency_on:
+            acc = np.int64(0)
+            if w_cpu_term != 0 and cap_cpu != 0:
+                free = max(cap_cpu - requested[i, 0] - cpu, np.int64(0))
+                if urgent:
+                    acc += w_cpu_term * (_floor_div(min(free, want) * MAX_NODE_SCORE, want) if want > 0 else 0)
+                else:
+                    acc += w_cpu_term * _floor_div(nz_cpu * MAX_NODE_SCORE, nz_cpu + free)
+            if w_gpu_term != 0:
+                cap_gpu = allocatable[i, gpu_col]
+                if cap_gpu != 0:
+                    free_gpu = max(cap_gpu - requested[i, gpu_col] - gpu, np.int64(0))
+                    acc += w_gpu_term * _floor_div(gpu * MAX_NODE_SCORE, gpu + free_gpu)
+            total += w_urgency * _floor_div(acc, urgency_den)
         scores[i] = total
 
 
@@ -200,12 +251,12 @@ class ScoreCache:
     weights: KernelWeights
     capacity: int = 256
     params: I64 = field(init=False)
-    _entries: dict[tuple[int, int, int, int], _Scores] = field(init=False, default_factory=dict)
+    _entries: dict[ScoreShape, _Scores] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.params = self.weights.params()
 
-    def scores(self, shape: tuple[int, int, int, int], nodes: NodeTable) -> I64:
+    def scores(self, shape: ScoreShape, nodes: NodeTable) -> I64:
         size = nodes.size
         allocatable, requested, nonzero = (
             nodes.allocatable[:size],
@@ -376,10 +427,10 @@ class SelectionCache:
         request: I64,
         columns: I64,
         resource_fit: bool,
-        shape: tuple[int, int, int, int],
+        shape: ScoreShape,
     ) -> tuple[int, int]:
         """(best row or -1, feasible count), as `select_node` would answer. The key must
-        determine the mask and the request (and so the score shape)."""
+        determine the mask, the request and the score shape (a score class included)."""
         if nodes.generation != self._generation:
             self._trees.clear()  # masks changed: every tree is stale
             self._last_scan.clear()
@@ -436,7 +487,7 @@ class SelectionCache:
         return (-1, 0) if top < 0 else (scale - 1 - top % scale, count)
 
 
-def reference_scores(weights: KernelWeights, shape: tuple[int, int, int, int], nodes: NodeTable) -> I64:
+def reference_scores(weights: KernelWeights, shape: ScoreShape, nodes: NodeTable) -> I64:
     """Scores of every row computed from scratch (tests compare the cache against this)."""
     size = nodes.size
     out = np.empty(size, np.int64)
@@ -457,7 +508,7 @@ def warm_up() -> None:
     zeros = np.zeros_like(allocatable)
     scores = np.zeros(1, np.int64)
     params = KernelWeights(least_allocated=1, balanced_allocation=1).params()
-    shape = np.array([100, 1 << 20, 100, 1 << 20], np.int64)
+    shape = np.array([100, 1 << 20, 100, 1 << 20, 0, -1, 0], np.int64)
     rows = np.zeros(1, np.int64)
     score_rows(rows, shape, params, allocatable, zeros, np.zeros((1, 2), np.int64), scores)
     request = np.array([100, 0, 0, 0], np.int64)

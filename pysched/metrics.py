@@ -7,12 +7,16 @@ leadership are read when scraped, so the hot path pays nothing for them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from pysched.framework.interfaces import QueuedPod
+from pysched.framework.interfaces import MetricFamily, MetricsPlugin, QueuedPod
+
+if TYPE_CHECKING:
+    from pysched.scheduler import Scheduler
 
 ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))  # kube-scheduler: ExponentialBuckets(0.001, 2, 15)
 SLI_BUCKETS = tuple(0.01 * 2**i for i in range(20))  # kube-scheduler: ExponentialBuckets(0.01, 2, 20)
@@ -83,3 +87,21 @@ def counter(name: str, documentation: str, values: dict[tuple[str, ...], float],
     for key, value in values.items():
         family.add_metric(list(key), value)
     return family
+
+
+def plugin_metrics(scheduler: Scheduler) -> list[Metric]:
+    """Metrics plugins keep (`MetricsPlugin`, e.g. Autoscale's), one family per name with a
+    `profile` label: profiles share a name when they enable the same plugin."""
+    merged: dict[str, tuple[MetricFamily, dict[tuple[str, ...], float]]] = {}
+    for name, framework in scheduler.frameworks.items():
+        for plugin in framework.plugins.values():
+            if not isinstance(plugin, MetricsPlugin):
+                continue
+            for family in plugin.metric_families():
+                _, values = merged.setdefault(family.name, (family, {}))
+                values.update({(name, *key): value for key, value in family.values.items()})
+    out: list[Metric] = []
+    for family, values in merged.values():
+        make = counter if family.kind == "counter" else gauge
+        out.append(make(family.name, family.documentation, values, ["profile", *family.labels]))
+    return out

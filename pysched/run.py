@@ -203,7 +203,8 @@ async def _serve(
         if not state.warmed:
             return "compiling kernels"
         if not backend.synced:
-            return "informers not synced: " + (backend.node_informer.last_error or backend.pod_informer.last_error)
+            informers = (backend.namespace_informer, backend.node_informer, backend.pod_informer)
+            return "informers not synced: " + next((i.last_error for i in informers if i.last_error), "")
         return None
 
     server = OpsServer(metrics, not_ready, *address)
@@ -292,7 +293,7 @@ async def _teardown(
 
 
 def _add_sources(metrics: SchedulerMetrics, scheduler: Scheduler, backend: LiveCluster, state: _State) -> None:
-    from pysched.metrics import counter, gauge
+    from pysched.metrics import counter, gauge, plugin_metrics
 
     def collect() -> list[Metric]:
         counts = scheduler.queue.counts()
@@ -323,6 +324,7 @@ def _add_sources(metrics: SchedulerMetrics, scheduler: Scheduler, backend: LiveC
                 [],
             ),
             gauge("pysched_leader", "1 while this replica holds the Lease.", {(): float(state.leader)}, []),
+            *plugin_metrics(scheduler),
         ]
 
     metrics.add_source(collect)

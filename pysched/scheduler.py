@@ -21,7 +21,7 @@ from pysched.framework.cluster import ClusterBackend, PodCondition
 from pysched.framework.config import ConfigError, SchedulerConfig
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
-from pysched.framework.interfaces import Handle, QueuedPod
+from pysched.framework.interfaces import Handle, PodTerminatedPlugin, QueuedPod
 from pysched.framework.registry import Registry
 from pysched.framework.runtime import Framework, build_frameworks
 from pysched.framework.status import Code, Status
@@ -152,8 +152,17 @@ class Scheduler:
         self.queue.delete(new.key)
         if new.terminated and not old.terminated:
             self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, old, new))
+            self._pod_terminated(new)
         elif old.node_name is not None and _shrank(old, new):
             self.queue.on_event(ClusterEvent(EventKind.POD_RESIZE_DOWN, old, new))
+
+    def _pod_terminated(self, pod: PodInfo) -> None:
+        framework = self.frameworks.get(pod.scheduler_name)
+        if framework is None:
+            return
+        for plugin in framework.plugins.values():
+            if isinstance(plugin, PodTerminatedPlugin):
+                plugin.pod_terminated(pod)
 
     def on_pod_deleted(self, pod: PodInfo) -> None:
         if self.cache.pod_node(pod.key) is not None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from pysched.framework.annotations import deadline_of, progress_of, total_steps_of
+from pysched.framework.cluster import cpu_resize
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import Handle
 from pysched.framework.registry import ArgsError, PluginSpec
@@ -110,7 +111,7 @@ class SeedRestart:
     async def _restart(self, pod: PodInfo, cpu_milli: int, decision: Decision, now: float) -> None:
         containers = pod.raw.get("spec", {}).get("containers") or [{}]
         name = str(containers[0].get("name", ""))
-        status = await self.handle.cluster.resize(pod, {name: {CPU: format_resource(CPU, cpu_milli)}})
+        status = await self.handle.cluster.resize(pod, {name: cpu_resize(pod, name, cpu_milli)})
         if not status.ok:
             return
         self._started[pod.key] = now

@@ -29,7 +29,7 @@ from pysched.backend.eventsink import EventRecord, EventSink, Series
 from pysched.backend.informer import Informer
 from pysched.backend.kubeclient import JSON, STRATEGIC_MERGE_PATCH, ApiResponse, WatchFailed
 from pysched.backend.ratelimit import TokenBucket
-from pysched.framework.cluster import ClusterListener, PodCondition
+from pysched.framework.cluster import ClusterListener, ContainerResize, PodCondition
 from pysched.framework.status import SUCCESS, Status, error, unschedulable
 from pysched.ids import NodeName
 from pysched.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
@@ -193,6 +193,7 @@ class LiveCluster:
         self.binds: collections.Counter[str] = collections.Counter()  # result -> bind calls made
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, PodInfo] = {}
+        self.namespaces: dict[str, dict[str, str]] = {}  # name -> labels (deadlineNamespaces)
         self._invalid: set[str] = set()
         self._listener: ClusterListener | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -206,6 +207,10 @@ class LiveCluster:
         )
         self.events.enabled = lambda: self.writable()
         opts = self.options
+        self.namespace_informer = Informer(
+            client, "/api/v1/namespaces", self._namespace_upsert, self._namespace_delete,
+            page_size=opts.page_size, inactivity=opts.inactivity, resource="namespaces",
+        )  # fmt: skip
         self.node_informer = Informer(
             client, "/api/v1/nodes", self._node_upsert, self._node_delete,
             page_size=opts.page_size, inactivity=opts.inactivity, resource="nodes",
@@ -217,9 +222,12 @@ class LiveCluster:
 
     # ----- informers
     async def start(self, listener: ClusterListener) -> None:
-        """Nodes first, then pods (so bound pods find their nodes); returns once both are synced."""
+        """Namespaces, nodes, then pods (so pods find their namespace's labels and bound pods their
+        nodes); returns once all are synced."""
         self._listener = listener
         self.events.start()
+        self._tasks.append(asyncio.create_task(self.namespace_informer.run()))
+        await self.namespace_informer.synced.wait()
         self._tasks.append(asyncio.create_task(self.node_informer.run()))
         await self.node_informer.synced.wait()
         self._tasks.append(asyncio.create_task(self.pod_informer.run()))
@@ -236,7 +244,19 @@ class LiveCluster:
 
     @property
     def synced(self) -> bool:
-        return self.node_informer.synced.is_set() and self.pod_informer.synced.is_set()
+        informers = (self.namespace_informer, self.node_informer, self.pod_informer)
+        return all(i.synced.is_set() for i in informers)
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        return self.namespaces.get(namespace)
+
+    def _namespace_upsert(self, raw: JSON) -> None:
+        meta = raw.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        self.namespaces[str(meta.get("name"))] = {str(k): str(v) for k, v in labels.items()}
+
+    def _namespace_delete(self, key: str, raw: JSON | None) -> None:
+        self.namespaces.pop(key, None)
 
     def _node_upsert(self, raw: JSON) -> None:
         assert self._listener is not None
@@ -297,6 +317,16 @@ class LiveCluster:
     def _pod_delete(self, key: str, raw: JSON | None) -> None:
         assert self._listener is not None
         old = self.pods.pop(key, None)
+        if old is not None and raw is not None and not old.terminated:
+            # The field selector turns a pod that ended into a DELETED event carrying its final
+            # state: deliver the end first, so plugins learn it succeeded or failed (deadline met
+            # or missed), not merely that it went away.
+            try:
+                ended = pod_from_dict(raw)
+            except (ValueError, KeyError, TypeError):
+                ended = None
+            if ended is not None and ended.terminated and ended.uid == old.uid:
+                self._listener.on_pod_updated(old, ended)
         if old is not None:
             self._invalid.discard(old.uid)
             self._listener.on_pod_deleted(old)
@@ -357,12 +387,13 @@ class LiveCluster:
         if not resp.ok and resp.status != 404:
             log.warning("pod condition not written", pod=pod.key, error=resp.message())
 
-    async def resize(self, pod: PodInfo, container_requests: Mapping[str, Mapping[str, str]]) -> Status:
+    async def resize(self, pod: PodInfo, containers: Mapping[str, ContainerResize]) -> Status:
         if not self.writable():
             return error("not the leader: resize refused")
-        containers = [{"name": name, "resources": {"requests": dict(r)}} for name, r in container_requests.items()]
+        # Strategic merge: only the named resources change, so limits not given keep their value.
+        body = [{"name": name, "resources": r.as_dict()} for name, r in containers.items()]
         resp = await self.client.request(
-            "PATCH", _pod_path(pod, "resize"), body={"spec": {"containers": containers}},
+            "PATCH", _pod_path(pod, "resize"), body={"spec": {"containers": body}},
             content_type=STRATEGIC_MERGE_PATCH,
         )  # fmt: skip
         if resp.ok:

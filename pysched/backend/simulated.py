@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pysched.clock import Clock
-from pysched.framework.cluster import ClusterListener, PodCondition
+from pysched.framework.cluster import ClusterListener, ContainerResize, PodCondition
 from pysched.framework.status import SUCCESS, Status, error, unschedulable
 from pysched.ids import NodeName, PodKey
 from pysched.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
@@ -31,6 +31,8 @@ class RecordedEvent:
     note: str
 
 
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace by the apiserver
+
 BindHook = Callable[[PodInfo, NodeName], None]
 ResizeHook = Callable[[PodInfo, PodInfo], None]  # (before, after) of an accepted resize
 
@@ -44,6 +46,9 @@ class SimulatedCluster:
         self.conditions: dict[PodKey, dict[str, PodCondition]] = {}
         self.bind_hooks: list[BindHook] = []
         self.resize_hooks: list[ResizeHook] = []
+        # Labels of namespaces created with `set_namespace`; any other namespace a pod uses exists
+        # with only the label the apiserver gives every namespace (kubernetes.io/metadata.name).
+        self.namespaces: dict[str, dict[str, str]] = {}
         self.binds = 0
         self._record_events = record_events
         self._listener: ClusterListener | None = None
@@ -81,16 +86,18 @@ class SimulatedCluster:
         if pod.key in self.pods:
             self.conditions.setdefault(pod.key, {})[condition.type] = condition
 
-    async def resize(self, pod: PodInfo, container_requests: Mapping[str, Mapping[str, str]]) -> Status:
+    async def resize(self, pod: PodInfo, containers: Mapping[str, ContainerResize]) -> Status:
         current = self.pods.get(pod.key)
         if current is None:
             return unschedulable(f"pod {pod.key} no longer exists")
         raw: dict[str, Any] = copy.deepcopy(dict(current.raw))
         for container in raw.get("spec", {}).get("containers", []):
-            wanted = container_requests.get(container.get("name", ""))
-            if wanted:
-                requests = container.setdefault("resources", {}).setdefault("requests", {})
-                requests.update(wanted)
+            wanted = containers.get(container.get("name", ""))
+            if wanted is not None:
+                resources = container.setdefault("resources", {})
+                resources.setdefault("requests", {}).update(wanted.requests)
+                if wanted.limits:
+                    resources.setdefault("limits", {}).update(wanted.limits)
         updated = self._replace(current, raw)
         for hook in self.resize_hooks:
             hook(current, updated)
@@ -100,7 +107,13 @@ class SimulatedCluster:
         if self._record_events:
             self.events.append(RecordedEvent(self.clock.now(), pod.key, event_type, reason, note))
 
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        return {**self.namespaces.get(namespace, {}), NAMESPACE_NAME_LABEL: namespace}
+
     # ----- the simulated world changes
+    def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
+        self.namespaces[name] = dict(labels)
+
     def _replace(self, current: PodInfo, raw: Mapping[str, Any]) -> PodInfo:
         updated = dataclasses.replace(pod_from_dict(raw), node_name=current.node_name, phase=current.phase)
         self.pods[current.key] = updated

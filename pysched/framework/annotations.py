@@ -10,6 +10,7 @@ import re
 from datetime import datetime
 
 from pysched.objects import PodInfo
+from pysched.resources import QuantityError, parse_quantity
 
 DEADLINE = "pysched.io/deadline"
 TOTAL_STEPS = "pysched.io/total-steps"
@@ -71,3 +72,65 @@ def parse_progress(value: str) -> tuple[int, float] | None:
         return None
     observed = parse_rfc3339(when)
     return None if observed is None or not math.isfinite(observed) else (int(steps), observed)
+
+
+# --- autoscaling bounds and switches (issue 6 items 3 and 5) --------------------------------------
+CPU_MIN = "pysched.io/cpu-min"
+CPU_MAX = "pysched.io/cpu-max"
+AUTOSCALE = "pysched.io/autoscale"
+CONTAINER = "pysched.io/container"
+TOTAL_STEPS_FORMS = "a positive integer such as 10000"
+PROGRESS_FORMS = "STEPS@RFC3339, e.g. 1200@2026-11-30T12:00:05Z"
+CPU_FORMS = "a positive Kubernetes CPU quantity such as 500m, 2 or 1.5"
+AUTOSCALE_FORMS = '"true" or "false"'
+CONTAINER_FORMS = "the name of one of the pod's containers"
+
+
+def cpu_milli_of(pod: PodInfo, key: str) -> int | None:
+    """A positive CPU quantity annotation in millicores; None when absent or malformed."""
+    value = pod.annotations.get(key)
+    if value is None:
+        return None
+    try:
+        milli = parse_quantity(value.strip()) * 1000
+    except QuantityError:
+        return None
+    return math.ceil(milli) if milli > 0 else None
+
+
+def autoscale_enabled(pod: PodInfo) -> bool:
+    """Only an explicit `"false"` turns autoscaling off (a malformed value reads as absent: on)."""
+    return pod.annotations.get(AUTOSCALE, "").strip().lower() != "false"
+
+
+def container_names(pod: PodInfo) -> list[str]:
+    return [str(c.get("name", "")) for c in pod.raw.get("spec", {}).get("containers") or []]
+
+
+def main_container(pod: PodInfo) -> str | None:
+    """The container autoscaling resizes: `pysched.io/container` when it names one, else the first."""
+    names = container_names(pod)
+    wanted = pod.annotations.get(CONTAINER)
+    if wanted is not None and wanted in names:
+        return wanted
+    return names[0] if names else None
+
+
+def invalid_annotations(pod: PodInfo) -> list[tuple[str, str, str]]:
+    """(key, value, accepted forms) for every malformed `pysched.io/*` value of the contract."""
+    notes = pod.annotations
+    bad: list[tuple[str, str, str]] = []
+    if DEADLINE in notes and deadline_of(pod) is None:
+        bad.append((DEADLINE, notes[DEADLINE], DEADLINE_FORMS))
+    if TOTAL_STEPS in notes and total_steps_of(pod) is None:
+        bad.append((TOTAL_STEPS, notes[TOTAL_STEPS], TOTAL_STEPS_FORMS))
+    if PROGRESS in notes and parse_progress(notes[PROGRESS]) is None:
+        bad.append((PROGRESS, notes[PROGRESS], PROGRESS_FORMS))
+    for key in (CPU_MIN, CPU_MAX):
+        if key in notes and cpu_milli_of(pod, key) is None:
+            bad.append((key, notes[key], CPU_FORMS))
+    if AUTOSCALE in notes and notes[AUTOSCALE].strip().lower() not in ("true", "false"):
+        bad.append((AUTOSCALE, notes[AUTOSCALE], AUTOSCALE_FORMS))
+    if CONTAINER in notes and notes[CONTAINER] not in container_names(pod):
+        bad.append((CONTAINER, notes[CONTAINER], CONTAINER_FORMS))
+    return bad

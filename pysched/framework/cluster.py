@@ -7,12 +7,13 @@ same scheduler loop; the scheduler never knows which one it talks to (DESIGN §4
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from pysched.framework.status import Status
 from pysched.ids import NodeName
 from pysched.objects import NodeInfo, PodInfo
+from pysched.resources import CPU, format_resource, to_scheduler_units
 
 
 class ClusterListener(Protocol):
@@ -37,6 +38,56 @@ class PodCondition:
     message: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class ContainerResize:
+    """The new resources of one container in an in-place resize (`pods/{name}/resize`).
+
+    Limits travel with requests: a resize that changed requests under a fixed limit could change
+    the pod's QoS class, which the apiserver refuses (a Guaranteed pod must keep requests ==
+    limits). Resources absent from `limits` keep the limit the container already has (or none).
+    """
+
+    requests: Mapping[str, str]
+    limits: Mapping[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, dict[str, str]]:
+        """The container's `resources` in the API's shape (an empty `limits` is left out)."""
+        out = {"requests": dict(self.requests)}
+        if self.limits:
+            out["limits"] = dict(self.limits)
+        return out
+
+
+def cpu_resize(pod: PodInfo, container: str, cpu_milli: int) -> ContainerResize:
+    """A resize of one container's CPU request to `cpu_milli` that keeps the QoS class.
+
+    A CPU limit scales by the same ratio as the request (rounded up, so the limit never drops
+    below the request), and a Guaranteed container's limit simply equals the new request. No
+    limit stays no limit; memory is not touched.
+    """
+    request: object = None
+    limit: object = None
+    for c in pod.raw.get("spec", {}).get("containers") or ():
+        if c.get("name", "") == container:
+            resources = c.get("resources") or {}
+            request = (resources.get("requests") or {}).get(CPU)
+            limit = (resources.get("limits") or {}).get(CPU)
+            break
+    requests = {CPU: format_resource(CPU, cpu_milli)}
+    if not isinstance(limit, str | int | float):
+        return ContainerResize(requests)
+    limit_m = to_scheduler_units(CPU, limit)
+    # The API defaults a missing request to the limit: such a container is Guaranteed for CPU.
+    request_m = to_scheduler_units(CPU, request) if isinstance(request, str | int | float) else limit_m
+    if request_m == limit_m:
+        new_limit = cpu_milli
+    elif request_m <= 0:  # no ratio to keep: only make room for the new request
+        new_limit = max(limit_m, cpu_milli)
+    else:
+        new_limit = -(-limit_m * cpu_milli // request_m)
+    return ContainerResize(requests, {CPU: format_resource(CPU, new_limit)})
+
+
 class ClusterBackend(Protocol):
     async def start(self, listener: ClusterListener) -> None:
         """List everything, deliver it to the listener, then keep delivering changes."""
@@ -50,10 +101,18 @@ class ClusterBackend(Protocol):
 
     async def patch_pod_condition(self, pod: PodInfo, condition: PodCondition) -> None: ...
 
-    async def resize(self, pod: PodInfo, container_requests: Mapping[str, Mapping[str, str]]) -> Status:
-        """Request an in-place resize (`pods/resize`): container name -> resource -> quantity."""
+    async def resize(self, pod: PodInfo, containers: Mapping[str, ContainerResize]) -> Status:
+        """Request an in-place resize (`pods/resize`): container name -> its new requests and limits."""
         ...
 
     async def emit_event(self, pod: PodInfo, event_type: str, reason: str, note: str) -> None:
         """An events.k8s.io/v1 Event regarding the pod (type Normal or Warning)."""
+        ...
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        """The namespace's labels as last seen (None: no such namespace known).
+
+        Synchronous on purpose: queue ordering asks it (DeadlineLaxity's `deadlineNamespaces`), so
+        backends keep namespaces in memory (the live one through a namespace informer).
+        """
         ...

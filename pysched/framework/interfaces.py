@@ -202,3 +202,28 @@ class ReconcilePlugin(Plugin, Protocol):
     def reconcile_interval(self) -> float: ...
 
     async def reconcile(self, pods: Sequence[PodInfo]) -> None: ...
+
+
+@runtime_checkable
+class PodTerminatedPlugin(Plugin, Protocol):
+    """Told when a bound pod of the profile ends (phase Succeeded or Failed): the one moment a
+    deadline is known met or missed. Terminated pods leave the cache, so reconcile never sees it."""
+
+    def pod_terminated(self, pod: PodInfo) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MetricFamily:
+    """A plugin's metric, exposed by `pysched run` on /metrics with a `profile` label added.
+    Plugins never import prometheus_client (DESIGN §4 rule 2): they hand over plain values."""
+
+    name: str  # without `_total`: counters get it on exposition
+    documentation: str
+    kind: str  # "gauge" or "counter"
+    labels: tuple[str, ...]
+    values: Mapping[tuple[str, ...], float]
+
+
+@runtime_checkable
+class MetricsPlugin(Plugin, Protocol):
+    def metric_families(self) -> Sequence[MetricFamily]: ...

@@ -7,7 +7,7 @@ the kernel does not know add their own batch filters and scores around it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +48,7 @@ from pysched.kernel import KernelWeights, ScoreCache, SelectionCache, select_nod
 from pysched.objects import PodInfo
 
 KERNEL_FILTERS = frozenset({"NodeResourcesFit"})
-KERNEL_SCORES = frozenset({"LeastAllocated", "MostAllocated", "BalancedAllocation"})
+KERNEL_SCORES = frozenset({"LeastAllocated", "MostAllocated", "BalancedAllocation", "UrgencyPlacement"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +103,9 @@ class Framework:
             if not isinstance(p, MaskFilterPlugin) and getattr(p, "kernel_filter", None) not in KERNEL_FILTERS
         ]
         fused_fit = any(isinstance(p, FusedFilter) and p.kernel_filter in KERNEL_FILTERS for p in self.filters)
+        # A fused score that reads a per-pod class (UrgencyPlacement's urgency) supplies it here;
+        # the class joins the score shape and the selection key.
+        self._score_class: Callable[[PodInfo], int] | None = None
         self.weights, self.extra_scores = self._kernel_weights(fused_fit)
         self._masks: dict[Hashable, tuple[Bools, I64]] = {}  # signature -> (mask, candidate rows)
         self._mask_generation = -1
@@ -114,6 +117,7 @@ class Framework:
     def _kernel_weights(self, fused_fit: bool) -> tuple[KernelWeights, list[tuple[ScorePlugin, int]]]:
         weights: dict[str, int] = {}
         resource_weights: tuple[int, int] | None = None
+        urgency_params: tuple[int, int, int, int] = (1, 1, 1, 2)
         extra: list[tuple[ScorePlugin, int]] = []
         for ref in self.profile.enabled("score"):
             plugin = self.plugins[ref.name]
@@ -129,6 +133,9 @@ class Framework:
                             "LeastAllocated and MostAllocated must use the same resource weights",
                         )
                     resource_weights = pair
+                elif term == "UrgencyPlacement":
+                    urgency_params = plugin.kernel_params()  # type: ignore[attr-defined]
+                    self._score_class = plugin.score_class  # type: ignore[attr-defined]
             else:
                 extra.append((plugin, ref.weight))  # type: ignore[arg-type]
         cpu_w, mem_w = resource_weights or (1, 1)
@@ -140,6 +147,11 @@ class Framework:
                 balanced_allocation=weights.get("BalancedAllocation", 0),
                 cpu_weight=cpu_w,
                 memory_weight=mem_w,
+                urgency_placement=weights.get("UrgencyPlacement", 0),
+                grow_headroom_weight=urgency_params[0],
+                pack_weight=urgency_params[1],
+                gpu_fragment_weight=urgency_params[2],
+                headroom_factor=urgency_params[3],
             ),
             extra,
         )
@@ -209,10 +221,14 @@ class Framework:
         mask, candidates = self._node_mask(pod, signature)
         req = nodes.request_shape(pod.requests)
         request, columns, shape = req.vector, req.columns, req.score_shape
+        key: Hashable = (signature, req.key)
+        if self._score_class is not None:
+            score_class = self._score_class(pod)
+            shape = (*shape, *req.gpu_shape, score_class)
+            key = (signature, req.key, score_class)
         extra = bool(self.extra_scores or self.pre_score)
         if not self.batch_filters and not extra:
             # Only mask filters, the fused fit and fused scores: the incremental arg-max answers.
-            key = (signature, req.key)
             best, feasible = self._selection.select(
                 key, nodes, mask, candidates, request, columns, self.weights.resource_fit, shape
             )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from pysched.testing.controlplane import NodeSpec, create_fake_node
@@ -74,3 +76,12 @@ def condition(pod: JSON, ctype: str) -> JSON | None:
             found: JSON = cond
             return found
     return None
+
+
+async def eventually(predicate: Callable[[], bool], what: str, timeout: float = 20.0, poll: float = 0.05) -> None:
+    """Poll `predicate` on the event loop until it holds; TimeoutError naming `what` otherwise."""
+    for _ in range(int(timeout / poll)):
+        if predicate():
+            return
+        await asyncio.sleep(poll)
+    raise TimeoutError(what)

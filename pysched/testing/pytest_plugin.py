@@ -23,6 +23,7 @@ from collections.abc import Iterator
 import pytest
 
 from pysched.testing.controlplane import BinariesNotFound, LocalControlPlane, find_bin_dir
+from pysched.testing.emulator import KubeletEmulator
 from pysched.testing.kube import KubeAPI, KubeAPIError
 
 
@@ -69,3 +70,14 @@ def namespace(kube: KubeAPI, control_plane: LocalControlPlane) -> Iterator[str]:
             kube.force_delete_pod(name, pod["metadata"]["name"])
         with contextlib.suppress(KubeAPIError):
             kube.delete(f"/api/v1/namespaces/{name}")
+
+
+@pytest.fixture
+def emulator(kube: KubeAPI) -> Iterator[KubeletEmulator]:
+    """A running kubelet emulator for the fake nodes, stopped after the test."""
+    emu = KubeletEmulator(kube).start()
+    emu.wait_synced()
+    try:
+        yield emu
+    finally:
+        emu.stop()

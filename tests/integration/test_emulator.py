@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from pysched.testing import KubeAPI, wait_for
@@ -14,16 +12,6 @@ from pysched.testing.kube import JSON
 pytestmark = pytest.mark.integration
 
 NEW = {"requests": {"cpu": "300m", "memory": "96Mi"}, "limits": {"cpu": "400m", "memory": "128Mi"}}
-
-
-@pytest.fixture
-def emulator(kube: KubeAPI) -> Iterator[KubeletEmulator]:
-    emu = KubeletEmulator(kube).start()
-    emu.wait_synced()
-    try:
-        yield emu
-    finally:
-        emu.stop()
 
 
 def running_pod(kube: KubeAPI, namespace: str, name: str = "p", annotations: dict[str, str] | None = None) -> JSON:

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from pysched.backend.live import LiveCluster, LiveOptions, connect
-from pysched.framework.cluster import PodCondition
+from pysched.framework.cluster import ContainerResize, PodCondition
 from pysched.framework.status import Code
 from pysched.ids import NodeName, PodUID, pod_key
 from pysched.objects import NodeInfo, PodInfo
 from pysched.testing import KubeAPI, LocalControlPlane
-from pysched.testing.helpers import condition, container, fake_node, make_pod
+from pysched.testing.helpers import condition, container, eventually, fake_node, make_pod
 
 pytestmark = pytest.mark.integration
 
@@ -48,14 +48,6 @@ class Listener:
         raise AssertionError(problem)
 
 
-async def until(predicate: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise TimeoutError(what)
-
-
 async def test_live_cluster_reads_and_writes(control_plane: LocalControlPlane, kube: KubeAPI, namespace: str) -> None:
     name = f"live-{namespace}"
     node = await asyncio.to_thread(fake_node, kube, f"{namespace}-n0")
@@ -68,13 +60,13 @@ async def test_live_cluster_reads_and_writes(control_plane: LocalControlPlane, k
         await asyncio.to_thread(kube.create_pod, namespace, make_pod("ours", scheduler=name))
         await asyncio.to_thread(kube.create_pod, namespace, make_pod("theirs", scheduler="someone-else"))
         key = f"{namespace}/ours"
-        await until(lambda: key in listener.pods, "pod delivered")
+        await eventually(lambda: key in listener.pods, "pod delivered")
         assert f"{namespace}/theirs" not in listener.pods  # another scheduler's pending pod is not parsed
         pod = listener.pods[key]
 
-        status = await backend.resize(pod, {"main": {"cpu": "150m"}})
+        status = await backend.resize(pod, {"main": ContainerResize({"cpu": "150m"})})
         assert status.ok, status
-        await until(lambda: listener.pods[key].requests != pod.requests, "resize delivered")
+        await eventually(lambda: listener.pods[key].requests != pod.requests, "resize delivered")
         stale = await backend.bind(pod, NodeName(node))  # the requests changed since `pod` was read
         assert stale.code is Code.ERROR and "resized" in stale.message()
         pod = listener.pods[key]
@@ -86,14 +78,14 @@ async def test_live_cluster_reads_and_writes(control_plane: LocalControlPlane, k
         assert container(stored)["resources"]["requests"]["cpu"] == "150m"
 
         assert (await backend.bind(pod, NodeName(node))).ok
-        await until(lambda: listener.pods[key].node_name == node, "bound pod delivered")
+        await eventually(lambda: listener.pods[key].node_name == node, "bound pod delivered")
         again = await backend.bind(pod, NodeName(node))
         assert again.code is Code.ERROR and "conflict" in again.message()  # 409: a Status, not an exception
         gone = pod.evolve(name="missing", key=f"{namespace}/missing")
         assert (await backend.bind(gone, NodeName(node))).code is Code.UNSCHEDULABLE  # 404
 
         await asyncio.to_thread(kube.force_delete_pod, namespace, "ours")
-        await until(lambda: key not in listener.pods, "deletion delivered")
+        await eventually(lambda: key not in listener.pods, "deletion delivered")
         assert backend.binds == {"ok": 1, "stale": 1, "409": 1, "404": 1}
 
         backend.writable = lambda: False  # a follower: no call reaches the API
@@ -119,7 +111,7 @@ async def test_node_heartbeats_are_not_node_updates(
         await asyncio.to_thread(kube.patch, path, beat, content_type="application/strategic-merge-patch+json")
         labels = {"metadata": {"labels": {"heartbeat-test": "yes"}}}
         await asyncio.to_thread(kube.patch, f"/api/v1/nodes/{node}", labels)
-        await until(lambda: listener.nodes[node].labels.get("heartbeat-test") == "yes", "label delivered")
+        await eventually(lambda: listener.nodes[node].labels.get("heartbeat-test") == "yes", "label delivered")
         assert listener.node_updates == 1
     finally:
         await backend.stop()

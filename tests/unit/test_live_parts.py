@@ -318,6 +318,7 @@ async def test_live_cluster_reports_unreadable_pods_of_its_own_once_and_ignores_
     client = FakeClient()
     client.lists.extend(
         [
+            listing("0", {"metadata": {"name": "ns", "resourceVersion": "1", "labels": {"team": "ml"}}}),
             listing("1"),
             listing("2", pod("good", "pysched", "1"), pod("bad", "pysched", "lots"), pod("x", "other", "lots")),
         ]
@@ -330,3 +331,37 @@ async def test_live_cluster_reports_unreadable_pods_of_its_own_once_and_ignores_
     await backend.stop()
     assert listener.added == ["good"]
     assert len(listener.invalid) == 1 and "lots" in listener.invalid[0]
+    # Namespaces are listed first, for DeadlineLaxity's deadlineNamespaces selector.
+    assert backend.namespace_labels("ns") == {"team": "ml"} and backend.namespace_labels("other") is None
+
+
+def test_a_pod_that_ended_is_delivered_as_ended_before_it_leaves() -> None:
+    class Recorder(InvalidPods):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[tuple[str, str | None]] = []
+
+        def on_pod_updated(self, old: Any, new: Any) -> None:
+            self.seen.append(("updated", new.phase))
+
+        def on_pod_deleted(self, pod: Any) -> None:
+            self.seen.append(("deleted", pod.phase))
+
+    def pod(phase: str) -> JSON:
+        container = {"name": "c", "resources": {"requests": {"cpu": "1"}}}
+        return {
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "1"},
+            "spec": {"schedulerName": "pysched", "nodeName": "n", "containers": [container]},
+            "status": {"phase": phase},
+        }
+
+    backend = LiveCluster(FakeClient())  # type: ignore[arg-type]
+    listener = Recorder()
+    backend._listener = listener
+    backend._pod_upsert(pod("Running"))
+    # The field selector turns the end into DELETED with the final object: Succeeded comes first.
+    backend._pod_delete("ns/p", pod("Succeeded"))
+    assert listener.seen == [("updated", "Succeeded"), ("deleted", "Running")]
+    backend._pod_upsert(pod("Running"))
+    backend._pod_delete("ns/p", None)  # a plain deletion (or a relist) is only a deletion
+    assert listener.seen[2:] == [("deleted", "Running")]
