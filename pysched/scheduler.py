@@ -316,7 +316,7 @@ class Scheduler:
             await self._binds.join()
             if self._side_tasks:
                 await asyncio.gather(*list(self._side_tasks), return_exceptions=True)
-            if self.queue.counts()["active"] == 0:
+            if not self.queue.has_active():
                 return
 
     async def run(self, stop: asyncio.Event, idle_poll: float = 1.0) -> None:

@@ -114,3 +114,13 @@ def test_update_of_a_parked_pod_requeues_it_and_delete_forgets_it() -> None:
     assert q.pop() is not None
     q.delete(queued.pod.key)
     assert len(q) == 0 and q.pop() is None
+
+
+def test_has_active_ignores_stale_heap_entries() -> None:
+    clock = VirtualClock(0.0)
+    q = _queue(clock)
+    q.add(make_pod("p"))
+    q.update(make_pod("p", annotations={"x": "1"}))  # re-sorted: the first heap entry is stale
+    assert q.has_active()
+    assert q.pop() is not None
+    assert not q.has_active() and q.counts()["active"] == 0
