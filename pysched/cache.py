@@ -318,6 +318,24 @@ class Cache:
         if entry is not None and entry.assumed:
             self._unplace(pod.key)
 
+    def reassume(self, pod: PodInfo) -> bool:
+        """The assumed pod's requests changed before its bind (a resize during its binding
+        cycle): count the new requests on the same node if they fit there, else forget it.
+        True when it is still assumed with the new requests."""
+        entry = self._pods.get(pod.key)
+        if entry is None or not entry.assumed:
+            return False
+        node = entry.node
+        self._unplace(pod.key)
+        table = self.nodes
+        shape = table.request_shape(pod.requests)
+        row = table.row[node]
+        free = table.allocatable[row] - table.requested[row]
+        if (shape.charge > free).any():
+            return False
+        self._place(pod, node, assumed=True, request=shape)
+        return True
+
     def is_assumed(self, key: PodKey) -> bool:
         entry = self._pods.get(key)
         return entry is not None and entry.assumed

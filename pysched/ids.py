@@ -5,6 +5,7 @@ from typing import NewType
 PodKey = NewType("PodKey", str)
 """`namespace/name` of a pod."""
 PodUID = NewType("PodUID", str)
+OwnerUID = NewType("OwnerUID", str)  # metadata.uid of a pod's controlling owner (a Job, say)
 NodeName = NewType("NodeName", str)
 ProfileName = NewType("ProfileName", str)
 PluginName = NewType("PluginName", str)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pysched.ids import NodeName, PodKey, PodUID, pod_key
+from pysched.ids import NodeName, OwnerUID, PodKey, PodUID, pod_key
 from pysched.resources import PODS, ResourceMap, nonzero_requests, parse_resource_list, pod_requests
 
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -62,6 +62,21 @@ class SelectorTerm:
 
 
 @dataclass(frozen=True, slots=True)
+class OwnerRef:
+    """The pod's controlling owner: its ownerReference with `controller: true`."""
+
+    kind: str
+    name: str
+    uid: OwnerUID
+    api_version: str = ""
+
+    @property
+    def is_job(self) -> bool:
+        """A batch Job: the only owner kind the live backend watches for creation times."""
+        return self.kind == "Job" and self.api_version.startswith("batch/")
+
+
+@dataclass(frozen=True, slots=True)
 class PodInfo:
     """What the scheduler needs of a pod; `raw` keeps the source object for plugins that want more."""
 
@@ -82,6 +97,10 @@ class PodInfo:
     labels: Mapping[str, str] = field(default_factory=dict)
     resource_version: str = ""
     deleting: bool = False
+    controller: OwnerRef | None = None
+    # The controller's creation time (epoch s) when the backend knows it: deadline durations count
+    # from it, so a pod its Job recreates keeps the Job's deadline.
+    owner_created: float | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -148,8 +167,23 @@ def _required_terms(spec: Mapping[str, Any]) -> tuple[SelectorTerm, ...] | None:
     )
 
 
-def pod_from_dict(obj: Mapping[str, Any]) -> PodInfo:
+def _controller(refs: Any) -> OwnerRef | None:
+    for ref in refs:
+        if ref.get("controller") is True:
+            return OwnerRef(
+                kind=str(ref.get("kind") or ""),
+                name=str(ref.get("name") or ""),
+                uid=OwnerUID(str(ref.get("uid") or "")),
+                api_version=str(ref.get("apiVersion") or ""),
+            )
+    return None
+
+
+def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | None = None) -> PodInfo:
     """Build a PodInfo from a Pod as the API serves it (camelCase JSON).
+
+    `owner_times` (owner uid -> creation time, as the backend knows them) fills `owner_created`
+    when the pod's controller is among them.
 
     Raises ValueError (QuantityError included) for a pod whose requests cannot be read; the
     caller turns that into an event on the pod instead of crashing.
@@ -160,6 +194,9 @@ def pod_from_dict(obj: Mapping[str, Any]) -> PodInfo:
     namespace = str(meta.get("namespace") or "default")
     name = str(meta["name"])
     node = spec.get("nodeName")
+    refs = meta.get("ownerReferences")
+    controller = _controller(refs) if refs else None  # most bench pods have none: skip the call
+    owner_created = owner_times.get(controller.uid) if controller is not None and owner_times else None
     return PodInfo(
         key=pod_key(namespace, name),
         uid=PodUID(str(meta.get("uid") or "")),
@@ -186,6 +223,8 @@ def pod_from_dict(obj: Mapping[str, Any]) -> PodInfo:
         labels=dict(meta.get("labels") or {}),
         resource_version=str(meta.get("resourceVersion") or ""),
         deleting=meta.get("deletionTimestamp") is not None,
+        controller=controller,
+        owner_created=owner_created,
         raw=obj,
     )
 

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,7 +110,8 @@ class Interval:
     steps: float
     cpus: float
     split: bool = False  # the new-count part of an interval that contained a resize
-    rel_sigma: float = 0.0  # a split's own relative uncertainty (how the steps were shared)
+    rel_sigma: float = 0.0  # a split's or a restored count's own relative uncertainty
+    restored: bool = False  # a count's summary read back from a previous leader's condition
 
 
 class Source(enum.Enum):
@@ -298,6 +299,19 @@ class JobModel:
         """The job restarted and lost its progress: forget the progress, keep the speed data."""
         self._last = None
 
+    def restore(self, counts: Iterable[CountStats]) -> None:
+        """Take back what another scheduler (a previous leader) measured, one summary per CPU
+        count, as if its intervals had been seen here; its uncertainty comes with it. Later
+        observations at the same count are pooled with it."""
+        for stats in counts:
+            if stats.cpus > 0 and stats.step_seconds > 0 and stats.seconds > 0 and stats.rel_sigma >= 0:
+                # The step time is the summary's point; the steps follow from it and the seconds.
+                steps = stats.seconds / stats.step_seconds
+                self._intervals.append(
+                    Interval(stats.seconds, steps, stats.cpus, rel_sigma=stats.rel_sigma, restored=True)
+                )
+                self._stats = None
+
     def _add_interval(self, prev: Observation, cur: Observation, resized_at: float | None) -> None:
         seconds, steps = cur.at - prev.at, float(cur.steps - prev.steps)
         if prev.cpus == cur.cpus:
@@ -459,6 +473,10 @@ def _stats_of(cpus: float, intervals: list[Interval]) -> CountStats | None:
         return None
     mean = seconds / steps
     ys = [(iv.seconds / iv.steps, iv.seconds) for iv in intervals if iv.steps > 0]
+    if len(intervals) == 1 and intervals[0].restored:
+        # A previous leader's summary already carries its spread and resolution.
+        only = intervals[0]
+        return CountStats(cpus, mean, max(only.rel_sigma, MIN_REL_SIGMA), seconds, steps, 1)
     if len(ys) >= 2:
         w = sum(s for _, s in ys)
         var = sum(s * (y / mean - 1) ** 2 for y, s in ys) / w

@@ -16,12 +16,19 @@ An API error is logged and never reaches the training loop. The pod's ServiceAcc
 Role and admission policy of `manifests/training/` (a pod may write only its own progress).
 
 This module imports only the standard library; the synchronous `kubernetes` client is imported on
-the first write. Callbacks for PyTorch Lightning, Keras and Hugging Face Trainer are duck-typed.
+the first write. Callbacks for Keras and Hugging Face Trainer are duck-typed. Lightning's Trainer
+accepts only subclasses of its `Callback`, so `lightning_callback()` imports `lightning.pytorch`
+(else `pytorch_lightning`) when called and returns a `LightningProgress` that is one.
+
+`granted_cpus()` is the CPU count to size thread pools by: the container's CPU limit (cgroup quota,
+following an in-place resize), else the CPUs this process may run on.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
+import importlib
 import logging
 import operator
 import os
@@ -30,7 +37,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from pysched.workload.progress import DEFAULT_INTERVAL, PROGRESS, format_progress
 
@@ -47,6 +54,7 @@ __all__ = [
     "default_reporter",
     "flush",
     "granted_cpus",
+    "lightning_callback",
     "report",
 ]
 
@@ -293,7 +301,7 @@ def _ignore(*args: object, **kwargs: object) -> None:
 
 class LightningProgress(_Callback):
     """PyTorch Lightning: reports `trainer.global_step` (optimizer steps) after each batch.
-    Lightning requires a `Callback` subclass: `class P(LightningProgress, L.pytorch.Callback): pass`."""
+    Lightning's Trainer requires a `Callback` subclass: pass `lightning_callback()` to it."""
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         max_steps = getattr(trainer, "max_steps", -1)
@@ -302,6 +310,36 @@ class LightningProgress(_Callback):
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         self.reporter.flush()
+
+
+_LIGHTNING_MODULES = ("lightning.pytorch", "pytorch_lightning")
+
+
+def lightning_callback(reporter: Reporter | None = None) -> LightningProgress:
+    """A `LightningProgress` that is also a Lightning `Callback`, for `Trainer(callbacks=[...])`.
+    Lightning is imported here, not when this module is (training code without it stays light)."""
+    return _lightning_progress_class(_lightning_callback_base())(reporter)
+
+
+def _lightning_callback_base() -> type:
+    for module in _LIGHTNING_MODULES:
+        try:
+            base: type = importlib.import_module(module).Callback
+            return base
+        except ModuleNotFoundError as err:
+            if err.name not in (module, module.partition(".")[0]):
+                raise  # installed but broken (a dependency is missing): that error says why
+    raise ImportError(
+        "pysched.progress.lightning_callback() needs PyTorch Lightning: neither lightning.pytorch nor "
+        "pytorch_lightning can be imported (pip install lightning)"
+    )
+
+
+@functools.cache
+def _lightning_progress_class(base: type) -> type[LightningProgress]:
+    # One class per base: every callback made shares it, and with it Lightning's `state_key`
+    # (the class's qualified name, which keys callback state in checkpoints).
+    return cast(type[LightningProgress], type("LightningProgressCallback", (LightningProgress, base), {}))
 
 
 class KerasProgress(_Callback):
@@ -337,10 +375,21 @@ class HuggingFaceProgress(_Callback):
         self.reporter.flush()
 
 
-def granted_cpus(root: Path = CGROUP_ROOT) -> float | None:
-    """The container's CPU quota in CPUs (cgroup v2 `cpu.max`, else v1 CFS quota / period);
-    None when unlimited or unknown. It follows an in-place resize of the CPU limit; a pod with a
-    CPU request but no limit has no quota (None) and must not size its thread pools from this."""
+def granted_cpus(root: Path = CGROUP_ROOT) -> float:
+    """CPUs to size thread pools by: the container's CPU quota (cgroup v2 `cpu.max`, else v1 CFS
+    quota / period under `root`), which follows an in-place resize of the CPU limit; without a
+    quota (no CPU limit, or no cgroup files) the CPUs this process may run on (its affinity mask,
+    i.e. the cpuset; `os.cpu_count()` where there is none). A request alone sets no quota."""
+    quota = _cgroup_quota(root)
+    if quota is not None:
+        return quota
+    try:
+        return float(len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity API (macOS, Windows)
+        return float(os.cpu_count() or 1)
+
+
+def _cgroup_quota(root: Path) -> float | None:
     v2 = _read(root / "cpu.max")
     if v2 is not None:
         quota, _, period = v2.partition(" ")

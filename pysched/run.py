@@ -203,8 +203,7 @@ async def _serve(
         if not state.warmed:
             return "compiling kernels"
         if not backend.synced:
-            informers = (backend.namespace_informer, backend.node_informer, backend.pod_informer)
-            return "informers not synced: " + next((i.last_error for i in informers if i.last_error), "")
+            return "informers not synced: " + next((i.last_error for i in backend.informers if i.last_error), "")
         return None
 
     server = OpsServer(metrics, not_ready, *address)

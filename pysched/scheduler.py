@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,10 +21,10 @@ from pysched.framework.cluster import ClusterBackend, PodCondition
 from pysched.framework.config import ConfigError, SchedulerConfig
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
-from pysched.framework.interfaces import Handle, PodTerminatedPlugin, QueuedPod
+from pysched.framework.interfaces import Handle, PodDeletedPlugin, PodTerminatedPlugin, QueuedPod
 from pysched.framework.registry import Registry
 from pysched.framework.runtime import Framework, build_frameworks
-from pysched.framework.status import Code, Status
+from pysched.framework.status import SUCCESS, Code, Status
 from pysched.ids import NodeName, PodUID, pod_key
 from pysched.objects import NodeInfo, PodInfo, parse_time
 from pysched.observer import NullObserver, SchedulingObserver
@@ -156,13 +156,19 @@ class Scheduler:
         elif old.node_name is not None and _shrank(old, new):
             self.queue.on_event(ClusterEvent(EventKind.POD_RESIZE_DOWN, old, new))
 
-    def _pod_terminated(self, pod: PodInfo) -> None:
+    def _profile_plugins(self, pod: PodInfo) -> Iterable[object]:
         framework = self.frameworks.get(pod.scheduler_name)
-        if framework is None:
-            return
-        for plugin in framework.plugins.values():
+        return () if framework is None else framework.plugins.values()
+
+    def _pod_terminated(self, pod: PodInfo) -> None:
+        for plugin in self._profile_plugins(pod):
             if isinstance(plugin, PodTerminatedPlugin):
                 plugin.pod_terminated(pod)
+
+    def _pod_deleted(self, pod: PodInfo) -> None:
+        for plugin in self._profile_plugins(pod):
+            if isinstance(plugin, PodDeletedPlugin):
+                plugin.pod_deleted(pod)
 
     def on_pod_deleted(self, pod: PodInfo) -> None:
         if self.cache.pod_node(pod.key) is not None:
@@ -170,6 +176,7 @@ class Scheduler:
             if pod.node_name is not None:
                 self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))
         self.queue.delete(pod.key)
+        self._pod_deleted(pod)
 
     def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:
         meta: Any = raw.get("metadata") or {}
@@ -264,6 +271,8 @@ class Scheduler:
                 return
         status = await framework.run_pre_bind(state, pod, node)
         if status.ok:
+            pod, status = self._reread(job, pod)
+        if status.ok:
             status = await framework.run_bind(state, pod, node)
         if not status.ok:
             self._undo(job, status)
@@ -276,6 +285,19 @@ class Scheduler:
         await self.backend.emit_event(
             pod, "Normal", "Scheduled", f"Successfully assigned {pod.namespace}/{pod.name} to {node}"
         )
+
+    def _reread(self, job: _BindJob, pod: PodInfo) -> tuple[PodInfo, Status]:
+        """The pod as the informer has it now, right before the bind: a resize during the
+        binding cycle (preBind's own, or anyone's) must not bind stale requests. New requests
+        that still fit the node are assumed there instead; otherwise the cycle fails and retries."""
+        queued = self.queue.get(pod.key)
+        latest = queued.pod if queued is not None else pod
+        if latest is pod or latest.uid != pod.uid or latest.requests == pod.requests:
+            return pod, SUCCESS
+        job.queued.pod = latest  # a retry starts from what the pod asks for now
+        if self.cache.reassume(latest):
+            return latest, SUCCESS
+        return latest, Status(Code.UNSCHEDULABLE, (f"resized to requests that no longer fit node {job.node}",))
 
     def _undo(self, job: _BindJob, status: Status) -> None:
         """A failed binding cycle: forget the assumption at once and retry after backoff."""

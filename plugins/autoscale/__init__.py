@@ -1,9 +1,10 @@
-"""Autoscale: in-place CPU autoscaling for deadline jobs (issue 6 item 5).
+"""Autoscale: in-place CPU (and optionally memory) autoscaling for deadline jobs (issue 6 item 5).
 
-- preBind: a pending pod whose job the predictor already knows (a recreated pod, a restarted
-  scheduler that observed it before) gets the smallest CPU count that meets its deadline, within
-  what is free on the chosen node, before it binds. A job never observed keeps its request: the
-  generic prior knows nothing of its step time.
+- preBind: a pending pod gets the smallest CPU count that meets its deadline, within what is
+  free on the chosen node, before it binds: from the job's model when the predictor knows it (a
+  recreated pod, a pod seen by this scheduler before), else from the profile's generic prior
+  (`priorStepSeconds` on one CPU, the predictor's 5%-serial curve, `priorUncertainty` wide).
+  With no prior configured a never-observed job keeps its request: nothing is known of its speed.
 - postBind: the run starts now with the bound CPUs (observed as 0 steps, so the first progress
   report already measures a step time).
 - reconcile (every `intervalSeconds`): for each running deadline job, feed `pysched.io/progress`
@@ -14,6 +15,11 @@
   still leaves `downSlack` of the time left (hysteresis); never within `cooldownSeconds` of the
   last rescale. A container that restarts on a CPU resize (`resizePolicy: RestartContainer`)
   loses its progress: the choice then counts the whole run again plus `restartSeconds`.
+- The `pysched.io/Deadline` condition (`state.py`) carries what a new leader needs: the last
+  rescale (cooldown), the speed measured per CPU count (the fitted model) and the predicted
+  finish. It is rewritten when its reason changes, when the measurements grow materially (a new
+  count, or twice the steps at one), or when the predicted finish moves by more than 5% of the
+  time left (at least a minute): a steady job costs no API writes.
 
 Metrics (`metric_families`, on `pysched run`'s /metrics with a `profile` label):
 `pysched_autoscale_predicted_slack_seconds{namespace,pod}` (deadline minus the central predicted
@@ -22,21 +28,40 @@ finish at the job's current CPUs, per running deadline job, as of the last recon
 the pod Succeeded by its deadline; missed: it ended later, or Failed).
 
 Bounds: `pysched.io/cpu-min` (default `cpuMin`), `pysched.io/cpu-max` (default the node's
-allocatable), `pysched.io/autoscale: "false"`. Only CPU, only the main container
-(`pysched.io/container`, else the first); GPU pods are left alone. A CPU limit scales with the
-request by the same ratio (`cpu_resize`), so the QoS class never changes: a Guaranteed pod stays
-requests == limits.
+allocatable), `pysched.io/autoscale: "false"`. Only the main container (`pysched.io/container`,
+else the first); GPU pods are left alone. A limit scales with its request by the same ratio
+(`container_resize`), so the QoS class never changes: a Guaranteed pod stays requests == limits.
+Memory stays as requested unless `memory: withCpu`: then a scale-up grows the container's memory
+request in proportion to its CPUs (and the node must have that memory free). Memory is never
+shrunk: a running process cannot give memory back on demand, and a limit below its usage would
+leave the whole resize (CPU included) pending at the kubelet.
 """
 
 from __future__ import annotations
 
 import collections
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, ClassVar
+
+from pysched.plugins.autoscale.choice import (
+    Choice,
+    actual_cpus,
+    central_finish,
+    choose,
+    container_cpus,
+    container_request,
+    resize_infeasible,
+    restarts_on_resize,
+)
+from pysched.plugins.autoscale.state import (
+    CONDITION,
+    condition_message,
+    last_rescale_of,
+    rfc3339,
+    saved_job,
+)
 
 from pysched.framework.annotations import (
     CPU_MAX,
@@ -48,7 +73,7 @@ from pysched.framework.annotations import (
     main_container,
     total_steps_of,
 )
-from pysched.framework.cluster import PodCondition, cpu_resize
+from pysched.framework.cluster import ContainerResize, PodCondition, container_resize
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import Handle, MetricFamily
 from pysched.framework.labels import selector_matches, selector_problem
@@ -56,11 +81,15 @@ from pysched.framework.registry import ArgsError, PluginSpec
 from pysched.framework.status import SUCCESS, Status
 from pysched.ids import NodeName, PodKey
 from pysched.objects import PodInfo
-from pysched.predictor import BAND_Z, JobModel, Predictor, Verdict, candidate_counts, progress_observation
-from pysched.resources import CPU, GPU
+from pysched.predictor import BAND_Z, CountStats, JobModel, Predictor, Verdict, progress_observation
+from pysched.resources import CPU, GPU, MEMORY, to_scheduler_units
+
+__all__ = ["NAME", "SPEC", "Autoscale", "AutoscaleArgs", "Choice", "choose", "last_rescale_of", "rfc3339"]
 
 NAME = "Autoscale"
-CONDITION = "pysched.io/Deadline"
+MEMORY_MODES = ("fixed", "withCpu")
+REFRESH_FINISH_SHARE = 0.05  # rewrite the condition when the finish moves by this share of the time left
+REFRESH_FINISH_MIN_S = 60.0  # ... and by at least this much
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +102,11 @@ class AutoscaleArgs:
     cpu_min: float = 1.0  # CPUs, when the pod has no pysched.io/cpu-min
     restart_seconds: float = 30.0  # assumed cost of a container restart before steps resume
     band_z: float = 1.0  # standard deviations of the prediction band planned for (predictor: 2 = ~95%)
+    # Generic prior for a job never observed: seconds per step on one CPU (0: unknown, the pod
+    # binds with its request) and the relative uncertainty of that guess.
+    prior_step_seconds: float = 0.0
+    prior_uncertainty: float = 0.5
+    memory: str = "fixed"  # or "withCpu": memory requests grow with CPUs on scale-up
     # DeadlineLaxity's namespace selector, repeated here (plugins never read each other): a pod whose
     # namespace may not use deadlines is not scaled toward one. None: every namespace may.
     deadline_namespaces: Mapping[str, Any] | None = None
@@ -87,10 +121,14 @@ class AutoscaleArgs:
             "cpuMin": self.cpu_min > 0,
             "restartSeconds": self.restart_seconds >= 0,
             "bandZ": 0 <= self.band_z <= BAND_Z,
+            "priorStepSeconds": 0 <= self.prior_step_seconds < math.inf,
+            "priorUncertainty": 0 < self.prior_uncertainty <= 10,
         }
         for name, ok in checks.items():
             if not ok:
                 raise ArgsError(name, f"out of range: {getattr(self, _snake(name))}")
+        if self.memory not in MEMORY_MODES:
+            raise ArgsError("memory", f"must be one of {', '.join(MEMORY_MODES)}, got {self.memory!r}")
         if self.deadline_namespaces is not None:
             problem = selector_problem(self.deadline_namespaces)
             if problem is not None:
@@ -101,81 +139,17 @@ def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
 
 
-def restarts_on_resize(pod: PodInfo, container: str) -> bool:
-    for c in pod.raw.get("spec", {}).get("containers") or ():
-        if c.get("name", "") == container:
-            return any(
-                p.get("resourceName") == CPU and p.get("restartPolicy") == "RestartContainer"
-                for p in c.get("resizePolicy") or ()
-            )
-    return False
-
-
-_LAST_RESCALE = re.compile(r"lastRescale=(\d+)")
-
-
-def last_rescale_of(pod: PodInfo) -> float:
-    """When the pod was last rescaled, as its `pysched.io/Deadline` condition recorded it (written
-    by this plugin, possibly in another leader): the cooldown survives a leader change."""
-    for cond in (pod.raw.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == CONDITION:
-            found = _LAST_RESCALE.search(str(cond.get("message", "")))
-            if found:
-                return float(found.group(1))
-    return -math.inf
-
-
-def rfc3339(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass(frozen=True, slots=True)
-class Choice:
-    """The smallest count that makes the deadline, with its predicted finish (None: none does)."""
-
-    cpus: float | None
-    finish: float  # predicted finish at `cpus`, or at the largest count tried when None
-
-
-def choose(
-    model: JobModel,
-    deadline: float,
-    now: float,
-    current: float,
-    lo: float,
-    hi: float,
-    margin: float,
-    restart: bool,
-    restart_s: float,
-    band_z: float = BAND_Z,
-) -> Choice | None:
-    """Smallest count in [lo, hi] predicted to finish by the deadline; None when nothing is known
-    yet. Moving a restarting container to another count starts its run again."""
-    done = model.steps_at(now)
-    if done is None:
-        return None
-    finish = math.inf
-    for cpus in candidate_counts(lo, hi):
-        est = model.step_estimate(cpus)
-        if est is None:
-            return None
-        moves = cpus != current
-        steps = model.total_steps - (0.0 if restart and moves else done)
-        remaining = max(0.0, steps) * est.step_seconds * (1 + band_z * est.rel_sigma) * (1 + margin)
-        finish = now + remaining + (restart_s if restart and moves else 0.0)
-        if finish <= deadline:
-            return Choice(cpus, finish)
-    return Choice(None, finish)
-
-
 @dataclass(slots=True)
 class _Job:
     cpus: float  # the count the job has run on since the last observation
     last_rescale: float = -math.inf
     restarted_at: float = -math.inf  # observations older than this belong to a lost run
     at_risk: bool = False
-    reason: str = ""
+    reason: str = ""  # the condition's reason, and the human part of its message
+    what: str = ""
     warned: str = ""  # the last progress value warned about (one event per bad value)
+    written_steps: dict[float, float] = field(default_factory=dict)  # measured steps per count, as last written
+    written_finish: float = math.nan
 
 
 @dataclass(slots=True)
@@ -195,10 +169,10 @@ class Autoscale:
         return self.args.interval_seconds
 
     # ----- bounds and node room
-    def _free_milli(self, node: NodeName | None) -> int:
+    def _free(self, node: NodeName | None, resource: str) -> int:
         nodes = self.handle.nodes
         row = nodes.row.get(node) if node else None
-        column = nodes.column.get(CPU)
+        column = nodes.column.get(resource)
         if row is None or column is None:
             return 0
         return int(nodes.allocatable[row, column] - nodes.requested[row, column])
@@ -216,6 +190,28 @@ class Autoscale:
         hi = (cpu_milli_of(pod, CPU_MAX) or self._allocatable_milli(node)) / 1000
         return lo, max(lo, hi)
 
+    def _memory_bytes(self, pod: PodInfo, container: str) -> int:
+        """The main container's memory request when memory grows with CPUs (0: it does not)."""
+        if self.args.memory != "withCpu":
+            return 0
+        value = container_request(pod, container, MEMORY)
+        return 0 if value is None else to_scheduler_units(MEMORY, value)
+
+    def _room(self, pod: PodInfo, container: str, node: NodeName | None, current: float) -> float:
+        """The most CPUs the pod could hold on its node now (memory too, when it grows with CPUs)."""
+        room = current + self._free(node, CPU) / 1000
+        memory = self._memory_bytes(pod, container)
+        if memory > 0 and current > 0:
+            room = min(room, current + self._free(node, MEMORY) * current / memory)
+        return room
+
+    def _change(self, pod: PodInfo, container: str, current: float, target: float) -> ContainerResize:
+        wanted = {CPU: int(target * 1000)}
+        memory = self._memory_bytes(pod, container)
+        if memory > 0 and current > 0 and target > current:
+            wanted[MEMORY] = math.ceil(memory * target / current)
+        return container_resize(pod, container, wanted)
+
     def _eligible(self, pod: PodInfo) -> str | None:
         """The main container when the pod is ours to scale, else None."""
         if pod.requests.get(GPU, 0) or not autoscale_enabled(pod):
@@ -230,23 +226,43 @@ class Autoscale:
         return main_container(pod)
 
     # ----- preBind / postBind
+    def _prior(self, total: int, now: float) -> JobModel | None:
+        """A throwaway model of a never-observed job under the profile's prior (kept out of the
+        predictor: a guess must never be pooled with what the job really measures)."""
+        step = self.args.prior_step_seconds
+        if step <= 0:
+            return None
+        model = JobModel(total)
+        model.restore([CountStats(1.0, step, self.args.prior_uncertainty, step * 1000, 1000, 1)])
+        model.observe(0, now, 1.0, now)
+        return model
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
         container = self._eligible(pod)
-        model = self.predictor.get(pod.key)
-        deadline = deadline_of(pod)
-        if container is None or model is None or deadline is None:
+        deadline, total = deadline_of(pod), total_steps_of(pod)
+        if container is None or deadline is None or total is None:
             return SUCCESS
         now = self.handle.clock.now()
-        current = pod.requests.get(CPU, 0) / 1000
+        model = self.predictor.get(pod.key) or self._prior(total, now)
+        if model is None:
+            return SUCCESS
+        current = container_cpus(pod, container)
         lo, hi = self._bounds(pod, node)
-        hi = min(hi, current + self._free_milli(node) / 1000)
+        hi = min(hi, self._room(pod, container, node, current))
         choice = choose(model, deadline, now, current, lo, hi, self.args.safety_margin, False, 0.0, self.args.band_z)
         if choice is None or choice.cpus is None or choice.cpus == current:
             return SUCCESS
-        status = await self.handle.cluster.resize(pod, {container: cpu_resize(pod, container, int(choice.cpus * 1000))})
+        status = await self.handle.cluster.resize(pod, {container: self._change(pod, container, current, choice.cpus)})
         self._count_rescale(current, choice.cpus, status.ok)
         if status.ok:  # a refused resize binds the pod as submitted: never worse than no autoscaling
             self._planned[pod.key] = choice.cpus
+            finish = central_finish(model, now, current, choice.cpus, False, 0.0)
+            basis = "its measured speed" if self.predictor.get(pod.key) is model else "the profile's prior"
+            await self.handle.cluster.emit_event(
+                pod, "Normal", "Rescaled",
+                f"cpu {current:g} -> {choice.cpus:g} before binding, from {basis}: "
+                f"predicted finish {rfc3339(finish)} vs deadline {rfc3339(deadline)}",
+            )  # fmt: skip
         return SUCCESS
 
     def post_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> None:
@@ -276,6 +292,25 @@ class Autoscale:
             if container is not None:
                 await self._reconcile_one(pod, container, now)
 
+    def _resume(self, pod: PodInfo, total: int, deadline: float, current: float) -> _Job:
+        """A running job this scheduler did not bind (a new leader): take back what the
+        `pysched.io/Deadline` condition kept: cooldown, speed per count, predicted finish."""
+        job = self._jobs[pod.key] = _Job(current)
+        saved = saved_job(pod)
+        if saved is None:
+            return job
+        job.last_rescale = saved.last_rescale
+        job.reason = saved.reason
+        job.what = saved.message.partition(":")[0]
+        model = self.predictor.job(pod.key, total)
+        if not model.intervals:
+            model.restore(saved.counts)
+        job.written_steps = {s.cpus: s.steps for s in model.count_stats()}
+        if saved.finish is not None:
+            job.written_finish = saved.finish
+            self._slack[pod.key] = deadline - saved.finish
+        return job
+
     def _observe(self, pod: PodInfo, job: _Job, total: int, now: float) -> tuple[JobModel, str]:
         """Feed the progress annotation to the model; the problem to warn about, or ""."""
         model = self.predictor.job(pod.key, total)
@@ -299,61 +334,86 @@ class Autoscale:
         total, deadline = total_steps_of(pod), deadline_of(pod)
         if total is None or deadline is None:
             return
-        current = pod.requests.get(CPU, 0) / 1000
-        job = self._jobs.get(pod.key)
-        if job is None:  # bound before we watched it (a new leader): resume what the condition kept
-            job = self._jobs[pod.key] = _Job(current, last_rescale=last_rescale_of(pod))
-        if current != job.cpus:  # resized by someone else: measure the new count from here
+        # The job runs on what the kubelet actuated; the spec may be ahead of it while a resize
+        # is pending (Deferred, or on its way).
+        desired = container_cpus(pod, container)
+        actual = actual_cpus(pod, container)
+        current = desired if actual is None else actual
+        job = self._jobs.get(pod.key) or self._resume(pod, total, deadline, current)
+        if current != job.cpus:  # a resize took effect (ours or anyone's): measure the new count from here
             job.cpus = current
             self.predictor.job(pod.key, total).restarted()
         model, problem = self._observe(pod, job, total, now)
         if problem:
             await self.handle.cluster.emit_event(pod, "Warning", "InvalidProgress", problem)
-        if current <= 0 or now - job.last_rescale < self.args.cooldown_seconds:
+        if current <= 0:
             return
-        lo, hi = self._bounds(pod, pod.node_name)
+        if desired != current:
+            refused = resize_infeasible(pod)
+            if refused is not None:
+                await self._abandon(pod, container, job, desired, current, refused, now)
+            return  # a resize is in flight: decide again once the kubelet has actuated it
         restart = restarts_on_resize(pod, container)
-        choice = choose(
-            model,
-            deadline,
-            now,
-            current,
-            lo,
-            hi,
-            self.args.safety_margin,
-            restart,
-            self.args.restart_seconds,
-            self.args.band_z,
+        here = central_finish(model, now, current, current, restart, 0.0)
+        if not math.isfinite(here):
+            return  # nothing known yet
+        self._slack[pod.key] = deadline - here
+        if now - job.last_rescale >= self.args.cooldown_seconds:
+            lo, hi = self._bounds(pod, pod.node_name)
+            margin, restart_s, z = self.args.safety_margin, self.args.restart_seconds, self.args.band_z
+            choice = choose(model, deadline, now, current, lo, hi, margin, restart, restart_s, z)
+            if choice is None:
+                return
+            if choice.cpus is None:
+                await self._verdict(pod, job, "DeadlineInfeasible", f"cannot meet the deadline even at {hi:g} CPUs")
+            else:
+                target = self._target(pod, container, choice.cpus, current, deadline, now, model, restart)
+                if target is None:
+                    await self._verdict(pod, job, "OnTrack", f"on track at {current:g} CPUs")
+                else:
+                    if target > current and not job.at_risk:
+                        job.at_risk = True
+                        await self.handle.cluster.emit_event(
+                            pod, "Warning", "DeadlineAtRisk",
+                            f"at {current:g} CPUs the job would miss its deadline {rfc3339(deadline)}; "
+                            f"{choice.cpus:g} CPUs needed",
+                        )  # fmt: skip
+                    if await self._resize(pod, container, job, model, current, target, deadline, now, restart):
+                        return
+        await self._save(pod, job, model, deadline, now, here)
+
+    async def _abandon(
+        self, pod: PodInfo, container: str, job: _Job, desired: float, current: float, why: str, now: float
+    ) -> None:
+        """The kubelet refuses the pending resize for good: ask for what the container has again,
+        so the spec says the truth, and say so. Decisions resume after the cooldown."""
+        job.last_rescale = now
+        self._count_rescale(current, desired, False)
+        status = await self.handle.cluster.resize(
+            pod, {container: container_resize(pod, container, {CPU: int(current * 1000)})}
         )
-        if choice is None:
-            return
-        self._record_slack(pod, model, deadline, now, current, restart)
-        if choice.cpus is None:
-            await self._mark(
-                pod, job, "DeadlineInfeasible", f"cannot meet the deadline even at {hi:g} CPUs", choice, deadline
-            )
-            return
-        target = self._target(pod, choice.cpus, current, deadline, now, model, restart)
-        if target is None:
-            await self._mark(pod, job, "OnTrack", f"on track at {current:g} CPUs", choice, deadline)
-            return
-        if target > current and not job.at_risk:
-            job.at_risk = True
-            await self.handle.cluster.emit_event(
-                pod, "Warning", "DeadlineAtRisk",
-                f"at {current:g} CPUs the job would miss its deadline {rfc3339(deadline)}; {choice.cpus:g} CPUs needed",
-            )  # fmt: skip
-        await self._resize(pod, container, job, current, target, deadline, choice, now, restart)
+        outcome = f"back to {current:g} CPUs" if status.ok else f"reverting failed too: {status.message}"
+        await self.handle.cluster.emit_event(
+            pod, "Warning", "RescaleFailed", f"cpu {current:g} -> {desired:g} refused by the kubelet ({why}); {outcome}"
+        )
 
     def _target(
-        self, pod: PodInfo, need: float, current: float, deadline: float, now: float, model: JobModel, restart: bool
+        self,
+        pod: PodInfo,
+        container: str,
+        need: float,
+        current: float,
+        deadline: float,
+        now: float,
+        model: JobModel,
+        restart: bool,
     ) -> float | None:
         """The count to move to now, or None to stay."""
         if need > current:
             # Step up gradually where a step is cheap (in place). A restarting container loses its
             # progress on every step, so it moves straight to the count the prediction asks for.
             step = need if restart else max(current * self.args.max_step_factor, current + 1)
-            room = current + self._free_milli(pod.node_name) / 1000
+            room = self._room(pod, container, pod.node_name, current)
             target = float(math.floor(min(need, step, room)))
             return target if target > current else None
         if need < current:
@@ -371,50 +431,79 @@ class Autoscale:
         pod: PodInfo,
         container: str,
         job: _Job,
+        model: JobModel,
         current: float,
         target: float,
         deadline: float,
-        choice: Choice,
         now: float,
         restart: bool,
-    ) -> None:
-        status = await self.handle.cluster.resize(pod, {container: cpu_resize(pod, container, int(target * 1000))})
+    ) -> bool:
+        """Resize in place; True when it was accepted (and the condition says so)."""
+        change = self._change(pod, container, current, target)
+        status = await self.handle.cluster.resize(pod, {container: change})
         self._count_rescale(current, target, status.ok)
         job.last_rescale = now  # a refused resize also waits the cooldown: no hammering
         if not status.ok:
             await self.handle.cluster.emit_event(
                 pod, "Warning", "RescaleFailed", f"cpu {current:g} -> {target:g}: {status.message}"
             )
-            return
-        job.cpus = target
+            return False
+        finish = central_finish(model, now, current, target, restart, self.args.restart_seconds)
         if restart:
             job.restarted_at = now
-            model = self.predictor.get(pod.key)
-            if model is not None:
-                model.restarted()
+            model.restarted()
         if target < current:
             job.at_risk = False
-        note = (
-            f"cpu {current:g} -> {target:g}: predicted finish {rfc3339(choice.finish)} vs deadline {rfc3339(deadline)}"
-        )
+        what = f"cpu {current:g} -> {target:g}"
+        if MEMORY in change.requests:
+            what += f", memory -> {change.requests[MEMORY]}"
+        note = f"{what}: predicted finish {rfc3339(finish)} vs deadline {rfc3339(deadline)}"
         await self.handle.cluster.emit_event(pod, "Normal", "Rescaled", note)
-        await self.handle.cluster.patch_pod_condition(
-            pod, PodCondition(CONDITION, "True", "Rescaled", f"{note}; lastRescale={now:.0f}")
-        )
-        job.reason = "Rescaled"
+        job.reason, job.what = "Rescaled", what
+        await self._save(pod, job, model, deadline, now, finish, force=True)
+        return True
 
-    def _record_slack(
-        self, pod: PodInfo, model: JobModel, deadline: float, now: float, current: float, restart: bool
+    async def _verdict(self, pod: PodInfo, job: _Job, reason: str, what: str) -> None:
+        """A new reason for the condition; a demotion is also told as a Warning event."""
+        if reason == job.reason and what == job.what:
+            return
+        if reason == "DeadlineInfeasible" and job.reason != reason:
+            await self.handle.cluster.emit_event(pod, "Warning", reason, what)
+        job.reason, job.what = reason, what
+        job.written_finish = math.nan  # the message changes: write it with the next save
+
+    async def _save(
+        self, pod: PodInfo, job: _Job, model: JobModel, deadline: float, now: float, finish: float, force: bool = False
     ) -> None:
-        """Deadline minus the central prediction (no band, no margin) at the current CPUs."""
-        here = choose(model, deadline, now, current, current, current, 0.0, restart, 0.0, 0.0)
-        if here is not None and math.isfinite(here.finish):
-            self._slack[pod.key] = deadline - here.finish
+        """Write the condition when what it says has changed enough (see the module doc)."""
+        if not job.reason:
+            return
+        counts = model.count_stats()
+        measured = {s.cpus: s.steps for s in counts}
+        grown = set(measured) != set(job.written_steps) or any(
+            steps >= 2 * job.written_steps[c] for c, steps in measured.items()
+        )
+        moved = not math.isfinite(job.written_finish) or abs(finish - job.written_finish) > max(
+            REFRESH_FINISH_MIN_S, REFRESH_FINISH_SHARE * max(0.0, deadline - now)
+        )
+        if not (force or grown or moved):
+            return
+        job.written_steps, job.written_finish = measured, finish
+        message = condition_message(job.what, finish, deadline, counts, job.last_rescale)
+        status = "False" if job.reason == "DeadlineInfeasible" else "True"
+        await self.handle.cluster.patch_pod_condition(pod, PodCondition(CONDITION, status, job.reason, message))
 
     def _count_rescale(self, current: float, target: float, ok: bool) -> None:
         self._rescales["up" if target > current else "down", "ok" if ok else "failed"] += 1
 
     # ----- pod end and metrics
+    def pod_deleted(self, pod: PodInfo) -> None:
+        """Deleted (pending or bound): forget it."""
+        self._planned.pop(pod.key, None)
+        self._jobs.pop(pod.key, None)
+        self._slack.pop(pod.key, None)
+        self.predictor.forget(pod.key)
+
     def pod_terminated(self, pod: PodInfo) -> None:
         """A deadline job ended: met if it Succeeded by its deadline, else missed."""
         self._jobs.pop(pod.key, None)
@@ -455,24 +544,6 @@ class Autoscale:
                 deadlines,
             ),
         ]
-
-    async def _mark(self, pod: PodInfo, job: _Job, reason: str, what: str, choice: Choice, deadline: float) -> None:
-        """The `pysched.io/Deadline` condition, written only when its reason changes."""
-        if reason == job.reason:
-            return
-        job.reason = reason
-        ok = reason != "DeadlineInfeasible"
-        message = (
-            f"{what}: predicted finish {rfc3339(choice.finish)} vs deadline {rfc3339(deadline)}"
-            if math.isfinite(choice.finish)
-            else what
-        )
-        if not ok:
-            await self.handle.cluster.emit_event(pod, "Warning", reason, message)
-        last = f"; lastRescale={job.last_rescale:.0f}" if math.isfinite(job.last_rescale) else ""
-        await self.handle.cluster.patch_pod_condition(
-            pod, PodCondition(CONDITION, "True" if ok else "False", reason, message + last)
-        )
 
 
 def factory(args: AutoscaleArgs, handle: Handle) -> Autoscale:

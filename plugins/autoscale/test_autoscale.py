@@ -9,11 +9,11 @@ from pysched.plugins.autoscale import Autoscale, AutoscaleArgs, choose
 from pysched.backend.simulated import SimulatedCluster
 from pysched.builders import node_dict, pod_dict
 from pysched.clock import VirtualClock
-from pysched.framework.cluster import ContainerResize, cpu_resize
+from pysched.framework.cluster import ContainerResize, PodCondition, cpu_resize
 from pysched.framework.config import ConfigError, parse_config
 from pysched.ids import PodKey
 from pysched.metrics import SchedulerMetrics, plugin_metrics
-from pysched.objects import pod_from_dict
+from pysched.objects import PodInfo, pod_from_dict
 from pysched.predictor import JobModel
 from pysched.profiles import builtin_config
 from pysched.scheduler import Scheduler
@@ -69,16 +69,27 @@ def test_args_are_checked() -> None:
 class World:
     """The `pysched` profile on a simulated cluster; progress written by hand."""
 
-    def __init__(self, node_cpu: str = "16", limits: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, node_cpu: str = "16", limits: dict[str, str] | None = None, node_memory: str = "64Gi", **args: Any
+    ) -> None:
         self.limits = limits  # the container's limits (none by default)
         self.clock = VirtualClock(T0)
         self.cluster = SimulatedCluster(self.clock)
         registry = default_registry()
         self.scheduler = Scheduler(builtin_config(registry).only("pysched"), self.cluster, self.clock, registry)
-        self.cluster.add_node(node_dict("n", cpu=node_cpu, memory="64Gi"))
+        self.cluster.add_node(node_dict("n", cpu=node_cpu, memory=node_memory))
         plugin = self.scheduler.frameworks["pysched"].reconcile[0]
         assert isinstance(plugin, Autoscale)
+        plugin.args = dataclasses.replace(plugin.args, **args)
         self.plugin = plugin
+        self.writes: list[PodCondition] = []  # every condition write, in order
+        patch = self.cluster.patch_pod_condition
+
+        async def counted(pod: PodInfo, condition: PodCondition) -> None:
+            self.writes.append(condition)
+            await patch(pod, condition)
+
+        self.cluster.patch_pod_condition = counted  # type: ignore[method-assign]
 
     async def submit(self, deadline: str, **notes: str) -> None:
         await self.scheduler.start()
@@ -286,3 +297,195 @@ def test_metrics_count_rescales_slack_and_deadlines_met_and_missed() -> None:
     failed = scrape(asyncio.run(run("10h", "Failed")))
     assert failed['pysched_deadlines_total{profile="pysched",result="missed"}'] == 1
     assert failed['pysched_deadlines_total{profile="pysched",result="met"}'] == 0
+
+
+def _bound_with_condition(world: World, condition: PodCondition, cpu: str, progress: str) -> None:
+    """The pod as a new leader finds it: bound, its progress and the old leader's condition on it."""
+    notes = {"pysched.io/deadline": "20m", "pysched.io/total-steps": "10000", "pysched.io/progress": progress}
+    raw: dict[str, Any] = pod_dict("job", cpu=cpu, created=T0, annotations=notes, scheduler_name="pysched")
+    raw["spec"]["nodeName"] = "n"
+    raw.setdefault("status", {})["conditions"] = [
+        {"type": condition.type, "status": condition.status, "reason": condition.reason, "message": condition.message}
+    ]
+    world.cluster.create_pod(raw)
+
+
+def test_a_new_leader_resumes_the_fitted_model_and_predicted_finish_from_the_condition() -> None:
+    async def first() -> World:
+        world = World()
+        await world.submit("20m")
+        await world.progress(300, 60)  # 2 -> 4 CPUs
+        await world.progress(900, 60)  # the interval with the resize in it is not a measurement
+        await world.progress(1500, 60)  # measured at 4 CPUs (the cooldown ends: 2 minutes)
+        return world
+
+    old = asyncio.run(first())
+    assert old.cpu() == 4000
+    saved = old.cluster.conditions[KEY]["pysched.io/Deadline"]
+    assert "measured 2 CPUs" in saved.message and "4 CPUs" in saved.message  # the new count's speed was written
+    old_model = old.plugin.predictor.get(KEY)
+    assert old_model is not None
+    old_fit = old_model.speed()
+    progress = old.cluster.pods[KEY].annotations["pysched.io/progress"]
+
+    async def second() -> World:
+        world = World()
+        world.clock.advance(old.clock.now() - world.clock.now())
+        await world.scheduler.start()
+        _bound_with_condition(world, saved, "4", progress)
+        world.clock.advance(world.plugin.args.interval_seconds)
+        await world.scheduler.run_until_idle()
+        return world
+
+    new = asyncio.run(second())
+    model = new.plugin.predictor.get(KEY)
+    assert model is not None and old_fit is not None
+    fit = model.speed()
+    assert fit is not None and fit.counts == old_fit.counts  # fitted over the same counts, not relearnt
+    assert fit.a == pytest.approx(old_fit.a, rel=1e-3, abs=1e-6) and fit.b == pytest.approx(old_fit.b, rel=1e-3)
+    old_finish = old.plugin._slack[KEY]
+    assert new.plugin._slack[KEY] == pytest.approx(old_finish, abs=30)  # same predicted finish, 1 minute later
+    assert new.cpu() == 4000 and new.writes == []  # nothing new to say: no decision, no write
+
+    async def no_condition() -> World:
+        world = World()
+        world.clock.advance(old.clock.now() - world.clock.now())
+        await world.scheduler.start()
+        _bound_with_condition(world, PodCondition("other", "True"), "4", progress)
+        world.clock.advance(world.plugin.args.interval_seconds)
+        await world.scheduler.run_until_idle()
+        return world
+
+    fresh = asyncio.run(no_condition()).plugin.predictor.get(KEY)
+    assert fresh is not None and fresh.speed() is None  # without the condition it starts from nothing
+
+
+def test_the_condition_is_rewritten_only_when_what_it_says_changes_enough() -> None:
+    async def run() -> World:
+        world = World()
+        await world.submit("10h", **{"pysched.io/cpu-min": "2"})  # roomy, and already at its floor
+        for minute in range(1, 31):
+            await world.progress(300 * minute, 60)  # steady: 5 steps a second
+        return world
+
+    world = asyncio.run(run())
+    assert world.cpu() == 2000
+    # First OnTrack, then each time the measured steps double: 30 reconciles, a handful of writes.
+    assert 2 <= len(world.writes) <= 6, [w.message for w in world.writes]
+    assert all(w.reason == "OnTrack" for w in world.writes)
+    assert "measured 2 CPUs 0.200" in world.writes[-1].message  # what a new leader would restore
+
+    async def moved(steps: int) -> World:
+        world = World()
+        await world.submit("2h", **{"pysched.io/cpu-min": "2"})
+        await world.progress(300, 60)  # OnTrack: ~1,940 s to go, 7,140 s to the deadline
+        await world.progress(steps, 60)
+        return world
+
+    # 4 steps a second instead of 5: the finish moves ~160 s, under 5% of the time left.
+    assert len(asyncio.run(moved(540)).writes) == 1
+    # Half a step a second: the finish moves by ~25 minutes, which users should read.
+    slowed = asyncio.run(moved(330)).writes
+    assert len(slowed) == 2 and slowed[0].message != slowed[1].message
+
+
+def test_a_pending_job_is_sized_from_the_profile_prior_before_binding() -> None:
+    async def run(deadline: str, **args: Any) -> World:
+        world = World(**args)
+        await world.submit(deadline)
+        return world
+
+    # 10,000 steps of 0.2 s on one CPU under the 5%-serial prior: ~1,050 s at 2 CPUs, but the
+    # guess is +-50%: planned at the band's upper edge, 2 CPUs miss 20 minutes.
+    tight = asyncio.run(run("20m", prior_step_seconds=0.2))
+    assert tight.cpu() > 2000
+    assert tight.reasons() == ["Rescaled"]
+    assert "before binding, from the profile's prior" in tight.cluster.events[0].note
+    assert tight.scheduler.cache.nodes.requested[0, 0] == tight.cpu()  # bound and counted at the new size
+    assert asyncio.run(run("10h", prior_step_seconds=0.2)).cpu() == 1000  # roomy: the 1-CPU floor
+    assert asyncio.run(run("20m")).cpu() == 2000  # no prior: the request stands
+    hopeless = asyncio.run(run("20m", prior_step_seconds=2.0))  # even 16 CPUs cannot: left as asked
+    assert hopeless.cpu() == 2000
+    # A prior is a guess: it never enters the predictor, which learns from the job's own progress.
+    model = tight.plugin.predictor.get(KEY)
+    assert model is not None and model.count_stats() == ()
+
+
+def test_memory_grows_with_cpus_when_the_profile_asks_and_never_shrinks() -> None:
+    async def run(deadline: str, node_memory: str = "64Gi", **args: Any) -> World:
+        world = World(limits={"cpu": "2", "memory": "1Gi"}, node_memory=node_memory, **args)
+        await world.submit(deadline)
+        await world.progress(300, 60)
+        return world
+
+    def resources(world: World) -> dict[str, Any]:
+        found: dict[str, Any] = world.cluster.pods[KEY].raw["spec"]["containers"][0]["resources"]
+        return found
+
+    up = asyncio.run(run("20m", memory="withCpu"))
+    assert resources(up)["requests"] == {"cpu": "4", "memory": "2Gi"} == resources(up)["limits"]
+    assert "memory -> 2Gi" in up.cluster.conditions[KEY]["pysched.io/Deadline"].message
+    fixed = asyncio.run(run("20m"))
+    assert resources(fixed)["requests"] == {"cpu": "4", "memory": "1Gi"}
+    down = asyncio.run(run("10h", memory="withCpu"))
+    assert resources(down)["requests"] == {"cpu": "1", "memory": "1Gi"}  # memory is never given back
+    # 1.5Gi of node memory: room for 3 CPUs' worth (1Gi per 2 CPUs), not 4.
+    tight = asyncio.run(run("20m", node_memory="1536Mi", memory="withCpu"))
+    assert resources(tight)["requests"] == {"cpu": "3", "memory": "1536Mi"}
+
+
+def test_memory_mode_is_checked() -> None:
+    with pytest.raises(ValueError, match="memory"):
+        AutoscaleArgs(memory="double").validate()
+
+
+def _kubelet_status(cpu: str, pending: str | None = None) -> dict[str, Any]:
+    """What a kubelet writes while a resize to more CPUs waits: the container still runs on `cpu`."""
+    status: dict[str, Any] = {
+        "phase": "Running",
+        "containerStatuses": [{"name": "main", "resources": {"requests": {"cpu": cpu}}}],
+    }
+    if pending is not None:
+        status["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": pending, "message": "no room"}]
+    return status
+
+
+def test_a_deferred_resize_is_waited_for_and_measured_at_the_cpus_the_job_really_has() -> None:
+    async def run() -> World:
+        world = World(cooldown_seconds=0)
+        await world.submit("20m")
+        await world.progress(300, 60)  # 2 -> 4 asked for
+        world.cluster.set_status(KEY, _kubelet_status("2", "Deferred"))
+        await world.progress(600, 60)
+        await world.progress(900, 60)  # still at risk, no cooldown: but the last resize is pending
+        return world
+
+    world = asyncio.run(run())
+    assert world.cpu() == 4000 and world.reasons() == ["DeadlineAtRisk", "Rescaled"]
+    model = world.plugin.predictor.get(KEY)
+    assert model is not None and {s.cpus for s in model.count_stats()} == {2.0}  # the Deferred time counts at 2
+
+    async def actuated() -> None:
+        world.cluster.set_status(KEY, _kubelet_status("4"))
+        await world.progress(1500, 60)  # the count changed: this interval is not a measurement
+        await world.progress(2100, 60)  # measured at 4, and deciding again
+        assert "Rescaled" in world.reasons()[2:]
+
+    asyncio.run(actuated())
+
+
+def test_an_infeasible_resize_is_abandoned_with_an_event_and_the_spec_put_back() -> None:
+    async def run() -> World:
+        world = World()
+        await world.submit("20m")
+        await world.progress(300, 60)  # 2 -> 4 asked for
+        world.cluster.set_status(KEY, _kubelet_status("2", "Infeasible"))
+        await world.progress(600, 60)
+        return world
+
+    world = asyncio.run(run())
+    assert world.cpu() == 2000  # asked back: spec == what the container has
+    failed = [e for e in world.cluster.events if e.reason == "RescaleFailed"]
+    assert len(failed) == 1 and "cpu 2 -> 4 refused by the kubelet (no room); back to 2 CPUs" in failed[0].note
+    resources = world.cluster.pods[KEY].raw["spec"]["containers"][0]["resources"]
+    assert resources["requests"]["cpu"] == "2"

@@ -17,6 +17,10 @@ allowed}}`) restricts who may use deadlines, so that nobody jumps the queue mere
 a deadline pod in a namespace the selector does not match (or one the backend does not know) is
 ordered as best-effort, with one `DeadlineNotAllowed` Warning event per pod saying why. Unset: every
 namespace may. A namespace relabelled later applies to pods ordered after the change.
+
+What it remembers per pod (demotions, warnings given, refusals) is dropped when the pod is deleted
+(`pod_deleted`) or terminates (`pod_terminated`: it never returns to the queue), so memory follows
+the live pods, not every pod ever seen.
 """
 
 from __future__ import annotations
@@ -92,7 +96,7 @@ class DeadlineLaxity:
     args: DeadlineLaxityArgs
     handle: Handle
     _demoted: dict[PodKey, PodUID] = field(default_factory=dict)
-    _warned: set[tuple[PodUID, str, str]] = field(default_factory=set)
+    _warned: dict[PodUID, set[tuple[str, str]]] = field(default_factory=dict)  # (key, value) warned about
     _refused: set[PodUID] = field(default_factory=set)  # deadline pods told their namespace may not
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -134,8 +138,9 @@ class DeadlineLaxity:
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         for key, value, forms in invalid_annotations(pod):
-            if (pod.uid, key, value) not in self._warned:
-                self._warned.add((pod.uid, key, value))
+            warned = self._warned.setdefault(pod.uid, set())
+            if (key, value) not in warned:
+                warned.add((key, value))
                 self._spawn(
                     self.handle.cluster.emit_event(
                         pod, "Warning", "InvalidAnnotation", f"{key}: {value!r} is not {forms}; ignored"
@@ -163,6 +168,17 @@ class DeadlineLaxity:
         self._spawn(
             self.handle.cluster.patch_pod_condition(pod, PodCondition(CONDITION, "False", DEMOTED_REASON, note))
         )
+
+    def pod_deleted(self, pod: PodInfo) -> None:
+        """Forget the pod. By key only while the key still names this pod: a pod recreated under
+        the same name (a new uid) may be known before the old one's deletion arrives."""
+        if self._demoted.get(pod.key) == pod.uid:
+            del self._demoted[pod.key]
+        self._warned.pop(pod.uid, None)
+        self._refused.discard(pod.uid)
+
+    def pod_terminated(self, pod: PodInfo) -> None:
+        self.pod_deleted(pod)  # a pod that ended never returns to the queue
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Events and conditions from the synchronous queue path: queued, never awaited there."""

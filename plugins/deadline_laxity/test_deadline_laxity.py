@@ -2,8 +2,9 @@ import asyncio
 from typing import Any
 
 import pytest
+import yaml
 from pysched.plugins import default_registry
-from pysched.plugins.deadline_laxity import DeadlineLaxity, DeadlineLaxityArgs, amdahl_ratio
+from pysched.plugins.deadline_laxity import NAME, DeadlineLaxity, DeadlineLaxityArgs, amdahl_ratio
 
 from pysched.backend.simulated import SimulatedCluster
 from pysched.builders import make_pod, node_dict, pod_dict
@@ -180,3 +181,70 @@ def test_deadline_namespaces_is_checked_when_the_profile_loads() -> None:
     ):
         with pytest.raises(ConfigError, match="deadlineNamespaces"):
             parse_config(profile(bad), "t", registry)
+
+
+FORGETTING = """
+profiles:
+  - schedulerName: d
+    plugins:
+      queueSort: [{name: DeadlineLaxity}]
+      preEnqueue: [{name: DeadlineLaxity}]
+      filter: [{name: NodeResourcesFit}]
+      bind: [{name: DefaultBinder}]
+    pluginConfig:
+      - name: DeadlineLaxity
+        args: {deadlineNamespaces: {matchLabels: {pysched.io/deadlines: allowed}}}
+"""
+
+
+def _remembered(plugin: DeadlineLaxity) -> tuple[int, int, int]:
+    return len(plugin._demoted), len(plugin._warned), len(plugin._refused)
+
+
+def test_what_it_remembers_of_a_pod_goes_when_the_pod_ends_or_is_deleted() -> None:
+    async def run() -> None:
+        clock = VirtualClock(T0 + 7200)
+        cluster = SimulatedCluster(clock)
+        cluster.set_namespace("ml", {"pysched.io/deadlines": "allowed"})
+        cluster.set_namespace("web", {})
+        cluster.add_node(node_dict("n", cpu="4", memory="64Gi"))
+        registry = default_registry()
+        scheduler = Scheduler(parse_config(yaml.safe_load(FORGETTING), "t", registry), cluster, clock, registry)
+        plugin = scheduler.frameworks["d"].plugins[NAME]
+        assert isinstance(plugin, DeadlineLaxity)
+        await scheduler.start()
+        kinds = (
+            ("ml", {"pysched.io/deadline": "1h"}),  # passed an hour ago: demoted
+            ("ml", {"pysched.io/total-steps": "-3"}),  # malformed: warned about
+            ("web", {"pysched.io/deadline": "5h"}),  # a namespace that may not use deadlines: refused
+        )
+        for i in range(60):
+            namespace, notes = kinds[i % 3]
+            raw = pod_dict(f"p{i}", namespace=namespace, cpu="1", created=T0 + i, annotations=notes, scheduler_name="d")
+            cluster.create_pod(raw)
+        await scheduler.run_until_idle()
+        bound = [k for k, p in cluster.pods.items() if p.node_name is not None]
+        assert len(bound) == 4 and _remembered(plugin) == (20, 20, 20)
+        for key in bound:  # ended pods never come back to the queue: forgotten at once
+            cluster.finish_pod(key)
+            uid = cluster.pods[key].uid
+            assert uid not in plugin._warned and uid not in plugin._refused and key not in plugin._demoted
+        assert sum(_remembered(plugin)) == 60 - 4
+        for key in list(cluster.pods):
+            cluster.delete_pod(key)
+        assert _remembered(plugin) == (0, 0, 0)
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+def test_deleting_an_old_pod_keeps_a_demotion_of_the_pod_recreated_under_its_name() -> None:
+    plugin, _ = _plugin(now=T0 + 7200)
+    old = make_pod("job-0", created=T0, uid="old", annotations={"pysched.io/deadline": "1h"})
+    new = make_pod("job-0", created=T0, uid="new", annotations={"pysched.io/deadline": "1h"})
+    plugin.judge(old)
+    plugin.judge(new)  # the new pod is known before the old one's deletion arrives
+    plugin.pod_deleted(old)
+    assert plugin.is_demoted(new) and not plugin.is_demoted(old)
+    plugin.pod_deleted(new)
+    assert _remembered(plugin) == (0, 0, 0)

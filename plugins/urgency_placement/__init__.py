@@ -10,6 +10,10 @@ Urgency, until laxity is available to placement:
 2. otherwise a pod whose `pysched.io/deadline` falls within `urgentWithinSeconds` of now (or has
    passed) is urgent;
 3. otherwise (no deadline, a later one, a malformed value) the pod is relaxed.
+
+The key, its values and their parser live in `pysched.framework.annotations` with the rest of the
+contract, so that a malformed value gets its `InvalidAnnotation` event (from DeadlineLaxity's
+preEnqueue, where every contract key is checked).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pysched.plugins.urgency_placement.reference import urgency_placement
 
 from pysched.cache import NodeTable
 from pysched.clock import Clock
-from pysched.framework.annotations import deadline_of
+from pysched.framework.annotations import deadline_of, urgency_of
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import I64, Bools, Handle
 from pysched.framework.registry import ArgsError, PluginSpec
@@ -30,8 +34,7 @@ from pysched.objects import PodInfo
 from pysched.resources import CPU, GPU
 
 NAME = "UrgencyPlacement"
-URGENCY = "pysched.io/urgency"
-URGENCY_VALUES = {"urgent": URGENT, "relaxed": 0}
+SCORE_CLASS = {"urgent": URGENT, "relaxed": 0}  # by the accepted values of `pysched.io/urgency`
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +69,9 @@ class UrgencyPlacement:
 
     def score_class(self, pod: PodInfo) -> int:
         """1 (urgent) or 0 (relaxed), by the rule in the module docstring."""
-        stated = URGENCY_VALUES.get(pod.annotations.get(URGENCY, "").strip())
+        stated = urgency_of(pod)
         if stated is not None:
-            return stated
+            return SCORE_CLASS[stated]
         deadline = deadline_of(pod)
         if deadline is not None and deadline - self.clock.now() <= self.args.urgent_within_seconds:
             return URGENT

@@ -1,3 +1,4 @@
+import asyncio
 from typing import Any
 
 import numpy as np
@@ -6,19 +7,21 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pysched.plugins import default_registry
-from pysched.plugins.urgency_placement import URGENCY, UrgencyPlacement, UrgencyPlacementArgs
+from pysched.plugins.urgency_placement import UrgencyPlacement, UrgencyPlacementArgs
 from pysched.plugins.urgency_placement.reference import urgency_placement
 
 from pysched.backend.simulated import SimulatedCluster
-from pysched.builders import make_node, make_pod, rfc3339
+from pysched.builders import make_node, make_pod, node_dict, pod_dict, rfc3339
 from pysched.cache import Cache
 from pysched.clock import VirtualClock
+from pysched.framework.annotations import URGENCY, URGENCY_FORMS, invalid_annotations, urgency_of
 from pysched.framework.config import ConfigError, parse_config
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import Handle
 from pysched.framework.runtime import Framework
 from pysched.kernel import URGENT, KernelWeights, score_all
 from pysched.resources import GPU, nonzero_requests
+from pysched.scheduler import Scheduler
 from pysched.testing.strategies import Arrays, node_arrays, pod_request
 
 GPU_COLUMN = 4  # the strategies' layout: cpu, memory, pods, ephemeral-storage, gpu
@@ -225,3 +228,55 @@ def test_cached_selection_matches_a_full_scan_as_pods_land() -> None:
         if result.node is not None:
             cache.assume(pod, result.node, result.request)
     assert framework._selection._trees  # the incremental trees answered, not only scans
+
+
+ADMITTED = """
+profiles:
+  - schedulerName: d
+    plugins:
+      queueSort: [{name: DeadlineLaxity}]
+      preEnqueue: [{name: DeadlineLaxity}]
+      filter: [{name: NodeResourcesFit}]
+      score: [{name: UrgencyPlacement, weight: 1}]
+      bind: [{name: DefaultBinder}]
+    pluginConfig:
+      - name: UrgencyPlacement
+        args: {urgentWithinSeconds: 600}
+"""
+
+
+def test_urgency_is_parsed_with_the_rest_of_the_contract() -> None:
+    assert urgency_of(make_pod("p", annotations={URGENCY: " urgent\n"})) == "urgent"
+    assert urgency_of(make_pod("p", annotations={URGENCY: "relaxed"})) == "relaxed"
+    for value in ("hurry", "Urgent", ""):
+        pod = make_pod("p", annotations={URGENCY: value})
+        assert urgency_of(pod) is None
+        assert invalid_annotations(pod) == [(URGENCY, value, URGENCY_FORMS)]
+    assert urgency_of(make_pod("p")) is None and invalid_annotations(make_pod("p")) == []
+
+
+def test_a_malformed_urgency_gets_one_event_and_is_scored_as_if_absent() -> None:
+    async def run() -> None:
+        clock = VirtualClock(1_000_000.0)
+        cluster = SimulatedCluster(clock)
+        registry = default_registry()
+        scheduler = Scheduler(parse_config(yaml.safe_load(ADMITTED), "test", registry), cluster, clock, registry)
+        cluster.add_node(node_dict("snug", cpu="4", memory="8Gi"))  # relaxed pods pack here
+        cluster.add_node(node_dict("roomy", cpu="64", memory="8Gi"))  # urgent pods grow here
+        await scheduler.start()
+        soon = {URGENCY: "hurry", "pysched.io/deadline": rfc3339(clock.now() + 300)}
+        # Absent, the key would leave `soon` urgent (its deadline is near) and `later` relaxed.
+        cluster.create_pod(
+            pod_dict("later", cpu="4", scheduler_name="d", created=clock.now(), annotations={URGENCY: "hurry"})
+        )
+        cluster.create_pod(pod_dict("soon", cpu="4", scheduler_name="d", created=clock.now(), annotations=soon))
+        await scheduler.run_until_idle()
+        await scheduler.stop()
+        assert {k: p.node_name for k, p in cluster.pods.items()} == {"default/later": "snug", "default/soon": "roomy"}
+        invalid = [e for e in cluster.events if e.reason == "InvalidAnnotation"]
+        assert sorted(e.pod for e in invalid) == ["default/later", "default/soon"]  # one each
+        for event in invalid:
+            assert event.type == "Warning"
+            assert f"{URGENCY}: 'hurry'" in event.note and URGENCY_FORMS in event.note
+
+    asyncio.run(run())

@@ -32,7 +32,7 @@ from pysched.backend.ratelimit import TokenBucket
 from pysched.framework.cluster import ClusterListener, ContainerResize, PodCondition
 from pysched.framework.status import SUCCESS, Status, error, unschedulable
 from pysched.ids import NodeName
-from pysched.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
+from pysched.objects import NodeInfo, PodInfo, node_from_dict, parse_time, pod_from_dict
 
 log = structlog.get_logger("pysched.live")
 
@@ -177,6 +177,21 @@ class LiveOptions:
     page_size: int = 500
 
 
+def _keep_owner_time(old: PodInfo, new: PodInfo) -> PodInfo:
+    """`new` with `old`'s owner creation time when the Job is gone from the informer (deleted
+    before its pods) and the pod is the same one under the same controller."""
+    if (
+        new.owner_created is None
+        and old.owner_created is not None
+        and old.uid == new.uid
+        and old.controller is not None
+        and new.controller is not None
+        and old.controller.uid == new.controller.uid
+    ):
+        return new.evolve(owner_created=old.owner_created)
+    return new
+
+
 def _pod_path(pod: PodInfo, sub: str = "") -> str:
     path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
     return f"{path}/{sub}" if sub else path
@@ -194,6 +209,11 @@ class LiveCluster:
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, PodInfo] = {}
         self.namespaces: dict[str, dict[str, str]] = {}  # name -> labels (deadlineNamespaces)
+        # batch/v1 Jobs: uid -> creation time, for deadline durations of their pods (DESIGN §3).
+        # Only Jobs: pods of other controllers (JobSet, Kubeflow jobs) count from their own creation.
+        self.job_created: dict[str, float] = {}
+        self._job_uids: dict[str, str] = {}  # "ns/name" -> uid (a relist deletes by key)
+        self._pods_by_job: dict[str, set[str]] = {}  # Job uid -> keys of known pods it controls
         self._invalid: set[str] = set()
         self._listener: ClusterListener | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -211,6 +231,10 @@ class LiveCluster:
             client, "/api/v1/namespaces", self._namespace_upsert, self._namespace_delete,
             page_size=opts.page_size, inactivity=opts.inactivity, resource="namespaces",
         )  # fmt: skip
+        self.job_informer = Informer(
+            client, "/apis/batch/v1/jobs", self._job_upsert, self._job_delete,
+            page_size=opts.page_size, inactivity=opts.inactivity, resource="jobs",
+        )  # fmt: skip
         self.node_informer = Informer(
             client, "/api/v1/nodes", self._node_upsert, self._node_delete,
             page_size=opts.page_size, inactivity=opts.inactivity, resource="nodes",
@@ -222,12 +246,14 @@ class LiveCluster:
 
     # ----- informers
     async def start(self, listener: ClusterListener) -> None:
-        """Namespaces, nodes, then pods (so pods find their namespace's labels and bound pods their
-        nodes); returns once all are synced."""
+        """Namespaces, Jobs, nodes, then pods (so pods find their namespace's labels and their Job's
+        creation time, and bound pods their nodes); returns once all are synced."""
         self._listener = listener
         self.events.start()
         self._tasks.append(asyncio.create_task(self.namespace_informer.run()))
         await self.namespace_informer.synced.wait()
+        self._tasks.append(asyncio.create_task(self.job_informer.run()))
+        await self.job_informer.synced.wait()
         self._tasks.append(asyncio.create_task(self.node_informer.run()))
         await self.node_informer.synced.wait()
         self._tasks.append(asyncio.create_task(self.pod_informer.run()))
@@ -243,9 +269,12 @@ class LiveCluster:
         self._listener = None
 
     @property
+    def informers(self) -> tuple[Informer, ...]:
+        return (self.namespace_informer, self.job_informer, self.node_informer, self.pod_informer)
+
+    @property
     def synced(self) -> bool:
-        informers = (self.namespace_informer, self.node_informer, self.pod_informer)
-        return all(i.synced.is_set() for i in informers)
+        return all(i.synced.is_set() for i in self.informers)
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         return self.namespaces.get(namespace)
@@ -257,6 +286,49 @@ class LiveCluster:
 
     def _namespace_delete(self, key: str, raw: JSON | None) -> None:
         self.namespaces.pop(key, None)
+
+    def _job_upsert(self, raw: JSON) -> None:
+        meta = raw.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        if not uid or uid in self.job_created:
+            return  # a status update of a known Job: its creation time does not change
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        replaced = self._job_uids.get(key)
+        if replaced is not None:  # deleted and recreated under the same name while we were not watching
+            self.job_created.pop(replaced, None)
+        created = parse_time(meta.get("creationTimestamp"))
+        self._job_uids[key] = uid
+        self.job_created[uid] = created
+        # The Job and pod watches race: pods that arrived first are delivered again with its time.
+        for pod_key in self._pods_by_job.get(uid, ()):
+            old = self.pods.get(pod_key)
+            if old is None or old.controller is None or old.controller.uid != uid or old.owner_created == created:
+                continue
+            new = old.evolve(owner_created=created)
+            self.pods[pod_key] = new
+            if self._listener is not None:
+                self._listener.on_pod_updated(old, new)
+
+    def _job_delete(self, key: str, raw: JSON | None) -> None:
+        # Its pods keep the time they were given (`_pod_upsert` carries it over): a deadline never moves.
+        uid = self._job_uids.pop(key, None)
+        if uid is not None:
+            self.job_created.pop(uid, None)
+
+    def _index_pod(self, old: PodInfo | None, pod: PodInfo | None) -> None:
+        """Keep `_pods_by_job` (Job uid -> pod keys) in step with a pod's controller."""
+        was = old.controller.uid if old is not None and old.controller is not None and old.controller.is_job else None
+        now = pod.controller.uid if pod is not None and pod.controller is not None and pod.controller.is_job else None
+        if was == now:
+            return
+        if was is not None and old is not None:
+            keys = self._pods_by_job.get(was)
+            if keys is not None:
+                keys.discard(old.key)
+                if not keys:
+                    del self._pods_by_job[was]
+        if now is not None and pod is not None:
+            self._pods_by_job.setdefault(now, set()).add(pod.key)
 
     def _node_upsert(self, raw: JSON) -> None:
         assert self._listener is not None
@@ -292,11 +364,14 @@ class LiveCluster:
         meta = raw.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         old = self.pods.get(key)
+        version = meta.get("resourceVersion")
+        if old is not None and old.resource_version and old.resource_version == version and old.uid == meta.get("uid"):
+            return  # this very version is known (a relist, or our own write's answer came first)
         bound = bool((raw.get("spec") or {}).get("nodeName"))
         if old is None and not bound and not self._ours(raw):
             return  # another scheduler's pending pod: nothing to account or schedule
         try:
-            pod = pod_from_dict(raw)
+            pod = pod_from_dict(raw, self.job_created)
         except (ValueError, KeyError, TypeError) as err:
             if old is not None:
                 self._pod_delete(key, None)
@@ -305,7 +380,10 @@ class LiveCluster:
                 self._invalid.add(uid)
                 self._listener.on_invalid_pod(raw, str(err))
             return
+        if old is not None and pod.owner_created is None and old.owner_created is not None:
+            pod = _keep_owner_time(old, pod)
         self.pods[key] = pod
+        self._index_pod(old, pod)
         if old is None:
             self._listener.on_pod_added(pod)
         elif old.uid != pod.uid:  # deleted and recreated while we were not watching
@@ -322,12 +400,14 @@ class LiveCluster:
             # state: deliver the end first, so plugins learn it succeeded or failed (deadline met
             # or missed), not merely that it went away.
             try:
-                ended = pod_from_dict(raw)
+                ended = pod_from_dict(raw, self.job_created)
             except (ValueError, KeyError, TypeError):
                 ended = None
             if ended is not None and ended.terminated and ended.uid == old.uid:
-                self._listener.on_pod_updated(old, ended)
+                # met or missed is judged against the same deadline, even if the Job went first
+                self._listener.on_pod_updated(old, _keep_owner_time(old, ended))
         if old is not None:
+            self._index_pod(old, None)
             self._invalid.discard(old.uid)
             self._listener.on_pod_deleted(old)
 
@@ -392,15 +472,28 @@ class LiveCluster:
             return error("not the leader: resize refused")
         # Strategic merge: only the named resources change, so limits not given keep their value.
         body = [{"name": name, "resources": r.as_dict()} for name, r in containers.items()]
+        before = self.pods.get(pod.key)
         resp = await self.client.request(
             "PATCH", _pod_path(pod, "resize"), body={"spec": {"containers": body}},
             content_type=STRATEGIC_MERGE_PATCH,
         )  # fmt: skip
         if resp.ok:
+            self._read_own_write(pod.key, before, resp.body)
             return SUCCESS
         if resp.status == 404:
             return unschedulable(f"pod {pod.key} no longer exists")
         return error(f"resize of {pod.key} rejected: {resp.message()}")
+
+    def _read_own_write(self, key: str, before: PodInfo | None, answer: JSON) -> None:
+        """Take the pod the apiserver answered a write with at once (read your writes): the
+        binding cycle that resized a pending pod then binds what the pod asks for now, and the
+        cache counts it. Only when the watch delivered nothing newer meanwhile; the watch's own
+        copy of this version changes nothing when it arrives (`_pod_upsert` skips a version it has)."""
+        if answer.get("kind") != "Pod" or self._listener is None or before is None:
+            return
+        current = self.pods.get(key)
+        if current is not None and current.resource_version == before.resource_version:
+            self._pod_upsert(answer)
 
     async def emit_event(self, pod: PodInfo, event_type: str, reason: str, note: str) -> None:
         """Queued, never awaited on the API: binds must not wait behind events."""

@@ -49,6 +49,10 @@ class SimulatedCluster:
         # Labels of namespaces created with `set_namespace`; any other namespace a pod uses exists
         # with only the label the apiserver gives every namespace (kubernetes.io/metadata.name).
         self.namespaces: dict[str, dict[str, str]] = {}
+        # Controlling owners' creation times (owner uid -> epoch s), as the live backend's Job
+        # informer knows them: deadline durations of their pods count from these.
+        self.owners: dict[str, float] = {}
+        self._awaiting_owner: dict[str, set[PodKey]] = {}  # owner uid -> its pods created before it
         self.binds = 0
         self._record_events = record_events
         self._listener: ClusterListener | None = None
@@ -114,8 +118,24 @@ class SimulatedCluster:
     def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
         self.namespaces[name] = dict(labels)
 
+    def add_owner(self, uid: str, created: float) -> None:
+        """Register a controlling owner (a Job) and its creation time. Pods naming it as their
+        controller get it as `owner_created`; pods created before it are delivered again as updates,
+        as the live backend does when its Job informer learns a Job after the Job's pods."""
+        self.owners[uid] = created
+        for key in self._awaiting_owner.pop(uid, ()):
+            current = self.pods.get(key)
+            if current is None or current.controller is None or current.controller.uid != uid:
+                continue
+            updated = current.evolve(owner_created=created, resource_version=str(next(self._versions)))
+            self.pods[key] = updated
+            if self._listener is not None:
+                self._listener.on_pod_updated(current, updated)
+
     def _replace(self, current: PodInfo, raw: Mapping[str, Any]) -> PodInfo:
-        updated = dataclasses.replace(pod_from_dict(raw), node_name=current.node_name, phase=current.phase)
+        updated = dataclasses.replace(
+            pod_from_dict(raw), node_name=current.node_name, phase=current.phase, owner_created=current.owner_created
+        )
         self.pods[current.key] = updated
         if self._listener is not None:
             self._listener.on_pod_updated(current, updated)
@@ -140,7 +160,7 @@ class SimulatedCluster:
     def create_pod(self, raw: Mapping[str, Any]) -> PodInfo | None:
         """Create a pod as the API would; None (and a listener warning) when it cannot be read."""
         try:
-            pod = pod_from_dict(raw)
+            pod = pod_from_dict(raw, self.owners)
         except (ValueError, KeyError, TypeError) as err:
             if self._listener is not None:
                 self._listener.on_invalid_pod(raw, str(err))
@@ -148,6 +168,8 @@ class SimulatedCluster:
         if pod.key in self.pods:
             raise ValueError(f"pod {pod.key} already exists")
         self.pods[pod.key] = pod
+        if pod.controller is not None and pod.owner_created is None:
+            self._awaiting_owner.setdefault(pod.controller.uid, set()).add(pod.key)
         if self._listener is not None:
             self._listener.on_pod_added(pod)
         return pod
@@ -165,6 +187,12 @@ class SimulatedCluster:
             self._listener.on_pod_updated(current, updated)
         return updated
 
+    def set_status(self, key: PodKey, status: Mapping[str, Any]) -> PodInfo:
+        """Replace the pod's `status` as a kubelet would write it (container statuses with the
+        actuated resources, `PodResizePending`...): what the simulated kubelet does not model."""
+        current = self.pods[key]
+        return self._replace(current, {**current.raw, "status": dict(status)})
+
     def finish_pod(self, key: PodKey, phase: str = "Succeeded") -> PodInfo:
         current = self.pods[key]
         done = dataclasses.replace(current, phase=phase)
@@ -176,5 +204,11 @@ class SimulatedCluster:
     def delete_pod(self, key: PodKey) -> None:
         pod = self.pods.pop(key)
         self.conditions.pop(key, None)
+        if pod.controller is not None and pod.owner_created is None:
+            waiting = self._awaiting_owner.get(pod.controller.uid)
+            if waiting is not None:
+                waiting.discard(key)
+                if not waiting:
+                    del self._awaiting_owner[pod.controller.uid]
         if self._listener is not None:
             self._listener.on_pod_deleted(pod)

@@ -16,6 +16,9 @@ DEADLINE = "pysched.io/deadline"
 TOTAL_STEPS = "pysched.io/total-steps"
 PROGRESS = "pysched.io/progress"
 DEADLINE_FORMS = "an RFC 3339 time (2026-11-30T12:00:00Z) or a duration such as 45m, 6h or 1h30m"
+URGENCY = "pysched.io/urgency"
+URGENCY_VALUES = ("urgent", "relaxed")
+URGENCY_FORMS = '"urgent" or "relaxed"'
 
 _DURATION = re.compile(r"^(?:\d+(?:\.\d+)?[hms])+$")
 _PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
@@ -39,8 +42,11 @@ def parse_duration(value: str) -> float | None:
 
 
 def deadline_of(pod: PodInfo) -> float | None:
-    """Absolute deadline (epoch s). A duration counts from the pod's creation (the owner's
-    creation time is not on the pod; a recreated pod's controller should write RFC 3339)."""
+    """Absolute deadline (epoch s). A duration counts from the creation of the pod's controlling
+    owner when the backend knows it (`PodInfo.owner_created`), else from the pod's own creation,
+    so a pod its Job recreates keeps the Job's deadline. The live backend knows batch/v1 Jobs (it
+    watches them), the simulator the owners given to `add_owner`; pods of other controllers (JobSet,
+    Kubeflow jobs) count from their own creation, so those should write an RFC 3339 time."""
     value = pod.annotations.get(DEADLINE)
     if value is None:
         return None
@@ -48,7 +54,9 @@ def deadline_of(pod: PodInfo) -> float | None:
     if absolute is not None:
         return absolute
     duration = parse_duration(value)
-    return None if duration is None else pod.created + duration
+    if duration is None:
+        return None
+    return (pod.created if pod.owner_created is None else pod.owner_created) + duration
 
 
 def total_steps_of(pod: PodInfo) -> int | None:
@@ -72,6 +80,12 @@ def parse_progress(value: str) -> tuple[int, float] | None:
         return None
     observed = parse_rfc3339(when)
     return None if observed is None or not math.isfinite(observed) else (int(steps), observed)
+
+
+def urgency_of(pod: PodInfo) -> str | None:
+    """`pysched.io/urgency` as one of `URGENCY_VALUES`; None when absent or malformed."""
+    value = pod.annotations.get(URGENCY, "").strip()
+    return value if value in URGENCY_VALUES else None
 
 
 # --- autoscaling bounds and switches (issue 6 items 3 and 5) --------------------------------------
@@ -133,4 +147,6 @@ def invalid_annotations(pod: PodInfo) -> list[tuple[str, str, str]]:
         bad.append((AUTOSCALE, notes[AUTOSCALE], AUTOSCALE_FORMS))
     if CONTAINER in notes and notes[CONTAINER] not in container_names(pod):
         bad.append((CONTAINER, notes[CONTAINER], CONTAINER_FORMS))
+    if URGENCY in notes and urgency_of(pod) is None:
+        bad.append((URGENCY, notes[URGENCY], URGENCY_FORMS))
     return bad

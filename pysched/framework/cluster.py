@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from pysched.framework.status import Status
 from pysched.ids import NodeName
@@ -59,33 +59,45 @@ class ContainerResize:
 
 
 def cpu_resize(pod: PodInfo, container: str, cpu_milli: int) -> ContainerResize:
-    """A resize of one container's CPU request to `cpu_milli` that keeps the QoS class.
+    """A resize of one container's CPU request to `cpu_milli` that keeps the QoS class (memory is
+    not touched); see `container_resize`."""
+    return container_resize(pod, container, {CPU: cpu_milli})
 
-    A CPU limit scales by the same ratio as the request (rounded up, so the limit never drops
-    below the request), and a Guaranteed container's limit simply equals the new request. No
-    limit stays no limit; memory is not touched.
+
+def container_resize(pod: PodInfo, container: str, requests: Mapping[str, int]) -> ContainerResize:
+    """A resize of one container's requests (scheduler units: millicores, bytes) that keeps the
+    QoS class.
+
+    Each resource's limit scales by the same ratio as its request (rounded up, so the limit never
+    drops below the request), and a Guaranteed container's limit simply equals the new request.
+    No limit stays no limit; resources not named are not touched.
     """
-    request: object = None
-    limit: object = None
+    resources: Mapping[str, Any] = {}
     for c in pod.raw.get("spec", {}).get("containers") or ():
         if c.get("name", "") == container:
             resources = c.get("resources") or {}
-            request = (resources.get("requests") or {}).get(CPU)
-            limit = (resources.get("limits") or {}).get(CPU)
             break
-    requests = {CPU: format_resource(CPU, cpu_milli)}
-    if not isinstance(limit, str | int | float):
-        return ContainerResize(requests)
-    limit_m = to_scheduler_units(CPU, limit)
-    # The API defaults a missing request to the limit: such a container is Guaranteed for CPU.
-    request_m = to_scheduler_units(CPU, request) if isinstance(request, str | int | float) else limit_m
-    if request_m == limit_m:
-        new_limit = cpu_milli
-    elif request_m <= 0:  # no ratio to keep: only make room for the new request
-        new_limit = max(limit_m, cpu_milli)
-    else:
-        new_limit = -(-limit_m * cpu_milli // request_m)
-    return ContainerResize(requests, {CPU: format_resource(CPU, new_limit)})
+    old_requests = resources.get("requests") or {}
+    old_limits = resources.get("limits") or {}
+    new_requests: dict[str, str] = {}
+    new_limits: dict[str, str] = {}
+    for name, value in requests.items():
+        new_requests[name] = format_resource(name, value)
+        limit = old_limits.get(name)
+        if not isinstance(limit, str | int | float):
+            continue
+        limit_u = to_scheduler_units(name, limit)
+        request = old_requests.get(name)
+        # The API defaults a missing request to the limit: such a container is Guaranteed for it.
+        request_u = to_scheduler_units(name, request) if isinstance(request, str | int | float) else limit_u
+        if request_u == limit_u:
+            new_limit = value
+        elif request_u <= 0:  # no ratio to keep: only make room for the new request
+            new_limit = max(limit_u, value)
+        else:
+            new_limit = -(-limit_u * value // request_u)
+        new_limits[name] = format_resource(name, new_limit)
+    return ContainerResize(new_requests, new_limits)
 
 
 class ClusterBackend(Protocol):

@@ -212,6 +212,15 @@ class PodTerminatedPlugin(Plugin, Protocol):
     def pod_terminated(self, pod: PodInfo) -> None: ...
 
 
+@runtime_checkable
+class PodDeletedPlugin(Plugin, Protocol):
+    """Told when a pod of the profile is deleted, pending or bound: per-pod state a plugin keeps
+    (warnings given, demotions, models) must be dropped then, or it grows with every pod ever seen.
+    A pod the informer drops after it terminated arrives here too, after `pod_terminated`."""
+
+    def pod_deleted(self, pod: PodInfo) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class MetricFamily:
     """A plugin's metric, exposed by `pysched run` on /metrics with a `profile` label added.

@@ -319,6 +319,7 @@ async def test_live_cluster_reports_unreadable_pods_of_its_own_once_and_ignores_
     client.lists.extend(
         [
             listing("0", {"metadata": {"name": "ns", "resourceVersion": "1", "labels": {"team": "ml"}}}),
+            listing("0"),  # batch/v1 Jobs
             listing("1"),
             listing("2", pod("good", "pysched", "1"), pod("bad", "pysched", "lots"), pod("x", "other", "lots")),
         ]

@@ -26,6 +26,7 @@ from pysched.framework.annotations import parse_progress
 from pysched.ids import PodKey
 from pysched.predictor import (
     PRIOR_SERIAL_FRACTION,
+    CountStats,
     JobModel,
     Predictor,
     Source,
@@ -464,3 +465,42 @@ def test_resized_before_the_first_report_misses_only_that_report(model_name: str
         assert acc.missing == 0
         worst, worst_after = max(worst, acc.worst), max(worst_after, acc.after_first_on_new)
     assert worst < 0.25 and worst_after < GOAL
+
+
+def test_restore_takes_back_another_schedulers_speed_per_count() -> None:
+    """A new leader restores the per-count summaries a previous one wrote: the same fit, the
+    same uncertainty, and later measurements pool with what was restored."""
+    old = JobModel(10_000)
+    t = 0.0
+    old.observe(0, t, 2.0, t)
+    for steps, seconds, cpus in ((1000, 205.0, 2.0), (2000, 198.0, 2.0), (2500, 58.0, 4.0), (3000, 57.0, 4.0)):
+        t += seconds
+        old.observe(steps, t, cpus, t)
+    summary = old.count_stats()
+    assert [s.cpus for s in summary] == [2.0, 4.0]
+
+    new = JobModel(10_000)
+    new.restore(summary)
+
+    def numbers(stats: tuple[CountStats, ...]) -> list[tuple[float, ...]]:
+        return [(s.cpus, s.step_seconds, s.rel_sigma, s.seconds, s.steps) for s in stats]
+
+    assert numbers(new.count_stats()) == [pytest.approx(row) for row in numbers(summary)]
+    fit, restored = old.speed(), new.speed()
+    assert fit is not None and restored is not None and restored.counts == fit.counts
+    assert restored.a == pytest.approx(fit.a, rel=1e-9) and restored.b == pytest.approx(fit.b, rel=1e-9)
+    here, there = new.step_estimate(8.0), old.step_estimate(8.0)
+    assert here is not None and there is not None
+    assert (here.step_seconds, here.rel_sigma) == pytest.approx((there.step_seconds, there.rel_sigma))
+
+    # Nothing is known of the progress until the job reports: no prediction yet.
+    assert new.predict(4.0, t) is None
+    new.observe(3000, t, 4.0, t)
+    new.observe(3500, t + 56.0, 4.0, t + 56.0)
+    four = next(s for s in new.count_stats() if s.cpus == 4.0)
+    # 500 steps in 57 s were measured at 4 CPUs (the interval with the resize in it was not)
+    assert four.steps == pytest.approx(1000.0) and four.seconds == pytest.approx(113.0)  # pooled
+    # Rubbish is not restored: no count, no time, no step time.
+    empty = JobModel(100)
+    empty.restore([CountStats(0.0, 0.1, 0.01, 10.0, 100.0, 1), CountStats(2.0, 0.0, 0.01, 10.0, 100.0, 1)])
+    assert empty.count_stats() == () and empty.speed() is None

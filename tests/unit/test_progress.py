@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
@@ -20,6 +21,7 @@ from pysched.progress import (
     PodRef,
     Reporter,
     granted_cpus,
+    lightning_callback,
 )
 
 POD = PodRef("train", "job-0")
@@ -214,22 +216,98 @@ def test_callbacks_mix_into_a_framework_base_class() -> None:
     assert callback.base_initialised and callback.on_fit_start(None, None) == "base"
 
 
+def _fake_lightning(monkeypatch: pytest.MonkeyPatch, module: str) -> type:
+    """A stand-in for Lightning (not installed here): a module whose `Callback` defines no-op hooks."""
+
+    class Callback:
+        def on_fit_start(self, trainer: object, pl_module: object) -> None:
+            return None
+
+    fake = ModuleType(module)
+    fake.Callback = Callback  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module, fake)
+    return Callback
+
+
+def test_lightning_callback_is_an_instance_of_lightnings_callback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "lightning", ModuleType("lightning"))
+    base = _fake_lightning(monkeypatch, "lightning.pytorch")
+    _fake_lightning(monkeypatch, "pytorch_lightning")  # lightning.pytorch wins over the old name
+    rep, transport, clock = reporter(interval=0)
+    callback = lightning_callback(rep)
+    assert isinstance(callback, base) and isinstance(callback, LightningProgress)
+    assert type(lightning_callback(rep)) is type(callback)  # one class: one Lightning state_key
+    trainer = SimpleNamespace(global_step=0, max_steps=2)
+    for batch_idx in range(2):
+        trainer.global_step += 1
+        clock.now += 1
+        callback.on_train_batch_end(trainer, None, {"loss": 0.1}, object(), batch_idx)
+    callback.on_fit_start(trainer, None)
+    assert [v.split("@")[0] for v in transport.values] == ["1", "2"]
+
+
+def test_lightning_callback_falls_back_to_pytorch_lightning(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "lightning", None)  # import lightning raises ModuleNotFoundError
+    base = _fake_lightning(monkeypatch, "pytorch_lightning")
+    rep, transport, _ = reporter()
+    callback = lightning_callback(rep)
+    assert isinstance(callback, base)
+    callback.on_train_batch_end(SimpleNamespace(global_step=7, max_steps=-1), None, None, None, 0)
+    assert [v.split("@")[0] for v in transport.values] == ["7"]
+
+
+def test_lightning_callback_without_lightning_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "lightning", None)
+    monkeypatch.setitem(sys.modules, "pytorch_lightning", None)
+    with pytest.raises(ImportError, match=r"needs PyTorch Lightning.*pip install lightning"):
+        lightning_callback()
+
+
+def test_lightning_callback_does_not_hide_a_broken_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    def import_module(name: str) -> ModuleType:  # lightning is there, a dependency of it is not
+        raise ModuleNotFoundError("No module named 'lightning_utilities'", name="lightning_utilities")
+
+    monkeypatch.setattr(progress, "importlib", SimpleNamespace(import_module=import_module))
+    with pytest.raises(ModuleNotFoundError, match="lightning_utilities"):
+        lightning_callback()
+
+
 @pytest.mark.parametrize(
     ("files", "expected"),
     [
         ({"cpu.max": "250000 100000\n"}, 2.5),
-        ({"cpu.max": "max 100000\n"}, None),
         ({"cpu.max": "50000\n"}, 0.5),
         ({"cpu/cpu.cfs_quota_us": "150000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1.5),
-        ({"cpu,cpuacct/cpu.cfs_quota_us": "-1\n", "cpu,cpuacct/cpu.cfs_period_us": "100000\n"}, None),
-        ({}, None),
+        ({"cpu,cpuacct/cpu.cfs_quota_us": "50000\n", "cpu,cpuacct/cpu.cfs_period_us": "200000\n"}, 0.25),
     ],
 )
-def test_granted_cpus_reads_the_cgroup_quota(tmp_path: Path, files: dict[str, str], expected: float | None) -> None:
+def test_granted_cpus_reads_the_cgroup_quota(tmp_path: Path, files: dict[str, str], expected: float) -> None:
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     assert granted_cpus(tmp_path) == expected
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"cpu.max": "max 100000\n"},  # v2: no limit
+        {"cpu,cpuacct/cpu.cfs_quota_us": "-1\n", "cpu,cpuacct/cpu.cfs_period_us": "100000\n"},  # v1: no limit
+        {"cpu.max": "lots 100000\n"},
+        {},  # no cgroup files at all
+    ],
+)
+def test_granted_cpus_without_a_quota_is_the_cpus_the_process_may_run_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]
+) -> None:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 2, 5}, raising=False)
+    assert granted_cpus(tmp_path) == 3.0
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)  # macOS / Windows
+    monkeypatch.setattr(os, "cpu_count", lambda: 12)
+    assert granted_cpus(tmp_path) == 12.0
 
 
 def test_granted_cpus_follows_an_in_place_resize(tmp_path: Path) -> None:

@@ -1,9 +1,11 @@
 import asyncio
 from collections.abc import Iterator
-from typing import cast
+from dataclasses import dataclass, field
+from typing import ClassVar, cast
 
 import numpy as np
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pysched.plugins import default_registry
@@ -11,8 +13,12 @@ from pysched.plugins import default_registry
 from pysched.backend.simulated import SimulatedCluster
 from pysched.builders import node_dict, pod_dict
 from pysched.clock import VirtualClock
+from pysched.framework.config import parse_config
 from pysched.framework.cycle_state import CycleState
+from pysched.framework.interfaces import PodDeletedPlugin
+from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.ids import NodeName, PodKey
+from pysched.objects import PodInfo
 from pysched.profiles import builtin_config
 from pysched.scheduler import Scheduler
 
@@ -248,3 +254,66 @@ def test_profiles_with_different_queue_sorts_cannot_share_a_scheduler() -> None:
     clock = VirtualClock()
     with pytest.raises(ConfigError, match="must share one queueSort plugin"):
         Scheduler(mixed, SimulatedCluster(clock), clock, registry)
+
+
+@dataclass(slots=True)
+class DeletionRecorder:
+    NAME: ClassVar[str] = "DeletionRecorder"
+    deleted: list[PodKey] = field(default_factory=list)
+
+    def post_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> None:
+        return None
+
+    def pod_deleted(self, pod: PodInfo) -> None:
+        self.deleted.append(pod.key)
+
+
+TWO_PROFILES = """
+profiles:
+  - schedulerName: x
+    plugins:
+      queueSort: [{name: PrioritySort}]
+      filter: [{name: NodeResourcesFit}]
+      bind: [{name: DefaultBinder}]
+      postBind: [{name: DeletionRecorder}]
+  - schedulerName: y
+    plugins:
+      queueSort: [{name: PrioritySort}]
+      filter: [{name: NodeResourcesFit}]
+      bind: [{name: DefaultBinder}]
+"""
+
+
+def test_pod_deleted_plugins_hear_of_each_deleted_pod_of_their_profile_once(loop: asyncio.AbstractEventLoop) -> None:
+    recorder = DeletionRecorder()
+    assert isinstance(recorder, PodDeletedPlugin)
+
+    async def run() -> None:
+        registry = default_registry()
+        registry.register(PluginSpec("DeletionRecorder", NoArgs, lambda args, handle: recorder, DeletionRecorder))
+        clock = VirtualClock(1000.0)
+        cluster = SimulatedCluster(clock)
+        scheduler = Scheduler(parse_config(yaml.safe_load(TWO_PROFILES), "t", registry), cluster, clock, registry)
+        cluster.add_node(node_dict("a", cpu="3", memory="8Gi"))
+        await scheduler.start()
+        for name, profile in (("x0", "x"), ("x1", "x"), ("x2", "x"), ("y0", "y"), ("x3", "x"), ("o0", "other")):
+            cluster.create_pod(pod_dict(name, cpu="1", memory="1Gi", scheduler_name=profile, created=clock.now()))
+            await scheduler.run_until_idle()
+        placed = {k: p.node_name for k, p in cluster.pods.items()}
+        assert placed == {
+            "default/x0": "a",
+            "default/x1": "a",
+            "default/x2": "a",
+            "default/y0": None,
+            "default/x3": None,
+            "default/o0": None,
+        }
+        cluster.finish_pod(PodKey("default/x0"))  # the live informer: a terminal update, then the deletion
+        assert recorder.deleted == []  # terminating is not deleting
+        for key in list(cluster.pods):
+            cluster.delete_pod(key)
+        await scheduler.run_until_idle()
+        assert sorted(recorder.deleted) == ["default/x0", "default/x1", "default/x2", "default/x3"]  # bound and pending
+        await scheduler.stop()
+
+    loop.run_until_complete(run())

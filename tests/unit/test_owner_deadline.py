@@ -1,0 +1,256 @@
+"""Deadline durations count from the controlling owner's creation (DESIGN §3): parsing, both backends."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from pysched.plugins import default_registry
+
+from pysched.backend.kubeclient import JSON, ApiResponse, WatchFailed
+from pysched.backend.live import LiveCluster
+from pysched.backend.simulated import SimulatedCluster
+from pysched.builders import node_dict, pod_dict, rfc3339
+from pysched.clock import VirtualClock
+from pysched.framework.annotations import DEADLINE, deadline_of
+from pysched.ids import OwnerUID, PodKey
+from pysched.objects import OwnerRef, PodInfo, pod_from_dict
+from pysched.profiles import builtin_config
+from pysched.scheduler import Scheduler
+
+JOB_UID = "job-uid-1"
+JOB_CREATED = 1_000.0
+HOUR = 3600.0
+
+
+def owner_ref(uid: str = JOB_UID, kind: str = "Job", api_version: str = "batch/v1", controller: bool = True) -> JSON:
+    return {"apiVersion": api_version, "kind": kind, "name": "train", "uid": uid, "controller": controller}
+
+
+def job_pod(
+    name: str,
+    created: float,
+    *,
+    refs: list[JSON] | None = None,
+    deadline: str = "1h",
+    scheduler: str = "pysched",
+    node: str | None = None,
+    phase: str = "Pending",
+) -> dict[str, Any]:
+    raw = pod_dict(
+        name,
+        namespace="ns",
+        created=created,
+        annotations={DEADLINE: deadline},
+        scheduler_name=scheduler,
+        node_name=node,
+        uid=f"uid-{name}",
+    )
+    raw["metadata"]["ownerReferences"] = [owner_ref()] if refs is None else refs
+    raw["metadata"]["resourceVersion"] = "1"
+    raw["status"]["phase"] = phase
+    return raw
+
+
+def job(uid: str = JOB_UID, created: float = JOB_CREATED, version: str = "1") -> JSON:
+    meta = {"name": "train", "namespace": "ns", "uid": uid, "creationTimestamp": rfc3339(created)}
+    meta["resourceVersion"] = version
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta}
+
+
+# ----------------------------------------------------------------------------- objects, deadline_of
+def test_the_controller_reference_is_parsed_once_from_raw() -> None:
+    others = [owner_ref("rs", kind="ReplicaSet", api_version="apps/v1", controller=False), owner_ref()]
+    pod = pod_from_dict(job_pod("p", 5_000.0, refs=others))
+    assert pod.controller == OwnerRef("Job", "train", OwnerUID(JOB_UID), "batch/v1")
+    assert pod.controller.is_job and pod.owner_created is None
+    assert pod_from_dict(job_pod("q", 5_000.0, refs=[])).controller is None
+    assert pod_from_dict(job_pod("r", 5_000.0, refs=[owner_ref(controller=False)])).controller is None
+    jobset = pod_from_dict(job_pod("s", 5_000.0, refs=[owner_ref(kind="JobSet", api_version="jobset.x-k8s.io/v1")]))
+    assert jobset.controller is not None and not jobset.controller.is_job
+    # owner times known to the backend are filled in while building; evolve keeps both fields
+    known = pod_from_dict(job_pod("t", 5_000.0), {JOB_UID: JOB_CREATED})
+    assert known.owner_created == JOB_CREATED
+    moved = known.evolve(node_name="n1")
+    assert moved.controller == known.controller and moved.owner_created == JOB_CREATED
+
+
+def test_a_duration_counts_from_the_owner_when_known_else_from_the_pod() -> None:
+    pod = pod_from_dict(job_pod("p", 5_000.0, deadline="1h30m"))
+    assert deadline_of(pod) == 5_000.0 + 1.5 * HOUR
+    assert deadline_of(pod.evolve(owner_created=JOB_CREATED)) == JOB_CREATED + 1.5 * HOUR
+    absolute = pod_from_dict(job_pod("a", 5_000.0, deadline="1970-01-01T02:00:00Z"), {JOB_UID: JOB_CREATED})
+    assert deadline_of(absolute) == 2 * HOUR  # an RFC 3339 time is absolute, owner or not
+    bad = pod_from_dict(job_pod("b", 5_000.0, deadline="soon"), {JOB_UID: JOB_CREATED})
+    assert deadline_of(bad) is None
+
+
+# ----------------------------------------------------------------------------- simulated backend
+def test_simulated_owners_fill_the_time_and_a_recreated_pod_keeps_its_deadline() -> None:
+    cluster = SimulatedCluster(VirtualClock(0.0))
+    cluster.add_owner(JOB_UID, JOB_CREATED)
+    first = cluster.create_pod(job_pod("train-a", 2_000.0))
+    assert first is not None and first.owner_created == JOB_CREATED
+    assert deadline_of(first) == JOB_CREATED + HOUR
+    cluster.delete_pod(first.key)
+    retry = cluster.create_pod(job_pod("train-b", 3_000.0))  # the Job's replacement, created later
+    assert retry is not None and deadline_of(retry) == deadline_of(first)
+    orphan = cluster.create_pod(job_pod("other", 3_000.0, refs=[owner_ref("unknown-uid")]))
+    assert orphan is not None and deadline_of(orphan) == 3_000.0 + HOUR  # owner unknown: the pod's own
+    plain = cluster.create_pod(job_pod("plain", 3_000.0, refs=[]))
+    assert plain is not None and deadline_of(plain) == 3_000.0 + HOUR
+
+
+class Updates:
+    def __init__(self) -> None:
+        self.added: dict[str, PodInfo] = {}
+        self.updated: list[tuple[PodInfo, PodInfo]] = []
+        self.deleted: list[str] = []
+
+    def on_node_added(self, node: Any) -> None: ...
+    def on_node_updated(self, old: Any, new: Any) -> None: ...
+    def on_node_deleted(self, node: Any) -> None: ...
+    def on_pod_added(self, pod: PodInfo) -> None:
+        self.added[pod.key] = pod
+
+    def on_pod_updated(self, old: PodInfo, new: PodInfo) -> None:
+        self.updated.append((old, new))
+
+    def on_pod_deleted(self, pod: PodInfo) -> None:
+        self.deleted.append(pod.key)
+
+    def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:
+        raise AssertionError(problem)
+
+
+async def test_simulated_owner_registered_after_its_pods_updates_them() -> None:
+    cluster = SimulatedCluster(VirtualClock(0.0))
+    listener = Updates()
+    await cluster.start(listener)
+    early = cluster.create_pod(job_pod("early", 2_000.0))
+    gone = cluster.create_pod(job_pod("gone", 2_000.0))
+    assert early is not None and gone is not None and early.owner_created is None
+    cluster.delete_pod(gone.key)
+    cluster.add_owner(JOB_UID, JOB_CREATED)
+    assert [(old.key, new.owner_created) for old, new in listener.updated] == [(early.key, JOB_CREATED)]
+    assert cluster.pods[early.key].owner_created == JOB_CREATED
+    assert not cluster._awaiting_owner
+
+
+async def test_edf_orders_a_recreated_job_pod_by_its_jobs_creation() -> None:
+    """One free CPU, two pods with `1h` created at the same time: the one whose Job is older is due first."""
+    clock = VirtualClock(5_000.0)
+    cluster = SimulatedCluster(clock)
+    registry = default_registry()
+    scheduler = Scheduler(builtin_config(registry).only("edf"), cluster, clock, registry)
+    cluster.add_node(node_dict("n1", cpu="1", memory="8Gi"))
+    cluster.add_owner(JOB_UID, JOB_CREATED)
+    await scheduler.start()
+    cluster.create_pod(job_pod("fresh", 5_000.0, refs=[], scheduler="edf"))
+    cluster.create_pod(job_pod("retry", 5_000.0, scheduler="edf"))  # created second: loses any tie
+    await scheduler.run_until_idle()
+    assert cluster.pods[PodKey("ns/retry")].node_name == "n1"
+    assert cluster.pods[PodKey("ns/fresh")].node_name is None
+
+
+# ----------------------------------------------------------------------------- live backend
+def live_backend(listener: Updates) -> LiveCluster:
+    backend = LiveCluster(ScriptedLists())  # type: ignore[arg-type]
+    backend._listener = listener
+    return backend
+
+
+def test_live_pod_of_a_known_job_gets_its_creation_time() -> None:
+    listener = Updates()
+    backend = live_backend(listener)
+    backend._job_upsert(job())
+    backend._pod_upsert(job_pod("p", 5_000.0))
+    pod = listener.added["ns/p"]
+    assert pod.owner_created == JOB_CREATED and deadline_of(pod) == JOB_CREATED + HOUR
+
+
+def test_live_job_learned_after_its_pods_delivers_them_again_as_updates() -> None:
+    listener = Updates()
+    backend = live_backend(listener)
+    backend._pod_upsert(job_pod("a", 5_000.0))
+    backend._pod_upsert(job_pod("b", 6_000.0, node="n1", phase="Running"))
+    backend._pod_upsert(job_pod("c", 5_000.0, refs=[owner_ref("other-job")]))
+    backend._pod_upsert(job_pod("gone", 5_000.0))
+    backend._pod_delete("ns/gone", None)
+    assert backend._pods_by_job == {JOB_UID: {"ns/a", "ns/b"}, "other-job": {"ns/c"}}
+    assert all(p.owner_created is None for p in listener.added.values())
+
+    backend._job_upsert(job())
+    redelivered = {old.key: (old.owner_created, new.owner_created) for old, new in listener.updated}
+    assert redelivered == {"ns/a": (None, JOB_CREATED), "ns/b": (None, JOB_CREATED)}
+    assert deadline_of(backend.pods["ns/b"]) == JOB_CREATED + HOUR
+    assert backend.pods["ns/b"].node_name == "n1"  # nothing else changed
+
+    backend._job_upsert(job(version="2"))  # a status update of the Job: nothing to deliver
+    assert len(listener.updated) == 2
+
+
+def test_live_pods_of_other_controllers_are_not_indexed_and_count_from_their_creation() -> None:
+    listener = Updates()
+    backend = live_backend(listener)
+    refs = [owner_ref("js", kind="JobSet", api_version="jobset.x-k8s.io/v1")]
+    backend._pod_upsert(job_pod("p", 5_000.0, refs=refs))
+    assert not backend._pods_by_job
+    assert deadline_of(listener.added["ns/p"]) == 5_000.0 + HOUR
+
+
+def test_live_pod_keeps_its_jobs_time_after_the_job_is_deleted() -> None:
+    listener = Updates()
+    backend = live_backend(listener)
+    backend._job_upsert(job())
+    backend._pod_upsert(job_pod("p", 5_000.0, node="n1", phase="Running"))
+    backend._job_delete("ns/train", None)  # a relist without the Job: deleted by key
+    assert not backend.job_created
+    updated = job_pod("p", 5_000.0, node="n1", phase="Running")
+    updated["metadata"]["resourceVersion"] = "2"
+    backend._pod_upsert(updated)
+    assert backend.pods["ns/p"].owner_created == JOB_CREATED
+    # The end arrives as DELETED with the final object: judged against the same deadline.
+    backend._pod_delete("ns/p", job_pod("p", 5_000.0, node="n1", phase="Succeeded"))
+    ended = listener.updated[-1][1]
+    assert ended.terminated and ended.owner_created == JOB_CREATED
+    assert not backend._pods_by_job
+
+
+def test_live_job_recreated_under_the_same_name_replaces_the_old_uid() -> None:
+    backend = live_backend(Updates())
+    backend._job_upsert(job())
+    backend._job_upsert(job(uid="job-uid-2", created=JOB_CREATED + 50))
+    assert backend.job_created == {"job-uid-2": JOB_CREATED + 50}
+
+
+class ScriptedLists:
+    """Answers lists in call order; every watch fails (the informers only list here)."""
+
+    def __init__(self, *answers: ApiResponse) -> None:
+        self.answers = list(answers)
+        self.paths: list[str] = []
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> ApiResponse:
+        self.paths.append(path)
+        return self.answers.pop(0) if self.answers else ApiResponse(0, {"message": "unreachable"})
+
+    async def watch(self, path: str, query: Mapping[str, str], inactivity: float) -> AsyncIterator[JSON]:
+        await asyncio.sleep(3600)  # a quiet watch until the test stops the backend
+        if self.paths:
+            raise WatchFailed(0, "closed")
+        yield {}
+
+
+async def test_live_start_lists_jobs_before_pods() -> None:
+    def listing(*items: JSON) -> ApiResponse:
+        return ApiResponse(200, {"metadata": {"resourceVersion": "1"}, "items": list(items)})
+
+    client = ScriptedLists(listing(), listing(job()), listing(), listing(job_pod("p", 5_000.0)))
+    backend = LiveCluster(client)  # type: ignore[arg-type]
+    listener = Updates()
+    await backend.start(listener)
+    await backend.stop()
+    assert client.paths == ["/api/v1/namespaces", "/apis/batch/v1/jobs", "/api/v1/nodes", "/api/v1/pods"]
+    assert listener.added["ns/p"].owner_created == JOB_CREATED and not listener.updated
