@@ -48,6 +48,7 @@ from typing import Any, ClassVar
 from pysched.plugins.autoscale.choice import (
     Choice,
     actual_cpus,
+    actual_request,
     central_finish,
     choose,
     container_cpus,
@@ -148,6 +149,7 @@ class _Job:
     reason: str = ""  # the condition's reason, and the human part of its message
     what: str = ""
     warned: str = ""  # the last progress value warned about (one event per bad value)
+    abandoned: float = math.nan  # the CPUs of the last resize put back after the kubelet refused it
     written_steps: dict[float, float] = field(default_factory=dict)  # measured steps per count, as last written
     written_finish: float = math.nan
 
@@ -270,7 +272,9 @@ class Autoscale:
         if total is None:
             return
         now = self.handle.clock.now()
-        cpus = self._planned.pop(pod.key, pod.requests.get(CPU, 0) / 1000)
+        container = main_container(pod)
+        requested = container_cpus(pod, container) if container is not None else pod.requests.get(CPU, 0) / 1000
+        cpus = self._planned.pop(pod.key, requested)
         if cpus <= 0:
             return
         model = self.predictor.job(pod.key, total)
@@ -350,7 +354,9 @@ class Autoscale:
             return
         if desired != current:
             refused = resize_infeasible(pod)
-            if refused is not None:
+            # Put back at once; a put-back the apiserver refused is tried again after the cooldown.
+            retry = job.abandoned != desired or now - job.last_rescale >= self.args.cooldown_seconds
+            if refused is not None and retry:
                 await self._abandon(pod, container, job, desired, current, refused, now)
             return  # a resize is in flight: decide again once the kubelet has actuated it
         restart = restarts_on_resize(pod, container)
@@ -387,12 +393,14 @@ class Autoscale:
     ) -> None:
         """The kubelet refuses the pending resize for good: ask for what the container has again,
         so the spec says the truth, and say so. Decisions resume after the cooldown."""
-        job.last_rescale = now
+        job.last_rescale, job.abandoned = now, desired
         self._count_rescale(current, desired, False)
-        status = await self.handle.cluster.resize(
-            pod, {container: container_resize(pod, container, {CPU: int(current * 1000)})}
-        )
-        outcome = f"back to {current:g} CPUs" if status.ok else f"reverting failed too: {status.message}"
+        back = {CPU: int(current * 1000)}
+        memory = actual_request(pod, container, MEMORY)  # memory grown with the CPUs goes back too
+        if memory is not None and container_request(pod, container, MEMORY) is not None:
+            back[MEMORY] = memory
+        status = await self.handle.cluster.resize(pod, {container: container_resize(pod, container, back)})
+        outcome = f"back to {current:g} CPUs" if status.ok else f"reverting failed too: {status.message()}"
         await self.handle.cluster.emit_event(
             pod, "Warning", "RescaleFailed", f"cpu {current:g} -> {desired:g} refused by the kubelet ({why}); {outcome}"
         )
@@ -445,7 +453,7 @@ class Autoscale:
         job.last_rescale = now  # a refused resize also waits the cooldown: no hammering
         if not status.ok:
             await self.handle.cluster.emit_event(
-                pod, "Warning", "RescaleFailed", f"cpu {current:g} -> {target:g}: {status.message}"
+                pod, "Warning", "RescaleFailed", f"cpu {current:g} -> {target:g}: {status.message()}"
             )
             return False
         finish = central_finish(model, now, current, target, restart, self.args.restart_seconds)

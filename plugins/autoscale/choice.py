@@ -85,10 +85,16 @@ def container_cpus(pod: PodInfo, container: str) -> float:
 def actual_cpus(pod: PodInfo, container: str) -> float | None:
     """The CPUs the kubelet reports the container running with (`containerStatuses[].resources`);
     None when it reports none (no kubelet support for resize, or not running yet)."""
+    milli = actual_request(pod, container, CPU)
+    return None if milli is None else milli / 1000
+
+
+def actual_request(pod: PodInfo, container: str, resource: str) -> int | None:
+    """The container's actuated request for `resource` (scheduler units), as the kubelet reports it."""
     for status in (pod.raw.get("status") or {}).get("containerStatuses") or ():
         if status.get("name") == container:
-            value = ((status.get("resources") or {}).get("requests") or {}).get(CPU)
-            return to_scheduler_units(CPU, value) / 1000 if isinstance(value, str | int | float) else None
+            value = ((status.get("resources") or {}).get("requests") or {}).get(resource)
+            return to_scheduler_units(resource, value) if isinstance(value, str | int | float) else None
     return None
 
 

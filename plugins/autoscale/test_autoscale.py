@@ -11,6 +11,7 @@ from pysched.builders import node_dict, pod_dict
 from pysched.clock import VirtualClock
 from pysched.framework.cluster import ContainerResize, PodCondition, cpu_resize
 from pysched.framework.config import ConfigError, parse_config
+from pysched.framework.status import Code, Status
 from pysched.ids import PodKey
 from pysched.metrics import SchedulerMetrics, plugin_metrics
 from pysched.objects import PodInfo, pod_from_dict
@@ -439,11 +440,11 @@ def test_memory_mode_is_checked() -> None:
         AutoscaleArgs(memory="double").validate()
 
 
-def _kubelet_status(cpu: str, pending: str | None = None) -> dict[str, Any]:
+def _kubelet_status(cpu: str, pending: str | None = None, memory: str = "1Gi") -> dict[str, Any]:
     """What a kubelet writes while a resize to more CPUs waits: the container still runs on `cpu`."""
     status: dict[str, Any] = {
         "phase": "Running",
-        "containerStatuses": [{"name": "main", "resources": {"requests": {"cpu": cpu}}}],
+        "containerStatuses": [{"name": "main", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
     }
     if pending is not None:
         status["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": pending, "message": "no room"}]
@@ -488,4 +489,50 @@ def test_an_infeasible_resize_is_abandoned_with_an_event_and_the_spec_put_back()
     failed = [e for e in world.cluster.events if e.reason == "RescaleFailed"]
     assert len(failed) == 1 and "cpu 2 -> 4 refused by the kubelet (no room); back to 2 CPUs" in failed[0].note
     resources = world.cluster.pods[KEY].raw["spec"]["containers"][0]["resources"]
-    assert resources["requests"]["cpu"] == "2"
+    assert resources["requests"] == {"cpu": "2", "memory": "1Gi"}
+
+    async def with_memory() -> World:
+        world = World(memory="withCpu")
+        await world.submit("20m")
+        await world.progress(300, 60)  # 2 -> 4 CPUs, 1Gi -> 2Gi asked for
+        world.cluster.set_status(KEY, _kubelet_status("2", "Infeasible"))
+        await world.progress(600, 60)
+        return world
+
+    grown = asyncio.run(with_memory()).cluster.pods[KEY].raw["spec"]["containers"][0]["resources"]
+    assert grown["requests"] == {"cpu": "2", "memory": "1Gi"}  # both put back
+
+
+def test_a_put_back_the_apiserver_refuses_is_tried_again_only_after_the_cooldown() -> None:
+    async def run() -> World:
+        world = World()
+        await world.submit("20m")
+        await world.progress(300, 60)  # 2 -> 4 asked for at T0 + 60
+
+        async def refuse(pod: PodInfo, containers: Any) -> Status:
+            return Status(Code.ERROR, ("etcd is unhappy",))
+
+        world.cluster.resize = refuse  # type: ignore[method-assign]
+        world.cluster.set_status(KEY, _kubelet_status("2", "Infeasible"))
+        for steps in (600, 900, 1200):  # T0 + 120, 180, 240: the retry waits out 120 s
+            await world.progress(steps, 60)
+        return world
+
+    world = asyncio.run(run())
+    failed = [e for e in world.cluster.events if e.reason == "RescaleFailed"]
+    assert [e.time for e in failed] == [T0 + 120, T0 + 240]
+    assert "reverting failed too: etcd is unhappy" in failed[0].note
+
+    async def refused_up() -> World:
+        world = World()
+        await world.submit("20m")
+
+        async def refuse(pod: PodInfo, containers: Any) -> Status:
+            return Status(Code.ERROR, ("etcd is unhappy",))
+
+        world.cluster.resize = refuse  # type: ignore[method-assign]
+        await world.progress(300, 60)
+        return world
+
+    up = asyncio.run(refused_up())
+    assert [e.note for e in up.cluster.events if e.reason == "RescaleFailed"] == ["cpu 2 -> 4: etcd is unhappy"]
