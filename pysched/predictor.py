@@ -35,7 +35,8 @@ band is `remaining_s * (1 +- BAND_Z * rel_sigma)`, about 95% under a normal appr
 
 - measured count: the spread of its intervals' step times divided by sqrt(number of intervals)
   (with fewer than two intervals, an assumed `SINGLE_INTERVAL_CV` of 5%), combined with the
-  timestamp resolution (RFC 3339 whole seconds, `STAMP_RESOLUTION_S`) over the measured span and
+  timestamp resolution (RFC 3339 whole seconds, `STAMP_RESOLUTION_S`, or the stamp's own fraction
+  of a second when it has one: `stamp_resolution`) over the measured span and
   one step of counting resolution over the measured steps;
 - fitted curve at an unmeasured count: the fit's relative RMS residual combined with the largest
   measured-count sigma, widened by `EXTRAPOLATION_WIDENING` per e-fold of distance outside the
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -100,6 +102,7 @@ class Observation:
     steps: int
     at: float
     cpus: float  # the CPU count during the interval that ends here
+    resolution: float = STAMP_RESOLUTION_S  # how finely `at` was stamped
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,7 @@ class Interval:
     cpus: float
     split: bool = False  # the new-count part of an interval that contained a resize
     rel_sigma: float = 0.0  # a split's or a restored count's own relative uncertainty
+    resolution: float = STAMP_RESOLUTION_S  # the coarser of its two stamps' resolutions
     restored: bool = False  # a count's summary read back from a previous leader's condition
 
 
@@ -263,9 +267,17 @@ class JobModel:
         return tuple(self._intervals)
 
     def observe(
-        self, steps: int, at: float, cpus: float, now: float, *, resized_at: float | None = None
+        self,
+        steps: int,
+        at: float,
+        cpus: float,
+        now: float,
+        *,
+        resized_at: float | None = None,
+        resolution: float = STAMP_RESOLUTION_S,
     ) -> ObserveResult:
-        """Steps done at `at`, the job having run on `cpus` since the previous observation.
+        """Steps done at `at` (stamped to within `resolution` seconds), the job having run on
+        `cpus` since the previous observation.
 
         If it ran on the previous observation's count until `resized_at` and on `cpus` after,
         say so: the interval is split at the resize. A rejection leaves the model unchanged."""
@@ -280,8 +292,9 @@ class JobModel:
         if at > now + FUTURE_TOLERANCE_S:
             return ObserveResult(Verdict.FUTURE, f"progress observed {at - now:.0f}s in the future")
         last = self._last
+        current = Observation(steps, at, cpus, resolution)
         if last is None:
-            self._last = Observation(steps, at, cpus)
+            self._last = current
             return ACCEPTED
         if steps == last.steps and at == last.at:
             return ObserveResult(Verdict.DUPLICATE)
@@ -291,8 +304,8 @@ class JobModel:
             )
         if steps < last.steps:
             return ObserveResult(Verdict.BACKWARDS, f"progress went backwards from {last.steps} to {steps} steps")
-        self._add_interval(last, Observation(steps, at, cpus), resized_at)
-        self._last = Observation(steps, at, cpus)
+        self._add_interval(last, current, resized_at)
+        self._last = current
         return ACCEPTED
 
     def restarted(self) -> None:
@@ -314,8 +327,9 @@ class JobModel:
 
     def _add_interval(self, prev: Observation, cur: Observation, resized_at: float | None) -> None:
         seconds, steps = cur.at - prev.at, float(cur.steps - prev.steps)
+        resolution = max(prev.resolution, cur.resolution)
         if prev.cpus == cur.cpus:
-            self._intervals.append(Interval(seconds, steps, cur.cpus))
+            self._intervals.append(Interval(seconds, steps, cur.cpus, resolution=resolution))
         elif resized_at is not None and prev.at <= resized_at < cur.at:
             old_s, new_s = resized_at - prev.at, cur.at - resized_at
             old = self._count_stats().get(prev.cpus)
@@ -336,7 +350,7 @@ class JobModel:
                 sigma = spread / BAND_Z
             if after <= 0:
                 return
-            self._intervals.append(Interval(new_s, after, cur.cpus, split=True, rel_sigma=sigma))
+            self._intervals.append(Interval(new_s, after, cur.cpus, split=True, rel_sigma=sigma, resolution=resolution))
         else:
             return  # resized at an unknown time: skip the interval
         self._stats = None
@@ -484,7 +498,8 @@ def _stats_of(cpus: float, intervals: list[Interval]) -> CountStats | None:
         spread = math.sqrt(var / n_eff)
     else:
         spread = SINGLE_INTERVAL_CV
-    resolution = math.hypot(STAMP_RESOLUTION_S / seconds, 1.0 / steps)
+    stamp = max(iv.resolution for iv in intervals)
+    resolution = math.hypot(stamp / seconds, 1.0 / steps)
     split = max((iv.rel_sigma for iv in intervals if iv.split), default=0.0)
     sigma = max(math.hypot(spread, resolution, split), MIN_REL_SIGMA)
     return CountStats(cpus, mean, sigma, seconds, steps, len(intervals))
@@ -504,13 +519,24 @@ def candidate_counts(cpu_min: float, cpu_max: float) -> Iterator[float]:
 
 
 def progress_observation(value: str) -> tuple[int, float] | None:
-    """(steps, time) from `STEPS@RFC3339`. The helper writes whole seconds, truncated, so the
-    true time lies in [stamp, stamp + 1): take the middle. None when malformed."""
+    """(steps, time) from `STEPS@RFC3339`. Stamps are truncated (the helper writes whole
+    seconds), so the true time lies in [stamp, stamp + resolution): take the middle. None when
+    malformed."""
     parsed = parse_progress(value)
     if parsed is None:
         return None
     steps, at = parsed
-    return steps, at + STAMP_RESOLUTION_S / 2 if at == math.floor(at) else at
+    return steps, at + stamp_resolution(value) / 2
+
+
+_FRACTION = re.compile(r"T\d\d:\d\d:\d\d\.(\d+)")
+
+
+def stamp_resolution(value: str) -> float:
+    """How finely a `STEPS@RFC3339` value tells time: whole seconds (what the helper writes) or
+    the digits of its fraction of a second (the emulator's scaled time writes milliseconds)."""
+    found = _FRACTION.search(value)
+    return STAMP_RESOLUTION_S if found is None else 10.0 ** -len(found.group(1))
 
 
 # --- many jobs -----------------------------------------------------------------------------------
@@ -552,7 +578,8 @@ class Predictor:
         if parsed is None:
             return ObserveResult(Verdict.MALFORMED, f"progress {value!r} is not STEPS@RFC3339")
         steps, at = parsed
-        return self.job(key, total_steps).observe(steps, at, cpus, now, resized_at=resized_at)
+        model = self.job(key, total_steps)
+        return model.observe(steps, at, cpus, now, resized_at=resized_at, resolution=stamp_resolution(value))
 
     def __len__(self) -> int:
         return len(self._jobs)

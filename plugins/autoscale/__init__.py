@@ -82,7 +82,15 @@ from pysched.framework.registry import ArgsError, PluginSpec
 from pysched.framework.status import SUCCESS, Status
 from pysched.ids import NodeName, PodKey
 from pysched.objects import PodInfo
-from pysched.predictor import BAND_Z, CountStats, JobModel, Predictor, Verdict, progress_observation
+from pysched.predictor import (
+    BAND_Z,
+    CountStats,
+    JobModel,
+    Predictor,
+    Verdict,
+    progress_observation,
+    stamp_resolution,
+)
 from pysched.resources import CPU, GPU, MEMORY, to_scheduler_units
 
 __all__ = ["NAME", "SPEC", "Autoscale", "AutoscaleArgs", "Choice", "choose", "last_rescale_of", "rfc3339"]
@@ -323,12 +331,13 @@ class Autoscale:
         if parsed is None or parsed[1] < job.restarted_at:
             return model, ""  # absent, malformed (the admission plugin warns) or from a lost run
         steps, at = parsed
-        result = model.observe(steps, at, job.cpus, now)
+        resolution = stamp_resolution(value or "")
+        result = model.observe(steps, at, job.cpus, now, resolution=resolution)
         if result.verdict is Verdict.BACKWARDS:
             # A container restart without checkpoints starts again from 0 (TF 1.x jobs do): a new
             # run, not a lie. The model keeps the speed it measured.
             model.restarted()
-            result = model.observe(steps, at, job.cpus, now)
+            result = model.observe(steps, at, job.cpus, now, resolution=resolution)
         if result.verdict in (Verdict.FUTURE, Verdict.BEYOND_TOTAL) and value != job.warned:
             job.warned = value or ""
             return model, f"{PROGRESS}: {value!r} ignored: {result.message}"

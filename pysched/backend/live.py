@@ -217,6 +217,7 @@ class LiveCluster:
         self._invalid: set[str] = set()
         self._listener: ClusterListener | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._reads: set[asyncio.Task[None]] = set()  # how pods that left the watch ended
         self.events = EventSink(
             self._create_event,
             self._patch_event,
@@ -262,9 +263,9 @@ class LiveCluster:
 
     async def stop(self) -> None:
         await self.events.stop()
-        for task in self._tasks:
+        for task in (*self._tasks, *self._reads):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._reads, return_exceptions=True)
         self._tasks = []
         self._listener = None
 
@@ -395,21 +396,38 @@ class LiveCluster:
     def _pod_delete(self, key: str, raw: JSON | None) -> None:
         assert self._listener is not None
         old = self.pods.pop(key, None)
-        if old is not None and raw is not None and not old.terminated:
-            # The field selector turns a pod that ended into a DELETED event carrying its final
-            # state: deliver the end first, so plugins learn it succeeded or failed (deadline met
-            # or missed), not merely that it went away.
-            try:
-                ended = pod_from_dict(raw, self.job_created)
-            except (ValueError, KeyError, TypeError):
-                ended = None
-            if ended is not None and ended.terminated and ended.uid == old.uid:
-                # met or missed is judged against the same deadline, even if the Job went first
-                self._listener.on_pod_updated(old, _keep_owner_time(old, ended))
-        if old is not None:
-            self._index_pod(old, None)
-            self._invalid.discard(old.uid)
-            self._listener.on_pod_deleted(old)
+        if old is None:
+            return
+        ended = self._ended(old, raw)
+        if ended is not None:
+            self._listener.on_pod_updated(old, ended)
+        elif raw is not None and not old.terminated and not old.deleting and old.node_name and self._ours(raw):
+            # The watch cache sends a pod leaving the field selector (it ended) as DELETED with
+            # its last matching state, Running: ask the apiserver how it ended, so plugins learn
+            # it succeeded or failed (deadline met or missed), not merely that it went away.
+            task = asyncio.create_task(self._read_end(old))
+            self._reads.add(task)
+            task.add_done_callback(self._reads.discard)
+        self._index_pod(old, None)
+        self._invalid.discard(old.uid)
+        self._listener.on_pod_deleted(old)
+
+    def _ended(self, old: PodInfo, raw: JSON | None) -> PodInfo | None:
+        """The pod's end, when `raw` is a terminal state of the same pod (met or missed is judged
+        against the same deadline, even if its Job went first)."""
+        if raw is None or old.terminated:
+            return None
+        try:
+            ended = pod_from_dict(raw, self.job_created)
+        except (ValueError, KeyError, TypeError):
+            return None
+        return _keep_owner_time(old, ended) if ended.terminated and ended.uid == old.uid else None
+
+    async def _read_end(self, old: PodInfo) -> None:
+        resp = await self.client.request("GET", _pod_path(old))
+        ended = self._ended(old, resp.body) if resp.ok else None  # 404: it really was deleted
+        if ended is not None and self._listener is not None:
+            self._listener.on_pod_updated(old, ended)
 
     # ----- writes
     async def bind(self, pod: PodInfo, node: NodeName) -> Status:

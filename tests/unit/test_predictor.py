@@ -34,6 +34,7 @@ from pysched.predictor import (
     candidate_counts,
     nnls_amdahl,
     progress_observation,
+    stamp_resolution,
 )
 from pysched.workload.catalogue import CpuModel, builtin_catalogue
 from pysched.workload.job import Job
@@ -504,3 +505,30 @@ def test_restore_takes_back_another_schedulers_speed_per_count() -> None:
     empty = JobModel(100)
     empty.restore([CountStats(0.0, 0.1, 0.01, 10.0, 100.0, 1), CountStats(2.0, 0.0, 0.01, 10.0, 100.0, 1)])
     assert empty.count_stats() == () and empty.speed() is None
+
+
+def test_millisecond_stamps_are_trusted_to_the_millisecond() -> None:
+    """The emulator's scaled time writes milliseconds: a 1.2 s interval is then a measurement,
+    where whole-second stamps would make it a guess (the resolution dominates the band)."""
+    assert stamp_resolution("10@2026-11-30T12:00:05Z") == 1.0
+    assert stamp_resolution("10@2026-11-30T12:00:05.250Z") == pytest.approx(0.001)
+    assert stamp_resolution("10@2026-11-30T12:00:05.5+00:00") == pytest.approx(0.1)
+    parsed = progress_observation("10@2026-11-30T12:00:05.250Z")
+    whole = progress_observation("10@2026-11-30T12:00:05Z")
+    assert parsed is not None and whole is not None
+    # the middle of its own millisecond, the middle of its own second
+    assert parsed[1] - whole[1] == pytest.approx(0.2505 - 0.5, abs=1e-6)
+
+    def sigma(stamps: list[str]) -> float:
+        predictor = Predictor()
+        key = PodKey("ns/p")
+        for value in stamps:
+            assert predictor.observe_annotation(key, 10_000, value, 1.0, now=2e9).ok, value
+        model = predictor.get(key)
+        assert model is not None
+        (stats,) = model.count_stats()
+        return stats.rel_sigma
+
+    fine = sigma(["0@2026-11-30T12:00:00.000Z", "100@2026-11-30T12:00:01.200Z", "200@2026-11-30T12:00:02.400Z"])
+    coarse = sigma(["0@2026-11-30T12:00:00Z", "100@2026-11-30T12:00:01Z", "200@2026-11-30T12:00:02Z"])
+    assert fine < 0.02 < 0.3 < coarse
