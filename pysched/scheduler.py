@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from pysched.framework.cluster import ClusterBackend, PodCondition
 from pysched.framework.config import ConfigError, SchedulerConfig
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
-from pysched.framework.interfaces import Handle, PodDeletedPlugin, PodTerminatedPlugin, QueuedPod
+from pysched.framework.interfaces import Handle, QueuedPod
 from pysched.framework.registry import Registry
 from pysched.framework.runtime import Framework, build_frameworks
 from pysched.framework.status import SUCCESS, Code, Status
@@ -156,19 +156,15 @@ class Scheduler:
         elif old.node_name is not None and _shrank(old, new):
             self.queue.on_event(ClusterEvent(EventKind.POD_RESIZE_DOWN, old, new))
 
-    def _profile_plugins(self, pod: PodInfo) -> Iterable[object]:
-        framework = self.frameworks.get(pod.scheduler_name)
-        return () if framework is None else framework.plugins.values()
-
     def _pod_terminated(self, pod: PodInfo) -> None:
-        for plugin in self._profile_plugins(pod):
-            if isinstance(plugin, PodTerminatedPlugin):
-                plugin.pod_terminated(pod)
+        framework = self.frameworks.get(pod.scheduler_name)
+        for plugin in framework.pod_terminated if framework is not None else ():
+            plugin.pod_terminated(pod)
 
     def _pod_deleted(self, pod: PodInfo) -> None:
-        for plugin in self._profile_plugins(pod):
-            if isinstance(plugin, PodDeletedPlugin):
-                plugin.pod_deleted(pod)
+        framework = self.frameworks.get(pod.scheduler_name)
+        for plugin in framework.pod_deleted if framework is not None else ():
+            plugin.pod_deleted(pod)
 
     def on_pod_deleted(self, pod: PodInfo) -> None:
         if self.cache.pod_node(pod.key) is not None:

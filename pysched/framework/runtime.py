@@ -29,6 +29,8 @@ from pysched.framework.interfaces import (
     Handle,
     MaskFilterPlugin,
     PermitPlugin,
+    PodDeletedPlugin,
+    PodTerminatedPlugin,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -95,6 +97,9 @@ class Framework:
         self.bind_plugins: list[BindPlugin] = at("bind")
         self.post_bind: list[PostBindPlugin] = at("postBind")
         self.reconcile: list[ReconcilePlugin] = at("reconcile")
+        # Not extension points of the profile: every plugin of it that has the method is told.
+        self.pod_terminated = [p for p in self.plugins.values() if isinstance(p, PodTerminatedPlugin)]
+        self.pod_deleted = [p for p in self.plugins.values() if isinstance(p, PodDeletedPlugin)]
 
         self.mask_filters = [p for p in self.filters if isinstance(p, MaskFilterPlugin)]
         self.batch_filters = [
