@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
+from pysched.framework.annotations import format_rfc3339
 from pysched.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
 
-
-def rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+rfc3339 = format_rfc3339  # times in manifests, as the API writes them
 
 
 def node_dict(

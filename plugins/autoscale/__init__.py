@@ -59,7 +59,6 @@ from pysched.plugins.autoscale.choice import (
 from pysched.plugins.autoscale.state import (
     CONDITION,
     condition_message,
-    last_rescale_of,
     rfc3339,
     saved_job,
 )
@@ -93,7 +92,7 @@ from pysched.predictor import (
 )
 from pysched.resources import CPU, GPU, MEMORY, to_scheduler_units
 
-__all__ = ["NAME", "SPEC", "Autoscale", "AutoscaleArgs", "Choice", "choose", "last_rescale_of", "rfc3339"]
+__all__ = ["NAME", "SPEC", "Autoscale", "AutoscaleArgs", "Choice", "choose", "rfc3339"]
 
 NAME = "Autoscale"
 MEMORY_MODES = ("fixed", "withCpu")

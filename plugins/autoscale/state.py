@@ -18,9 +18,8 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from pysched.framework.annotations import parse_rfc3339
+from pysched.framework.annotations import format_rfc3339, parse_rfc3339
 from pysched.objects import PodInfo
 from pysched.predictor import CountStats
 
@@ -35,7 +34,7 @@ _FINISH = re.compile(r"predicted finish (\S+Z)")
 
 def rfc3339(t: float) -> str:
     """A time for messages; "unknown" for a prediction that has none."""
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if math.isfinite(t) else "unknown"
+    return format_rfc3339(t) if math.isfinite(t) else "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +69,6 @@ def saved_job(pod: PodInfo) -> SavedJob | None:
             counts=tuple(s for s in counts if math.isfinite(s.step_seconds)),
         )
     return None
-
-
-def last_rescale_of(pod: PodInfo) -> float:
-    """When the pod was last rescaled, as its condition recorded it (-inf: never)."""
-    saved = saved_job(pod)
-    return -math.inf if saved is None else saved.last_rescale
 
 
 def measured_text(counts: Sequence[CountStats]) -> str:

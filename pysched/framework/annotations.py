@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from datetime import datetime
 
 from pysched.objects import PodInfo
@@ -23,6 +24,12 @@ URGENCY_FORMS = '"urgent" or "relaxed"'
 _DURATION = re.compile(r"^(?:\d+(?:\.\d+)?[hms])+$")
 _PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def format_rfc3339(epoch: float) -> str:
+    """Whole seconds, UTC, as the API writes times (gmtime + f-string: once per progress write)."""
+    t = time.gmtime(epoch)
+    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}Z"
 
 
 def parse_rfc3339(value: str) -> float | None:

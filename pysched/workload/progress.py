@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 from pysched.framework.annotations import DEADLINE, PROGRESS, TOTAL_STEPS
+from pysched.framework.annotations import format_rfc3339 as rfc3339
 
 __all__ = ["DEADLINE", "DEFAULT_INTERVAL", "PROGRESS", "TOTAL_STEPS", "format_progress", "last_write", "rfc3339"]
 
 DEFAULT_INTERVAL = 60.0  # the helper writes at most once a minute
-
-
-def rfc3339(epoch: float) -> str:
-    """Whole seconds, UTC (gmtime + f-string: this runs once per progress write)."""
-    t = time.gmtime(epoch)
-    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}Z"
 
 
 def format_progress(steps: int, when: float) -> str:
