@@ -73,11 +73,8 @@ def total_steps_of(pod: PodInfo) -> int | None:
 
 def progress_of(pod: PodInfo) -> tuple[int, float] | None:
     """(steps done, when observed) from `STEPS@RFC3339`; None when absent or malformed."""
-    steps, sep, when = pod.annotations.get(PROGRESS, "").partition("@")
-    if not sep or not steps.isdigit():
-        return None
-    observed = parse_rfc3339(when)
-    return None if observed is None or not math.isfinite(observed) else (int(steps), observed)
+    value = pod.annotations.get(PROGRESS)
+    return None if value is None else parse_progress(value)
 
 
 def parse_progress(value: str) -> tuple[int, float] | None:
