@@ -178,25 +178,22 @@ class Autoscale:
         return self.args.interval_seconds
 
     # ----- bounds and node room
-    def _free(self, node: NodeName | None, resource: str) -> int:
+    def _node(self, node: NodeName | None, resource: str) -> tuple[int, int]:
+        """(allocatable, free) of `resource` on the node's row; (0, 0) when unknown."""
         nodes = self.handle.nodes
         row = nodes.row.get(node) if node else None
         column = nodes.column.get(resource)
         if row is None or column is None:
-            return 0
-        return int(nodes.allocatable[row, column] - nodes.requested[row, column])
+            return 0, 0
+        allocatable = int(nodes.allocatable[row, column])
+        return allocatable, allocatable - int(nodes.requested[row, column])
 
-    def _allocatable_milli(self, node: NodeName | None) -> int:
-        nodes = self.handle.nodes
-        row = nodes.row.get(node) if node else None
-        column = nodes.column.get(CPU)
-        if row is None or column is None:
-            return 0
-        return int(nodes.allocatable[row, column])
+    def _free(self, node: NodeName | None, resource: str) -> int:
+        return self._node(node, resource)[1]
 
     def _bounds(self, pod: PodInfo, node: NodeName | None) -> tuple[float, float]:
         lo = (cpu_milli_of(pod, CPU_MIN) or int(self.args.cpu_min * 1000)) / 1000
-        hi = (cpu_milli_of(pod, CPU_MAX) or self._allocatable_milli(node)) / 1000
+        hi = (cpu_milli_of(pod, CPU_MAX) or self._node(node, CPU)[0]) / 1000
         return lo, max(lo, hi)
 
     def _memory_bytes(self, pod: PodInfo, container: str) -> int:
@@ -372,29 +369,41 @@ class Autoscale:
         if not math.isfinite(here):
             return  # nothing known yet
         self._slack[pod.key] = deadline - here
-        if now - job.last_rescale >= self.args.cooldown_seconds:
-            lo, hi = self._bounds(pod, pod.node_name)
-            margin, restart_s, z = self.args.safety_margin, self.args.restart_seconds, self.args.band_z
-            choice = choose(model, deadline, now, current, lo, hi, margin, restart, restart_s, z)
-            if choice is None:
-                return
-            if choice.cpus is None:
-                await self._verdict(pod, job, "DeadlineInfeasible", f"cannot meet the deadline even at {hi:g} CPUs")
-            else:
-                target = self._target(pod, container, choice.cpus, current, deadline, now, model, restart)
-                if target is None:
-                    await self._verdict(pod, job, "OnTrack", f"on track at {current:g} CPUs")
-                else:
-                    if target > current and not job.at_risk:
-                        job.at_risk = True
-                        await self.handle.cluster.emit_event(
-                            pod, "Warning", "DeadlineAtRisk",
-                            f"at {current:g} CPUs the job would miss its deadline {rfc3339(deadline)}; "
-                            f"{choice.cpus:g} CPUs needed",
-                        )  # fmt: skip
-                    if await self._resize(pod, container, job, model, current, target, deadline, now, restart):
-                        return
-        await self._save(pod, job, model, deadline, now, here)
+        in_cooldown = now - job.last_rescale < self.args.cooldown_seconds
+        if in_cooldown or not await self._decide(pod, container, job, model, current, deadline, now, restart):
+            await self._save(pod, job, model, deadline, now, here)
+
+    async def _decide(
+        self,
+        pod: PodInfo,
+        container: str,
+        job: _Job,
+        model: JobModel,
+        current: float,
+        deadline: float,
+        now: float,
+        restart: bool,
+    ) -> bool:
+        """Choose the count and act; True when a resize was accepted (it wrote the condition)."""
+        lo, hi = self._bounds(pod, pod.node_name)
+        margin, restart_s, z = self.args.safety_margin, self.args.restart_seconds, self.args.band_z
+        choice = choose(model, deadline, now, current, lo, hi, margin, restart, restart_s, z)
+        if choice is None:
+            return False
+        if choice.cpus is None:
+            await self._verdict(pod, job, "DeadlineInfeasible", f"cannot meet the deadline even at {hi:g} CPUs")
+            return False
+        target = self._target(pod, container, choice.cpus, current, deadline, now, model, restart)
+        if target is None:
+            await self._verdict(pod, job, "OnTrack", f"on track at {current:g} CPUs")
+            return False
+        if target > current and not job.at_risk:
+            job.at_risk = True
+            await self.handle.cluster.emit_event(
+                pod, "Warning", "DeadlineAtRisk",
+                f"at {current:g} CPUs the job would miss its deadline {rfc3339(deadline)}; {choice.cpus:g} CPUs needed",
+            )  # fmt: skip
+        return await self._resize(pod, container, job, model, current, target, deadline, now, restart)
 
     async def _abandon(
         self, pod: PodInfo, container: str, job: _Job, desired: float, current: float, why: str, now: float
