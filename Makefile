@@ -2,11 +2,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(abspath $(VENV))/bin
-SOURCES := pysched plugins tests perf setup.py
+SOURCES := pysched tests perf
 
 .PHONY: install simulate control-plane lint typecheck unit test bench clean
 
-$(VENV)/.installed: pyproject.toml setup.py
+$(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -27,7 +27,7 @@ lint: install
 	$(BIN)/ruff format --check $(SOURCES)
 
 typecheck: install
-	MYPY=$(BIN)/mypy bash hack/typecheck.sh
+	$(BIN)/mypy pysched tests perf
 
 unit: install
 	$(BIN)/pytest -m "not integration"

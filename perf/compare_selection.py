@@ -10,8 +10,8 @@ import argparse
 import asyncio
 import statistics
 
-from pysched.bench import BenchResult, run_bench
-from pysched.scheduler import Scheduler
+from pysched.cmd.bench import BenchResult, run_bench
+from pysched.scheduler.scheduler import Scheduler
 
 
 def scan_only(scheduler: Scheduler) -> None:

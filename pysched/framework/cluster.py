@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pysched.api.ids import NodeName
+from pysched.api.objects import NodeInfo, PodInfo
+from pysched.api.resources import CPU, format_resource, to_scheduler_units
 from pysched.framework.status import Status
-from pysched.ids import NodeName
-from pysched.objects import NodeInfo, PodInfo
-from pysched.resources import CPU, format_resource, to_scheduler_units
 
 
 class ClusterListener(Protocol):

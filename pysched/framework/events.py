@@ -6,7 +6,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pysched.objects import NodeInfo, PodInfo
+from pysched.api.objects import NodeInfo, PodInfo
 
 
 class EventKind(enum.Enum):

@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from pysched.api.ids import NodeName
+from pysched.api.objects import PodInfo
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import EventRegistration
 from pysched.framework.status import Status
-from pysched.ids import NodeName
-from pysched.objects import PodInfo
 
 if TYPE_CHECKING:
-    from pysched.cache import NodeTable
-    from pysched.clock import Clock
+    from pysched.framework.clock import Clock
     from pysched.framework.cluster import ClusterBackend
+    from pysched.scheduler.cache import NodeTable
 
 Bools = npt.NDArray[np.bool_]
 I64 = npt.NDArray[np.int64]

@@ -10,10 +10,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pysched.api.objects import node_from_dict
+from pysched.api.resources import CPU, GPU
 from pysched.framework.config import ConfigError, SchedulerConfig, load_config, merge
 from pysched.framework.registry import Registry
-from pysched.objects import node_from_dict
-from pysched.resources import CPU, GPU
 from pysched.sim.runner import PolicyResult, simulate, split_fitting
 from pysched.sim.scenario import SCENARIOS, Scenario, builtin_scenario, parse_cluster
 from pysched.workload.catalogue import Catalogue, CatalogueError, builtin_catalogue, load_catalogue
@@ -28,7 +28,7 @@ class BadInput:
 
 
 def load_policies(registry: Registry, config_file: str | None, wanted: list[str] | None) -> SchedulerConfig | BadInput:
-    from pysched.profiles import builtin_config
+    from pysched.plugins.builtin import builtin_config
 
     config = builtin_config(registry)
     if config_file:

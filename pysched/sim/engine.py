@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from pysched.ids import PodKey
+from pysched.api.ids import PodKey
 from pysched.workload.job import Job
 from pysched.workload.segment import Run, retime
 from pysched.workload.speed import STEP_NOISE

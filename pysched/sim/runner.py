@@ -13,14 +13,14 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pysched.api.ids import NodeName, PodKey
+from pysched.api.objects import PodInfo, node_from_dict
+from pysched.api.resources import CPU, GPU
 from pysched.backend.simulated import SimulatedCluster
-from pysched.clock import VirtualClock
+from pysched.framework.clock import VirtualClock
 from pysched.framework.config import SchedulerConfig
 from pysched.framework.registry import Registry
-from pysched.ids import NodeName, PodKey
-from pysched.objects import PodInfo, node_from_dict
-from pysched.resources import CPU, GPU
-from pysched.scheduler import Scheduler
+from pysched.scheduler.scheduler import Scheduler
 from pysched.sim.engine import Accounting, Usage, close_segment, key_of, resize_run
 from pysched.sim.scenario import Scenario
 from pysched.workload.job import Job

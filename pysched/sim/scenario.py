@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from pysched.builders import node_dict
-from pysched.resources import QuantityError, parse_quantity
+from pysched.api.builders import node_dict
+from pysched.api.resources import QuantityError, parse_quantity
 from pysched.workload.catalogue import Catalogue, builtin_catalogue
 from pysched.workload.job import GPU_TAINT, Job
 from pysched.workload.traces import DeadlineRule, make_job, synthetic

@@ -70,7 +70,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pysched.resources import CPU, QuantityError, to_scheduler_units
+from pysched.api.resources import CPU, QuantityError, to_scheduler_units
 from pysched.testing.controlplane import FAKE_NODE_LABEL
 from pysched.testing.kube import JSON, KubeAPI, KubeAPIError
 from pysched.workload.catalogue import Catalogue, CatalogueError, builtin_catalogue, load_catalogue

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from pysched.resources import pod_requests
+from pysched.api.resources import pod_requests
 from pysched.testing.controlplane import LocalControlPlane, ManagedProcess, free_port, log_tail
 from pysched.testing.helpers import make_pod
 from pysched.testing.kube import KubeAPI
@@ -176,7 +176,7 @@ def start_scheduler(
     argv = [
         sys.executable,
         "-m",
-        "pysched.run",
+        "pysched.cmd.run",
         f"--kubeconfig={kubeconfig or plane.kubeconfig_path}",
         f"--bind-address=127.0.0.1:{port}",
         "--log-format=json",

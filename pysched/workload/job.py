@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pysched.builders import pod_dict
+from pysched.api.builders import pod_dict
 from pysched.workload.progress import DEADLINE, TOTAL_STEPS, rfc3339
 from pysched.workload.speed import SpeedModel
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pysched.resources import CPU, GPU, QuantityError, pod_requests
+from pysched.api.resources import CPU, GPU, QuantityError, pod_requests
 from pysched.workload.catalogue import Catalogue
 from pysched.workload.job import Job
 from pysched.workload.progress import TOTAL_STEPS

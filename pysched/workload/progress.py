@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pysched.framework.annotations import DEADLINE, PROGRESS, TOTAL_STEPS
-from pysched.framework.annotations import format_rfc3339 as rfc3339
+from pysched.api.annotations import DEADLINE, PROGRESS, TOTAL_STEPS
+from pysched.api.annotations import format_rfc3339 as rfc3339
 
 __all__ = ["DEADLINE", "DEFAULT_INTERVAL", "PROGRESS", "TOTAL_STEPS", "format_progress", "last_write", "rfc3339"]
 

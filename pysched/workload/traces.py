@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pysched.resources import QuantityError, parse_quantity
+from pysched.api.resources import QuantityError, parse_quantity
 from pysched.workload.catalogue import Catalogue, CpuModel, GpuModel, Model
 from pysched.workload.job import Job
 from pysched.workload.speed import SpeedModel

@@ -27,7 +27,7 @@ def dev_cluster(
     full_env = dict(os.environ if env is None else env)
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), full_env.get("PYTHONPATH")) if p)
     return subprocess.run(
-        [sys.executable, "-m", "pysched.devcluster", *args],
+        [sys.executable, "-m", "pysched.cmd.devcluster", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -13,10 +13,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from pysched.plugins import default_registry
 
-from pysched.framework.annotations import parse_rfc3339
-from pysched.profiles import builtin_config
+from pysched.api.annotations import parse_rfc3339
+from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
 from pysched.sim.engine import Accounting, resize_run
 from pysched.sim.runner import run_policy
 from pysched.sim.scenario import Scenario, cpu_nodes

@@ -16,17 +16,17 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pysched.plugins import default_registry
-from pysched.plugins.autoscale import Autoscale
-from pysched.plugins.autoscale.state import measured_text
 
-from pysched.backend.live import LiveCluster, LiveOptions, connect
-from pysched.clock import VirtualClock
+from pysched.api.ids import NodeName, PodKey
+from pysched.api.objects import PodInfo
+from pysched.backend.live.cluster import LiveCluster, LiveOptions, connect
+from pysched.deadline.condition import measured_text
+from pysched.framework.clock import VirtualClock
 from pysched.framework.config import parse_config
 from pysched.framework.status import Status
-from pysched.ids import NodeName, PodKey
-from pysched.objects import PodInfo
-from pysched.scheduler import Scheduler
+from pysched.plugins import default_registry
+from pysched.plugins.autoscale import Autoscale
+from pysched.scheduler.scheduler import Scheduler
 from pysched.testing import KubeAPI, LocalControlPlane, wait_for
 from pysched.testing.helpers import eventually, fake_node, make_pod
 from pysched.testing.kube import JSON

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from pysched.backend.live import LiveCluster, LiveOptions, connect
+from pysched.api.ids import NodeName, PodUID, pod_key
+from pysched.api.objects import NodeInfo, PodInfo
+from pysched.backend.live.cluster import LiveCluster, LiveOptions, connect
 from pysched.framework.cluster import ContainerResize, PodCondition
 from pysched.framework.status import Code
-from pysched.ids import NodeName, PodUID, pod_key
-from pysched.objects import NodeInfo, PodInfo
 from pysched.testing import KubeAPI, LocalControlPlane
 from pysched.testing.helpers import condition, container, eventually, fake_node, make_pod
 

@@ -18,15 +18,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from pysched.api.annotations import deadline_of
+from pysched.api.objects import pod_from_dict
+from pysched.backend.live.cluster import LiveCluster, LiveOptions, connect
+from pysched.framework.clock import WallClock
+from pysched.framework.config import parse_config
 from pysched.plugins import default_registry
 from pysched.plugins.autoscale import Autoscale
-
-from pysched.backend.live import LiveCluster, LiveOptions, connect
-from pysched.clock import WallClock
-from pysched.framework.annotations import deadline_of
-from pysched.framework.config import parse_config
-from pysched.objects import pod_from_dict
-from pysched.scheduler import Scheduler
+from pysched.scheduler.scheduler import Scheduler
 from pysched.testing import KubeAPI, LocalControlPlane
 from pysched.testing.emulator import KubeletEmulator
 from pysched.testing.helpers import eventually, fake_node, make_pod

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 
 import pytest
 
-from pysched.backend.informer import Informer
-from pysched.backend.live import LiveCluster, LiveOptions, connect
-from pysched.framework.annotations import DEADLINE, deadline_of
-from pysched.objects import NodeInfo, PodInfo, parse_time
+from pysched.api.annotations import DEADLINE, deadline_of
+from pysched.api.objects import NodeInfo, PodInfo, parse_time
+from pysched.backend.live.cluster import LiveCluster, LiveOptions, connect
+from pysched.backend.live.informer import Informer
 from pysched.testing import KubeAPI, LocalControlPlane
 from pysched.testing.helpers import eventually, make_pod
 from pysched.testing.kube import JSON, KubeAPIError

@@ -11,15 +11,15 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
-from pysched.plugins import default_registry
 
-from pysched.backend.live import LiveCluster, LiveOptions, connect
-from pysched.clock import WallClock
+from pysched.api.ids import NodeName, PodKey
+from pysched.api.objects import PodInfo
+from pysched.backend.live.cluster import LiveCluster, LiveOptions, connect
+from pysched.framework.clock import WallClock
 from pysched.framework.cluster import cpu_resize
 from pysched.framework.config import parse_config
-from pysched.ids import NodeName, PodKey
-from pysched.objects import PodInfo
-from pysched.scheduler import Scheduler
+from pysched.plugins import default_registry
+from pysched.scheduler.scheduler import Scheduler
 from pysched.testing import KubeAPI, LocalControlPlane, wait_for
 from pysched.testing.emulator import KubeletEmulator
 from pysched.testing.helpers import container_status, eventually, fake_node, make_pod

@@ -13,20 +13,20 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import yaml
-from pysched.plugins import default_registry
 
+from pysched.api.builders import node_dict, pod_dict
+from pysched.api.ids import NodeName, PodKey
+from pysched.api.objects import PodInfo
 from pysched.backend.simulated import SimulatedCluster
-from pysched.builders import node_dict, pod_dict
-from pysched.clock import VirtualClock
+from pysched.framework.clock import VirtualClock
 from pysched.framework.cluster import cpu_resize
 from pysched.framework.config import parse_config
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import Handle
 from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.framework.status import SUCCESS, Status
-from pysched.ids import NodeName, PodKey
-from pysched.objects import PodInfo
-from pysched.scheduler import Scheduler
+from pysched.plugins import default_registry
+from pysched.scheduler.scheduler import Scheduler
 
 PROFILE = """
 profiles:

@@ -3,10 +3,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pysched.builders import make_node, make_pod
-from pysched.cache import Cache
-from pysched.ids import NodeName
-from pysched.kernel import KernelWeights, ScoreCache, reference_scores
+from pysched.api.builders import make_node, make_pod
+from pysched.api.ids import NodeName
+from pysched.scheduler.cache import Cache
+from pysched.scheduler.kernel import KernelWeights, ScoreCache, reference_scores
 
 
 def _cpu(cache: Cache, node: str) -> int:

@@ -9,8 +9,7 @@ import asyncio
 from functools import cache
 
 from pysched.plugins import default_registry
-
-from pysched.profiles import builtin_config
+from pysched.plugins.builtin import builtin_config
 from pysched.sim.runner import PolicyResult, run_policy
 from pysched.sim.scenario import builtin_scenario
 

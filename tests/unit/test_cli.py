@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pysched.cli import main
+from pysched.cmd.cli import main
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -55,7 +55,7 @@ def test_simulate_takes_profiles_from_a_config_file(tmp_path: Path) -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pysched.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "pysched.cmd.cli", *args], capture_output=True, text=True, timeout=120)
 
 
 def test_broken_profile_exits_2_with_one_line(tmp_path: Path) -> None:

@@ -1,9 +1,9 @@
 from pathlib import Path
 
 import pytest
-from pysched.plugins import default_registry
 
 from pysched.framework.config import ConfigError, load_config
+from pysched.plugins import default_registry
 
 GOOD = """
 profiles:

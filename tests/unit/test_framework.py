@@ -5,21 +5,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pysched.plugins import default_registry
-
+from pysched.api.builders import make_pod, node_dict, pod_dict
+from pysched.api.ids import NodeName, PodKey
+from pysched.api.objects import PodInfo
 from pysched.backend.simulated import SimulatedCluster
-from pysched.builders import make_pod, node_dict, pod_dict
-from pysched.cache import NodeTable
-from pysched.clock import VirtualClock
+from pysched.framework.clock import VirtualClock
 from pysched.framework.config import parse_config
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
 from pysched.framework.interfaces import Handle
 from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.framework.status import SUCCESS, Code, Status, unschedulable
-from pysched.ids import NodeName, PodKey
-from pysched.objects import PodInfo
-from pysched.scheduler import Scheduler
+from pysched.plugins import default_registry
+from pysched.scheduler.cache import NodeTable
+from pysched.scheduler.scheduler import Scheduler
 
 
 @dataclass

@@ -11,18 +11,18 @@ from typing import Any
 
 import pytest
 import yaml
-from pysched.plugins import default_registry
 
-from pysched.backend.eventsink import NOTE_LIMIT, EventRecord, EventSink, Series
-from pysched.backend.informer import Informer
-from pysched.backend.kubeclient import JSON, ApiResponse, WatchFailed
-from pysched.backend.live import LiveCluster, LiveOptions
-from pysched.backend.ratelimit import TokenBucket
+from pysched.backend.live.cluster import LiveCluster, LiveOptions
+from pysched.backend.live.eventsink import NOTE_LIMIT, EventRecord, EventSink, Series
+from pysched.backend.live.informer import Informer
+from pysched.backend.live.kubeclient import JSON, ApiResponse, WatchFailed
+from pysched.backend.live.leader import LeaderElector, LeaseConfig
+from pysched.backend.live.ratelimit import TokenBucket
+from pysched.cmd.run import main as run_main
+from pysched.cmd.run import register
 from pysched.framework.config import parse_config
-from pysched.leader import LeaderElector, LeaseConfig
-from pysched.profiles import builtin_config
-from pysched.run import main as run_main
-from pysched.run import register
+from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
 
 
 def obj(name: str, version: str) -> JSON:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from pysched.backend.kubeclient import WatchFailed
-from pysched.backend.live import connect
+from pysched.backend.live.cluster import connect
+from pysched.backend.live.kubeclient import WatchFailed
 
 
 async def test_a_watch_that_goes_silent_is_broken_off(tmp_path: Path) -> None:

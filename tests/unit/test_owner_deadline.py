@@ -6,18 +6,17 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from pysched.plugins import default_registry
-
-from pysched.backend.kubeclient import JSON, ApiResponse, WatchFailed
-from pysched.backend.live import LiveCluster
+from pysched.api.annotations import DEADLINE, deadline_of
+from pysched.api.builders import node_dict, pod_dict, rfc3339
+from pysched.api.ids import OwnerUID, PodKey
+from pysched.api.objects import OwnerRef, PodInfo, pod_from_dict
+from pysched.backend.live.cluster import LiveCluster
+from pysched.backend.live.kubeclient import JSON, ApiResponse, WatchFailed
 from pysched.backend.simulated import SimulatedCluster
-from pysched.builders import node_dict, pod_dict, rfc3339
-from pysched.clock import VirtualClock
-from pysched.framework.annotations import DEADLINE, deadline_of
-from pysched.ids import OwnerUID, PodKey
-from pysched.objects import OwnerRef, PodInfo, pod_from_dict
-from pysched.profiles import builtin_config
-from pysched.scheduler import Scheduler
+from pysched.framework.clock import VirtualClock
+from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
+from pysched.scheduler.scheduler import Scheduler
 
 JOB_UID = "job-uid-1"
 JOB_CREATED = 1_000.0

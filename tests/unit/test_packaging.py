@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_folder_with_modules_is_a_package() -> None:
     missing = [
         str(folder.relative_to(ROOT))
-        for top in ("pysched", "plugins")
+        for top in ("pysched",)
         for folder in (ROOT / top).rglob("*")
         if folder.is_dir()
         and "__pycache__" not in folder.parts

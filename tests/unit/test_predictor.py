@@ -22,9 +22,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pysched.framework.annotations import parse_progress
-from pysched.ids import PodKey
-from pysched.predictor import (
+from pysched.api.annotations import parse_progress
+from pysched.api.ids import PodKey
+from pysched.deadline.predictor import (
     PRIOR_SERIAL_FRACTION,
     CountStats,
     JobModel,

@@ -1,12 +1,11 @@
-from pysched.plugins.priority_sort import PrioritySort
-
-from pysched.builders import make_node, make_pod
-from pysched.clock import VirtualClock
+from pysched.api.builders import make_node, make_pod
+from pysched.api.objects import PodInfo
+from pysched.framework.clock import VirtualClock
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
 from pysched.framework.interfaces import QueuedPod
 from pysched.framework.status import SUCCESS, Status, unschedulable
-from pysched.objects import PodInfo
-from pysched.queue import QueueTimings, SchedulingQueue
+from pysched.plugins.priority_sort import PrioritySort
+from pysched.scheduler.queue import QueueTimings, SchedulingQueue
 
 
 def _queue(clock: VirtualClock, gate: set[str] | None = None, helps: set[EventKind] | None = None) -> SchedulingQueue:

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from pysched.resources import QuantityError, format_resource, parse_quantity, pod_requests, to_scheduler_units
+from pysched.api.resources import QuantityError, format_resource, parse_quantity, pod_requests, to_scheduler_units
 
 
 @pytest.mark.parametrize(

@@ -8,19 +8,19 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pysched.plugins import default_registry
 
+from pysched.api.builders import node_dict, pod_dict
+from pysched.api.ids import NodeName, PodKey
+from pysched.api.objects import PodInfo
 from pysched.backend.simulated import SimulatedCluster
-from pysched.builders import node_dict, pod_dict
-from pysched.clock import VirtualClock
+from pysched.framework.clock import VirtualClock
 from pysched.framework.config import parse_config
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import PodDeletedPlugin
 from pysched.framework.registry import NoArgs, PluginSpec
-from pysched.ids import NodeName, PodKey
-from pysched.objects import PodInfo
-from pysched.profiles import builtin_config
-from pysched.scheduler import Scheduler
+from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
+from pysched.scheduler.scheduler import Scheduler
 
 GPU_TAINT = {"key": "gpu", "value": "yes", "effect": "NoSchedule"}
 

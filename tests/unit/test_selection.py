@@ -4,11 +4,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pysched.builders import make_node, make_pod
-from pysched.cache import Cache
-from pysched.ids import NodeName
-from pysched.kernel import KernelWeights, ScoreCache, SelectionCache, reference_scores, select_node
-from pysched.resources import nonzero_requests
+from pysched.api.builders import make_node, make_pod
+from pysched.api.ids import NodeName
+from pysched.api.resources import nonzero_requests
+from pysched.scheduler.cache import Cache
+from pysched.scheduler.kernel import KernelWeights, ScoreCache, SelectionCache, reference_scores, select_node
 
 WEIGHTS = KernelWeights(least_allocated=1, balanced_allocation=2)
 REQUESTS = [{"cpu": 500, "memory": 2**30}, {"cpu": 2000}, {"cpu": 1000, "nvidia.com/gpu": 1}, {}]

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pysched.plugins import default_registry
 
+from pysched.api.annotations import progress_of
+from pysched.api.builders import node_dict, pod_dict
+from pysched.api.ids import PodKey
 from pysched.backend.simulated import SimulatedCluster
-from pysched.builders import node_dict, pod_dict
-from pysched.clock import VirtualClock
-from pysched.framework.annotations import progress_of
-from pysched.ids import PodKey
-from pysched.profiles import builtin_config
+from pysched.framework.clock import VirtualClock
+from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
 from pysched.sim.runner import PolicyResult, run_policy, split_fitting
 from pysched.sim.scenario import Scenario, cpu_nodes, parse_cluster
 from pysched.workload.job import Job

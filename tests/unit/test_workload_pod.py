@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pysched.cli import main
+from pysched.cmd.cli import main
 from pysched.testing.emulator import main as emulator_main
 from pysched.testing.helpers import make_pod
 from pysched.workload.catalogue import CpuModel, GpuModel, builtin_catalogue

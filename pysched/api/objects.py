@@ -1,0 +1,250 @@
+"""Slim, immutable records of the pods and nodes the scheduler reads.
+
+Both backends build these from the raw API dicts with the same functions, so the live and the
+simulated cluster cannot disagree about what a pod asks for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pysched.api.ids import NodeName, OwnerUID, PodKey, PodUID, pod_key
+from pysched.api.resources import PODS, ResourceMap, nonzero_requests, parse_resource_list, pod_requests
+
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Toleration semantics of k8s.io/api/core/v1 `Toleration.ToleratesTaint`."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.operator in ("Equal", "") and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def describe(self) -> str:
+        return f"{{{self.key}: {self.value}}}"
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One node selector requirement (`matchExpressions` or `matchFields` entry)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorTerm:
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    """The pod's controlling owner: its ownerReference with `controller: true`."""
+
+    kind: str
+    name: str
+    uid: OwnerUID
+    api_version: str = ""
+
+    @property
+    def is_job(self) -> bool:
+        """A batch Job: the only owner kind the live backend watches for creation times."""
+        return self.kind == "Job" and self.api_version.startswith("batch/")
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """What the scheduler needs of a pod; `raw` keeps the source object for plugins that want more."""
+
+    key: PodKey
+    uid: PodUID
+    namespace: str
+    name: str
+    scheduler_name: str
+    priority: int
+    created: float
+    requests: ResourceMap
+    node_name: NodeName | None = None
+    phase: str = "Pending"
+    node_selector: tuple[tuple[str, str], ...] = ()
+    required_terms: tuple[SelectorTerm, ...] | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    resource_version: str = ""
+    deleting: bool = False
+    controller: OwnerRef | None = None
+    # The controller's creation time (epoch s) when the backend knows it: deadline durations count
+    # from it, so a pod its Job recreates keeps the Job's deadline.
+    owner_created: float | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def terminated(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def nonzero_cpu_memory(self) -> tuple[int, int]:
+        return nonzero_requests(self.requests)
+
+    def placement_signature(self) -> tuple[object, ...]:
+        """Everything mask filters may read of a pod: pods that share it share a node mask."""
+        return (self.node_name, self.node_selector, self.required_terms, self.tolerations)
+
+    def evolve(self, **changes: object) -> PodInfo:
+        """A copy with some fields changed (cheaper than dataclasses.replace on the hot path)."""
+        clone = object.__new__(PodInfo)
+        setter = object.__setattr__
+        for name in _POD_FIELDS:
+            setter(clone, name, getattr(self, name))
+        for name, value in changes.items():
+            if name not in _POD_FIELDS:
+                raise TypeError(f"PodInfo has no field {name!r}")
+            setter(clone, name, value)
+        return clone
+
+
+_POD_FIELDS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(PodInfo))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: NodeName
+    allocatable: ResourceMap
+    capacity: ResourceMap = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    resource_version: str = ""
+
+
+def parse_time(value: str | None) -> float:
+    """RFC 3339 to epoch seconds; 0 when absent."""
+    if not value:
+        return 0.0
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def _requirements(raw: Any) -> tuple[Requirement, ...]:
+    return tuple(
+        Requirement(str(r.get("key", "")), str(r.get("operator", "")), tuple(map(str, r.get("values") or ())))
+        for r in raw or ()
+    )
+
+
+def _required_terms(spec: Mapping[str, Any]) -> tuple[SelectorTerm, ...] | None:
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is None:
+        return None
+    return tuple(
+        SelectorTerm(_requirements(t.get("matchExpressions")), _requirements(t.get("matchFields")))
+        for t in required.get("nodeSelectorTerms") or ()
+    )
+
+
+def _controller(refs: Any) -> OwnerRef | None:
+    for ref in refs:
+        if ref.get("controller") is True:
+            return OwnerRef(
+                kind=str(ref.get("kind") or ""),
+                name=str(ref.get("name") or ""),
+                uid=OwnerUID(str(ref.get("uid") or "")),
+                api_version=str(ref.get("apiVersion") or ""),
+            )
+    return None
+
+
+def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | None = None) -> PodInfo:
+    """Build a PodInfo from a Pod as the API serves it (camelCase JSON).
+
+    `owner_times` (owner uid -> creation time, as the backend knows them) fills `owner_created`
+    when the pod's controller is among them.
+
+    Raises ValueError (QuantityError included) for a pod whose requests cannot be read; the
+    caller turns that into an event on the pod instead of crashing.
+    """
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    namespace = str(meta.get("namespace") or "default")
+    name = str(meta["name"])
+    node = spec.get("nodeName")
+    refs = meta.get("ownerReferences")
+    controller = _controller(refs) if refs else None  # most bench pods have none: skip the call
+    owner_created = owner_times.get(controller.uid) if controller is not None and owner_times else None
+    return PodInfo(
+        key=pod_key(namespace, name),
+        uid=PodUID(str(meta.get("uid") or "")),
+        namespace=namespace,
+        name=name,
+        scheduler_name=str(spec.get("schedulerName") or DEFAULT_SCHEDULER),
+        priority=int(spec.get("priority") or 0),
+        created=parse_time(meta.get("creationTimestamp")),
+        requests=pod_requests(obj),
+        node_name=NodeName(node) if node else None,
+        phase=str(status.get("phase") or "Pending"),
+        node_selector=tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),
+        required_terms=_required_terms(spec),
+        tolerations=tuple(
+            Toleration(
+                str(t.get("key") or ""),
+                str(t.get("operator") or "Equal"),
+                str(t.get("value") or ""),
+                str(t.get("effect") or ""),
+            )
+            for t in spec.get("tolerations") or ()
+        ),
+        annotations=dict(meta.get("annotations") or {}),
+        labels=dict(meta.get("labels") or {}),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        deleting=meta.get("deletionTimestamp") is not None,
+        controller=controller,
+        owner_created=owner_created,
+        raw=obj,
+    )
+
+
+def node_from_dict(obj: Mapping[str, Any]) -> NodeInfo:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    capacity = parse_resource_list(status.get("capacity"))
+    allocatable = parse_resource_list(status.get("allocatable")) if "allocatable" in status else dict(capacity)
+    allocatable.setdefault(PODS, 0)
+    return NodeInfo(
+        name=NodeName(str(meta["name"])),
+        allocatable=allocatable,
+        capacity=capacity,
+        labels=dict(meta.get("labels") or {}),
+        taints=tuple(
+            Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+            for t in spec.get("taints") or ()
+        ),
+        unschedulable=bool(spec.get("unschedulable")),
+        resource_version=str(meta.get("resourceVersion") or ""),
+    )

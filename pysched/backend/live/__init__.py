@@ -1,0 +1,1 @@
+"""The live backend: a real kube-apiserver through kubernetes-asyncio."""

@@ -1,0 +1,567 @@
+"""The live ClusterBackend: a real API server through kubernetes-asyncio.
+
+This is the only module that imports the Kubernetes client (DESIGN §4 rule 2), and it uses only
+its configuration loading, authentication and HTTP session: every request goes out with
+`_preload_content=False` and the JSON is parsed here, so no generated model sits on the hot path
+(and `pods/binding`, which answers with a Status where the model expects a Binding, is read as
+HTTP 201). Requests share one client-side token bucket (QPS/burst, as client-go's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import json
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import structlog
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+from pysched.api.ids import NodeName
+from pysched.api.objects import NodeInfo, PodInfo, node_from_dict, parse_time, pod_from_dict
+from pysched.backend.live.eventsink import EventRecord, EventSink, Series
+from pysched.backend.live.informer import Informer
+from pysched.backend.live.kubeclient import JSON, STRATEGIC_MERGE_PATCH, ApiResponse, WatchFailed
+from pysched.backend.live.ratelimit import TokenBucket
+from pysched.framework.cluster import ClusterListener, ContainerResize, PodCondition
+from pysched.framework.status import SUCCESS, Status, error, unschedulable
+
+log = structlog.get_logger("pysched.live")
+
+# Succeeded and Failed pods hold no resources; a pod that leaves this selection arrives as DELETED.
+ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+class KubeConfigError(ValueError):
+    """The kubeconfig (or in-cluster config) cannot be used; the message is one line."""
+
+
+def micro_time(epoch: float) -> str:
+    """metav1.MicroTime as the API writes it."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# ----------------------------------------------------------------------------- the connection
+class AsyncKubeClient:
+    """Plain JSON over kubernetes-asyncio's configured ApiClient (auth, TLS, token refresh)."""
+
+    def __init__(self, api: Any, bucket: TokenBucket, request_timeout: float = 30.0) -> None:
+        self._api = api
+        self._bucket = bucket
+        self._timeout = request_timeout
+        self.calls: collections.Counter[tuple[str, int]] = collections.Counter()
+
+    async def _send(
+        self, method: str, path: str, query: Mapping[str, str] | None, body: Any, content_type: str, timeout: Any
+    ) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        return await self._api.call_api(
+            path,
+            method,
+            query_params=list((query or {}).items()),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        rate_limited: bool = True,
+    ) -> ApiResponse:
+        """`rate_limited=False` is for events, which have their own bucket (as kube-scheduler's
+        separate event client has), so a burst of events never delays binds."""
+        if rate_limited:
+            await self._bucket.acquire()
+        try:
+            resp = await self._send(method, path, query, body, content_type, self._timeout)
+            try:
+                raw = await resp.read()
+            finally:
+                resp.release()
+        except (aiohttp.ClientError, TimeoutError, OSError, k8s_client.ApiException) as err:
+            self.calls[(method, 0)] += 1
+            return ApiResponse(0, {"message": f"{type(err).__name__}: {err}"})
+        self.calls[(method, resp.status)] += 1
+        try:
+            decoded = json.loads(raw) if raw else {}
+        except ValueError:
+            decoded = {"message": raw[:300].decode("utf-8", "replace")}
+        return ApiResponse(resp.status, decoded if isinstance(decoded, dict) else {"items": decoded})
+
+    async def watch(self, path: str, query: Mapping[str, str], inactivity: float) -> AsyncIterator[JSON]:
+        await self._bucket.acquire()
+        # sock_read is the inactivity watchdog: a stream silent for that long is broken
+        timeout = aiohttp.ClientTimeout(connect=10.0, sock_connect=10.0, sock_read=inactivity)
+        try:
+            resp = await self._send("GET", path, query, None, "application/json", timeout)
+        except (aiohttp.ClientError, TimeoutError, OSError, k8s_client.ApiException) as err:
+            raise WatchFailed(0, f"{type(err).__name__}: {err}") from err
+        try:
+            if resp.status != 200:
+                body = (await resp.read()).decode("utf-8", "replace")
+                try:
+                    message = str(json.loads(body).get("message", body))
+                except (ValueError, AttributeError):
+                    message = body[:300]
+                raise WatchFailed(resp.status, message)
+            buffer = b""
+            # chunks, not readline(): objects over aiohttp's line limit (2 MiB) must not break the watch
+            async for chunk in resp.content.iter_any():
+                buffer += chunk
+                while True:
+                    end = buffer.find(b"\n")
+                    if end < 0:
+                        break
+                    line, buffer = buffer[:end], buffer[end + 1 :]
+                    if line.strip():
+                        yield json.loads(line)
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:
+            raise WatchFailed(0, f"watch broke off: {type(err).__name__}: {err}") from err
+        finally:
+            resp.release()
+
+    async def close(self) -> None:
+        await self._api.close()
+
+
+async def connect(
+    kubeconfig: str | None, *, qps: float, burst: int, context: str | None = None, pool_size: int = 128
+) -> AsyncKubeClient:
+    """A client from a kubeconfig file, or the in-cluster service account when none is given."""
+    configuration = k8s_client.Configuration()
+    try:
+        if kubeconfig:
+            await k8s_config.load_kube_config(
+                config_file=kubeconfig, context=context, client_configuration=configuration, persist_config=False
+            )
+        else:
+            incluster: Any = k8s_config.load_incluster_config  # untyped in the library
+            incluster(client_configuration=configuration)
+    except (k8s_config.ConfigException, OSError, ValueError, TypeError, KeyError) as err:
+        where = kubeconfig or "in-cluster config"
+        message = " ".join(str(err).split()) or type(err).__name__
+        raise KubeConfigError(f"{where}: {message}") from err
+    except Exception as err:  # YAML errors and friends from the loader
+        raise KubeConfigError(f"{kubeconfig or 'in-cluster config'}: {' '.join(str(err).split())}") from err
+    configuration.connection_pool_maxsize = pool_size
+    return AsyncKubeClient(k8s_client.ApiClient(configuration), TokenBucket(qps, burst))
+
+
+# ----------------------------------------------------------------------------- the backend
+@dataclass(frozen=True, slots=True)
+class LiveOptions:
+    scheduler_names: frozenset[str] | None = None  # pending pods of other schedulers are not parsed
+    controller: str = "pysched"
+    instance: str = socket.gethostname()
+    event_qps: float = 50.0  # kube-scheduler's event client: the same 50 / 100 as its main client
+    event_burst: int = 100
+    event_backlog: int = 10_000  # beyond this, events are dropped (and counted)
+    event_patch_interval: float = 30.0  # how often a growing series is written back
+    inactivity: float = 70.0
+    page_size: int = 500
+
+
+def _keep_owner_time(old: PodInfo, new: PodInfo) -> PodInfo:
+    """`new` with `old`'s owner creation time when the Job is gone from the informer (deleted
+    before its pods) and the pod is the same one under the same controller."""
+    if (
+        new.owner_created is None
+        and old.owner_created is not None
+        and old.uid == new.uid
+        and old.controller is not None
+        and new.controller is not None
+        and old.controller.uid == new.controller.uid
+    ):
+        return new.evolve(owner_created=old.owner_created)
+    return new
+
+
+def _pod_path(pod: PodInfo, sub: str = "") -> str:
+    path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+    return f"{path}/{sub}" if sub else path
+
+
+class LiveCluster:
+    """ClusterBackend on a real API server. Writes are refused while `writable()` is False
+    (a follower or a leader that lost its lease must not touch the cluster)."""
+
+    def __init__(self, client: AsyncKubeClient, options: LiveOptions | None = None) -> None:
+        self.client = client
+        self.options = options or LiveOptions()
+        self.writable: Callable[[], bool] = lambda: True
+        self.binds: collections.Counter[str] = collections.Counter()  # result -> bind calls made
+        self.nodes: dict[str, NodeInfo] = {}
+        self.pods: dict[str, PodInfo] = {}
+        self.namespaces: dict[str, dict[str, str]] = {}  # name -> labels (deadlineNamespaces)
+        # batch/v1 Jobs: uid -> creation time, for deadline durations of their pods (DESIGN §3).
+        # Only Jobs: pods of other controllers (JobSet, Kubeflow jobs) count from their own creation.
+        self.job_created: dict[str, float] = {}
+        self._job_uids: dict[str, str] = {}  # "ns/name" -> uid (a relist deletes by key)
+        self._pods_by_job: dict[str, set[str]] = {}  # Job uid -> keys of known pods it controls
+        self._invalid: set[str] = set()
+        self._listener: ClusterListener | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._reads: set[asyncio.Task[None]] = set()  # how pods that left the watch ended
+        self.events = EventSink(
+            self._create_event,
+            self._patch_event,
+            qps=self.options.event_qps,
+            burst=self.options.event_burst,
+            max_pending=self.options.event_backlog,
+            patch_interval=self.options.event_patch_interval,
+        )
+        self.events.enabled = lambda: self.writable()
+        opts = self.options
+        self.namespace_informer = Informer(
+            client, "/api/v1/namespaces", self._namespace_upsert, self._namespace_delete,
+            page_size=opts.page_size, inactivity=opts.inactivity, resource="namespaces",
+        )  # fmt: skip
+        self.job_informer = Informer(
+            client, "/apis/batch/v1/jobs", self._job_upsert, self._job_delete,
+            page_size=opts.page_size, inactivity=opts.inactivity, resource="jobs",
+        )  # fmt: skip
+        self.node_informer = Informer(
+            client, "/api/v1/nodes", self._node_upsert, self._node_delete,
+            page_size=opts.page_size, inactivity=opts.inactivity, resource="nodes",
+        )  # fmt: skip
+        self.pod_informer = Informer(
+            client, "/api/v1/pods", self._pod_upsert, self._pod_delete,
+            field_selector=ACTIVE_PODS, page_size=opts.page_size, inactivity=opts.inactivity, resource="pods",
+        )  # fmt: skip
+
+    # ----- informers
+    async def start(self, listener: ClusterListener) -> None:
+        """Namespaces, Jobs, nodes, then pods (so pods find their namespace's labels and their Job's
+        creation time, and bound pods their nodes); returns once all are synced."""
+        self._listener = listener
+        self.events.start()
+        self._tasks.append(asyncio.create_task(self.namespace_informer.run()))
+        await self.namespace_informer.synced.wait()
+        self._tasks.append(asyncio.create_task(self.job_informer.run()))
+        await self.job_informer.synced.wait()
+        self._tasks.append(asyncio.create_task(self.node_informer.run()))
+        await self.node_informer.synced.wait()
+        self._tasks.append(asyncio.create_task(self.pod_informer.run()))
+        await self.pod_informer.synced.wait()
+        log.info("informers synced", nodes=len(self.nodes), pods=len(self.pods))
+
+    async def stop(self) -> None:
+        await self.events.stop()
+        for task in (*self._tasks, *self._reads):
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._reads, return_exceptions=True)
+        self._tasks = []
+        self._listener = None
+
+    @property
+    def informers(self) -> tuple[Informer, ...]:
+        return (self.namespace_informer, self.job_informer, self.node_informer, self.pod_informer)
+
+    @property
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers)
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        return self.namespaces.get(namespace)
+
+    def _namespace_upsert(self, raw: JSON) -> None:
+        meta = raw.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        self.namespaces[str(meta.get("name"))] = {str(k): str(v) for k, v in labels.items()}
+
+    def _namespace_delete(self, key: str, raw: JSON | None) -> None:
+        self.namespaces.pop(key, None)
+
+    def _job_upsert(self, raw: JSON) -> None:
+        meta = raw.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        if not uid or uid in self.job_created:
+            return  # a status update of a known Job: its creation time does not change
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        replaced = self._job_uids.get(key)
+        if replaced is not None:  # deleted and recreated under the same name while we were not watching
+            self.job_created.pop(replaced, None)
+        created = parse_time(meta.get("creationTimestamp"))
+        self._job_uids[key] = uid
+        self.job_created[uid] = created
+        # The Job and pod watches race: pods that arrived first are delivered again with its time.
+        for pod_key in self._pods_by_job.get(uid, ()):
+            old = self.pods.get(pod_key)
+            if old is None or old.controller is None or old.controller.uid != uid or old.owner_created == created:
+                continue
+            new = old.evolve(owner_created=created)
+            self.pods[pod_key] = new
+            if self._listener is not None:
+                self._listener.on_pod_updated(old, new)
+
+    def _job_delete(self, key: str, raw: JSON | None) -> None:
+        # Its pods keep the time they were given (`_pod_upsert` carries it over): a deadline never moves.
+        uid = self._job_uids.pop(key, None)
+        if uid is not None:
+            self.job_created.pop(uid, None)
+
+    def _index_pod(self, old: PodInfo | None, pod: PodInfo | None) -> None:
+        """Keep `_pods_by_job` (Job uid -> pod keys) in step with a pod's controller."""
+        was = old.controller.uid if old is not None and old.controller is not None and old.controller.is_job else None
+        now = pod.controller.uid if pod is not None and pod.controller is not None and pod.controller.is_job else None
+        if was == now:
+            return
+        if was is not None and old is not None:
+            keys = self._pods_by_job.get(was)
+            if keys is not None:
+                keys.discard(old.key)
+                if not keys:
+                    del self._pods_by_job[was]
+        if now is not None and pod is not None:
+            self._pods_by_job.setdefault(now, set()).add(pod.key)
+
+    def _node_upsert(self, raw: JSON) -> None:
+        assert self._listener is not None
+        name = str((raw.get("metadata") or {}).get("name"))
+        old = self.nodes.get(name)
+        try:
+            node = node_from_dict(raw)
+        except (ValueError, KeyError, TypeError) as err:
+            log.warning("node cannot be read, ignored", node=name, problem=str(err))
+            if old is not None:
+                self._node_delete(name, None)
+            return
+        self.nodes[name] = node
+        if old is None:
+            self._listener.on_node_added(node)
+        elif dataclasses.replace(old, resource_version=node.resource_version) != node:
+            # a heartbeat changes only the resourceVersion of what we read: no event for the queue
+            self._listener.on_node_updated(old, node)
+
+    def _node_delete(self, key: str, raw: JSON | None) -> None:
+        assert self._listener is not None
+        old = self.nodes.pop(key, None)
+        if old is not None:
+            self._listener.on_node_deleted(old)
+
+    def _ours(self, raw: JSON) -> bool:
+        names = self.options.scheduler_names
+        spec = raw.get("spec") or {}
+        return names is None or spec.get("schedulerName") in names
+
+    def _pod_upsert(self, raw: JSON) -> None:
+        assert self._listener is not None
+        meta = raw.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        old = self.pods.get(key)
+        version = meta.get("resourceVersion")
+        if old is not None and old.resource_version and old.resource_version == version and old.uid == meta.get("uid"):
+            return  # this very version is known (a relist, or our own write's answer came first)
+        bound = bool((raw.get("spec") or {}).get("nodeName"))
+        if old is None and not bound and not self._ours(raw):
+            return  # another scheduler's pending pod: nothing to account or schedule
+        try:
+            pod = pod_from_dict(raw, self.job_created)
+        except (ValueError, KeyError, TypeError) as err:
+            if old is not None:
+                self._pod_delete(key, None)
+            uid = str(meta.get("uid") or key)
+            if self._ours(raw) and uid not in self._invalid:
+                self._invalid.add(uid)
+                self._listener.on_invalid_pod(raw, str(err))
+            return
+        if old is not None and pod.owner_created is None and old.owner_created is not None:
+            pod = _keep_owner_time(old, pod)
+        self.pods[key] = pod
+        self._index_pod(old, pod)
+        if old is None:
+            self._listener.on_pod_added(pod)
+        elif old.uid != pod.uid:  # deleted and recreated while we were not watching
+            self._listener.on_pod_deleted(old)
+            self._listener.on_pod_added(pod)
+        else:
+            self._listener.on_pod_updated(old, pod)
+
+    def _pod_delete(self, key: str, raw: JSON | None) -> None:
+        assert self._listener is not None
+        old = self.pods.pop(key, None)
+        if old is None:
+            return
+        ended = self._ended(old, raw)
+        if ended is not None:
+            self._listener.on_pod_updated(old, ended)
+        elif raw is not None and not old.terminated and not old.deleting and old.node_name and self._ours(raw):
+            # The watch cache sends a pod leaving the field selector (it ended) as DELETED with
+            # its last matching state, Running: ask the apiserver how it ended, so plugins learn
+            # it succeeded or failed (deadline met or missed), not merely that it went away.
+            task = asyncio.create_task(self._read_end(old))
+            self._reads.add(task)
+            task.add_done_callback(self._reads.discard)
+        self._index_pod(old, None)
+        self._invalid.discard(old.uid)
+        self._listener.on_pod_deleted(old)
+
+    def _ended(self, old: PodInfo, raw: JSON | None) -> PodInfo | None:
+        """The pod's end, when `raw` is a terminal state of the same pod (met or missed is judged
+        against the same deadline, even if its Job went first)."""
+        if raw is None or old.terminated:
+            return None
+        try:
+            ended = pod_from_dict(raw, self.job_created)
+        except (ValueError, KeyError, TypeError):
+            return None
+        return _keep_owner_time(old, ended) if ended.terminated and ended.uid == old.uid else None
+
+    async def _read_end(self, old: PodInfo) -> None:
+        resp = await self.client.request("GET", _pod_path(old))
+        ended = self._ended(old, resp.body) if resp.ok else None  # 404: it really was deleted
+        if ended is not None and self._listener is not None:
+            self._listener.on_pod_updated(old, ended)
+
+    # ----- writes
+    async def bind(self, pod: PodInfo, node: NodeName) -> Status:
+        if not self.writable():
+            self.binds["refused"] += 1
+            return error("not the leader: bind refused")
+        current = self.pods.get(pod.key)
+        if current is not None and current.uid == pod.uid and current.requests != pod.requests:
+            # resized in place during the scheduling cycle: the placement used stale requests
+            self.binds["stale"] += 1
+            return error(f"pod {pod.key} was resized while being scheduled; retrying with the new requests")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        resp = await self.client.request("POST", _pod_path(pod, "binding"), body=body)
+        if resp.status in (200, 201):  # the answer is a Status; there is nothing else to read
+            self.binds["ok"] += 1
+            return SUCCESS
+        self.binds[str(resp.status)] += 1
+        if resp.status == 404:
+            return unschedulable(f"pod {pod.key} no longer exists")
+        if resp.status == 409:
+            return error(f"binding conflict: {resp.message()}")
+        return error(f"binding {pod.key} to {node} failed: {resp.message()}")
+
+    async def patch_pod_condition(self, pod: PodInfo, condition: PodCondition) -> None:
+        if not self.writable():
+            return
+        current = self.pods.get(pod.key, pod)
+        if condition.type == "PodScheduled" and condition.status == "False" and current.node_name is not None:
+            return  # bound meanwhile (e.g. a bind that lost a race): the pod is not unschedulable
+        for existing in (current.raw.get("status") or {}).get("conditions") or ():
+            if (
+                existing.get("type") == condition.type
+                and existing.get("status") == condition.status
+                and existing.get("reason", "") == condition.reason
+                and existing.get("message", "") == condition.message
+            ):
+                return  # unchanged: kube-scheduler skips the write too
+        entry = {
+            "type": condition.type,
+            "status": condition.status,
+            "reason": condition.reason,
+            "message": condition.message,
+            "lastProbeTime": None,
+            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        body = {"metadata": {"uid": pod.uid}, "status": {"conditions": [entry]}}
+        resp = await self.client.request(
+            "PATCH", _pod_path(pod, "status"), body=body, content_type=STRATEGIC_MERGE_PATCH
+        )
+        if not resp.ok and resp.status != 404:
+            log.warning("pod condition not written", pod=pod.key, error=resp.message())
+
+    async def resize(self, pod: PodInfo, containers: Mapping[str, ContainerResize]) -> Status:
+        if not self.writable():
+            return error("not the leader: resize refused")
+        # Strategic merge: only the named resources change, so limits not given keep their value.
+        body = [{"name": name, "resources": r.as_dict()} for name, r in containers.items()]
+        before = self.pods.get(pod.key)
+        resp = await self.client.request(
+            "PATCH", _pod_path(pod, "resize"), body={"spec": {"containers": body}},
+            content_type=STRATEGIC_MERGE_PATCH,
+        )  # fmt: skip
+        if resp.ok:
+            self._read_own_write(pod.key, before, resp.body)
+            return SUCCESS
+        if resp.status == 404:
+            return unschedulable(f"pod {pod.key} no longer exists")
+        return error(f"resize of {pod.key} rejected: {resp.message()}")
+
+    def _read_own_write(self, key: str, before: PodInfo | None, answer: JSON) -> None:
+        """Take the pod the apiserver answered a write with at once (read your writes): the
+        binding cycle that resized a pending pod then binds what the pod asks for now, and the
+        cache counts it. Only when the watch delivered nothing newer meanwhile; the watch's own
+        copy of this version changes nothing when it arrives (`_pod_upsert` skips a version it has)."""
+        if answer.get("kind") != "Pod" or self._listener is None or before is None:
+            return
+        current = self.pods.get(key)
+        if current is not None and current.resource_version == before.resource_version:
+            self._pod_upsert(answer)
+
+    async def emit_event(self, pod: PodInfo, event_type: str, reason: str, note: str) -> None:
+        """Queued, never awaited on the API: binds must not wait behind events."""
+        self.events.record(
+            EventRecord(
+                namespace=pod.namespace,
+                pod_name=pod.name,
+                pod_uid=pod.uid,
+                type=event_type,
+                reason=reason,
+                action="Binding" if reason == "Scheduled" else "Scheduling",
+                note=note,
+                controller=pod.scheduler_name or self.options.controller,
+            )
+        )
+
+    async def _create_event(self, event: EventRecord, when: float) -> str | None:
+        name = f"{event.pod_name[:200]}.{uuid.uuid4().hex[:16]}"
+        body = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": event.namespace},
+            "eventTime": micro_time(when),
+            "reportingController": event.controller,
+            "reportingInstance": f"{event.controller}-{self.options.instance}"[:128],
+            "action": event.action,
+            "reason": event.reason,
+            "type": event.type,
+            "note": event.note,
+            "regarding": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": event.namespace,
+                "name": event.pod_name,
+                "uid": event.pod_uid,
+            },
+        }
+        resp = await self.client.request(
+            "POST", f"/apis/events.k8s.io/v1/namespaces/{event.namespace}/events", body=body, rate_limited=False
+        )
+        if not resp.ok:
+            log.warning("event not created", reason=event.reason, pod=event.pod_name, error=resp.message())
+            return None
+        return name
+
+    async def _patch_event(self, event: EventRecord, series: Series) -> None:
+        body = {"series": {"count": series.count, "lastObservedTime": micro_time(series.last_seen_wall)}}
+        path = f"/apis/events.k8s.io/v1/namespaces/{event.namespace}/events/{series.name}"
+        resp = await self.client.request(
+            "PATCH", path, body=body, content_type="application/merge-patch+json", rate_limited=False
+        )
+        if not resp.ok:
+            log.warning("event series not updated", reason=event.reason, pod=event.pod_name, error=resp.message())

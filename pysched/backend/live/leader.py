@@ -1,0 +1,175 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it.
+
+A candidate takes the Lease when it is free or when its record has not changed for
+`lease_duration` as seen on the candidate's own clock (clocks of different machines are never
+compared). The leader renews every `retry_period`; if no renewal succeeds within `renew_deadline`
+it gives up leadership at once, before another candidate may take the Lease (renew_deadline <
+lease_duration), so two leaders never write at the same time. Every update carries the
+resourceVersion it read, so two candidates cannot both win one round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from pysched.backend.live.kubeclient import JSON, KubeClient
+
+log = structlog.get_logger("pysched.backend.live.leader")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseConfig:
+    namespace: str
+    name: str
+    identity: str
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def problem(self) -> str | None:
+        """Why these timings are unsafe, or None (client-go's checks)."""
+        if not self.lease_duration > self.renew_deadline:
+            return "--lease-duration must be greater than --renew-deadline"
+        if not self.renew_deadline > self.retry_period * 1.2:
+            return "--renew-deadline must be greater than 1.2 x --retry-period"
+        if self.retry_period <= 0:
+            return "--retry-period must be positive"
+        return None
+
+
+def _micro_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        client: KubeClient,
+        config: LeaseConfig,
+        on_change: Callable[[bool], None],
+        *,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self.config = config
+        self._on_change = on_change
+        self._now = now
+        self.is_leader = False
+        self._observed: tuple[Any, ...] | None = None
+        self._observed_at = 0.0
+        self._version = ""
+        self.transitions_seen = 0
+
+    @property
+    def _path(self) -> str:
+        c = self.config
+        return f"/apis/coordination.k8s.io/v1/namespaces/{c.namespace}/leases/{c.name}"
+
+    def _spec(self, acquire: str, transitions: int) -> JSON:
+        return {
+            "holderIdentity": self.config.identity,
+            "leaseDurationSeconds": max(1, round(self.config.lease_duration)),
+            "acquireTime": acquire,
+            "renewTime": _micro_now(),
+            "leaseTransitions": transitions,
+        }
+
+    async def try_acquire_or_renew(self) -> bool:
+        c = self.config
+        resp = await self._client.request("GET", self._path)
+        if resp.status == 404:
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": c.name, "namespace": c.namespace},
+                "spec": self._spec(_micro_now(), 0),
+            }
+            created = await self._client.request(
+                "POST", f"/apis/coordination.k8s.io/v1/namespaces/{c.namespace}/leases", body=body
+            )
+            return created.ok
+        if not resp.ok:
+            log.warning("lease not readable", lease=c.name, error=resp.message())
+            return False
+        lease = resp.body
+        spec: JSON = lease.get("spec") or {}
+        holder = str(spec.get("holderIdentity") or "")
+        record = (holder, spec.get("renewTime"), spec.get("leaseDurationSeconds"), spec.get("leaseTransitions"))
+        if record != self._observed:
+            self._observed, self._observed_at = record, self._now()
+        duration = float(spec.get("leaseDurationSeconds") or c.lease_duration)
+        if holder and holder != c.identity and self._now() < self._observed_at + duration:
+            return False  # held by someone else and not expired
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if holder == c.identity:
+            new_spec = self._spec(str(spec.get("acquireTime") or _micro_now()), transitions)
+        else:
+            new_spec = self._spec(_micro_now(), transitions + 1)
+        body = {**lease, "spec": new_spec}  # carries metadata.resourceVersion: optimistic concurrency
+        updated = await self._client.request("PUT", self._path, body=body)
+        if updated.ok:
+            spec = updated.body.get("spec") or {}
+            self._observed = (
+                spec.get("holderIdentity"), spec.get("renewTime"),
+                spec.get("leaseDurationSeconds"), spec.get("leaseTransitions"),
+            )  # fmt: skip
+            self._observed_at = self._now()
+        return updated.ok
+
+    def _set(self, leader: bool) -> None:
+        if leader != self.is_leader:
+            self.is_leader = leader
+            log.info("leadership changed", leader=leader, identity=self.config.identity, lease=self.config.name)
+            self._on_change(leader)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Acquire, then renew until `stop` is set or the lease is lost (then return)."""
+        c = self.config
+        while not stop.is_set():
+            if await self._attempt(c.retry_period):
+                self._set(True)
+                break
+            await self._sleep(stop, c.retry_period * random.uniform(1.0, 1.2))
+        last_renew = self._now()
+        while not stop.is_set():
+            await self._sleep(stop, c.retry_period)
+            if stop.is_set():
+                return
+            remaining = c.renew_deadline - (self._now() - last_renew)
+            if await self._attempt(max(remaining, 0.01)):
+                last_renew = self._now()
+            elif self._now() - last_renew >= c.renew_deadline:
+                log.error("lease lost", lease=c.name, identity=c.identity)
+                self._set(False)
+                return
+
+    async def _attempt(self, timeout: float) -> bool:
+        try:
+            return await asyncio.wait_for(self.try_acquire_or_renew(), timeout)
+        except TimeoutError:
+            return False
+
+    @staticmethod
+    async def _sleep(stop: asyncio.Event, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), seconds)
+
+    async def release(self) -> None:
+        """Hand the lease back on a clean shutdown so a follower need not wait for it to expire."""
+        if not self.is_leader:
+            return
+        self._set(False)
+        resp = await self._client.request("GET", self._path)
+        if not resp.ok or (resp.body.get("spec") or {}).get("holderIdentity") != self.config.identity:
+            return
+        spec = {**resp.body["spec"], "holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": _micro_now()}
+        await self._client.request("PUT", self._path, body={**resp.body, "spec": spec})

@@ -1,0 +1,191 @@
+"""The `pysched` command: simulate, bench, dev-cluster, version.
+
+Bad input ends with one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn, cast
+
+from pysched import __version__
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _fail(message: str) -> int:
+    print(f"pysched: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _write_json(path: str, data: Any) -> None:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def cmd_version(args: argparse.Namespace) -> int:
+    print(f"pysched {__version__}")
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    from pysched.plugins import default_registry
+    from pysched.sim.command import (
+        BadInput,
+        cluster_summary,
+        load_policies,
+        load_scenario,
+        report_problems,
+        run_with_progress,
+    )
+
+    registry = default_registry()
+    config = load_policies(registry, args.config, args.policy)
+    if isinstance(config, BadInput):
+        return _fail(config.message)
+    policies = args.policy or [p.scheduler_name for p in config.profiles]
+    scenario = load_scenario(
+        scenario=args.scenario,
+        trace=args.trace,
+        cluster=args.cluster,
+        seed=args.seed,
+        deadline_rule=args.deadline_rule,
+        catalogue_file=args.catalogue,
+    )
+    if isinstance(scenario, BadInput):
+        return _fail(scenario.message)
+    if not args.progress_interval > 0:
+        return _fail(f"--progress-interval: must be a positive number of seconds, got {args.progress_interval}")
+    report_problems(scenario)
+    results, elapsed = run_with_progress(scenario, config, policies, registry, args.seed, args.progress_interval)
+
+    title = f"{scenario.name}: {len(scenario.jobs)} jobs on {len(scenario.nodes)} nodes, seed {args.seed}"
+    table = Table(title=title, box=box.SIMPLE_HEAD)
+    headers = ("policy", "met", "ratio", "CPU util", "JCT s", "queue s", "makespan s", "rescales", "skipped", "left")
+    for column in headers:
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for name, r in results.items():
+        table.add_row(
+            name,
+            f"{r.deadline_met}/{r.deadline_jobs}",
+            f"{r.deadline_met_ratio:.1%}",
+            f"{r.cpu_utilization:.1%}",
+            f"{r.mean_jct_s:,.0f}",
+            f"{r.mean_queue_s:,.0f}",
+            f"{r.makespan_s:,.0f}",
+            str(r.rescales),
+            str(r.skipped),
+            str(r.unfinished),
+        )
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    console.print(table)
+    console.print(f"simulated in {elapsed:.1f} s wall time")
+    if args.json:
+        _write_json(
+            args.json,
+            {
+                "cluster": cluster_summary(scenario),
+                "workload": {"name": scenario.name, "jobs": len(scenario.jobs), **scenario.description},
+                "policies": {name: r.as_json() for name, r in results.items()},
+            },
+        )
+    if args.plot:
+        from pysched.sim.plots import write_plots
+
+        for path in write_plots(results, args.plot):
+            console.print(f"wrote {path}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from pysched.cmd.bench import bench
+
+    if args.nodes < 1 or args.pods < 1:
+        return _fail("--nodes and --pods must be positive")
+    result = bench(args.nodes, args.pods, args.seed)
+    print(json.dumps(result))
+    if args.json:
+        _write_json(args.json, result)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="pysched", description="Deadline-aware scheduler and autoscaler for training jobs on Kubernetes."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    version = sub.add_parser("version", help="print the version")
+    version.set_defaults(func=cmd_version)
+
+    simulate = sub.add_parser("simulate", help="replay a workload on the simulated cluster with the real scheduler")
+    simulate.add_argument(
+        "--config", metavar="FILE", help="a profile file; its profiles become policies by schedulerName"
+    )
+    simulate.add_argument(
+        "--policy", metavar="NAME", action="append", help="a policy (profile) to run; repeatable; default: all"
+    )
+    workload = simulate.add_mutually_exclusive_group()
+    workload.add_argument(
+        "--scenario",
+        metavar="NAME",
+        help="a built-in scenario: small (default), seed-insufficient, seed-sufficient, gpu-mixed",
+    )
+    workload.add_argument("--trace", metavar="FILE", help="a CSV trace (DESIGN §5 layout) or an .swf file")
+    simulate.add_argument(
+        "--cluster", metavar="SPEC", help="nodes=8,cpu=32,memory=128Gi,gpu=0 or a YAML of node groups"
+    )
+    simulate.add_argument("--catalogue", metavar="FILE", help="a model catalogue (YAML) over the built-in one")
+    simulate.add_argument(
+        "--deadline-rule",
+        metavar="LO,HI",
+        default="0.5,1.5",
+        help="deadline for trace jobs without one: submission + U(LO,HI) x duration, or none (default 0.5,1.5)",
+    )
+    simulate.add_argument(
+        "--progress-interval",
+        metavar="SECONDS",
+        type=float,
+        default=60.0,
+        help="how often simulated training writes pysched.io/progress (default 60)",
+    )
+    simulate.add_argument("--json", metavar="OUT", help="write the simulate JSON here")
+    simulate.add_argument("--plot", metavar="DIR", help="write PNG charts here (deadline met, CPU over time, JCT CDF)")
+    simulate.add_argument("--seed", type=int, default=7, help="seed of the workload draws (default 7)")
+    simulate.set_defaults(func=cmd_simulate)
+
+    bench = sub.add_parser("bench", help="schedule M pending pods onto N simulated nodes through the full loop")
+    bench.add_argument("--nodes", type=int, required=True)
+    bench.add_argument("--pods", type=int, required=True)
+    bench.add_argument("--seed", type=int, default=1)
+    bench.add_argument("--json", metavar="OUT")
+    bench.set_defaults(func=cmd_bench)
+
+    from pysched.cmd.devcluster import register
+
+    register(cast("argparse._SubParsersAction[argparse.ArgumentParser]", sub))
+    from pysched.cmd.run import register as register_run
+
+    register_run(cast("argparse._SubParsersAction[argparse.ArgumentParser]", sub))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""``pysched dev-cluster up|down``: a local control plane left running in the background.
+
+``up`` starts etcd and kube-apiserver on loopback (see
+:mod:`pysched.testing.controlplane`), writes ``DIR/kubeconfig``, creates fake
+Ready nodes, optionally starts the stock kube-scheduler and the kubelet
+emulator, records every pid in ``DIR/pids.json`` and returns. ``down`` stops
+every recorded process by pid and leaves nothing running.
+
+Bad input (busy DIR, missing binaries, port clash, a crashing process) ends with
+one line on stderr and exit code 2, after stopping whatever had been started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+PIDS_FILE = "pids.json"
+EXIT_BAD_INPUT = 2
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``dev-cluster up`` and ``dev-cluster down`` to the CLI."""
+    dev = subparsers.add_parser("dev-cluster", help="run a local Kubernetes control plane for development")
+    sub = dev.add_subparsers(dest="dev_cluster_command", required=True)
+
+    up = sub.add_parser("up", help="start etcd, kube-apiserver and fake nodes in the background")
+    up.add_argument("--dir", required=True, type=Path, help="state folder (kubeconfig, logs, pids)")
+    up.add_argument("--nodes", type=int, default=3, help="fake Ready nodes to create (default 3)")
+    up.add_argument("--node-cpu", default="8", help="allocatable cpu per node (default 8)")
+    up.add_argument("--node-memory", default="32Gi", help="allocatable memory per node (default 32Gi)")
+    up.add_argument("--node-gpu", default="0", help="allocatable nvidia.com/gpu per node (default 0)")
+    up.add_argument("--node-pods", default="110", help="allocatable pods per node (default 110)")
+    up.add_argument("--kube-scheduler", action="store_true", help="also run the stock kube-scheduler")
+    up.add_argument("--emulate", action="store_true", help="also run the kubelet emulator")
+    up.add_argument(
+        "--emulate-time-scale",
+        type=float,
+        default=1.0,
+        help="emulated seconds per wall second for the emulator's training jobs (default 1)",
+    )
+    up.add_argument("--apiserver-port", type=int, default=None, help="default: a free port")
+    up.add_argument("--etcd-port", type=int, default=None, help="default: a free port")
+    up.add_argument("--perf", action="store_true", help="apiserver without inflight limits / APF")
+    up.set_defaults(func=cmd_up)
+
+    down = sub.add_parser("down", help="stop every process started by `up`")
+    down.add_argument("--dir", required=True, type=Path)
+    down.set_defaults(func=cmd_down)
+
+
+def _fail(message: str) -> int:
+    first = message.strip().splitlines()[0] if message.strip() else "failed"
+    print(f"pysched dev-cluster: error: {first}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _validate(args: argparse.Namespace) -> str | None:
+    if args.nodes < 0:
+        return f"--nodes must be >= 0, got {args.nodes}"
+    for flag in ("node_cpu", "node_memory", "node_gpu", "node_pods"):
+        value = str(getattr(args, flag)).strip()
+        if not value or value.startswith("-"):
+            return f"--{flag.replace('_', '-')} must be a non-negative quantity, got {value!r}"
+    scale = args.emulate_time_scale
+    if not (scale > 0 and math.isfinite(scale)):
+        return f"--emulate-time-scale must be a positive number, got {scale:g}"
+    for flag in ("apiserver_port", "etcd_port"):
+        port = getattr(args, flag)
+        if port is not None and not 1 <= port <= 65535:
+            return f"--{flag.replace('_', '-')} must be a TCP port, got {port}"
+    return None
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    problem = _validate(args)
+    if problem:
+        return _fail(problem)
+    directory: Path = args.dir.resolve()
+    pids_path = directory / PIDS_FILE
+    if pids_path.exists():
+        return _fail(
+            f"{directory} is busy: a dev cluster is recorded there "
+            f"(run `pysched dev-cluster down --dir {args.dir}` first)"
+        )
+    try:
+        from pysched.testing.controlplane import (
+            ControlPlaneError,
+            LocalControlPlane,
+            NodeSpec,
+            find_bin_dir,
+        )
+        from pysched.testing.kube import KubeAPIError
+    except ImportError as err:
+        return _fail(f"dev-cluster needs the `kubernetes` package: {err}")
+
+    need = ["etcd", "kube-apiserver"] + (["kube-scheduler"] if args.kube_scheduler else [])
+    try:
+        bin_dir = find_bin_dir(need=need)
+    except ControlPlaneError as err:
+        return _fail(str(err))
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        return _fail(f"cannot create {directory}: {err}")
+    # Left over from a cluster that crashed or was stopped: start from scratch.
+    shutil.rmtree(directory / "etcd-data", ignore_errors=True)
+
+    plane = LocalControlPlane(
+        directory,
+        bin_dir=bin_dir,
+        etcd_port=args.etcd_port,
+        apiserver_port=args.apiserver_port,
+        perf=args.perf,
+        die_with_parent=False,  # they outlive `up` until `down`
+    )
+    try:
+        plane.start()
+        spec = NodeSpec(cpu=args.node_cpu, memory=args.node_memory, pods=args.node_pods, gpu=args.node_gpu)
+        if args.nodes:
+            plane.create_nodes(args.nodes, spec)
+        if args.kube_scheduler:
+            plane.start_kube_scheduler()
+        if args.emulate:
+            env = dict(os.environ)
+            root = str(Path(__file__).resolve().parent.parent)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+            plane.spawn(
+                "emulator",
+                [
+                    sys.executable,
+                    "-m",
+                    "pysched.testing.emulator",
+                    "--kubeconfig",
+                    str(plane.kubeconfig_path),
+                    "--time-scale",
+                    repr(args.emulate_time_scale),
+                ],
+                env=env,
+            )
+        plane.check()
+        records = plane.detach()
+    except (ControlPlaneError, KubeAPIError, OSError) as err:
+        with contextlib.suppress(Exception):
+            plane.stop()
+        return _fail(str(err))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            plane.stop()
+        raise
+
+    state: dict[str, Any] = {
+        "server": plane.server,
+        "kubeconfig": str(plane.kubeconfig_path),
+        "bin_dir": str(bin_dir),
+        "processes": records,
+    }
+    tmp = pids_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2) + "\n")
+    tmp.replace(pids_path)
+    print(f"dev cluster up: {plane.server} ({args.nodes} nodes)")
+    print(f"export KUBECONFIG={plane.kubeconfig_path}")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from pysched.testing.controlplane import pid_matches, stop_pid
+
+    directory: Path = args.dir.resolve()
+    pids_path = directory / PIDS_FILE
+    if not pids_path.exists():
+        print(
+            f"pysched dev-cluster: nothing recorded in {directory}; nothing to stop",
+            file=sys.stderr,
+        )
+        return 0
+    try:
+        state = json.loads(pids_path.read_text())
+        records = list(state["processes"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return _fail(f"cannot read {pids_path}: {err}")
+    for rec in reversed(records):
+        stop_pid(int(rec["pid"]), str(rec["exe"]))
+    left = [r for r in records if pid_matches(int(r["pid"]), str(r["exe"]))]
+    if left:
+        names = ", ".join(f"{r['name']} (pid {r['pid']})" for r in left)
+        return _fail(f"still running after stop: {names}")
+    pids_path.unlink()
+    shutil.rmtree(directory / "etcd-data", ignore_errors=True)
+    print(f"dev cluster down: stopped {len(records)} processes")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry point (``python -m pysched.cmd.devcluster up --dir DIR``)."""
+    parser = argparse.ArgumentParser(prog="pysched")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    register(subparsers)
+    ns = parser.parse_args(["dev-cluster", *(argv if argv is not None else sys.argv[1:])])
+    code: int = ns.func(ns)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,342 @@
+"""`pysched run`: the scheduler against a real cluster, as a secondary scheduler.
+
+Start-up order: config and kubeconfig are checked first (a bad one exits 2 with one line), the
+ops server comes up (/healthz answers from the start), the numba kernels are compiled or loaded
+from their cache, the informers list and start watching (retrying with backoff while the API is
+unreachable), and only then /readyz says ok. Every replica keeps warm caches; only the holder of
+the Lease schedules. Losing the Lease stops all writes at once and exits 1 (the kubelet restarts
+the container as a follower), as kube-scheduler does. SIGTERM finishes in-flight binds, hands the
+Lease back and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+
+    from pysched.backend.live.cluster import AsyncKubeClient, LiveCluster
+    from pysched.backend.live.leader import LeaderElector, LeaseConfig
+    from pysched.cmd.metrics import SchedulerMetrics
+    from pysched.cmd.server import OpsServer
+    from pysched.framework.config import SchedulerConfig
+    from pysched.scheduler.scheduler import Scheduler
+
+EXIT_BAD_INPUT = 2
+EXIT_LOST_LEASE = 1
+SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+log = structlog.get_logger("pysched.cmd.run")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = subparsers.add_parser("run", help="schedule pods of a real cluster (secondary scheduler)")
+    run.add_argument("--config", metavar="FILE", help="profile file; default: the built-in profile `pysched`")
+    run.add_argument("--kubeconfig", metavar="FILE", help="default: the in-cluster service account")
+    run.add_argument("--context", help="kubeconfig context (default: the current one)")
+    run.add_argument("--bind-address", default="0.0.0.0:10251", help="HOST:PORT of /healthz, /readyz, /metrics")
+    run.add_argument("--qps", type=float, default=50.0, help="client QPS to the API server (default 50; 0: no limit)")
+    run.add_argument("--burst", type=int, default=100, help="client burst (default 100)")
+    run.add_argument("--event-qps", type=float, default=50.0, help="events per second at most (default 50)")
+    run.add_argument("--event-burst", type=int, default=100)
+    run.add_argument("--max-binds-in-flight", type=int, default=64)
+    run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True)
+    run.add_argument("--lease-name", default="pysched")
+    run.add_argument("--lease-namespace", help="default: the pod's namespace in a cluster, else `default`")
+    run.add_argument("--lease-duration", type=float, default=15.0)
+    run.add_argument("--renew-deadline", type=float, default=10.0)
+    run.add_argument("--retry-period", type=float, default=2.0)
+    run.add_argument("--identity", help="leader-election identity (default: hostname_random)")
+    run.add_argument("--log-format", choices=("auto", "json", "console"), default="auto")
+    run.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    run.set_defaults(func=cmd_run)
+
+
+def _fail(message: str) -> int:
+    first = " ".join(message.split()) or "failed"
+    print(f"pysched run: error: {first}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def configure_logging(fmt: str, level: str) -> None:
+    """structlog to stderr: JSON for log collectors, coloured lines for a person at a terminal."""
+    human = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
+    renderer: structlog.types.Processor = (
+        structlog.dev.ConsoleRenderer() if human else structlog.processors.JSONRenderer()
+    )
+    numeric = logging.getLevelName(level.upper())
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+
+
+def _numba_cache_dir() -> None:
+    """A read-only root filesystem cannot hold the numba cache next to the package."""
+    if "NUMBA_CACHE_DIR" in os.environ:
+        return
+    package = Path(__file__).resolve().parent
+    if not os.access(package, os.W_OK):
+        os.environ["NUMBA_CACHE_DIR"] = str(Path(tempfile.gettempdir()) / "pysched-numba-cache")
+
+
+def _parse_address(text: str) -> tuple[str, int] | None:
+    host, _, port = text.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return (host.strip("[]") or "0.0.0.0", int(port))
+
+
+def _lease_namespace(args: argparse.Namespace) -> str:
+    if args.lease_namespace:
+        return str(args.lease_namespace)
+    with contextlib.suppress(OSError):
+        return SA_NAMESPACE_FILE.read_text().strip() or "default"
+    return "default"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    _numba_cache_dir()
+    from pysched.backend.live.leader import LeaseConfig
+    from pysched.framework.config import ConfigError, load_config
+    from pysched.plugins import default_registry
+    from pysched.plugins.builtin import builtin_config
+
+    address = _parse_address(args.bind_address)
+    if address is None:
+        return _fail(f"--bind-address: expected HOST:PORT, got {args.bind_address!r}")
+    if args.qps < 0 or args.burst < 1 or args.max_binds_in_flight < 1:
+        return _fail("--qps must be >= 0, --burst and --max-binds-in-flight >= 1")
+    if args.kubeconfig and not Path(args.kubeconfig).is_file():
+        return _fail(f"--kubeconfig: {args.kubeconfig}: no such file")
+    registry = default_registry()
+    try:
+        if args.config:
+            config = load_config(args.config, registry)
+        else:
+            builtin = builtin_config(registry)
+            config = type(builtin)(tuple(p for p in builtin.profiles if p.scheduler_name == "pysched"), builtin.source)
+    except ConfigError as err:
+        return _fail(str(err))
+    except OSError as err:
+        return _fail(f"--config: {err}")
+    lease = LeaseConfig(
+        namespace=_lease_namespace(args),
+        name=args.lease_name,
+        identity=args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
+        lease_duration=args.lease_duration,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
+    )
+    if args.leader_elect and (problem := lease.problem()):
+        return _fail(problem)
+    configure_logging(args.log_format, args.log_level)
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        uvloop.install()
+    return asyncio.run(_serve(args, config, lease if args.leader_elect else None, address))
+
+
+@dataclass(slots=True)
+class _State:
+    warmed: bool = False
+    leader: bool = False
+    shutting_down: bool = False
+    lost: bool = False
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    leading: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+async def _serve(
+    args: argparse.Namespace, config: SchedulerConfig, lease: LeaseConfig | None, address: tuple[str, int]
+) -> int:
+    from pysched.backend.live.cluster import KubeConfigError, LiveCluster, LiveOptions, connect
+    from pysched.backend.live.leader import LeaderElector
+    from pysched.cmd.metrics import SchedulerMetrics
+    from pysched.cmd.server import OpsServer
+    from pysched.framework.clock import WallClock
+    from pysched.scheduler.kernel import warm_up
+    from pysched.scheduler.scheduler import Scheduler
+
+    try:
+        client = await connect(args.kubeconfig, qps=args.qps, burst=args.burst, context=args.context)
+    except KubeConfigError as err:
+        return _fail(str(err))
+    names = frozenset(p.scheduler_name for p in config.profiles)
+    backend = LiveCluster(
+        client,
+        LiveOptions(scheduler_names=names, event_qps=args.event_qps, event_burst=args.event_burst),
+    )
+    metrics = SchedulerMetrics()
+    scheduler = Scheduler(config, backend, WallClock(), max_binds_in_flight=args.max_binds_in_flight, observer=metrics)
+    state = _State(leader=lease is None)
+    backend.writable = lambda: state.leader and not state.lost
+    elector = LeaderElector(client, lease, lambda leader: _on_leadership(state, leader)) if lease else None
+    _add_sources(metrics, scheduler, backend, state)
+
+    def not_ready() -> str | None:
+        if not state.warmed:
+            return "compiling kernels"
+        if not backend.synced:
+            return "informers not synced: " + next((i.last_error for i in backend.informers if i.last_error), "")
+        return None
+
+    server = OpsServer(metrics, not_ready, *address)
+    try:
+        await server.start()
+    except OSError as err:
+        await client.close()
+        return _fail(f"--bind-address {args.bind_address}: {err.strerror or err}")
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: _shutdown(state))
+    log.info("starting", profiles=sorted(names), leader_elect=lease is not None, address=args.bind_address)
+    try:
+        await asyncio.to_thread(warm_up)  # the loop keeps answering /healthz meanwhile
+        state.warmed = True
+        started = asyncio.create_task(scheduler.start())
+        await _until(state.stop, started)
+        if not state.stop.is_set():
+            log.info("ready", nodes=len(backend.nodes), pods=len(backend.pods))
+            await _lead_and_schedule(scheduler, elector, state)
+    finally:
+        await _teardown(scheduler, backend, elector, server, client, state)
+    return EXIT_LOST_LEASE if state.lost else 0
+
+
+def _on_leadership(state: _State, leader: bool) -> None:
+    state.leader = leader
+    if leader:
+        state.leading.set()
+    elif not state.shutting_down:
+        state.lost = True  # writes are refused from this instant (backend.writable)
+        state.stop.set()
+
+
+def _shutdown(state: _State) -> None:
+    log.info("shutting down")
+    state.shutting_down = True
+    state.stop.set()
+
+
+async def _until(stop: asyncio.Event, task: asyncio.Task[None]) -> None:
+    """Wait for `task`, or cancel it when `stop` is set first."""
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    if not task.done():
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _lead_and_schedule(scheduler: Scheduler, elector: LeaderElector | None, state: _State) -> None:
+    election: asyncio.Task[None] | None = None
+    if elector is not None:
+        election = asyncio.create_task(elector.run(state.stop))  # renews until stop or loss
+        waiters = {asyncio.create_task(state.leading.wait()), asyncio.create_task(state.stop.wait())}
+        await asyncio.wait({election, *waiters}, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in waiters:
+            waiter.cancel()
+    try:
+        if state.leader and not state.stop.is_set():
+            log.info("scheduling")
+            await scheduler.run(state.stop)
+    finally:
+        if election is not None:
+            await _until(state.stop, election)
+
+
+async def _teardown(
+    scheduler: Scheduler,
+    backend: LiveCluster,
+    elector: LeaderElector | None,
+    server: OpsServer,
+    client: AsyncKubeClient,
+    state: _State,
+) -> None:
+    if not state.lost:
+        await scheduler.stop()  # finish in-flight binds while still the leader
+    if elector is not None and not state.lost:
+        state.shutting_down = True
+        await elector.release()
+    await backend.stop()
+    await server.stop()
+    await client.close()
+    log.info("stopped", lost_lease=state.lost)
+
+
+def _add_sources(metrics: SchedulerMetrics, scheduler: Scheduler, backend: LiveCluster, state: _State) -> None:
+    from pysched.cmd.metrics import counter, gauge, plugin_metrics
+
+    def collect() -> list[Metric]:
+        counts = scheduler.queue.counts()
+        api = backend.client.calls
+        return [
+            gauge(
+                "scheduler_pending_pods",
+                "Number of pending pods, by the queue type.",
+                {(name,): float(n) for name, n in counts.items() if name != "in-flight"},
+                ["queue"],
+            ),
+            counter(
+                "pysched_bind_calls",
+                "Binding requests sent to the API server, by result.",
+                {(result,): float(n) for result, n in backend.binds.items()},
+                ["result"],
+            ),
+            counter(
+                "pysched_api_requests",
+                "Requests to the API server, by verb and HTTP status (0: no answer).",
+                {(verb, str(code)): float(n) for (verb, code), n in api.items()},
+                ["verb", "code"],
+            ),
+            counter(
+                "pysched_events_dropped",
+                "Events dropped because the event backlog was full.",
+                {(): float(backend.events.dropped)},
+                [],
+            ),
+            gauge("pysched_leader", "1 while this replica holds the Lease.", {(): float(state.leader)}, []),
+            *plugin_metrics(scheduler),
+        ]
+
+    metrics.add_source(collect)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m pysched.cmd.run ...`, the same as `pysched run ...`."""
+    parser = argparse.ArgumentParser(prog="pysched")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["run", *(argv if argv is not None else sys.argv[1:])])
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""What the deadline plugins share: the predictor and the `pysched.io/Deadline` condition."""

@@ -1,0 +1,585 @@
+"""Finish-time prediction from observed training progress (DESIGN §2, §3; issue 6 item 2).
+
+Pure computation: no I/O and no clock; every time is passed in (epoch seconds).
+
+Per job, a `JobModel` takes progress observations (`pysched.io/progress`: steps done at a time,
+with the CPU count the job had during the interval that ends there) and learns the job's speed
+model `t_step(c) = a + b / c` (Amdahl: `a` serial seconds, `b` parallel CPU-seconds per step):
+
+- **Measured step time per CPU count**: the intervals between consecutive observations at one
+  count give `sum(seconds) / sum(steps)` for that count (a ratio estimator: long intervals weigh
+  more; stalled intervals count as time without steps).
+- **Resized midway**: an interval whose two ends have different CPU counts is split at the resize
+  time when the caller gives it (`resized_at`): the part before the resize is charged at the old
+  count's measured step time, the rest of the steps go to the new count (`resized_at` equal to
+  the previous observation's time gives the whole interval to the new count). Without the resize
+  time the interval is skipped (it still anchors progress). If the old count was never measured
+  (resized before its first report), the steps are shared with the prior's ratio of step times,
+  with a wide uncertainty. Once a count has clean intervals its split intervals are dropped: they
+  were estimates.
+- **Observation times**: `progress_observation` reads the annotation; its whole-second stamps are
+  truncated by the helper, so the middle of the second is taken. A caller that knows when steps
+  started (the bind or container start) may observe `0` steps then, so that the first report
+  already gives a step time; otherwise the first report only anchors progress.
+- **Prior** (fewer than two counts measured): a generic assumed serial fraction
+  (`PRIOR_SERIAL_FRACTION` = 5% of the single-CPU step time) through the one measured count. It is
+  never read from the model catalogue.
+- **Fit** (two or more counts measured): weighted non-negative least squares of the measured step
+  times on `1 / c` (weights: inverse variance of each count's measurement, relative residuals).
+  A count that has been measured is predicted from its own measurement, not from the curve: the
+  curve cannot represent a parallelism cap, and the measurement is the better estimate there.
+- Below one CPU the whole step is throttled (CFS quota): `t(c) = t(1) / c` for `c < 1`.
+
+Uncertainty band: a relative standard deviation `rel_sigma` of the predicted step time, and the
+band is `remaining_s * (1 +- BAND_Z * rel_sigma)`, about 95% under a normal approximation:
+
+- measured count: the spread of its intervals' step times divided by sqrt(number of intervals)
+  (with fewer than two intervals, an assumed `SINGLE_INTERVAL_CV` of 5%), combined with the
+  timestamp resolution (RFC 3339 whole seconds, `STAMP_RESOLUTION_S`, or the stamp's own fraction
+  of a second when it has one: `stamp_resolution`) over the measured span and
+  one step of counting resolution over the measured steps;
+- fitted curve at an unmeasured count: the fit's relative RMS residual combined with the largest
+  measured-count sigma, widened by `EXTRAPOLATION_WIDENING` per e-fold of distance outside the
+  measured counts (a parallelism cap beyond the largest measured count is invisible to the fit);
+- prior: the spread of the prior over serial fractions `PRIOR_SERIAL_RANGE`, combined with the
+  measurement sigma of the one measured count.
+
+Bad progress (backwards, beyond total steps, from the future, older than the last observation,
+non-finite) is rejected with an `ObserveResult` whose verdict says why; the model is unchanged.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from pysched.api.annotations import parse_progress
+from pysched.api.ids import PodKey
+
+PRIOR_SERIAL_FRACTION = 0.05  # assumed serial share of the single-CPU step time (generic prior)
+PRIOR_SERIAL_RANGE = (0.0, 0.25)  # serial fractions the prior's band spans
+BAND_Z = 2.0  # band half-width in standard deviations (~95%)
+SINGLE_INTERVAL_CV = 0.05  # assumed per-interval variation until two intervals are seen
+STAMP_RESOLUTION_S = 1.0  # `STEPS@RFC3339` carries whole seconds
+EXTRAPOLATION_WIDENING = 0.1  # extra relative sigma per e-fold outside the measured counts
+FUTURE_TOLERANCE_S = 5.0  # clock skew allowed between the training pod and the scheduler
+MIN_REL_SIGMA = 1e-3  # floor, keeps fit weights finite
+
+
+class Verdict(enum.Enum):
+    ACCEPTED = "Accepted"
+    DUPLICATE = "Duplicate"  # same steps and time as the last observation: nothing new
+    MALFORMED = "Malformed"  # not `STEPS@RFC3339`, or non-finite numbers
+    BACKWARDS = "Backwards"  # fewer steps than already observed
+    STALE = "Stale"  # observed before the last accepted observation
+    BEYOND_TOTAL = "BeyondTotal"  # more steps than the job has
+    FUTURE = "Future"  # observed after `now` (beyond the clock-skew tolerance)
+    BAD_CPUS = "BadCpus"  # CPU count not positive and finite
+
+
+@dataclass(frozen=True, slots=True)
+class ObserveResult:
+    """An observation's fate; a rejection's message is meant for a Warning event."""
+
+    verdict: Verdict
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict is Verdict.ACCEPTED or self.verdict is Verdict.DUPLICATE
+
+
+ACCEPTED = ObserveResult(Verdict.ACCEPTED)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    steps: int
+    at: float
+    cpus: float  # the CPU count during the interval that ends here
+    resolution: float = STAMP_RESOLUTION_S  # how finely `at` was stamped
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """Steps done in `seconds` at a constant CPU count (steps may be fractional after a split)."""
+
+    seconds: float
+    steps: float
+    cpus: float
+    split: bool = False  # the new-count part of an interval that contained a resize
+    rel_sigma: float = 0.0  # a split's or a restored count's own relative uncertainty
+    resolution: float = STAMP_RESOLUTION_S  # the coarser of its two stamps' resolutions
+    restored: bool = False  # a count's summary read back from a previous leader's condition
+
+
+class Source(enum.Enum):
+    MEASURED = "measured"  # the count's own measured step time
+    FITTED = "fitted"  # NNLS curve over two or more measured counts
+    PRIOR = "prior"  # one measured count and the generic serial fraction
+
+
+@dataclass(frozen=True, slots=True)
+class CountStats:
+    """What the intervals at one CPU count say."""
+
+    cpus: float
+    step_seconds: float  # sum(seconds) / sum(steps)
+    rel_sigma: float
+    seconds: float
+    steps: float
+    intervals: int
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedFit:
+    """`t(c) = a + b / c` for c >= 1, `(a + b) / c` below one CPU."""
+
+    a: float
+    b: float
+    source: Source  # FITTED or PRIOR
+    rel_rms: float  # relative RMS residual over the measured counts (0 for a prior)
+    counts: tuple[float, ...]  # the measured counts it rests on
+
+    def step_seconds(self, cpus: float) -> float:
+        if cpus <= 0:
+            return math.inf
+        if cpus < 1:
+            return (self.a + self.b) / cpus
+        return self.a + self.b / cpus
+
+
+@dataclass(frozen=True, slots=True)
+class StepEstimate:
+    cpus: float
+    step_seconds: float
+    rel_sigma: float
+    source: Source
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """The job at `cpus` from `now` on."""
+
+    cpus: float
+    now: float
+    steps_done: float  # estimated at `now`
+    remaining_steps: float
+    step_seconds: float
+    remaining_s: float
+    rel_sigma: float
+    source: Source
+
+    @property
+    def finish(self) -> float:
+        return self.now + self.remaining_s
+
+    @property
+    def remaining_low(self) -> float:
+        return self.remaining_s * max(0.0, 1.0 - BAND_Z * self.rel_sigma)
+
+    @property
+    def remaining_high(self) -> float:
+        return self.remaining_s * (1.0 + BAND_Z * self.rel_sigma)
+
+    @property
+    def finish_low(self) -> float:
+        return self.now + self.remaining_low
+
+    @property
+    def finish_high(self) -> float:
+        return self.now + self.remaining_high
+
+
+# --- non-negative least squares, two parameters ------------------------------------------------
+
+
+def nnls_amdahl(
+    cpus: np.ndarray | list[float],
+    step_seconds: np.ndarray | list[float],
+    weights: np.ndarray | list[float] | None = None,
+) -> tuple[float, float]:
+    """Weighted least squares `y = a + b * x` with `x = 1 / c`, subject to a >= 0 and b >= 0.
+
+    Solve unconstrained; if that is infeasible the convex optimum lies on the boundary, so take
+    the best of a = 0, b = 0 (each with its own clamped optimum) and (0, 0). Counts below one CPU
+    are mapped to the equivalent point at one CPU (`y * c`, the whole step is throttled)."""
+    c = np.asarray(cpus, dtype=float)
+    y = np.asarray(step_seconds, dtype=float)
+    w = np.ones_like(y) if weights is None else np.asarray(weights, dtype=float)
+    below = c < 1
+    y = np.where(below, y * c, y)
+    x = 1.0 / np.maximum(c, 1.0)
+    sw, swx, swy = w.sum(), (w * x).sum(), (w * y).sum()
+    swxx, swxy = (w * x * x).sum(), (w * x * y).sum()
+
+    def cost(a: float, b: float) -> float:
+        return float((w * (y - a - b * x) ** 2).sum())
+
+    det = sw * swxx - swx * swx
+    if det > 1e-12 * max(sw * swxx, 1e-300):
+        a = (swxx * swy - swx * swxy) / det
+        b = (sw * swxy - swx * swy) / det
+        if a >= 0 and b >= 0:
+            return float(a), float(b)
+    candidates = [(0.0, 0.0)]
+    if swxx > 0:
+        candidates.append((0.0, max(0.0, float(swxy / swxx))))
+    if sw > 0:
+        candidates.append((max(0.0, float(swy / sw)), 0.0))
+    return min(candidates, key=lambda ab: cost(*ab))
+
+
+def prior_fit(cpus: float, step_seconds: float, serial_fraction: float = PRIOR_SERIAL_FRACTION) -> SpeedFit:
+    """The Amdahl curve with the assumed serial fraction through one measured point."""
+    t1 = step_seconds * cpus if cpus < 1 else step_seconds / (serial_fraction + (1 - serial_fraction) / cpus)
+    return SpeedFit(serial_fraction * t1, (1 - serial_fraction) * t1, Source.PRIOR, 0.0, (cpus,))
+
+
+# --- the per-job model ---------------------------------------------------------------------------
+
+
+class JobModel:
+    """One job's progress and speed model. Mutable; feed it observations in time order."""
+
+    __slots__ = ("_intervals", "_last", "_stats", "serial_fraction", "total_steps")
+
+    def __init__(self, total_steps: int, *, serial_fraction: float = PRIOR_SERIAL_FRACTION) -> None:
+        if total_steps <= 0:
+            raise ValueError(f"total_steps must be positive, got {total_steps}")
+        self.total_steps = total_steps
+        self.serial_fraction = serial_fraction
+        self._last: Observation | None = None
+        self._intervals: list[Interval] = []
+        self._stats: dict[float, CountStats] | None = {}
+
+    @property
+    def last(self) -> Observation | None:
+        return self._last
+
+    @property
+    def intervals(self) -> tuple[Interval, ...]:
+        return tuple(self._intervals)
+
+    def observe(
+        self,
+        steps: int,
+        at: float,
+        cpus: float,
+        now: float,
+        *,
+        resized_at: float | None = None,
+        resolution: float = STAMP_RESOLUTION_S,
+    ) -> ObserveResult:
+        """Steps done at `at` (stamped to within `resolution` seconds), the job having run on
+        `cpus` since the previous observation.
+
+        If it ran on the previous observation's count until `resized_at` and on `cpus` after,
+        say so: the interval is split at the resize. A rejection leaves the model unchanged."""
+        if not (math.isfinite(at) and math.isfinite(now)):
+            return ObserveResult(Verdict.MALFORMED, f"progress time {at!r} is not a finite time")
+        if not (math.isfinite(cpus) and cpus > 0):
+            return ObserveResult(Verdict.BAD_CPUS, f"CPU count {cpus!r} must be positive")
+        if steps < 0:
+            return ObserveResult(Verdict.MALFORMED, f"progress steps {steps} must not be negative")
+        if steps > self.total_steps:
+            return ObserveResult(Verdict.BEYOND_TOTAL, f"progress {steps} steps exceeds total-steps {self.total_steps}")
+        if at > now + FUTURE_TOLERANCE_S:
+            return ObserveResult(Verdict.FUTURE, f"progress observed {at - now:.0f}s in the future")
+        last = self._last
+        current = Observation(steps, at, cpus, resolution)
+        if last is None:
+            self._last = current
+            return ACCEPTED
+        if steps == last.steps and at == last.at:
+            return ObserveResult(Verdict.DUPLICATE)
+        if at <= last.at:
+            return ObserveResult(
+                Verdict.STALE, f"progress observed at or before the last observation ({last.steps} steps)"
+            )
+        if steps < last.steps:
+            return ObserveResult(Verdict.BACKWARDS, f"progress went backwards from {last.steps} to {steps} steps")
+        self._add_interval(last, current, resized_at)
+        self._last = current
+        return ACCEPTED
+
+    def restarted(self) -> None:
+        """The job restarted and lost its progress: forget the progress, keep the speed data."""
+        self._last = None
+
+    def restore(self, counts: Iterable[CountStats]) -> None:
+        """Take back what another scheduler (a previous leader) measured, one summary per CPU
+        count, as if its intervals had been seen here; its uncertainty comes with it. Later
+        observations at the same count are pooled with it."""
+        for stats in counts:
+            if stats.cpus > 0 and stats.step_seconds > 0 and stats.seconds > 0 and stats.rel_sigma >= 0:
+                # The step time is the summary's point; the steps follow from it and the seconds.
+                steps = stats.seconds / stats.step_seconds
+                self._intervals.append(
+                    Interval(stats.seconds, steps, stats.cpus, rel_sigma=stats.rel_sigma, restored=True)
+                )
+                self._stats = None
+
+    def _add_interval(self, prev: Observation, cur: Observation, resized_at: float | None) -> None:
+        seconds, steps = cur.at - prev.at, float(cur.steps - prev.steps)
+        resolution = max(prev.resolution, cur.resolution)
+        if prev.cpus == cur.cpus:
+            self._intervals.append(Interval(seconds, steps, cur.cpus, resolution=resolution))
+        elif resized_at is not None and prev.at <= resized_at < cur.at:
+            old_s, new_s = resized_at - prev.at, cur.at - resized_at
+            old = self._count_stats().get(prev.cpus)
+            if old is not None and old.step_seconds > 0:
+                before = old_s / old.step_seconds
+                after = steps - before
+                sigma = before * old.rel_sigma / after if after > 0 else 0.0
+            else:
+                # The old count was never measured (resized before its first report): share the
+                # steps with the prior's ratio of step times (t_new / t_old); its uncertainty
+                # spans the prior's serial fractions and no speed change at all (a cap).
+                def share(ratio: float) -> float:
+                    return steps * new_s / (new_s + old_s * ratio)
+
+                ratios = [_prior_ratio(prev.cpus, cur.cpus, f) for f in (self.serial_fraction, *PRIOR_SERIAL_RANGE)]
+                after = share(ratios[0])
+                spread = max(abs(share(r) / after - 1) for r in (*ratios[1:], 1.0)) if after > 0 else 0.0
+                sigma = spread / BAND_Z
+            if after <= 0:
+                return
+            self._intervals.append(Interval(new_s, after, cur.cpus, split=True, rel_sigma=sigma, resolution=resolution))
+        else:
+            return  # resized at an unknown time: skip the interval
+        self._stats = None
+
+    # --- estimates ---
+
+    def _count_stats(self) -> dict[float, CountStats]:
+        if self._stats is None:
+            groups: dict[float, list[Interval]] = {}
+            for iv in self._intervals:
+                groups.setdefault(iv.cpus, []).append(iv)
+            self._stats = {}
+            for cpus, ivs in groups.items():
+                stats = _stats_of(cpus, ivs)
+                if stats is not None:
+                    self._stats[cpus] = stats
+        return self._stats
+
+    def count_stats(self) -> tuple[CountStats, ...]:
+        return tuple(sorted(self._count_stats().values(), key=lambda s: s.cpus))
+
+    def speed(self) -> SpeedFit | None:
+        """The fitted curve (two or more measured counts), the prior (one), or None (none)."""
+        stats = self.count_stats()
+        if not stats:
+            return None
+        if len(stats) == 1:
+            return prior_fit(stats[0].cpus, stats[0].step_seconds, self.serial_fraction)
+        c = np.array([s.cpus for s in stats])
+        y = np.array([s.step_seconds for s in stats])
+        sig = np.array([max(s.rel_sigma, MIN_REL_SIGMA) for s in stats])
+        a, b = nnls_amdahl(c, y, 1.0 / (y * sig) ** 2)
+        fit = SpeedFit(a, b, Source.FITTED, 0.0, tuple(float(v) for v in c))
+        rel = np.array([(s.step_seconds - fit.step_seconds(s.cpus)) / s.step_seconds for s in stats])
+        seconds = np.array([s.seconds for s in stats])
+        rms = float(np.sqrt((seconds * rel**2).sum() / seconds.sum()))
+        return SpeedFit(a, b, Source.FITTED, rms, fit.counts)
+
+    def step_estimate(self, cpus: float) -> StepEstimate | None:
+        """Seconds per step at `cpus`, with its relative sigma and where it comes from."""
+        stats = self._count_stats()
+        own = stats.get(cpus)
+        if own is not None:
+            return StepEstimate(cpus, own.step_seconds, own.rel_sigma, Source.MEASURED)
+        fit = self.speed()
+        if fit is None:
+            return None
+        t = fit.step_seconds(cpus)
+        base = max(s.rel_sigma for s in stats.values())
+        if fit.source is Source.PRIOR:
+            spread = _prior_spread(fit, cpus)
+            return StepEstimate(cpus, t, math.hypot(base, spread / BAND_Z), Source.PRIOR)
+        lo, hi = min(fit.counts), max(fit.counts)
+        distance = math.log(lo / cpus) if cpus < lo else math.log(cpus / hi) if cpus > hi else 0.0
+        sigma = math.hypot(fit.rel_rms, base) + EXTRAPOLATION_WIDENING * distance
+        return StepEstimate(cpus, t, sigma, Source.FITTED)
+
+    def steps_at(self, now: float) -> float | None:
+        """Steps done by `now`, extrapolated from the last observation at its own count."""
+        last = self._last
+        if last is None:
+            return None
+        if now <= last.at:
+            return float(last.steps)
+        est = self.step_estimate(last.cpus)
+        if est is None or est.step_seconds <= 0 or math.isinf(est.step_seconds):
+            return float(last.steps)
+        return min(float(self.total_steps), last.steps + (now - last.at) / est.step_seconds)
+
+    def predict(self, cpus: float, now: float) -> Prediction | None:
+        """Remaining time and finish if the job runs on `cpus` from `now` on; None until the
+        job's progress and some speed measurement are known."""
+        done = self.steps_at(now)
+        est = self.step_estimate(cpus)
+        if done is None or est is None:
+            return None
+        remaining_steps = max(0.0, self.total_steps - done)
+        return Prediction(
+            cpus=cpus,
+            now=max(now, self._last.at if self._last else now),
+            steps_done=done,
+            remaining_steps=remaining_steps,
+            step_seconds=est.step_seconds,
+            remaining_s=remaining_steps * est.step_seconds,
+            rel_sigma=est.rel_sigma,
+            source=est.source,
+        )
+
+    def min_cpus_for(
+        self,
+        deadline: float,
+        now: float,
+        safety_margin: float,
+        cpu_min: float,
+        cpu_max: float,
+        *,
+        use_band: bool = True,
+    ) -> float | None:
+        """The smallest CPU count in [cpu_min, cpu_max] whose predicted remaining time, times
+        `1 + safety_margin` (and taken at the band's upper edge when `use_band`), ends by the
+        deadline. Candidates: cpu_min, every whole count above it, cpu_max. None when even
+        cpu_max cannot, or when nothing is known about the job yet (see `predict`)."""
+        for cpus in candidate_counts(cpu_min, cpu_max):
+            p = self.predict(cpus, now)
+            if p is None:
+                return None
+            remaining = p.remaining_high if use_band else p.remaining_s
+            if p.now + remaining * (1.0 + safety_margin) <= deadline:
+                return cpus
+        return None
+
+
+def _prior_ratio(old: float, new: float, serial_fraction: float) -> float:
+    """t(new) / t(old) under the prior with this serial fraction."""
+    fit = prior_fit(1.0, 1.0, serial_fraction)
+    return fit.step_seconds(new) / fit.step_seconds(old)
+
+
+def _prior_spread(fit: SpeedFit, cpus: float) -> float:
+    """Largest relative change of the prior's prediction at `cpus` over PRIOR_SERIAL_RANGE."""
+    c1 = fit.counts[0]
+    t0 = fit.step_seconds(cpus)
+    y1 = fit.step_seconds(c1)
+    return max(abs(prior_fit(c1, y1, f).step_seconds(cpus) / t0 - 1) for f in PRIOR_SERIAL_RANGE)
+
+
+def _stats_of(cpus: float, intervals: list[Interval]) -> CountStats | None:
+    clean = [iv for iv in intervals if not iv.split]
+    if clean:  # a split interval is an estimate: measurements replace it
+        intervals = clean
+    seconds = sum(iv.seconds for iv in intervals)
+    steps = sum(iv.steps for iv in intervals)
+    if steps <= 0 or seconds <= 0:
+        return None
+    mean = seconds / steps
+    ys = [(iv.seconds / iv.steps, iv.seconds) for iv in intervals if iv.steps > 0]
+    if len(intervals) == 1 and intervals[0].restored:
+        # A previous leader's summary already carries its spread and resolution.
+        only = intervals[0]
+        return CountStats(cpus, mean, max(only.rel_sigma, MIN_REL_SIGMA), seconds, steps, 1)
+    if len(ys) >= 2:
+        w = sum(s for _, s in ys)
+        var = sum(s * (y / mean - 1) ** 2 for y, s in ys) / w
+        n_eff = w * w / sum(s * s for _, s in ys)
+        spread = math.sqrt(var / n_eff)
+    else:
+        spread = SINGLE_INTERVAL_CV
+    stamp = max(iv.resolution for iv in intervals)
+    resolution = math.hypot(stamp / seconds, 1.0 / steps)
+    split = max((iv.rel_sigma for iv in intervals if iv.split), default=0.0)
+    sigma = max(math.hypot(spread, resolution, split), MIN_REL_SIGMA)
+    return CountStats(cpus, mean, sigma, seconds, steps, len(intervals))
+
+
+def candidate_counts(cpu_min: float, cpu_max: float) -> Iterator[float]:
+    """cpu_min, each whole count above it below cpu_max, cpu_max (ascending, no repeats)."""
+    if not (cpu_min > 0 and cpu_max >= cpu_min):
+        return
+    yield float(cpu_min)
+    c = math.floor(cpu_min) + 1
+    while c < cpu_max:
+        yield float(c)
+        c += 1
+    if cpu_max > cpu_min:
+        yield float(cpu_max)
+
+
+def progress_observation(value: str) -> tuple[int, float] | None:
+    """(steps, time) from `STEPS@RFC3339`. Stamps are truncated (the helper writes whole
+    seconds), so the true time lies in [stamp, stamp + resolution): take the middle. None when
+    malformed."""
+    parsed = parse_progress(value)
+    if parsed is None:
+        return None
+    steps, at = parsed
+    return steps, at + stamp_resolution(value) / 2
+
+
+_FRACTION = re.compile(r"T\d\d:\d\d:\d\d\.(\d+)")
+
+
+def stamp_resolution(value: str) -> float:
+    """How finely a `STEPS@RFC3339` value tells time: whole seconds (what the helper writes) or
+    the digits of its fraction of a second (the emulator's scaled time writes milliseconds)."""
+    found = _FRACTION.search(value)
+    return STAMP_RESOLUTION_S if found is None else 10.0 ** -len(found.group(1))
+
+
+# --- many jobs -----------------------------------------------------------------------------------
+
+
+class Predictor:
+    """The models of all jobs, keyed by pod; observations straight from the annotation."""
+
+    __slots__ = ("_jobs",)
+
+    def __init__(self) -> None:
+        self._jobs: dict[PodKey, JobModel] = {}
+
+    def job(self, key: PodKey, total_steps: int) -> JobModel:
+        """The job's model; a new one when unknown or when its total steps changed."""
+        model = self._jobs.get(key)
+        if model is None or model.total_steps != total_steps:
+            model = self._jobs[key] = JobModel(total_steps)
+        return model
+
+    def get(self, key: PodKey) -> JobModel | None:
+        return self._jobs.get(key)
+
+    def forget(self, key: PodKey) -> None:
+        self._jobs.pop(key, None)
+
+    def observe_annotation(
+        self,
+        key: PodKey,
+        total_steps: int,
+        value: str,
+        cpus: float,
+        now: float,
+        *,
+        resized_at: float | None = None,
+    ) -> ObserveResult:
+        """Parse `STEPS@RFC3339` and observe it; a malformed value is a MALFORMED rejection."""
+        parsed = progress_observation(value)
+        if parsed is None:
+            return ObserveResult(Verdict.MALFORMED, f"progress {value!r} is not STEPS@RFC3339")
+        steps, at = parsed
+        model = self.job(key, total_steps)
+        return model.observe(steps, at, cpus, now, resized_at=resized_at, resolution=stamp_resolution(value))
+
+    def __len__(self) -> int:
+        return len(self._jobs)

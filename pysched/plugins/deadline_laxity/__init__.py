@@ -1,0 +1,199 @@
+"""DeadlineLaxity: deadline-aware queue order and admission (issue 6 item 3).
+
+QueueSort: pod priority first (as kube-scheduler); within a priority, deadline jobs before
+best-effort ones, least laxity first among deadline jobs, ties by creation time. Laxity is
+`deadline - now - remaining`, with `remaining` the predicted run time at the planned (requested)
+configuration. Every queued pod shares the same `now`, so the key is `deadline - remaining`: it
+does not age, and keys computed at different times compare correctly.
+
+PreEnqueue (admission): never gates a pod. A malformed `pysched.io/*` value gets an
+`InvalidAnnotation` Warning event (key, value, accepted forms) and reads as absent. A deadline job
+that cannot meet its deadline even at `pysched.io/cpu-max` is demoted to best-effort with a
+`DeadlineInfeasible` Warning event and a `pysched.io/Deadline` condition that records the
+demotion, so that a new leader keeps it demoted (the condition is read back from the pod).
+
+`deadlineNamespaces` (a label selector on namespaces, e.g. `{matchLabels: {pysched.io/deadlines:
+allowed}}`) restricts who may use deadlines, so that nobody jumps the queue merely by writing one:
+a deadline pod in a namespace the selector does not match (or one the backend does not know) is
+ordered as best-effort, with one `DeadlineNotAllowed` Warning event per pod saying why. Unset: every
+namespace may. A namespace relabelled later applies to pods ordered after the change.
+
+What it remembers per pod (demotions, warnings given, refusals) is dropped when the pod is deleted
+(`pod_deleted`) or terminates (`pod_terminated`: it never returns to the queue), so memory follows
+the live pods, not every pod ever seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pysched.api.annotations import (
+    CPU_MAX,
+    cpu_milli_of,
+    deadline_of,
+    invalid_annotations,
+    total_steps_of,
+)
+from pysched.api.ids import PodKey, PodUID
+from pysched.api.labels import selector_matches, selector_problem
+from pysched.api.objects import PodInfo
+from pysched.api.resources import CPU
+from pysched.framework.cluster import PodCondition
+from pysched.framework.interfaces import Handle, QueuedPod
+from pysched.framework.registry import ArgsError, PluginSpec
+from pysched.framework.status import SUCCESS, Status
+
+NAME = "DeadlineLaxity"
+CONDITION = "pysched.io/Deadline"
+DEMOTED_REASON = "DeadlineInfeasible"
+NOT_ALLOWED_REASON = "DeadlineNotAllowed"
+PRIOR_SERIAL_FRACTION = 0.05  # the predictor's generic prior (never the model catalogue)
+
+DEADLINE_CLASS = 0
+BEST_EFFORT_CLASS = 1
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlineLaxityArgs:
+    # Generic prior for a job never observed: seconds per step on one CPU. 0 means "unknown":
+    # remaining time then counts as 0 (laxity = time to the deadline) and only a deadline already
+    # past is infeasible. The scheduler never reads the model catalogue.
+    prior_step_seconds: float = 0.0
+    # Label selector on namespaces allowed to use deadlines; None: every namespace may.
+    deadline_namespaces: Mapping[str, Any] | None = None
+
+    def validate(self) -> None:
+        if not (self.prior_step_seconds >= 0 and math.isfinite(self.prior_step_seconds)):
+            raise ArgsError("priorStepSeconds", f"must be a finite number >= 0, got {self.prior_step_seconds}")
+        if self.deadline_namespaces is not None:
+            problem = selector_problem(self.deadline_namespaces)
+            if problem is not None:
+                raise ArgsError("deadlineNamespaces", problem)
+
+
+def amdahl_ratio(cpus: float, serial_fraction: float = PRIOR_SERIAL_FRACTION) -> float:
+    """Step time on `cpus` relative to one CPU under the generic prior (CFS throttling below 1)."""
+    if cpus < 1:
+        return 1.0 / cpus
+    return serial_fraction + (1.0 - serial_fraction) / cpus
+
+
+def demoted_by_condition(pod: PodInfo) -> bool:
+    """A previous leader (or this one) demoted the pod: read back from its `pysched.io/Deadline`."""
+    for cond in (pod.raw.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == CONDITION and cond.get("reason") == DEMOTED_REASON:
+            return True
+    return False
+
+
+@dataclass(slots=True)
+class DeadlineLaxity:
+    NAME: ClassVar[str] = NAME
+    args: DeadlineLaxityArgs
+    handle: Handle
+    _demoted: dict[PodKey, PodUID] = field(default_factory=dict)
+    _warned: dict[PodUID, set[tuple[str, str]]] = field(default_factory=dict)  # (key, value) warned about
+    _refused: set[PodUID] = field(default_factory=set)  # deadline pods told their namespace may not
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def remaining(self, pod: PodInfo, cpu_milli: int) -> float:
+        """Predicted run time at `cpu_milli` under the prior; 0 when unknown."""
+        total = total_steps_of(pod)
+        if total is None or self.args.prior_step_seconds <= 0 or cpu_milli <= 0:
+            return 0.0
+        return total * self.args.prior_step_seconds * amdahl_ratio(cpu_milli / 1000)
+
+    def is_demoted(self, pod: PodInfo) -> bool:
+        return self._demoted.get(pod.key) == pod.uid or demoted_by_condition(pod)
+
+    def deadline_allowed(self, pod: PodInfo) -> bool:
+        """The pod's namespace may use deadlines (`deadlineNamespaces`); says why once when not."""
+        selector = self.args.deadline_namespaces
+        if selector is None:
+            return True
+        labels = self.handle.cluster.namespace_labels(pod.namespace)
+        if labels is not None and selector_matches(selector, labels):
+            return True
+        if pod.uid not in self._refused and deadline_of(pod) is not None:
+            self._refused.add(pod.uid)
+            note = (
+                f"namespace {pod.namespace} does not match this profile's deadlineNamespaces: "
+                "the deadline is ignored and the pod is scheduled as best-effort"
+            )
+            self._spawn(self.handle.cluster.emit_event(pod, "Warning", NOT_ALLOWED_REASON, note))
+        return False
+
+    def sort_key(self, queued: QueuedPod) -> tuple[Any, ...]:
+        pod = queued.pod
+        self.judge(pod)  # a deadline may have become infeasible while the pod waited
+        deadline = deadline_of(pod)
+        if deadline is None or self.is_demoted(pod) or not self.deadline_allowed(pod):
+            return (-pod.priority, BEST_EFFORT_CLASS, 0.0, pod.created, queued.added, pod.key)
+        key = deadline - self.remaining(pod, pod.requests.get(CPU, 0))
+        return (-pod.priority, DEADLINE_CLASS, key, pod.created, queued.added, pod.key)
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        for key, value, forms in invalid_annotations(pod):
+            warned = self._warned.setdefault(pod.uid, set())
+            if (key, value) not in warned:
+                warned.add((key, value))
+                self._spawn(
+                    self.handle.cluster.emit_event(
+                        pod, "Warning", "InvalidAnnotation", f"{key}: {value!r} is not {forms}; ignored"
+                    )
+                )
+        self.judge(pod)
+        return SUCCESS  # admission demotes, it never gates: a demoted job still runs when there is room
+
+    def judge(self, pod: PodInfo) -> None:
+        """Demote a pending deadline job that cannot make it even at cpu-max (under the prior)."""
+        deadline = deadline_of(pod)
+        if deadline is None or self.is_demoted(pod) or not self.deadline_allowed(pod):
+            return
+        now = self.handle.clock.now()
+        cpu_max = cpu_milli_of(pod, CPU_MAX) or pod.requests.get(CPU, 0)
+        fastest = self.remaining(pod, max(cpu_max, pod.requests.get(CPU, 0)))
+        if now + fastest <= deadline:
+            return
+        self._demoted[pod.key] = pod.uid
+        note = (
+            f"deadline {deadline - now:+.0f}s from now cannot be met (predicted {fastest:.0f}s at most CPUs): "
+            "demoted to best-effort; it still runs when there is room"
+        )
+        self._spawn(self.handle.cluster.emit_event(pod, "Warning", DEMOTED_REASON, note))
+        self._spawn(
+            self.handle.cluster.patch_pod_condition(pod, PodCondition(CONDITION, "False", DEMOTED_REASON, note))
+        )
+
+    def pod_deleted(self, pod: PodInfo) -> None:
+        """Forget the pod. By key only while the key still names this pod: a pod recreated under
+        the same name (a new uid) may be known before the old one's deletion arrives."""
+        if self._demoted.get(pod.key) == pod.uid:
+            del self._demoted[pod.key]
+        self._warned.pop(pod.uid, None)
+        self._refused.discard(pod.uid)
+
+    def pod_terminated(self, pod: PodInfo) -> None:
+        self.pod_deleted(pod)  # a pod that ended never returns to the queue
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Events and conditions from the synchronous queue path: queued, never awaited there."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            work.close()  # no loop (a unit test calling sort_key directly): nothing to write to
+            return
+        task = loop.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def factory(args: DeadlineLaxityArgs, handle: Handle) -> DeadlineLaxity:
+    return DeadlineLaxity(args, handle)
+
+
+SPEC = PluginSpec(NAME, DeadlineLaxityArgs, factory, DeadlineLaxity)

@@ -1,0 +1,250 @@
+import asyncio
+from typing import Any
+
+import pytest
+import yaml
+
+from pysched.api.builders import make_pod, node_dict, pod_dict
+from pysched.api.ids import PodKey
+from pysched.api.objects import pod_from_dict
+from pysched.backend.simulated import SimulatedCluster
+from pysched.framework.clock import VirtualClock
+from pysched.framework.config import ConfigError, parse_config
+from pysched.framework.interfaces import Handle, QueuedPod
+from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
+from pysched.plugins.deadline_laxity import NAME, DeadlineLaxity, DeadlineLaxityArgs, amdahl_ratio
+from pysched.scheduler.cache import NodeTable
+from pysched.scheduler.scheduler import Scheduler
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+def _plugin(now: float = T0, prior: float = 0.0) -> tuple[DeadlineLaxity, SimulatedCluster]:
+    clock = VirtualClock(now)
+    cluster = SimulatedCluster(clock)
+    return DeadlineLaxity(DeadlineLaxityArgs(prior), Handle(cluster, clock, NodeTable())), cluster
+
+
+def _queued(name: str, created: float = T0, priority: int = 0, cpu: str = "2", **notes: str) -> QueuedPod:
+    annotations = {f"pysched.io/{k.replace('_', '-')}": v for k, v in notes.items()}
+    pod = make_pod(name, priority=priority, created=created, cpu=cpu, annotations=annotations)
+    return QueuedPod(pod, added=created)
+
+
+def _order(plugin: DeadlineLaxity, *pods: QueuedPod) -> list[str]:
+    return [q.pod.name for q in sorted(pods, key=plugin.sort_key)]
+
+
+def test_priority_then_deadline_jobs_then_best_effort_then_creation() -> None:
+    plugin, _ = _plugin()
+    best_old = _queued("best-old", created=T0 - 10)
+    best_new = _queued("best-new", created=T0 - 5)
+    late = _queued("late", deadline="3h")
+    soon = _queued("soon", deadline="1h")
+    vip = _queued("vip", priority=5)
+    assert _order(plugin, best_new, late, best_old, soon, vip) == ["vip", "soon", "late", "best-old", "best-new"]
+
+
+def test_least_laxity_first_with_a_prior() -> None:
+    # Due later but needs far longer: less laxity. 0.1 s/step on one CPU, 2 CPUs planned.
+    plugin, _ = _plugin(prior=0.1)
+    long = _queued("long", deadline="3h", total_steps="100000")  # 100k steps: ~5,250 s at 2 CPUs
+    short = _queued("short", deadline="2h", total_steps="1000")
+    assert plugin.remaining(long.pod, 2000) == 100_000 * 0.1 * amdahl_ratio(2.0)
+    assert _order(plugin, short, long) == ["long", "short"]
+    # Without a prior (the default) laxity is the time to the deadline: EDF.
+    edf, _ = _plugin()
+    assert _order(edf, short, long) == ["short", "long"]
+
+
+def test_an_infeasible_deadline_is_demoted_with_an_event_and_a_condition() -> None:
+    async def run() -> None:
+        plugin, cluster = _plugin(now=T0 + 7200)
+        missed = _queued("missed", deadline="1h")  # passed an hour ago
+        ok = _queued("ok", deadline="3h")
+        plain = _queued("plain", created=T0 - 100)
+        for q in (missed, ok, plain):
+            cluster.create_pod(q.pod.raw)
+            assert plugin.pre_enqueue(q.pod).ok  # admission never gates
+        await asyncio.sleep(0)
+        # Demoted: after the feasible job, among best-effort jobs by creation.
+        assert _order(plugin, missed, plain, ok) == ["ok", "plain", "missed"]
+        reasons = [(e.pod, e.reason) for e in cluster.events]
+        assert reasons == [(PodKey("default/missed"), "DeadlineInfeasible")]
+        condition = cluster.conditions[PodKey("default/missed")]["pysched.io/Deadline"]
+        assert condition.reason == "DeadlineInfeasible" and condition.status == "False"
+        # A new leader reads the demotion back from the condition.
+        fresh, _ = _plugin(now=T0)
+        raw = pod_dict("missed", created=T0, annotations={"pysched.io/deadline": "1h"})
+        raw.setdefault("status", {})["conditions"] = [{"type": "pysched.io/Deadline", "reason": "DeadlineInfeasible"}]
+        assert fresh.is_demoted(pod_from_dict(raw))
+
+    asyncio.run(run())
+
+
+def test_malformed_annotations_warn_once_and_read_as_absent() -> None:
+    async def run() -> None:
+        plugin, cluster = _plugin()
+        q = _queued("bad", deadline="tomorrow", cpu_max="lots", autoscale="maybe", total_steps="-3")
+        cluster.create_pod(q.pod.raw)
+        assert plugin.pre_enqueue(q.pod).ok
+        assert plugin.pre_enqueue(q.pod).ok  # a second look does not warn again
+        await asyncio.sleep(0)
+        notes = [e.note for e in cluster.events if e.reason == "InvalidAnnotation"]
+        assert len(notes) == 4
+        assert any("pysched.io/deadline: 'tomorrow'" in n and "RFC 3339" in n for n in notes)
+        assert any("pysched.io/cpu-max: 'lots'" in n and "500m" in n for n in notes)
+        assert any("pysched.io/autoscale" in n and '"false"' in n for n in notes)
+        assert _order(plugin, q, _queued("plain", created=T0 - 1)) == ["plain", "bad"]  # best-effort, by creation
+
+    asyncio.run(run())
+
+
+def test_demoted_jobs_still_run_when_there_is_room() -> None:
+    async def run() -> dict[PodKey, str | None]:
+        clock = VirtualClock(T0 + 7200)
+        cluster = SimulatedCluster(clock)
+        registry = default_registry()
+        scheduler = Scheduler(builtin_config(registry).only("pysched-noscale"), cluster, clock, registry)
+        cluster.add_node(node_dict("n", cpu="4", memory="8Gi"))
+        await scheduler.start()
+        for name, deadline in (("missed", "1h"), ("ok", "3h")):
+            notes = {"pysched.io/deadline": deadline}
+            cluster.create_pod(pod_dict(name, cpu="2", created=T0, annotations=notes, scheduler_name="pysched-noscale"))
+        await scheduler.run_until_idle()
+        await scheduler.stop()
+        return {k: p.node_name for k, p in cluster.pods.items()}
+
+    assert asyncio.run(run()) == {PodKey("default/missed"): "n", PodKey("default/ok"): "n"}
+
+
+def test_deadline_namespaces_restrict_who_may_use_deadlines() -> None:
+    async def run() -> None:
+        clock = VirtualClock(T0)
+        cluster = SimulatedCluster(clock)
+        cluster.set_namespace("ml", {"team": "ml", "pysched.io/deadlines": "allowed"})
+        cluster.set_namespace("web", {"team": "web"})
+        selector = {"matchLabels": {"pysched.io/deadlines": "allowed"}}
+        plugin = DeadlineLaxity(DeadlineLaxityArgs(deadline_namespaces=selector), Handle(cluster, clock, NodeTable()))
+
+        def queued(name: str, namespace: str, created: float, **notes: str) -> QueuedPod:
+            raw = pod_dict(name, namespace=namespace, created=created, annotations=notes)
+            return QueuedPod(pod_from_dict(raw), added=created)
+
+        allowed = queued("a", "ml", T0, **{"pysched.io/deadline": "1h"})
+        refused = queued("r", "web", T0 - 20, **{"pysched.io/deadline": "5m"})  # soonest, but not allowed
+        unknown = queued("u", "nowhere", T0 - 30, **{"pysched.io/deadline": "5m"})  # no such labels
+        plain = queued("p", "web", T0 - 10)
+        for q in (allowed, refused, unknown, plain):
+            cluster.create_pod(q.pod.raw)
+            assert plugin.pre_enqueue(q.pod).ok
+        # The refused deadline pods order as best-effort, by creation.
+        assert _order(plugin, plain, refused, allowed, unknown) == ["a", "u", "r", "p"]
+        assert _order(plugin, refused, allowed) == ["a", "r"]  # asked again: still one event each
+        await asyncio.sleep(0)
+        events = [(e.pod, e.reason) for e in cluster.events]
+        assert events == [(PodKey("web/r"), "DeadlineNotAllowed"), (PodKey("nowhere/u"), "DeadlineNotAllowed")]
+        assert "namespace web does not match" in cluster.events[0].note
+        # An infeasible deadline in a refused namespace is not judged: it was never a deadline job.
+        late = queued("late", "web", T0, **{"pysched.io/deadline": "2025-01-01T00:00:00Z"})
+        plugin.judge(late.pod)
+        assert PodKey("web/late") not in cluster.conditions
+        # matchExpressions work too; the apiserver's metadata.name label selects single namespaces.
+        names = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["web"]}]}
+        by_name = DeadlineLaxity(DeadlineLaxityArgs(deadline_namespaces=names), Handle(cluster, clock, NodeTable()))
+        assert by_name.deadline_allowed(refused.pod) and not by_name.deadline_allowed(allowed.pod)
+
+    asyncio.run(run())
+
+
+def test_deadline_namespaces_is_checked_when_the_profile_loads() -> None:
+    def profile(selector: object) -> dict[str, Any]:
+        return {
+            "profiles": [
+                {
+                    "schedulerName": "s",
+                    "plugins": {"queueSort": [{"name": "DeadlineLaxity"}], "bind": [{"name": "DefaultBinder"}]},
+                    "pluginConfig": [{"name": "DeadlineLaxity", "args": {"deadlineNamespaces": selector}}],
+                }
+            ]
+        }
+
+    registry = default_registry()
+    parse_config(profile({"matchLabels": {"a": "b"}}), "t", registry)
+    for bad in (
+        {"matchLabel": {"a": "b"}},
+        {"matchLabels": {"a": 1}},
+        {"matchExpressions": [{"key": "a", "operator": "Is"}]},
+        {"matchExpressions": [{"key": "a", "operator": "In"}]},
+        "team=ml",
+    ):
+        with pytest.raises(ConfigError, match="deadlineNamespaces"):
+            parse_config(profile(bad), "t", registry)
+
+
+FORGETTING = """
+profiles:
+  - schedulerName: d
+    plugins:
+      queueSort: [{name: DeadlineLaxity}]
+      preEnqueue: [{name: DeadlineLaxity}]
+      filter: [{name: NodeResourcesFit}]
+      bind: [{name: DefaultBinder}]
+    pluginConfig:
+      - name: DeadlineLaxity
+        args: {deadlineNamespaces: {matchLabels: {pysched.io/deadlines: allowed}}}
+"""
+
+
+def _remembered(plugin: DeadlineLaxity) -> tuple[int, int, int]:
+    return len(plugin._demoted), len(plugin._warned), len(plugin._refused)
+
+
+def test_what_it_remembers_of_a_pod_goes_when_the_pod_ends_or_is_deleted() -> None:
+    async def run() -> None:
+        clock = VirtualClock(T0 + 7200)
+        cluster = SimulatedCluster(clock)
+        cluster.set_namespace("ml", {"pysched.io/deadlines": "allowed"})
+        cluster.set_namespace("web", {})
+        cluster.add_node(node_dict("n", cpu="4", memory="64Gi"))
+        registry = default_registry()
+        scheduler = Scheduler(parse_config(yaml.safe_load(FORGETTING), "t", registry), cluster, clock, registry)
+        plugin = scheduler.frameworks["d"].plugins[NAME]
+        assert isinstance(plugin, DeadlineLaxity)
+        await scheduler.start()
+        kinds = (
+            ("ml", {"pysched.io/deadline": "1h"}),  # passed an hour ago: demoted
+            ("ml", {"pysched.io/total-steps": "-3"}),  # malformed: warned about
+            ("web", {"pysched.io/deadline": "5h"}),  # a namespace that may not use deadlines: refused
+        )
+        for i in range(60):
+            namespace, notes = kinds[i % 3]
+            raw = pod_dict(f"p{i}", namespace=namespace, cpu="1", created=T0 + i, annotations=notes, scheduler_name="d")
+            cluster.create_pod(raw)
+        await scheduler.run_until_idle()
+        bound = [k for k, p in cluster.pods.items() if p.node_name is not None]
+        assert len(bound) == 4 and _remembered(plugin) == (20, 20, 20)
+        for key in bound:  # ended pods never come back to the queue: forgotten at once
+            cluster.finish_pod(key)
+            uid = cluster.pods[key].uid
+            assert uid not in plugin._warned and uid not in plugin._refused and key not in plugin._demoted
+        assert sum(_remembered(plugin)) == 60 - 4
+        for key in list(cluster.pods):
+            cluster.delete_pod(key)
+        assert _remembered(plugin) == (0, 0, 0)
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+def test_deleting_an_old_pod_keeps_a_demotion_of_the_pod_recreated_under_its_name() -> None:
+    plugin, _ = _plugin(now=T0 + 7200)
+    old = make_pod("job-0", created=T0, uid="old", annotations={"pysched.io/deadline": "1h"})
+    new = make_pod("job-0", created=T0, uid="new", annotations={"pysched.io/deadline": "1h"})
+    plugin.judge(old)
+    plugin.judge(new)  # the new pod is known before the old one's deletion arrives
+    plugin.pod_deleted(old)
+    assert plugin.is_demoted(new) and not plugin.is_demoted(old)
+    plugin.pod_deleted(new)
+    assert _remembered(plugin) == (0, 0, 0)

@@ -1,0 +1,31 @@
+"""DefaultBinder: binds through the cluster backend (the pods/binding subresource when live)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pysched.api.ids import NodeName
+from pysched.api.objects import PodInfo
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.interfaces import Handle
+from pysched.framework.registry import NoArgs, PluginSpec
+from pysched.framework.status import Status
+
+NAME = "DefaultBinder"
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultBinder:
+    NAME: ClassVar[str] = NAME
+    handle: Handle
+
+    async def bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
+        return await self.handle.cluster.bind(pod, node)
+
+
+def factory(args: NoArgs, handle: Handle) -> DefaultBinder:
+    return DefaultBinder(handle)
+
+
+SPEC = PluginSpec(NAME, NoArgs, factory, DefaultBinder)

@@ -1,0 +1,23 @@
+import asyncio
+
+from pysched.api.builders import make_node, make_pod_dict
+from pysched.api.ids import NodeName
+from pysched.backend.simulated import SimulatedCluster
+from pysched.framework.clock import VirtualClock
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.interfaces import Handle
+from pysched.plugins.default_binder import DefaultBinder
+from pysched.scheduler.cache import NodeTable
+
+
+def test_binds_through_the_backend_and_reports_conflicts() -> None:
+    clock = VirtualClock()
+    cluster = SimulatedCluster(clock)
+    cluster.add_node(make_node("n1"))
+    pod = cluster.create_pod(make_pod_dict("p"))
+    assert pod is not None
+    binder = DefaultBinder(Handle(cluster, clock, NodeTable()))
+    first = asyncio.run(binder.bind(CycleState(), pod, NodeName("n1")))
+    assert first.ok and cluster.pods[pod.key].node_name == "n1"
+    again = asyncio.run(binder.bind(CycleState(), pod, NodeName("n1")))
+    assert not again.ok and "already assigned" in again.message()

@@ -1,0 +1,37 @@
+"""BalancedAllocation: prefer nodes where cpu and memory would be used in equal proportion."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pysched.api.objects import PodInfo
+from pysched.api.resources import CPU, MEMORY
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.interfaces import I64, Bools, Handle
+from pysched.framework.registry import NoArgs, PluginSpec
+from pysched.plugins.node_resources.reference import balanced_allocation
+from pysched.scheduler.cache import NodeTable
+
+NAME = "BalancedAllocation"
+
+
+@dataclass(frozen=True, slots=True)
+class BalancedAllocation:
+    """Fused into the kernel (`kernel_score`); `score_batch` is the numpy reference."""
+
+    NAME: ClassVar[str] = NAME
+    kernel_score: ClassVar[str] = NAME
+
+    def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> I64:
+        size = nodes.size
+        return balanced_allocation(
+            pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0), nodes.allocatable[:size], nodes.requested[:size]
+        )
+
+
+def factory(args: NoArgs, handle: Handle) -> BalancedAllocation:
+    return BalancedAllocation()
+
+
+SPEC = PluginSpec(NAME, NoArgs, factory, BalancedAllocation)

@@ -1,0 +1,52 @@
+"""NodeResourcesFit: the node must have room for every resource the pod requests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from pysched.api.objects import PodInfo
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.events import EventKind, EventRegistration
+from pysched.framework.interfaces import FilterResult, Handle
+from pysched.framework.registry import NoArgs, PluginSpec
+from pysched.plugins.node_resources.reference import insufficient
+from pysched.scheduler.cache import NodeTable
+
+NAME = "NodeResourcesFit"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResourcesFit:
+    """Fused into the kernel (`kernel_filter`); `filter_batch` is the reference and the diagnosis."""
+
+    NAME: ClassVar[str] = NAME
+    kernel_filter: ClassVar[str] = NAME
+
+    def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult:
+        request = nodes.vector(pod.requests)
+        size = nodes.size
+        reasons = insufficient(request, nodes.allocatable[:size], nodes.requested[:size], nodes.resources.names)
+        feasible = np.ones(size, np.bool_)
+        for rows in reasons.values():
+            feasible &= ~rows
+        return FilterResult(feasible, reasons)
+
+    def events_to_register(self) -> Sequence[EventRegistration]:
+        return (
+            EventRegistration(EventKind.NODE_ADD),
+            EventRegistration(EventKind.NODE_UPDATE),
+            EventRegistration(EventKind.POD_DELETE),
+            EventRegistration(EventKind.POD_RESIZE_DOWN),
+            EventRegistration(EventKind.POD_UPDATE),
+        )
+
+
+def factory(args: NoArgs, handle: Handle) -> NodeResourcesFit:
+    return NodeResourcesFit()
+
+
+SPEC = PluginSpec(NAME, NoArgs, factory, NodeResourcesFit)

@@ -1,0 +1,80 @@
+"""TaintToleration: NoSchedule/NoExecute taints must be tolerated; PreferNoSchedule lowers the score."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from pysched.api.objects import PodInfo, Taint, Toleration
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.events import PLACEMENT_EVENTS, EventRegistration
+from pysched.framework.interfaces import I64, Bools, FilterResult, Handle
+from pysched.framework.registry import NoArgs, PluginSpec
+from pysched.scheduler.cache import NodeTable
+from pysched.scheduler.kernel import MAX_NODE_SCORE
+
+NAME = "TaintToleration"
+FILTER_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def first_untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
+    for taint in taints:
+        if taint.effect in FILTER_EFFECTS and not any(t.tolerates(taint) for t in tolerations):
+            return taint
+    return None
+
+
+def intolerable_preferred(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> int:
+    relevant = [t for t in tolerations if t.effect in ("", "PreferNoSchedule")]
+    return sum(
+        1 for taint in taints if taint.effect == "PreferNoSchedule" and not any(t.tolerates(taint) for t in relevant)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TaintToleration:
+    NAME: ClassVar[str] = NAME
+
+    def _per_set(self, pod: PodInfo, nodes: NodeTable) -> list[Taint | None]:
+        return [first_untolerated(taints, pod.tolerations) for taints in nodes.taint_sets]
+
+    def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools:
+        ok = np.array([t is None for t in self._per_set(pod, nodes)], np.bool_)
+        return ok[nodes.taint_set[: nodes.size]]
+
+    def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult:
+        per_set = self._per_set(pod, nodes)
+        sets = nodes.taint_set[: nodes.size]
+        reasons: dict[str, Bools] = {}
+        for set_id, taint in enumerate(per_set):
+            if taint is not None:
+                reason = f"node(s) had untolerated taint {taint.describe()}"
+                rows = sets == set_id
+                reasons[reason] = reasons[reason] | rows if reason in reasons else rows
+        feasible = np.array([t is None for t in per_set], np.bool_)[sets]
+        return FilterResult(feasible, reasons, unresolvable=True)
+
+    def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> I64:
+        """Raw score: how many PreferNoSchedule taints the pod does not tolerate (normalized, reversed)."""
+        counts = np.array([intolerable_preferred(t, pod.tolerations) for t in nodes.taint_sets], np.int64)
+        return counts[nodes.taint_set[: nodes.size]]
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: I64, feasible: Bools) -> None:
+        highest = int(scores[feasible].max()) if feasible.any() else 0
+        if highest == 0:
+            scores[:] = MAX_NODE_SCORE
+        else:
+            scores[:] = MAX_NODE_SCORE - scores * MAX_NODE_SCORE // highest
+
+    def events_to_register(self) -> Sequence[EventRegistration]:
+        return PLACEMENT_EVENTS
+
+
+def factory(args: NoArgs, handle: Handle) -> TaintToleration:
+    return TaintToleration()
+
+
+SPEC = PluginSpec(NAME, NoArgs, factory, TaintToleration)

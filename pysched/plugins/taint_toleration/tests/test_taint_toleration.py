@@ -1,0 +1,53 @@
+import numpy as np
+
+from pysched.api.builders import make_node, make_pod
+from pysched.api.objects import Taint, Toleration
+from pysched.framework.cycle_state import CycleState
+from pysched.plugins.taint_toleration import TaintToleration
+from pysched.scheduler.cache import NodeTable
+
+
+def _table() -> NodeTable:
+    table = NodeTable()
+    table.add(make_node("plain"))
+    table.add(make_node("gpu", taints=[{"key": "gpu", "value": "a100", "effect": "NoSchedule"}]))
+    table.add(make_node("drain", taints=[{"key": "maint", "value": "", "effect": "NoExecute"}]))
+    table.add(make_node("soft", taints=[{"key": "spot", "value": "yes", "effect": "PreferNoSchedule"}]))
+    return table
+
+
+def test_toleration_semantics_match_kubernetes() -> None:
+    taint = Taint("gpu", "a100", "NoSchedule")
+    assert Toleration("gpu", "Equal", "a100", "NoSchedule").tolerates(taint)
+    assert Toleration("gpu", "Equal", "a100", "").tolerates(taint)  # empty effect matches all
+    assert not Toleration("gpu", "Equal", "v100", "NoSchedule").tolerates(taint)
+    assert Toleration("gpu", "Exists", "", "NoSchedule").tolerates(taint)
+    assert Toleration("", "Exists", "", "").tolerates(taint)  # tolerates everything
+    assert not Toleration("gpu", "Exists", "", "NoExecute").tolerates(taint)
+    assert not Toleration("gpu", "Gt", "1", "").tolerates(taint)  # unknown operator
+
+
+def test_filter_rejects_untolerated_noschedule_and_noexecute_only() -> None:
+    table = _table()
+    plugin = TaintToleration()
+    result = plugin.filter_batch(CycleState(), make_pod("p"), table)
+    assert list(result.feasible) == [True, False, False, True]  # PreferNoSchedule does not filter
+    assert result.unresolvable
+    assert list(result.reasons["node(s) had untolerated taint {gpu: a100}"]) == [False, True, False, False]
+    assert list(result.reasons["node(s) had untolerated taint {maint: }"]) == [False, False, True, False]
+    gpu_pod = make_pod("g", tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}])
+    np.testing.assert_array_equal(plugin.node_mask(gpu_pod, table), [True, True, False, True])
+
+
+def test_score_prefers_nodes_without_intolerable_prefer_no_schedule_taints() -> None:
+    table = _table()
+    plugin = TaintToleration()
+    pod = make_pod("p")
+    feasible = np.ones(4, np.bool_)
+    scores = plugin.score_batch(CycleState(), pod, table, feasible)
+    plugin.normalize_scores(CycleState(), pod, scores, feasible)
+    assert list(scores) == [100, 100, 100, 0]
+    tolerant = make_pod("t", tolerations=[{"key": "spot", "operator": "Exists", "effect": "PreferNoSchedule"}])
+    scores = plugin.score_batch(CycleState(), tolerant, table, feasible)
+    plugin.normalize_scores(CycleState(), tolerant, scores, feasible)
+    assert list(scores) == [100, 100, 100, 100]

@@ -1,0 +1,522 @@
+"""The fused filter-and-score kernel: one pod against every node, compiled with numba.
+
+Filters and scores that depend only on resources and precomputed node masks are fused
+(DESIGN §4 rule 4). The meaning of each term is defined by the numpy reference of the plugin
+that owns it (pysched/plugins/*/reference.py); hypothesis tests hold the kernel to those references.
+Integer results follow kube-scheduler's arithmetic so that scores agree to the unit.
+
+Every feasible node is scored: there is no sampling. What makes it cheap is that a node's
+score depends only on that node's state and on the few numbers of the pod that the score terms
+read (its "score shape"). `ScoreCache` keeps one score array per shape and, between pods,
+rescores only the rows that changed (usually the one node the previous pod landed on); the
+per-pod pass is then just the fit check and the arg-max over all nodes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from pysched.scheduler.cache import NodeTable
+
+MAX_NODE_SCORE = 100
+POD_COLUMN = 2
+
+I64 = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+
+# A pod's score shape: (nz cpu, nz memory, cpu, memory), followed by (gpu, gpu column or -1,
+# score class) when the profile uses UrgencyPlacement (the kernel reads them only then).
+ScoreShape = tuple[int, ...]
+URGENT = 1  # score class of an urgent pod (UrgencyPlacement); 0 is relaxed
+
+# Compiled code is cached on disk (NUMBA_CACHE_DIR picks the folder; a read-only image sets it).
+_CACHE = os.environ.get("PYSCHED_NUMBA_CACHE", "1") != "0"
+
+
+@dataclass(frozen=True, slots=True)
+class KernelWeights:
+    """What a profile asks of the fused kernel: whether the fit filter runs and each score's weight."""
+
+    resource_fit: bool = True
+    least_allocated: int = 0
+    most_allocated: int = 0
+    balanced_allocation: int = 0
+    cpu_weight: int = 1  # resource weights of Least/MostAllocated (kube-scheduler default 1:1)
+    memory_weight: int = 1
+    urgency_placement: int = 0  # UrgencyPlacement's profile weight, then its own term weights
+    grow_headroom_weight: int = 1
+    pack_weight: int = 1
+    gpu_fragment_weight: int = 1
+    headroom_factor: int = 2
+
+    def params(self) -> I64:
+        return np.array(
+            [
+                self.least_allocated,
+                self.most_allocated,
+                self.balanced_allocation,
+                self.cpu_weight,
+                self.memory_weight,
+                self.urgency_placement,
+                self.grow_headroom_weight,
+                self.pack_weight,
+                self.gpu_fragment_weight,
+                self.headroom_factor,
+            ],
+            np.int64,
+        )
+
+
+# Kernels take whole arrays and loop inside: a compiled helper called per row would pay array
+# reference counting on every call. error_model="numpy" drops Python's zero-division checks;
+# every division here is guarded by an explicit test.
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def _kernel(function: F) -> F:
+    """Compile with the settings every kernel here shares."""
+    return numba.njit(cache=_CACHE, nogil=True, boundscheck=False, error_model="numpy")(function)  # type: ignore[return-value]
+
+
+@numba.njit(cache=_CACHE, nogil=True, boundscheck=False, error_model="numpy", inline="always")
+def _floor_div(num: np.int64, den: np.int64) -> np.int64:  # pragma: no cover - compiled
+    # A float division corrected to the exact integer floor: cheaper than an int64 division.
+    q = np.int64(num / den)
+    if q * den > num:
+        q -= 1
+    elif (q + 1) * den <= num:
+        q += 1
+    return q
+
+
+@_kernel
+def score_rows(  # pragma: no cover - compiled; covered through the parity tests
+    rows: I64, shape: I64, params: I64, allocatable: I64, requested: I64, nonzero_requested: I64, scores: I64
+) -> None:
+    """Weighted sum of the fused score terms for the given rows. shape = (nz_cpu, nz_mem, cpu, mem,
+    gpu, gpu column or -1, score class); the last three are read only when UrgencyPlacement is on."""
+    w_least, w_most, w_balanced, cpu_weight, memory_weight = params[0], params[1], params[2], params[3], params[4]
+    nz_cpu, nz_mem, cpu, mem = shape[0], shape[1], shape[2], shape[3]
+    balanced_on = w_balanced != 0 and (cpu != 0 or mem != 0)
+    # UrgencyPlacement (pysched/plugins/urgency_placement/reference.py): the weighted mean of the cpu
+    # term (urgent: headroom to grow, relaxed: best fit) and, for GPU pods, the GPU best fit.
+    w_urgency = params[5]
+    gpu = np.int64(0)
+    gpu_col = np.int64(-1)
+    urgent = False
+    if w_urgency != 0 and shape.shape[0] >= 7:
+        gpu, gpu_col, urgent = shape[4], shape[5], shape[6] == URGENT
+    else:
+        w_urgency = np.int64(0)
+    w_cpu_term = params[6] if urgent else params[7]
+    w_gpu_term = params[8] if gpu > 0 and gpu_col >= 0 else np.int64(0)
+    urgency_den = w_cpu_term + w_gpu_term
+    urgency_on = w_urgency != 0 and urgency_den != 0
+    want = nz_cpu * params[9]  # the free cpu at which an urgent pod's headroom score saturates
+    for k in range(rows.shape[0]):
+        i = rows[k]
+        total = np.int64(0)
+        cap_cpu = allocatable[i, 0]
+        cap_mem = allocatable[i, 1]
+        if w_least != 0 or w_most != 0:
+            used_cpu = nonzero_requested[i, 0] + nz_cpu
+            used_mem = nonzero_requested[i, 1] + nz_mem
+            least = np.int64(0)
+            most = np.int64(0)
+            weight_sum = np.int64(0)
+            if cap_cpu != 0:
+                weight_sum += cpu_weight
+                if used_cpu <= cap_cpu:
+                    least += _floor_div((cap_cpu - used_cpu) * MAX_NODE_SCORE, cap_cpu) * cpu_weight
+                    most += _floor_div(used_cpu * MAX_NODE_SCORE, cap_cpu) * cpu_weight
+                else:
+                    most += MAX_NODE_SCORE * cpu_weight
+            if cap_mem != 0:
+                weight_sum += memory_weight
+                if used_mem <= cap_mem:
+                    least += _floor_div((cap_mem - used_mem) * MAX_NODE_SCORE, cap_mem) * memory_weight
+                    most += _floor_div(used_mem * MAX_NODE_SCORE, cap_mem) * memory_weight
+                else:
+                    most += MAX_NODE_SCORE * memory_weight
+            if weight_sum != 0:
+                total += w_least * _floor_div(least, weight_sum) + w_most * _floor_div(most, weight_sum)
+        if balanced_on:
+            std = 0.0
+            if cap_cpu != 0 and cap_mem != 0:
+                f_cpu = min((requested[i, 0] + cpu) / cap_cpu, 1.0)
+                f_mem = min((requested[i, 1] + mem) / cap_mem, 1.0)
+                std = abs(f_cpu - f_mem) / 2.0
+            total += w_balanced * np.int64((1.0 - std) * MAX_NODE_SCORE)
+        if urgency_on:
+            acc = np.int64(0)
+            if w_cpu_term != 0 and cap_cpu != 0:
+                free = max(cap_cpu - requested[i, 0] - cpu, np.int64(0))
+                if urgent:
+                    acc += w_cpu_term * (_floor_div(min(free, want) * MAX_NODE_SCORE, want) if want > 0 else 0)
+                else:
+                    acc += w_cpu_term * _floor_div(nz_cpu * MAX_NODE_SCORE, nz_cpu + free)
+            if w_gpu_term != 0:
+                cap_gpu = allocatable[i, gpu_col]
+                if cap_gpu != 0:
+                    free_gpu = max(cap_gpu - requested[i, gpu_col] - gpu, np.int64(0))
+                    acc += w_gpu_term * _floor_div(gpu * MAX_NODE_SCORE, gpu + free_gpu)
+            total += w_urgency * _floor_div(acc, urgency_den)
+        scores[i] = total
+
+
+def score_all(shape: I64, params: I64, allocatable: I64, requested: I64, nonzero_requested: I64, scores: I64) -> None:
+    score_rows(
+        np.arange(scores.shape[0], dtype=np.int64), shape, params, allocatable, requested, nonzero_requested, scores
+    )
+
+
+@_kernel
+def select_node(  # pragma: no cover - compiled; covered through the parity tests
+    request: I64,
+    columns: I64,
+    resource_fit: bool,
+    allocatable: I64,
+    requested: I64,
+    candidates: I64,
+    scores: I64,
+    out: I64,
+    write_out: bool,
+) -> tuple[int, int]:
+    """Fit check and arg-max over the candidate rows (those the node masks let through).
+
+    Returns (best row or -1, feasible count). With `write_out`, `out[i]` becomes row i's score,
+    or -1 when the row is infeasible or not a candidate. Ties go to the lowest row, which keeps
+    runs reproducible.
+    """
+    if write_out:
+        out[:] = -1
+    best = -1
+    best_score = np.int64(-1)
+    feasible = 0
+    for k in range(candidates.shape[0]):
+        i = candidates[k]
+        if resource_fit:
+            if requested[i, POD_COLUMN] + 1 > allocatable[i, POD_COLUMN]:
+                continue
+            ok = True
+            for j in range(columns.shape[0]):
+                c = columns[j]
+                if request[c] > allocatable[i, c] - requested[i, c]:
+                    ok = False
+                    break
+            if not ok:
+                continue
+        feasible += 1
+        s = scores[i]
+        if write_out:
+            out[i] = s
+        if s > best_score:  # candidates ascend, so ties keep the lowest row
+            best_score = s
+            best = i
+    return best, feasible
+
+
+@_kernel
+def charge_row(  # pragma: no cover - compiled
+    requested: I64, nonzero_requested: I64, row: int, charge: I64, nonzero: I64, sign: int
+) -> None:
+    """Add (sign 1) or remove (sign -1) a pod's request on its node's row: one call instead of
+    two numpy slice operations on the assume/confirm path."""
+    for c in range(charge.shape[0]):
+        requested[row, c] += sign * charge[c]
+    nonzero_requested[row, 0] += sign * nonzero[0]
+    nonzero_requested[row, 1] += sign * nonzero[1]
+
+
+@dataclass(slots=True)
+class _Scores:
+    scores: I64
+    shape: I64
+    seq: int
+    size: int
+
+
+@dataclass(slots=True)
+class ScoreCache:
+    """Fused score arrays per score shape, kept current by rescoring only the rows that changed."""
+
+    weights: KernelWeights
+    capacity: int = 256
+    params: I64 = field(init=False)
+    _entries: dict[ScoreShape, _Scores] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.params = self.weights.params()
+
+    def scores(self, shape: ScoreShape, nodes: NodeTable) -> I64:
+        size = nodes.size
+        allocatable, requested, nonzero = (
+            nodes.allocatable[:size],
+            nodes.requested[:size],
+            nodes.nonzero_requested[:size],
+        )
+        entry = self._entries.get(shape)
+        seq = nodes.change_seq
+        if entry is not None and entry.size == size:
+            if entry.seq == seq:
+                return entry.scores
+            rows = nodes.changed_since(entry.seq)
+            if rows is not None:
+                score_rows(rows, entry.shape, self.params, allocatable, requested, nonzero, entry.scores)
+                entry.seq = seq
+                return entry.scores
+        if entry is None and len(self._entries) >= self.capacity:
+            self._entries.clear()  # many shapes: start over rather than grow without bound
+        entry = _Scores(np.empty(size, np.int64), np.array(shape, np.int64), seq, size)
+        self._entries[shape] = entry
+        score_all(entry.shape, self.params, allocatable, requested, nonzero, entry.scores)
+        return entry.scores
+
+
+@_kernel
+def _fill_leaves(  # pragma: no cover - compiled
+    rows: I64,
+    request: I64,
+    columns: I64,
+    resource_fit: bool,
+    allocatable: I64,
+    requested: I64,
+    mask: Bools,
+    scores: I64,
+    tree: I64,
+) -> int:
+    """Write the leaves of the given rows: -1 when the row cannot take the pod, else its score
+    with the row folded into the low bits so that the max prefers the lowest row on ties.
+    Returns the change in the number of feasible leaves."""
+    scale = tree.shape[0] // 2
+    delta = 0
+    for k in range(rows.shape[0]):
+        i = rows[k]
+        leaf = np.int64(-1)
+        if mask[i]:
+            ok = True
+            if resource_fit:
+                if requested[i, POD_COLUMN] + 1 > allocatable[i, POD_COLUMN]:
+                    ok = False
+                else:
+                    for j in range(columns.shape[0]):
+                        c = columns[j]
+                        if request[c] > allocatable[i, c] - requested[i, c]:
+                            ok = False
+                            break
+            if ok:
+                leaf = scores[i] * scale + (scale - 1 - i)
+        old = tree[scale + i]
+        delta += (1 if leaf >= 0 else 0) - (1 if old >= 0 else 0)
+        tree[scale + i] = leaf
+    return delta
+
+
+@_kernel
+def build_tree(  # pragma: no cover - compiled
+    request: I64,
+    columns: I64,
+    resource_fit: bool,
+    allocatable: I64,
+    requested: I64,
+    mask: Bools,
+    scores: I64,
+    tree: I64,
+) -> int:
+    """Fill a max tournament tree over every row; returns how many rows are feasible."""
+    scale = tree.shape[0] // 2
+    tree[:] = -1
+    count = _fill_leaves(
+        np.arange(mask.shape[0]), request, columns, resource_fit, allocatable, requested, mask, scores, tree
+    )
+    for j in range(scale - 1, 0, -1):
+        tree[j] = max(tree[2 * j], tree[2 * j + 1])
+    return count
+
+
+@_kernel
+def update_tree(  # pragma: no cover - compiled
+    rows: I64,
+    request: I64,
+    columns: I64,
+    resource_fit: bool,
+    allocatable: I64,
+    requested: I64,
+    mask: Bools,
+    scores: I64,
+    tree: I64,
+) -> int:
+    """Refresh the leaves of changed rows and their paths to the root; returns the change in the
+    feasible count."""
+    scale = tree.shape[0] // 2
+    delta = _fill_leaves(rows, request, columns, resource_fit, allocatable, requested, mask, scores, tree)
+    for k in range(rows.shape[0]):
+        j = (scale + rows[k]) // 2
+        while j >= 1:
+            best = max(tree[2 * j], tree[2 * j + 1])
+            if tree[j] == best:
+                break  # this subtree's max did not change, so no ancestor's did
+            tree[j] = best
+            j //= 2
+    return delta
+
+
+@_kernel
+def refresh_tree(  # pragma: no cover - compiled
+    rows: I64,
+    shape: I64,
+    params: I64,
+    nonzero_requested: I64,
+    request: I64,
+    columns: I64,
+    resource_fit: bool,
+    allocatable: I64,
+    requested: I64,
+    mask: Bools,
+    scores: I64,
+    tree: I64,
+) -> int:
+    """Rescore the changed rows, then refresh their leaves and paths: one call per pod."""
+    score_rows(rows, shape, params, allocatable, requested, nonzero_requested, scores)
+    return update_tree(rows, request, columns, resource_fit, allocatable, requested, mask, scores, tree)
+
+
+@dataclass(slots=True)
+class _Selection:
+    tree: I64
+    scores: I64  # this key's own copy, kept current with the tree
+    shape: I64
+    seq: int
+    size: int
+    count: int
+
+
+@dataclass(slots=True)
+class SelectionCache:
+    """The best feasible node per (placement signature, request), kept current incrementally.
+
+    Between two pods only a few rows change (the node the last pod landed on, a finished pod's
+    node). For a key in frequent use, a tournament tree holds every row's score (or -1 when the
+    row cannot take the pod), so the arg-max over all nodes is the root and a changed row costs
+    O(log nodes). A key seen rarely gets a plain scan of its candidate rows instead, since its
+    tree would be mostly stale by its next use. Either way the answer is exactly that of
+    `select_node` scanning every row, ties included.
+    """
+
+    score_cache: ScoreCache
+    capacity: int = 512
+    min_rows: int = 64  # below this a scan is as cheap as a tree
+    _trees: dict[object, _Selection] = field(default_factory=dict)
+    _last_scan: dict[object, int] = field(default_factory=dict)
+    _generation: int = -1
+
+    def select(
+        self,
+        key: object,
+        nodes: NodeTable,
+        mask: Bools,
+        candidates: I64,
+        request: I64,
+        columns: I64,
+        resource_fit: bool,
+        shape: ScoreShape,
+    ) -> tuple[int, int]:
+        """(best row or -1, feasible count), as `select_node` would answer. The key must
+        determine the mask, the request and the score shape (a score class included)."""
+        if nodes.generation != self._generation:
+            self._trees.clear()  # masks changed: every tree is stale
+            self._last_scan.clear()
+            self._generation = nodes.generation
+        size = nodes.size
+        seq = nodes.change_seq
+        allocatable, requested = nodes.allocatable[:size], nodes.requested[:size]
+        fresh_limit = max(size // 16, 8)
+        entry = self._trees.get(key)
+        if entry is not None and entry.size == size:
+            rows = nodes.changed_since(entry.seq, fresh_limit) if entry.seq != seq else None
+            if entry.seq == seq or rows is not None:
+                if rows is not None and rows.shape[0]:
+                    entry.count += refresh_tree(
+                        rows,
+                        entry.shape,
+                        self.score_cache.params,
+                        nodes.nonzero_requested[:size],
+                        request,
+                        columns,
+                        resource_fit,
+                        allocatable,
+                        requested,
+                        mask,
+                        entry.scores,
+                        entry.tree,
+                    )
+                    entry.seq = seq
+                top = int(entry.tree[1])
+                if top < 0:
+                    return -1, 0
+                scale = entry.tree.shape[0] // 2
+                return scale - 1 - top % scale, entry.count
+            del self._trees[key]
+        scores = self.score_cache.scores(shape, nodes)
+        last = self._last_scan.get(key)
+        self._last_scan[key] = seq
+        if last is None or seq - last > fresh_limit or size < self.min_rows:
+            out = np.empty(0, np.int64)
+            best, count = select_node(
+                request, columns, resource_fit, allocatable, requested, candidates, scores, out, False
+            )
+            return best, count
+        # Used again soon after its last scan: worth a tree.
+        if len(self._trees) >= self.capacity:
+            self._trees.clear()
+        if len(self._last_scan) >= 8 * self.capacity:
+            self._last_scan.clear()
+        scale = 1 << max(size - 1, 0).bit_length()
+        tree = np.empty(2 * scale, np.int64)
+        count = build_tree(request, columns, resource_fit, allocatable, requested, mask, scores, tree)
+        self._trees[key] = _Selection(tree, scores.copy(), np.array(shape, np.int64), seq, size, count)
+        top = int(tree[1])
+        return (-1, 0) if top < 0 else (scale - 1 - top % scale, count)
+
+
+def reference_scores(weights: KernelWeights, shape: ScoreShape, nodes: NodeTable) -> I64:
+    """Scores of every row computed from scratch (tests compare the cache against this)."""
+    size = nodes.size
+    out = np.empty(size, np.int64)
+    score_all(
+        np.array(shape, np.int64),
+        weights.params(),
+        nodes.allocatable[:size],
+        nodes.requested[:size],
+        nodes.nonzero_requested[:size],
+        out,
+    )
+    return out
+
+
+def warm_up() -> None:
+    """Compile (or load from the numba cache) every kernel before the scheduler says it is ready."""
+    allocatable = np.array([[1000, 1 << 30, 10, 0]], np.int64)
+    zeros = np.zeros_like(allocatable)
+    scores = np.zeros(1, np.int64)
+    params = KernelWeights(least_allocated=1, balanced_allocation=1).params()
+    shape = np.array([100, 1 << 20, 100, 1 << 20, 0, -1, 0], np.int64)
+    rows = np.zeros(1, np.int64)
+    score_rows(rows, shape, params, allocatable, zeros, np.zeros((1, 2), np.int64), scores)
+    request = np.array([100, 0, 0, 0], np.int64)
+    mask = np.ones(1, np.bool_)
+    select_node(request, rows, True, allocatable, zeros, rows, scores, np.zeros(1, np.int64), True)
+    charge_row(zeros, np.zeros((1, 2), np.int64), 0, allocatable[0], np.zeros(2, np.int64), 1)
+    tree = np.empty(2, np.int64)
+    build_tree(request, rows, True, allocatable, zeros, mask, scores, tree)
+    update_tree(rows, request, rows, True, allocatable, zeros, mask, scores, tree)
+    nonzero = np.zeros((1, 2), np.int64)
+    refresh_tree(rows, shape, params, nonzero, request, rows, True, allocatable, zeros, mask, scores, tree)

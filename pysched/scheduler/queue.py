@@ -1,0 +1,253 @@
+"""The scheduling queue: active, backoff and unschedulable pods, as in kube-scheduler.
+
+- active: ordered by the profile's QueueSort key;
+- backoff: pods that failed recently wait 1 s, doubling per attempt up to 10 s;
+- unschedulable: parked until a cluster event that may help (per the rejecting plugins'
+  queueing hints) or the safety flush (parked longer than 5 min, checked every 30 s);
+- gated: pods a PreEnqueue plugin holds back.
+Time comes from the injected clock only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pysched.api.ids import PodKey
+from pysched.api.objects import PodInfo
+from pysched.framework.clock import Clock
+from pysched.framework.events import ClusterEvent, QueueingHint
+from pysched.framework.interfaces import QueuedPod
+from pysched.framework.status import Status
+
+ACTIVE, BACKOFF, UNSCHEDULABLE, GATED, IN_FLIGHT = "active", "backoff", "unschedulable", "gated", "in-flight"
+
+SortKey = Callable[[QueuedPod], tuple[Any, ...]]
+PreEnqueue = Callable[[PodInfo], Status]
+Hint = Callable[[QueuedPod, ClusterEvent], QueueingHint]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueTimings:
+    initial_backoff: float = 1.0
+    max_backoff: float = 10.0
+    unschedulable_timeout: float = 300.0
+    flush_interval: float = 30.0
+
+
+DEFAULT_TIMINGS = QueueTimings()
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        clock: Clock,
+        sort_key: SortKey,
+        pre_enqueue: PreEnqueue,
+        hint: Hint,
+        timings: QueueTimings = DEFAULT_TIMINGS,
+    ) -> None:
+        self._clock = clock
+        self._sort_key = sort_key
+        self._pre_enqueue = pre_enqueue
+        self._hint = hint
+        self.timings = timings
+        self._pods: dict[PodKey, QueuedPod] = {}
+        self._where: dict[PodKey, str] = {}
+        self._token: dict[PodKey, int] = {}
+        self._active: list[tuple[tuple[Any, ...], int, PodKey]] = []
+        self._backoff: list[tuple[float, int, PodKey]] = []
+        self._unschedulable: dict[PodKey, QueuedPod] = {}
+        self._seq = itertools.count()
+        self._event_seq = 0
+        self._popped_at: dict[PodKey, int] = {}
+        self._next_flush = clock.now() + timings.flush_interval
+        self._wakeup = asyncio.Event()
+
+    # ----- placement helpers
+    def _push_active(self, qp: QueuedPod) -> None:
+        qp.sort_key = self._sort_key(qp)
+        token = next(self._seq)
+        self._token[qp.pod.key] = token
+        self._where[qp.pod.key] = ACTIVE
+        heapq.heappush(self._active, (qp.sort_key, token, qp.pod.key))
+        self._wakeup.set()
+
+    def _push_backoff(self, qp: QueuedPod) -> None:
+        token = next(self._seq)
+        self._token[qp.pod.key] = token
+        self._where[qp.pod.key] = BACKOFF
+        heapq.heappush(self._backoff, (qp.backoff_until, token, qp.pod.key))
+
+    def _park(self, qp: QueuedPod, where: str) -> None:
+        self._where[qp.pod.key] = where
+        self._token.pop(qp.pod.key, None)
+        if where == UNSCHEDULABLE:
+            self._unschedulable[qp.pod.key] = qp
+
+    def _enqueue(self, qp: QueuedPod) -> None:
+        """Into active, or gated when a PreEnqueue plugin says not yet."""
+        status = self._pre_enqueue(qp.pod)
+        if status.ok:
+            qp.gated_by = ""
+            self._push_active(qp)
+        else:
+            qp.gated_by = status.plugin or "PreEnqueue"
+            self._park(qp, GATED)
+
+    def _backoff_for(self, attempts: int) -> float:
+        t = self.timings
+        return float(min(t.initial_backoff * 2.0 ** max(attempts - 1, 0), t.max_backoff))
+
+    def _leave_unschedulable(self, qp: QueuedPod) -> None:
+        self._unschedulable.pop(qp.pod.key, None)
+        if qp.backoff_until > self._clock.now():
+            self._push_backoff(qp)
+        else:
+            self._push_active(qp)
+
+    # ----- informer side
+    def add(self, pod: PodInfo) -> None:
+        """A new pending pod of ours."""
+        if pod.key in self._pods:
+            self.update(pod)
+            return
+        qp = QueuedPod(pod, added=self._clock.now())
+        self._pods[pod.key] = qp
+        self._enqueue(qp)
+
+    def update(self, pod: PodInfo) -> None:
+        qp = self._pods.get(pod.key)
+        if qp is None:
+            self.add(pod)
+            return
+        changed = qp.pod.raw.get("spec") != pod.raw.get("spec") or qp.pod.annotations != pod.annotations
+        qp.pod = pod
+        where = self._where[pod.key]
+        if where == GATED:
+            self._enqueue(qp)
+        elif where == UNSCHEDULABLE and changed:
+            # The pod itself changed (a resize, a new toleration...): it may fit now.
+            self._leave_unschedulable(qp)
+        elif where == ACTIVE:
+            self._push_active(qp)  # re-sort: the old heap entry goes stale
+
+    def delete(self, key: PodKey) -> None:
+        self._pods.pop(key, None)
+        self._where.pop(key, None)
+        self._token.pop(key, None)
+        self._unschedulable.pop(key, None)
+        self._popped_at.pop(key, None)
+
+    def on_event(self, event: ClusterEvent) -> int:
+        """A cluster change: move the parked pods it may help. Returns how many moved."""
+        self._event_seq += 1
+        moved = 0
+        for qp in list(self._unschedulable.values()):
+            if self._hint(qp, event) is QueueingHint.QUEUE:
+                self._leave_unschedulable(qp)
+                moved += 1
+        return moved
+
+    # ----- scheduler side
+    def flush(self) -> None:
+        now = self._clock.now()
+        while self._backoff and self._backoff[0][0] <= now:
+            _, token, key = heapq.heappop(self._backoff)
+            if self._token.get(key) == token:
+                self._push_active(self._pods[key])
+        if now >= self._next_flush:
+            self._next_flush = now + self.timings.flush_interval
+            for qp in list(self._unschedulable.values()):
+                if now - qp.last_failure >= self.timings.unschedulable_timeout:
+                    self._leave_unschedulable(qp)
+
+    def pop(self) -> QueuedPod | None:
+        """The next pod to schedule, or None when nothing is ready."""
+        self.flush()
+        while self._active:
+            _, token, key = heapq.heappop(self._active)
+            if self._token.get(key) != token:
+                continue  # stale entry: the pod moved or was re-sorted
+            del self._token[key]
+            self._where[key] = IN_FLIGHT
+            self._popped_at[key] = self._event_seq
+            qp = self._pods[key]
+            qp.attempts += 1
+            return qp
+        self._wakeup.clear()
+        return None
+
+    async def wait(self, timeout: float) -> None:
+        """Block until something may be ready (live loop); the simulator never calls this."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), timeout)
+
+    def done(self, key: PodKey) -> None:
+        """The pod was bound (or handed to binding): it leaves the queue."""
+        self.delete(key)
+
+    def requeue_unschedulable(self, qp: QueuedPod, rejectors: frozenset[str]) -> None:
+        """After a failed attempt. If an event came in while the pod was in flight, it may
+        already have helped, so back off instead of parking (kube-scheduler's move-request cycle)."""
+        key = qp.pod.key
+        if key not in self._pods:
+            return
+        now = self._clock.now()
+        qp.last_failure = now
+        qp.unschedulable_plugins = rejectors
+        qp.backoff_until = now + self._backoff_for(qp.attempts)
+        if self._popped_at.pop(key, self._event_seq) < self._event_seq:
+            self._push_backoff(qp)
+        else:
+            self._park(qp, UNSCHEDULABLE)
+
+    def requeue_backoff(self, qp: QueuedPod) -> None:
+        """After an error (bind failure, API error): retry after the backoff."""
+        key = qp.pod.key
+        if key not in self._pods:
+            return
+        now = self._clock.now()
+        qp.last_failure = now
+        qp.backoff_until = now + self._backoff_for(qp.attempts)
+        self._popped_at.pop(key, None)
+        self._push_backoff(qp)
+
+    # ----- reads
+    def next_wakeup(self) -> float | None:
+        """When the queue may next have work without any new event (backoff expiry or flush)."""
+        while self._backoff and self._token.get(self._backoff[0][2]) != self._backoff[0][1]:
+            heapq.heappop(self._backoff)  # drop stale entries
+        times = [self._backoff[0][0]] if self._backoff else []
+        if self._unschedulable:
+            times.append(self._next_flush)
+        return min(times) if times else None
+
+    def where(self, key: PodKey) -> str | None:
+        return self._where.get(key)
+
+    def get(self, key: PodKey) -> QueuedPod | None:
+        return self._pods.get(key)
+
+    def has_active(self) -> bool:
+        """Whether a pod waits in the active queue (O(1) amortised, unlike `counts`)."""
+        while self._active and self._token.get(self._active[0][2]) != self._active[0][1]:
+            heapq.heappop(self._active)  # drop stale entries
+        return bool(self._active)
+
+    def counts(self) -> dict[str, int]:
+        out = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0, IN_FLIGHT: 0}
+        for where in self._where.values():
+            out[where] += 1
+        return out
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._pods

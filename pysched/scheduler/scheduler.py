@@ -1,0 +1,347 @@
+"""The scheduler loop: one synchronous scheduling cycle per pod, binding cycles in parallel.
+
+It is the same object whatever the backend: the simulator calls `run_until_idle` between
+virtual-time steps, the live process calls `run` (DESIGN §4 rule 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from pysched.api.ids import NodeName, PodUID, pod_key
+from pysched.api.objects import NodeInfo, PodInfo, parse_time
+from pysched.framework.clock import Clock
+from pysched.framework.cluster import ClusterBackend, PodCondition
+from pysched.framework.config import ConfigError, SchedulerConfig
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
+from pysched.framework.interfaces import Handle, QueuedPod
+from pysched.framework.registry import Registry
+from pysched.framework.status import SUCCESS, Code, Status
+from pysched.scheduler.binding import BindPipeline
+from pysched.scheduler.cache import Cache
+from pysched.scheduler.observer import NullObserver, SchedulingObserver
+from pysched.scheduler.queue import DEFAULT_TIMINGS, QueueTimings, SchedulingQueue
+from pysched.scheduler.runtime import Framework, build_frameworks
+
+log = structlog.get_logger("pysched.scheduler.scheduler")
+
+
+@dataclass(slots=True)
+class SchedulerStats:
+    scheduled: int = 0
+    unschedulable: int = 0
+    errors: int = 0
+    bind_failures: int = 0
+    cycle_seconds: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _BindJob:
+    framework: Framework
+    state: CycleState
+    queued: QueuedPod
+    node: NodeName
+    wait: float
+    started: float = 0.0  # timer() at the start of the scheduling cycle (attempt duration)
+
+
+def _shrank(old: PodInfo, new: PodInfo) -> bool:
+    return any(new.requests.get(name, 0) < value for name, value in old.requests.items())
+
+
+class Scheduler:
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        backend: ClusterBackend,
+        clock: Clock,
+        registry: Registry | None = None,
+        *,
+        max_binds_in_flight: int = 64,
+        timings: QueueTimings = DEFAULT_TIMINGS,
+        timer: Callable[[], float] = time.perf_counter,
+        record_cycle_times: bool = False,
+        observer: SchedulingObserver | None = None,
+    ) -> None:
+        if registry is None:
+            from pysched.plugins import default_registry
+
+            registry = default_registry()
+        self.config = config
+        self.backend = backend
+        self.clock = clock
+        self.cache = Cache()
+        self.handle = Handle(backend, clock, self.cache.nodes)
+        self.frameworks = build_frameworks(config.profiles, registry, self.handle)
+        sorts = {f.profile.queue_sort for f in self.frameworks.values()}
+        if len(sorts) != 1:
+            # One queue for every profile: it cannot be ordered two ways (kube-scheduler's rule).
+            raise ConfigError(
+                config.source, "profiles", f"profiles run together must share one queueSort plugin, got {sorted(sorts)}"
+            )
+        queue_sort = next(iter(self.frameworks.values())).queue_sort
+        self.queue = SchedulingQueue(clock, queue_sort.sort_key, self._pre_enqueue, self._hint, timings)
+        self.stats = SchedulerStats()
+        self._timer = timer
+        self._record = record_cycle_times
+        self.observer: SchedulingObserver = observer or NullObserver()
+        self._binds: BindPipeline[_BindJob] = BindPipeline(self._run_binding_cycle, max_binds_in_flight)
+        self._side_tasks: set[asyncio.Task[None]] = set()
+        intervals = [p.reconcile_interval for f in self.frameworks.values() for p in f.reconcile]
+        self._reconcile_interval = min(intervals) if intervals else None
+        self._next_reconcile = clock.now() + (self._reconcile_interval or 0.0)
+
+    # ----- wiring
+    async def start(self) -> None:
+        self._binds.start()
+        await self.backend.start(self)
+
+    async def stop(self) -> None:
+        """Finish in-flight binds, then stop the workers."""
+        await self._binds.stop()
+        if self._side_tasks:
+            await asyncio.gather(*self._side_tasks, return_exceptions=True)
+
+    def _ours(self, pod: PodInfo) -> bool:
+        return pod.scheduler_name in self.frameworks
+
+    def _pre_enqueue(self, pod: PodInfo) -> Status:
+        return self.frameworks[pod.scheduler_name].run_pre_enqueue(pod)
+
+    def _hint(self, queued: QueuedPod, event: ClusterEvent) -> QueueingHint:
+        framework = self.frameworks.get(queued.pod.scheduler_name)
+        if framework is None:
+            return QueueingHint.SKIP
+        return framework.requeue_hint(queued.pod, queued.unschedulable_plugins, event)
+
+    # ----- ClusterListener: the informer stream
+    def on_node_added(self, node: NodeInfo) -> None:
+        self.cache.add_node(node)
+        self.queue.on_event(ClusterEvent(EventKind.NODE_ADD, None, node))
+
+    def on_node_updated(self, old: NodeInfo, new: NodeInfo) -> None:
+        self.cache.update_node(new)
+        self.queue.on_event(ClusterEvent(EventKind.NODE_UPDATE, old, new))
+
+    def on_node_deleted(self, node: NodeInfo) -> None:
+        self.cache.remove_node(node)
+
+    def on_pod_added(self, pod: PodInfo) -> None:
+        if pod.node_name is not None:
+            self.cache.add_pod(pod)
+            self.queue.delete(pod.key)
+        elif self._ours(pod) and not pod.deleting and not pod.terminated:
+            self.queue.add(pod)
+
+    def on_pod_updated(self, old: PodInfo, new: PodInfo) -> None:
+        if new.node_name is None:
+            if self._ours(new) and not new.deleting and not new.terminated:
+                self.queue.update(new)
+            elif new.key in self.queue:
+                self.queue.delete(new.key)
+            return
+        self.cache.update_pod(new)
+        # Bound (by us or by anyone else): it leaves the queue, even mid-binding-cycle.
+        self.queue.delete(new.key)
+        if new.terminated and not old.terminated:
+            self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, old, new))
+            self._pod_terminated(new)
+        elif old.node_name is not None and _shrank(old, new):
+            self.queue.on_event(ClusterEvent(EventKind.POD_RESIZE_DOWN, old, new))
+
+    def _pod_terminated(self, pod: PodInfo) -> None:
+        framework = self.frameworks.get(pod.scheduler_name)
+        for plugin in framework.pod_terminated if framework is not None else ():
+            plugin.pod_terminated(pod)
+
+    def _pod_deleted(self, pod: PodInfo) -> None:
+        framework = self.frameworks.get(pod.scheduler_name)
+        for plugin in framework.pod_deleted if framework is not None else ():
+            plugin.pod_deleted(pod)
+
+    def on_pod_deleted(self, pod: PodInfo) -> None:
+        if self.cache.pod_node(pod.key) is not None:
+            self.cache.remove_pod(pod)
+            if pod.node_name is not None:
+                self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))
+        self.queue.delete(pod.key)
+        self._pod_deleted(pod)
+
+    def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:
+        meta: Any = raw.get("metadata") or {}
+        log.warning("invalid pod", pod=f"{meta.get('namespace')}/{meta.get('name')}", problem=problem)
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+        stub = PodInfo(
+            key=pod_key(namespace, name),
+            uid=PodUID(str(meta.get("uid") or "")),
+            namespace=namespace,
+            name=name,
+            scheduler_name="",
+            priority=0,
+            created=parse_time(meta.get("creationTimestamp")),
+            requests={},
+            raw=raw,
+        )
+        self._spawn(self.backend.emit_event(stub, "Warning", "FailedScheduling", f"pod cannot be scheduled: {problem}"))
+
+    # ----- scheduling cycle
+    def schedule_one(self) -> bool:
+        """Run one scheduling cycle; False when no pod was ready."""
+        queued = self.queue.pop()
+        if queued is None:
+            return False
+        started = self._timer()
+        pod = queued.pod
+        framework = self.frameworks[pod.scheduler_name]
+        state = CycleState()
+        result = framework.find_node(state, pod)
+        if result.node is None:
+            self._fail(queued, result.status, result.diagnosis.rejectors if result.diagnosis else frozenset(), started)
+            return True
+        node = result.node
+        if framework.reserve:
+            status = framework.run_reserve(state, pod, node)
+            if not status.ok:
+                self._fail(queued, status, frozenset({status.plugin}), started)
+                return True
+        self.cache.assume(pod, node, result.request)
+        wait = 0.0
+        if framework.permit:
+            status, wait = framework.run_permit(state, pod, node)
+            if status.rejected or status.code is Code.ERROR:
+                framework.run_unreserve(state, pod, node)
+                self.cache.forget(pod)
+                self._fail(queued, status, frozenset({status.plugin}), started)
+                return True
+        if self._record:
+            self.stats.cycle_seconds.append(self._timer() - started)
+        self._binds.submit(_BindJob(framework, state, queued, node, wait, started))
+        return True
+
+    def _fail(self, queued: QueuedPod, status: Status, rejectors: frozenset[str], started: float | None = None) -> None:
+        pod = queued.pod
+        result = "error" if status.code is Code.ERROR else "unschedulable"
+        elapsed = 0.0 if started is None else self._timer() - started
+        self.observer.attempt(pod.scheduler_name, result, elapsed)
+        if status.code is Code.ERROR:
+            self.stats.errors += 1
+            self.queue.requeue_backoff(queued)
+            reason = "SchedulerError"
+        else:
+            self.stats.unschedulable += 1
+            self.queue.requeue_unschedulable(queued, rejectors)
+            reason = "Unschedulable"
+        message = status.message()
+        self._spawn(self._report_failure(pod, reason, message))
+
+    async def _report_failure(self, pod: PodInfo, reason: str, message: str) -> None:
+        await self.backend.emit_event(pod, "Warning", "FailedScheduling", message)
+        await self.backend.patch_pod_condition(pod, PodCondition("PodScheduled", "False", reason, message))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    # ----- binding cycle
+    async def _run_binding_cycle(self, job: _BindJob) -> None:
+        try:
+            await self._binding_cycle(job)
+        except Exception:  # a bug in a plugin or backend must not stop the binders
+            log.exception("binding cycle crashed", pod=job.queued.pod.key)
+            self._undo(job, Status(Code.ERROR, ("internal error while binding",)))
+
+    async def _binding_cycle(self, job: _BindJob) -> None:
+        framework, state, pod, node = job.framework, job.state, job.queued.pod, job.node
+        if job.wait:
+            status = await framework.wait_on_permit(pod, job.wait)
+            if not status.ok:
+                self._undo(job, status)
+                return
+        status = await framework.run_pre_bind(state, pod, node)
+        if status.ok:
+            pod, status = self._reread(job, pod)
+        if status.ok:
+            status = await framework.run_bind(state, pod, node)
+        if not status.ok:
+            self._undo(job, status)
+            return
+        self.stats.scheduled += 1
+        self.observer.attempt(pod.scheduler_name, "scheduled", self._timer() - job.started)
+        self.observer.bound(job.queued, self.clock.now())
+        self.queue.done(pod.key)
+        framework.run_post_bind(state, pod, node)
+        await self.backend.emit_event(
+            pod, "Normal", "Scheduled", f"Successfully assigned {pod.namespace}/{pod.name} to {node}"
+        )
+
+    def _reread(self, job: _BindJob, pod: PodInfo) -> tuple[PodInfo, Status]:
+        """The pod as the informer has it now, right before the bind: a resize during the
+        binding cycle (preBind's own, or anyone's) must not bind stale requests. New requests
+        that still fit the node are assumed there instead; otherwise the cycle fails and retries."""
+        queued = self.queue.get(pod.key)
+        latest = queued.pod if queued is not None else pod
+        if latest is pod or latest.uid != pod.uid or latest.requests == pod.requests:
+            return pod, SUCCESS
+        job.queued.pod = latest  # a retry starts from what the pod asks for now
+        if self.cache.reassume(latest):
+            return latest, SUCCESS
+        return latest, Status(Code.UNSCHEDULABLE, (f"resized to requests that no longer fit node {job.node}",))
+
+    def _undo(self, job: _BindJob, status: Status) -> None:
+        """A failed binding cycle: forget the assumption at once and retry after backoff."""
+        pod = job.queued.pod
+        self.stats.bind_failures += 1
+        self.observer.attempt(pod.scheduler_name, "error", self._timer() - job.started)
+        job.framework.run_unreserve(job.state, pod, job.node)
+        self.cache.forget(pod)
+        self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))  # its resources are free again
+        if pod.key not in self.queue:
+            return  # the informer saw it bound elsewhere or deleted: nothing to retry or to report
+        self.queue.requeue_backoff(job.queued)
+        self._spawn(self._report_failure(pod, "SchedulerError", f"Binding rejected: {status.message()}"))
+
+    # ----- reconcile: plugins acting on running pods on a clock interval
+    def next_reconcile(self) -> float | None:
+        """When reconcile plugins next run; None when no profile has any."""
+        return None if self._reconcile_interval is None else self._next_reconcile
+
+    async def reconcile_if_due(self) -> None:
+        if self._reconcile_interval is None or self.clock.now() < self._next_reconcile:
+            return
+        self._next_reconcile = self.clock.now() + self._reconcile_interval
+        running: dict[str, list[PodInfo]] = {}
+        for pod in self.cache.bound_pods():
+            running.setdefault(pod.scheduler_name, []).append(pod)
+        for framework in self.frameworks.values():
+            for plugin in framework.reconcile:
+                await plugin.reconcile(running.get(framework.name, []))
+
+    # ----- drivers
+    async def run_until_idle(self) -> None:
+        """Schedule every ready pod and let their binds finish (simulation and tests)."""
+        await self.reconcile_if_due()
+        while True:
+            while self.schedule_one():
+                pass
+            await self._binds.join()
+            if self._side_tasks:
+                await asyncio.gather(*list(self._side_tasks), return_exceptions=True)
+            if not self.queue.has_active():
+                return
+
+    async def run(self, stop: asyncio.Event, idle_poll: float = 1.0) -> None:
+        """The live loop: schedule while there is work, otherwise wait for the queue."""
+        while not stop.is_set():
+            await self.reconcile_if_due()
+            if not self.schedule_one():
+                await self.queue.wait(idle_poll)
+            else:
+                await asyncio.sleep(0)  # let binds and informer events in
