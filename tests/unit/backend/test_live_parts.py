@@ -229,7 +229,7 @@ async def test_token_bucket_paces_after_the_burst() -> None:
 
 def test_manifest_profile_is_the_builtin_pysched_profile() -> None:
     registry = default_registry()
-    configmap = yaml.safe_load((Path(__file__).resolve().parents[2] / "manifests" / "configmap.yaml").read_text())
+    configmap = yaml.safe_load((Path(__file__).resolve().parents[3] / "manifests" / "configmap.yaml").read_text())
     deployed = parse_config(yaml.safe_load(configmap["data"]["profiles.yaml"]), "configmap", registry)
     builtin = builtin_config(registry).profile("pysched")
     assert deployed.profiles == (builtin,)
@@ -275,7 +275,7 @@ async def test_a_leader_that_cannot_renew_steps_down_within_the_renew_deadline()
 
 
 def test_deployment_args_are_flags_of_pysched_run() -> None:
-    manifests = Path(__file__).resolve().parents[2] / "manifests"
+    manifests = Path(__file__).resolve().parents[3] / "manifests"
     deployment = yaml.safe_load((manifests / "deployment.yaml").read_text())
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     parser = argparse.ArgumentParser(prog="pysched", exit_on_error=False)
