@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import math
 import re
-import time
-from datetime import datetime
 
+from pysched.api.containers import container_names
 from pysched.api.objects import PodInfo
 from pysched.api.resources import QuantityError, parse_quantity
+from pysched.api.times import parse_rfc3339
 
 DEADLINE = "pysched.io/deadline"
 TOTAL_STEPS = "pysched.io/total-steps"
@@ -24,20 +24,6 @@ URGENCY_FORMS = '"urgent" or "relaxed"'
 _DURATION = re.compile(r"^(?:\d+(?:\.\d+)?[hms])+$")
 _PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0}
-
-
-def format_rfc3339(epoch: float) -> str:
-    """Whole seconds, UTC, as the API writes times (gmtime + f-string: once per progress write)."""
-    t = time.gmtime(epoch)
-    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}Z"
-
-
-def parse_rfc3339(value: str) -> float | None:
-    try:
-        stamp = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        return None
-    return stamp.timestamp() if stamp.tzinfo is not None else None
 
 
 def parse_duration(value: str) -> float | None:
@@ -119,10 +105,6 @@ def cpu_milli_of(pod: PodInfo, key: str) -> int | None:
 def autoscale_enabled(pod: PodInfo) -> bool:
     """Only an explicit `"false"` turns autoscaling off (a malformed value reads as absent: on)."""
     return pod.annotations.get(AUTOSCALE, "").strip().lower() != "false"
-
-
-def container_names(pod: PodInfo) -> list[str]:
-    return [str(c.get("name", "")) for c in pod.raw.get("spec", {}).get("containers") or []]
 
 
 def main_container(pod: PodInfo) -> str | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pysched.api.annotations import format_rfc3339
 from pysched.api.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
+from pysched.api.times import format_rfc3339
 
 rfc3339 = format_rfc3339  # times in manifests, as the API writes them
 

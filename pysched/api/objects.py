@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from pysched.api.ids import NodeName, OwnerUID, PodKey, PodUID, pod_key
 from pysched.api.resources import PODS, ResourceMap, nonzero_requests, parse_resource_list, pod_requests
+from pysched.api.times import parse_time
 
 DEFAULT_SCHEDULER = "default-scheduler"
 
@@ -140,13 +140,6 @@ class NodeInfo:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     resource_version: str = ""
-
-
-def parse_time(value: str | None) -> float:
-    """RFC 3339 to epoch seconds; 0 when absent."""
-    if not value:
-        return 0.0
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
 def _requirements(raw: Any) -> tuple[Requirement, ...]:

@@ -15,10 +15,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pysched.api.containers import ContainerResize
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from pysched.framework.clock import Clock
-from pysched.framework.cluster import ClusterListener, ContainerResize, PodCondition
+from pysched.framework.cluster import ClusterListener, PodCondition
 from pysched.framework.status import SUCCESS, Status, error, unschedulable
 
 

@@ -23,8 +23,8 @@ from pysched.framework.clock import VirtualClock
 from pysched.framework.config import SchedulerConfig
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
-from pysched.scheduler import kernel
 from pysched.scheduler.scheduler import Scheduler
+from pysched.scheduler.selection import warm_up
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
@@ -105,7 +105,7 @@ async def run_bench(
     manifests = bench_pods(pods, rng)
     for manifest in manifests:
         manifest["spec"]["schedulerName"] = profile
-    kernel.warm_up()
+    warm_up()
     scheduler = Scheduler(config, cluster, clock, registry, record_cycle_times=True)
     if configure is not None:
         configure(scheduler)

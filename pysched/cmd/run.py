@@ -30,7 +30,8 @@ import structlog
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
-    from pysched.backend.live.cluster import AsyncKubeClient, LiveCluster
+    from pysched.backend.live.client import AsyncKubeClient
+    from pysched.backend.live.cluster import LiveCluster
     from pysched.backend.live.leader import LeaderElector, LeaseConfig
     from pysched.cmd.metrics import SchedulerMetrics
     from pysched.cmd.server import OpsServer
@@ -175,13 +176,14 @@ class _State:
 async def _serve(
     args: argparse.Namespace, config: SchedulerConfig, lease: LeaseConfig | None, address: tuple[str, int]
 ) -> int:
-    from pysched.backend.live.cluster import KubeConfigError, LiveCluster, LiveOptions, connect
+    from pysched.backend.live.client import KubeConfigError, connect
+    from pysched.backend.live.cluster import LiveCluster, LiveOptions
     from pysched.backend.live.leader import LeaderElector
     from pysched.cmd.metrics import SchedulerMetrics
     from pysched.cmd.server import OpsServer
     from pysched.framework.clock import WallClock
-    from pysched.scheduler.kernel import warm_up
     from pysched.scheduler.scheduler import Scheduler
+    from pysched.scheduler.selection import warm_up
 
     try:
         client = await connect(args.kubeconfig, qps=args.qps, burst=args.burst, context=args.context)
@@ -197,7 +199,7 @@ async def _serve(
     state = _State(leader=lease is None)
     backend.writable = lambda: state.leader and not state.lost
     elector = LeaderElector(client, lease, lambda leader: _on_leadership(state, leader)) if lease else None
-    _add_sources(metrics, scheduler, backend, state)
+    _add_sources(metrics, scheduler, backend, client, state)
 
     def not_ready() -> str | None:
         if not state.warmed:
@@ -291,12 +293,14 @@ async def _teardown(
     log.info("stopped", lost_lease=state.lost)
 
 
-def _add_sources(metrics: SchedulerMetrics, scheduler: Scheduler, backend: LiveCluster, state: _State) -> None:
+def _add_sources(
+    metrics: SchedulerMetrics, scheduler: Scheduler, backend: LiveCluster, client: AsyncKubeClient, state: _State
+) -> None:
     from pysched.cmd.metrics import counter, gauge, plugin_metrics
 
     def collect() -> list[Metric]:
         counts = scheduler.queue.counts()
-        api = backend.client.calls
+        api = client.calls
         return [
             gauge(
                 "scheduler_pending_pods",

@@ -19,11 +19,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pysched.api.annotations import format_rfc3339, parse_rfc3339
 from pysched.api.objects import PodInfo
+from pysched.api.times import format_rfc3339, parse_rfc3339
 from pysched.deadline.predictor import CountStats
 
 CONDITION = "pysched.io/Deadline"
+DEMOTED_REASON = "DeadlineInfeasible"  # the deadline cannot be met: ordered as best-effort
 MAX_COUNTS = 4  # the counts with the most measured time: keeps the message short
 
 _NUM = r"[0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?"
@@ -95,3 +96,11 @@ def condition_message(
     if math.isfinite(last_rescale):
         parts.append(f"lastRescale={last_rescale:.0f}")
     return "; ".join(parts)
+
+
+def demoted_by_condition(pod: PodInfo) -> bool:
+    """A previous leader (or this one) demoted the pod: read back from its `pysched.io/Deadline`."""
+    for cond in (pod.raw.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == CONDITION and cond.get("reason") == DEMOTED_REASON:
+            return True
+    return False

@@ -23,7 +23,7 @@ from pysched.framework.status import Status
 if TYPE_CHECKING:
     from pysched.framework.clock import Clock
     from pysched.framework.cluster import ClusterBackend
-    from pysched.scheduler.cache import NodeTable
+    from pysched.framework.nodetable import NodeTable
 
 Bools = npt.NDArray[np.bool_]
 I64 = npt.NDArray[np.int64]

@@ -5,74 +5,25 @@ Filters and scores that depend only on resources and precomputed node masks are 
 that owns it (pysched/plugins/*/reference.py); hypothesis tests hold the kernel to those references.
 Integer results follow kube-scheduler's arithmetic so that scores agree to the unit.
 
-Every feasible node is scored: there is no sampling. What makes it cheap is that a node's
-score depends only on that node's state and on the few numbers of the pod that the score terms
-read (its "score shape"). `ScoreCache` keeps one score array per shape and, between pods,
-rescores only the rows that changed (usually the one node the previous pod landed on); the
-per-pod pass is then just the fit check and the arg-max over all nodes.
+Only compiled functions live here; the caches that call them incrementally are in
+`pysched.scheduler.selection`.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import numba
 import numpy as np
-import numpy.typing as npt
 
-if TYPE_CHECKING:
-    from pysched.scheduler.cache import NodeTable
+from pysched.framework.nodetable import I64, MAX_NODE_SCORE, POD_COLUMN, Bools
 
-MAX_NODE_SCORE = 100
-POD_COLUMN = 2
-
-I64 = npt.NDArray[np.int64]
-Bools = npt.NDArray[np.bool_]
-
-# A pod's score shape: (nz cpu, nz memory, cpu, memory), followed by (gpu, gpu column or -1,
-# score class) when the profile uses UrgencyPlacement (the kernel reads them only then).
-ScoreShape = tuple[int, ...]
 URGENT = 1  # score class of an urgent pod (UrgencyPlacement); 0 is relaxed
 
 # Compiled code is cached on disk (NUMBA_CACHE_DIR picks the folder; a read-only image sets it).
 _CACHE = os.environ.get("PYSCHED_NUMBA_CACHE", "1") != "0"
-
-
-@dataclass(frozen=True, slots=True)
-class KernelWeights:
-    """What a profile asks of the fused kernel: whether the fit filter runs and each score's weight."""
-
-    resource_fit: bool = True
-    least_allocated: int = 0
-    most_allocated: int = 0
-    balanced_allocation: int = 0
-    cpu_weight: int = 1  # resource weights of Least/MostAllocated (kube-scheduler default 1:1)
-    memory_weight: int = 1
-    urgency_placement: int = 0  # UrgencyPlacement's profile weight, then its own term weights
-    grow_headroom_weight: int = 1
-    pack_weight: int = 1
-    gpu_fragment_weight: int = 1
-    headroom_factor: int = 2
-
-    def params(self) -> I64:
-        return np.array(
-            [
-                self.least_allocated,
-                self.most_allocated,
-                self.balanced_allocation,
-                self.cpu_weight,
-                self.memory_weight,
-                self.urgency_placement,
-                self.grow_headroom_weight,
-                self.pack_weight,
-                self.gpu_fragment_weight,
-                self.headroom_factor,
-            ],
-            np.int64,
-        )
 
 
 # Kernels take whole arrays and loop inside: a compiled helper called per row would pay array
@@ -172,12 +123,6 @@ def score_rows(  # pragma: no cover - compiled; covered through the parity tests
         scores[i] = total
 
 
-def score_all(shape: I64, params: I64, allocatable: I64, requested: I64, nonzero_requested: I64, scores: I64) -> None:
-    score_rows(
-        np.arange(scores.shape[0], dtype=np.int64), shape, params, allocatable, requested, nonzero_requested, scores
-    )
-
-
 @_kernel
 def select_node(  # pragma: no cover - compiled; covered through the parity tests
     request: I64,
@@ -234,51 +179,6 @@ def charge_row(  # pragma: no cover - compiled
         requested[row, c] += sign * charge[c]
     nonzero_requested[row, 0] += sign * nonzero[0]
     nonzero_requested[row, 1] += sign * nonzero[1]
-
-
-@dataclass(slots=True)
-class _Scores:
-    scores: I64
-    shape: I64
-    seq: int
-    size: int
-
-
-@dataclass(slots=True)
-class ScoreCache:
-    """Fused score arrays per score shape, kept current by rescoring only the rows that changed."""
-
-    weights: KernelWeights
-    capacity: int = 256
-    params: I64 = field(init=False)
-    _entries: dict[ScoreShape, _Scores] = field(init=False, default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.params = self.weights.params()
-
-    def scores(self, shape: ScoreShape, nodes: NodeTable) -> I64:
-        size = nodes.size
-        allocatable, requested, nonzero = (
-            nodes.allocatable[:size],
-            nodes.requested[:size],
-            nodes.nonzero_requested[:size],
-        )
-        entry = self._entries.get(shape)
-        seq = nodes.change_seq
-        if entry is not None and entry.size == size:
-            if entry.seq == seq:
-                return entry.scores
-            rows = nodes.changed_since(entry.seq)
-            if rows is not None:
-                score_rows(rows, entry.shape, self.params, allocatable, requested, nonzero, entry.scores)
-                entry.seq = seq
-                return entry.scores
-        if entry is None and len(self._entries) >= self.capacity:
-            self._entries.clear()  # many shapes: start over rather than grow without bound
-        entry = _Scores(np.empty(size, np.int64), np.array(shape, np.int64), seq, size)
-        self._entries[shape] = entry
-        score_all(entry.shape, self.params, allocatable, requested, nonzero, entry.scores)
-        return entry.scores
 
 
 @_kernel
@@ -387,136 +287,3 @@ def refresh_tree(  # pragma: no cover - compiled
     """Rescore the changed rows, then refresh their leaves and paths: one call per pod."""
     score_rows(rows, shape, params, allocatable, requested, nonzero_requested, scores)
     return update_tree(rows, request, columns, resource_fit, allocatable, requested, mask, scores, tree)
-
-
-@dataclass(slots=True)
-class _Selection:
-    tree: I64
-    scores: I64  # this key's own copy, kept current with the tree
-    shape: I64
-    seq: int
-    size: int
-    count: int
-
-
-@dataclass(slots=True)
-class SelectionCache:
-    """The best feasible node per (placement signature, request), kept current incrementally.
-
-    Between two pods only a few rows change (the node the last pod landed on, a finished pod's
-    node). For a key in frequent use, a tournament tree holds every row's score (or -1 when the
-    row cannot take the pod), so the arg-max over all nodes is the root and a changed row costs
-    O(log nodes). A key seen rarely gets a plain scan of its candidate rows instead, since its
-    tree would be mostly stale by its next use. Either way the answer is exactly that of
-    `select_node` scanning every row, ties included.
-    """
-
-    score_cache: ScoreCache
-    capacity: int = 512
-    min_rows: int = 64  # below this a scan is as cheap as a tree
-    _trees: dict[object, _Selection] = field(default_factory=dict)
-    _last_scan: dict[object, int] = field(default_factory=dict)
-    _generation: int = -1
-
-    def select(
-        self,
-        key: object,
-        nodes: NodeTable,
-        mask: Bools,
-        candidates: I64,
-        request: I64,
-        columns: I64,
-        resource_fit: bool,
-        shape: ScoreShape,
-    ) -> tuple[int, int]:
-        """(best row or -1, feasible count), as `select_node` would answer. The key must
-        determine the mask, the request and the score shape (a score class included)."""
-        if nodes.generation != self._generation:
-            self._trees.clear()  # masks changed: every tree is stale
-            self._last_scan.clear()
-            self._generation = nodes.generation
-        size = nodes.size
-        seq = nodes.change_seq
-        allocatable, requested = nodes.allocatable[:size], nodes.requested[:size]
-        fresh_limit = max(size // 16, 8)
-        entry = self._trees.get(key)
-        if entry is not None and entry.size == size:
-            rows = nodes.changed_since(entry.seq, fresh_limit) if entry.seq != seq else None
-            if entry.seq == seq or rows is not None:
-                if rows is not None and rows.shape[0]:
-                    entry.count += refresh_tree(
-                        rows,
-                        entry.shape,
-                        self.score_cache.params,
-                        nodes.nonzero_requested[:size],
-                        request,
-                        columns,
-                        resource_fit,
-                        allocatable,
-                        requested,
-                        mask,
-                        entry.scores,
-                        entry.tree,
-                    )
-                    entry.seq = seq
-                top = int(entry.tree[1])
-                if top < 0:
-                    return -1, 0
-                scale = entry.tree.shape[0] // 2
-                return scale - 1 - top % scale, entry.count
-            del self._trees[key]
-        scores = self.score_cache.scores(shape, nodes)
-        last = self._last_scan.get(key)
-        self._last_scan[key] = seq
-        if last is None or seq - last > fresh_limit or size < self.min_rows:
-            out = np.empty(0, np.int64)
-            best, count = select_node(
-                request, columns, resource_fit, allocatable, requested, candidates, scores, out, False
-            )
-            return best, count
-        # Used again soon after its last scan: worth a tree.
-        if len(self._trees) >= self.capacity:
-            self._trees.clear()
-        if len(self._last_scan) >= 8 * self.capacity:
-            self._last_scan.clear()
-        scale = 1 << max(size - 1, 0).bit_length()
-        tree = np.empty(2 * scale, np.int64)
-        count = build_tree(request, columns, resource_fit, allocatable, requested, mask, scores, tree)
-        self._trees[key] = _Selection(tree, scores.copy(), np.array(shape, np.int64), seq, size, count)
-        top = int(tree[1])
-        return (-1, 0) if top < 0 else (scale - 1 - top % scale, count)
-
-
-def reference_scores(weights: KernelWeights, shape: ScoreShape, nodes: NodeTable) -> I64:
-    """Scores of every row computed from scratch (tests compare the cache against this)."""
-    size = nodes.size
-    out = np.empty(size, np.int64)
-    score_all(
-        np.array(shape, np.int64),
-        weights.params(),
-        nodes.allocatable[:size],
-        nodes.requested[:size],
-        nodes.nonzero_requested[:size],
-        out,
-    )
-    return out
-
-
-def warm_up() -> None:
-    """Compile (or load from the numba cache) every kernel before the scheduler says it is ready."""
-    allocatable = np.array([[1000, 1 << 30, 10, 0]], np.int64)
-    zeros = np.zeros_like(allocatable)
-    scores = np.zeros(1, np.int64)
-    params = KernelWeights(least_allocated=1, balanced_allocation=1).params()
-    shape = np.array([100, 1 << 20, 100, 1 << 20, 0, -1, 0], np.int64)
-    rows = np.zeros(1, np.int64)
-    score_rows(rows, shape, params, allocatable, zeros, np.zeros((1, 2), np.int64), scores)
-    request = np.array([100, 0, 0, 0], np.int64)
-    mask = np.ones(1, np.bool_)
-    select_node(request, rows, True, allocatable, zeros, rows, scores, np.zeros(1, np.int64), True)
-    charge_row(zeros, np.zeros((1, 2), np.int64), 0, allocatable[0], np.zeros(2, np.int64), 1)
-    tree = np.empty(2, np.int64)
-    build_tree(request, rows, True, allocatable, zeros, mask, scores, tree)
-    update_tree(rows, request, rows, True, allocatable, zeros, mask, scores, tree)
-    nonzero = np.zeros((1, 2), np.int64)
-    refresh_tree(rows, shape, params, nonzero, request, rows, True, allocatable, zeros, mask, scores, tree)

@@ -44,10 +44,11 @@ from pysched.framework.interfaces import (
     ScoreNormalizer,
     ScorePlugin,
 )
+from pysched.framework.nodetable import RequestShape
 from pysched.framework.registry import ArgsError, Registry
 from pysched.framework.status import SUCCESS, Code, Status, error, unresolvable
-from pysched.scheduler.cache import RequestShape
-from pysched.scheduler.kernel import KernelWeights, ScoreCache, SelectionCache, select_node
+from pysched.scheduler.kernel import select_node
+from pysched.scheduler.selection import KernelWeights, ScoreCache, SelectionCache
 
 KERNEL_FILTERS = frozenset({"NodeResourcesFit"})
 KERNEL_SCORES = frozenset({"LeastAllocated", "MostAllocated", "BalancedAllocation", "UrgencyPlacement"})

@@ -15,7 +15,8 @@ from typing import Any
 import structlog
 
 from pysched.api.ids import NodeName, PodUID, pod_key
-from pysched.api.objects import NodeInfo, PodInfo, parse_time
+from pysched.api.objects import NodeInfo, PodInfo
+from pysched.api.times import parse_time
 from pysched.framework.clock import Clock
 from pysched.framework.cluster import ClusterBackend, PodCondition
 from pysched.framework.config import ConfigError, SchedulerConfig

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pysched.api.annotations import DEADLINE, PROGRESS, TOTAL_STEPS
-from pysched.api.annotations import format_rfc3339 as rfc3339
+from pysched.api.times import format_rfc3339 as rfc3339
 
 __all__ = ["DEADLINE", "DEFAULT_INTERVAL", "PROGRESS", "TOTAL_STEPS", "format_progress", "last_write", "rfc3339"]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pysched.api.annotations import parse_rfc3339
+from pysched.api.times import parse_rfc3339
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.sim.engine import Accounting, resize_run

@@ -19,7 +19,8 @@ import pytest
 
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
-from pysched.backend.live.cluster import LiveCluster, LiveOptions, connect
+from pysched.backend.live.client import connect
+from pysched.backend.live.cluster import LiveCluster, LiveOptions
 from pysched.deadline.condition import measured_text
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import parse_config

@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
+from pysched.api.containers import ContainerResize
 from pysched.api.ids import NodeName, PodUID, pod_key
 from pysched.api.objects import NodeInfo, PodInfo
-from pysched.backend.live.cluster import LiveCluster, LiveOptions, connect
-from pysched.framework.cluster import ContainerResize, PodCondition
+from pysched.backend.live.client import connect
+from pysched.backend.live.cluster import LiveCluster, LiveOptions
+from pysched.framework.cluster import PodCondition
 from pysched.framework.status import Code
 from pysched.testing import KubeAPI, LocalControlPlane
 from pysched.testing.helpers import condition, container, eventually, fake_node, make_pod

@@ -21,7 +21,8 @@ import pytest
 
 from pysched.api.annotations import deadline_of
 from pysched.api.objects import pod_from_dict
-from pysched.backend.live.cluster import LiveCluster, LiveOptions, connect
+from pysched.backend.live.client import connect
+from pysched.backend.live.cluster import LiveCluster, LiveOptions
 from pysched.framework.clock import WallClock
 from pysched.framework.config import parse_config
 from pysched.plugins import default_registry

@@ -11,8 +11,10 @@ from collections.abc import Mapping
 import pytest
 
 from pysched.api.annotations import DEADLINE, deadline_of
-from pysched.api.objects import NodeInfo, PodInfo, parse_time
-from pysched.backend.live.cluster import LiveCluster, LiveOptions, connect
+from pysched.api.objects import NodeInfo, PodInfo
+from pysched.api.times import parse_time
+from pysched.backend.live.client import connect
+from pysched.backend.live.cluster import LiveCluster, LiveOptions
 from pysched.backend.live.informer import Informer
 from pysched.testing import KubeAPI, LocalControlPlane
 from pysched.testing.helpers import eventually, make_pod

@@ -12,11 +12,12 @@ from collections.abc import Callable
 
 import pytest
 
+from pysched.api.containers import cpu_resize
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
-from pysched.backend.live.cluster import LiveCluster, LiveOptions, connect
+from pysched.backend.live.client import connect
+from pysched.backend.live.cluster import LiveCluster, LiveOptions
 from pysched.framework.clock import WallClock
-from pysched.framework.cluster import cpu_resize
 from pysched.framework.config import parse_config
 from pysched.plugins import default_registry
 from pysched.scheduler.scheduler import Scheduler

@@ -1,10 +1,7 @@
-"""The live ClusterBackend: a real API server through kubernetes-asyncio.
+"""The live ClusterBackend: informers, binds, conditions, resizes and events on a real API server.
 
-This is the only module that imports the Kubernetes client (DESIGN §4 rule 2), and it uses only
-its configuration loading, authentication and HTTP session: every request goes out with
-`_preload_content=False` and the JSON is parsed here, so no generated model sits on the hot path
-(and `pods/binding`, which answers with a Status where the model expects a Binding, is read as
-HTTP 201). Requests share one client-side token bucket (QPS/burst, as client-go's).
+It talks to the API only through `KubeClient` (`client.AsyncKubeClient` in production): plain
+JSON in and out, so the Kubernetes client library stays in `client.py`.
 """
 
 from __future__ import annotations
@@ -12,26 +9,22 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import json
 import socket
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-import aiohttp
 import structlog
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 
+from pysched.api.containers import ContainerResize
 from pysched.api.ids import NodeName
-from pysched.api.objects import NodeInfo, PodInfo, node_from_dict, parse_time, pod_from_dict
+from pysched.api.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
+from pysched.api.times import format_micro_time, parse_time
 from pysched.backend.live.eventsink import EventRecord, EventSink, Series
 from pysched.backend.live.informer import Informer
-from pysched.backend.live.kubeclient import JSON, STRATEGIC_MERGE_PATCH, ApiResponse, WatchFailed
-from pysched.backend.live.ratelimit import TokenBucket
-from pysched.framework.cluster import ClusterListener, ContainerResize, PodCondition
+from pysched.backend.live.kubeclient import JSON, STRATEGIC_MERGE_PATCH, KubeClient
+from pysched.framework.cluster import ClusterListener, PodCondition
 from pysched.framework.status import SUCCESS, Status, error, unschedulable
 
 log = structlog.get_logger("pysched.live")
@@ -40,130 +33,6 @@ log = structlog.get_logger("pysched.live")
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 
-class KubeConfigError(ValueError):
-    """The kubeconfig (or in-cluster config) cannot be used; the message is one line."""
-
-
-def micro_time(epoch: float) -> str:
-    """metav1.MicroTime as the API writes it."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-# ----------------------------------------------------------------------------- the connection
-class AsyncKubeClient:
-    """Plain JSON over kubernetes-asyncio's configured ApiClient (auth, TLS, token refresh)."""
-
-    def __init__(self, api: Any, bucket: TokenBucket, request_timeout: float = 30.0) -> None:
-        self._api = api
-        self._bucket = bucket
-        self._timeout = request_timeout
-        self.calls: collections.Counter[tuple[str, int]] = collections.Counter()
-
-    async def _send(
-        self, method: str, path: str, query: Mapping[str, str] | None, body: Any, content_type: str, timeout: Any
-    ) -> Any:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        return await self._api.call_api(
-            path,
-            method,
-            query_params=list((query or {}).items()),
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=timeout,
-        )
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-        rate_limited: bool = True,
-    ) -> ApiResponse:
-        """`rate_limited=False` is for events, which have their own bucket (as kube-scheduler's
-        separate event client has), so a burst of events never delays binds."""
-        if rate_limited:
-            await self._bucket.acquire()
-        try:
-            resp = await self._send(method, path, query, body, content_type, self._timeout)
-            try:
-                raw = await resp.read()
-            finally:
-                resp.release()
-        except (aiohttp.ClientError, TimeoutError, OSError, k8s_client.ApiException) as err:
-            self.calls[(method, 0)] += 1
-            return ApiResponse(0, {"message": f"{type(err).__name__}: {err}"})
-        self.calls[(method, resp.status)] += 1
-        try:
-            decoded = json.loads(raw) if raw else {}
-        except ValueError:
-            decoded = {"message": raw[:300].decode("utf-8", "replace")}
-        return ApiResponse(resp.status, decoded if isinstance(decoded, dict) else {"items": decoded})
-
-    async def watch(self, path: str, query: Mapping[str, str], inactivity: float) -> AsyncIterator[JSON]:
-        await self._bucket.acquire()
-        # sock_read is the inactivity watchdog: a stream silent for that long is broken
-        timeout = aiohttp.ClientTimeout(connect=10.0, sock_connect=10.0, sock_read=inactivity)
-        try:
-            resp = await self._send("GET", path, query, None, "application/json", timeout)
-        except (aiohttp.ClientError, TimeoutError, OSError, k8s_client.ApiException) as err:
-            raise WatchFailed(0, f"{type(err).__name__}: {err}") from err
-        try:
-            if resp.status != 200:
-                body = (await resp.read()).decode("utf-8", "replace")
-                try:
-                    message = str(json.loads(body).get("message", body))
-                except (ValueError, AttributeError):
-                    message = body[:300]
-                raise WatchFailed(resp.status, message)
-            buffer = b""
-            # chunks, not readline(): objects over aiohttp's line limit (2 MiB) must not break the watch
-            async for chunk in resp.content.iter_any():
-                buffer += chunk
-                while True:
-                    end = buffer.find(b"\n")
-                    if end < 0:
-                        break
-                    line, buffer = buffer[:end], buffer[end + 1 :]
-                    if line.strip():
-                        yield json.loads(line)
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:
-            raise WatchFailed(0, f"watch broke off: {type(err).__name__}: {err}") from err
-        finally:
-            resp.release()
-
-    async def close(self) -> None:
-        await self._api.close()
-
-
-async def connect(
-    kubeconfig: str | None, *, qps: float, burst: int, context: str | None = None, pool_size: int = 128
-) -> AsyncKubeClient:
-    """A client from a kubeconfig file, or the in-cluster service account when none is given."""
-    configuration = k8s_client.Configuration()
-    try:
-        if kubeconfig:
-            await k8s_config.load_kube_config(
-                config_file=kubeconfig, context=context, client_configuration=configuration, persist_config=False
-            )
-        else:
-            incluster: Any = k8s_config.load_incluster_config  # untyped in the library
-            incluster(client_configuration=configuration)
-    except (k8s_config.ConfigException, OSError, ValueError, TypeError, KeyError) as err:
-        where = kubeconfig or "in-cluster config"
-        message = " ".join(str(err).split()) or type(err).__name__
-        raise KubeConfigError(f"{where}: {message}") from err
-    except Exception as err:  # YAML errors and friends from the loader
-        raise KubeConfigError(f"{kubeconfig or 'in-cluster config'}: {' '.join(str(err).split())}") from err
-    configuration.connection_pool_maxsize = pool_size
-    return AsyncKubeClient(k8s_client.ApiClient(configuration), TokenBucket(qps, burst))
-
-
-# ----------------------------------------------------------------------------- the backend
 @dataclass(frozen=True, slots=True)
 class LiveOptions:
     scheduler_names: frozenset[str] | None = None  # pending pods of other schedulers are not parsed
@@ -201,7 +70,7 @@ class LiveCluster:
     """ClusterBackend on a real API server. Writes are refused while `writable()` is False
     (a follower or a leader that lost its lease must not touch the cluster)."""
 
-    def __init__(self, client: AsyncKubeClient, options: LiveOptions | None = None) -> None:
+    def __init__(self, client: KubeClient, options: LiveOptions | None = None) -> None:
         self.client = client
         self.options = options or LiveOptions()
         self.writable: Callable[[], bool] = lambda: True
@@ -534,7 +403,7 @@ class LiveCluster:
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
             "metadata": {"name": name, "namespace": event.namespace},
-            "eventTime": micro_time(when),
+            "eventTime": format_micro_time(when),
             "reportingController": event.controller,
             "reportingInstance": f"{event.controller}-{self.options.instance}"[:128],
             "action": event.action,
@@ -558,7 +427,7 @@ class LiveCluster:
         return name
 
     async def _patch_event(self, event: EventRecord, series: Series) -> None:
-        body = {"series": {"count": series.count, "lastObservedTime": micro_time(series.last_seen_wall)}}
+        body = {"series": {"count": series.count, "lastObservedTime": format_micro_time(series.last_seen_wall)}}
         path = f"/apis/events.k8s.io/v1/namespaces/{event.namespace}/events/{series.name}"
         resp = await self.client.request(
             "PATCH", path, body=body, content_type="application/merge-patch+json", rate_limited=False

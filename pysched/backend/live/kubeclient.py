@@ -49,8 +49,10 @@ class KubeClient(Protocol):
         query: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        rate_limited: bool = True,
     ) -> ApiResponse:
-        """One rate-limited request; never raises for HTTP or transport failures."""
+        """One request, through the client's rate limiter unless `rate_limited` is False (events have
+        a bucket of their own); never raises for HTTP or transport failures."""
         ...
 
     def watch(self, path: str, query: Mapping[str, str], inactivity: float) -> AsyncIterator[JSON]:

@@ -55,6 +55,16 @@ from pysched.api.annotations import (
     main_container,
     total_steps_of,
 )
+from pysched.api.containers import (
+    ContainerResize,
+    actual_cpus,
+    actual_request,
+    container_cpus,
+    container_request,
+    container_resize,
+    resize_infeasible,
+    restarts_on_resize,
+)
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.labels import selector_matches, selector_problem
 from pysched.api.objects import PodInfo
@@ -74,22 +84,12 @@ from pysched.deadline.predictor import (
     progress_observation,
     stamp_resolution,
 )
-from pysched.framework.cluster import ContainerResize, PodCondition, container_resize
+from pysched.framework.cluster import PodCondition
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import Handle, MetricFamily
 from pysched.framework.registry import ArgsError, PluginSpec
 from pysched.framework.status import SUCCESS, Status
-from pysched.plugins.autoscale.choice import (
-    Choice,
-    actual_cpus,
-    actual_request,
-    central_finish,
-    choose,
-    container_cpus,
-    container_request,
-    resize_infeasible,
-    restarts_on_resize,
-)
+from pysched.plugins.autoscale.choice import Choice, central_finish, choose
 
 __all__ = ["NAME", "SPEC", "Autoscale", "AutoscaleArgs", "Choice", "choose", "rfc3339"]
 

@@ -42,14 +42,13 @@ from pysched.api.ids import PodKey, PodUID
 from pysched.api.labels import selector_matches, selector_problem
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU
+from pysched.deadline.condition import CONDITION, DEMOTED_REASON, demoted_by_condition
 from pysched.framework.cluster import PodCondition
 from pysched.framework.interfaces import Handle, QueuedPod
 from pysched.framework.registry import ArgsError, PluginSpec
 from pysched.framework.status import SUCCESS, Status
 
 NAME = "DeadlineLaxity"
-CONDITION = "pysched.io/Deadline"
-DEMOTED_REASON = "DeadlineInfeasible"
 NOT_ALLOWED_REASON = "DeadlineNotAllowed"
 PRIOR_SERIAL_FRACTION = 0.05  # the predictor's generic prior (never the model catalogue)
 
@@ -80,14 +79,6 @@ def amdahl_ratio(cpus: float, serial_fraction: float = PRIOR_SERIAL_FRACTION) ->
     if cpus < 1:
         return 1.0 / cpus
     return serial_fraction + (1.0 - serial_fraction) / cpus
-
-
-def demoted_by_condition(pod: PodInfo) -> bool:
-    """A previous leader (or this one) demoted the pod: read back from its `pysched.io/Deadline`."""
-    for cond in (pod.raw.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == CONDITION and cond.get("reason") == DEMOTED_REASON:
-            return True
-    return False
 
 
 @dataclass(slots=True)

@@ -9,9 +9,9 @@ from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, MEMORY
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import I64, Bools, Handle
+from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.plugins.node_resources.reference import balanced_allocation
-from pysched.scheduler.cache import NodeTable
 
 NAME = "BalancedAllocation"
 

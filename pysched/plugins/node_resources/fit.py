@@ -12,9 +12,9 @@ from pysched.api.objects import PodInfo
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import EventKind, EventRegistration
 from pysched.framework.interfaces import FilterResult, Handle
+from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.plugins.node_resources.reference import insufficient
-from pysched.scheduler.cache import NodeTable
 
 NAME = "NodeResourcesFit"
 

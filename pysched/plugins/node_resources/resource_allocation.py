@@ -13,8 +13,8 @@ import numpy.typing as npt
 from pysched.api.objects import PodInfo
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import I64, Bools
+from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import ArgsError
-from pysched.scheduler.cache import NodeTable
 
 MAX = 100
 PerResource = Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], npt.NDArray[np.int64]]

@@ -13,8 +13,8 @@ from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import PLACEMENT_EVENTS, EventRegistration
 from pysched.framework.interfaces import Bools, FilterResult, Handle
 from pysched.framework.masks import mask_result
+from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
-from pysched.scheduler.cache import NodeTable
 
 NAME = "NodeUnschedulable"
 REASON = "node(s) were unschedulable"

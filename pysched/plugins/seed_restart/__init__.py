@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from pysched.api.annotations import deadline_of, progress_of, total_steps_of
+from pysched.api.containers import cpu_resize
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, GPU, format_resource
-from pysched.framework.cluster import cpu_resize
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import Handle
 from pysched.framework.registry import ArgsError, PluginSpec

@@ -12,9 +12,8 @@ from pysched.api.objects import PodInfo, Taint, Toleration
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import PLACEMENT_EVENTS, EventRegistration
 from pysched.framework.interfaces import I64, Bools, FilterResult, Handle
+from pysched.framework.nodetable import MAX_NODE_SCORE, NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
-from pysched.scheduler.cache import NodeTable
-from pysched.scheduler.kernel import MAX_NODE_SCORE
 
 NAME = "TaintToleration"
 FILTER_EFFECTS = ("NoSchedule", "NoExecute")

@@ -27,9 +27,9 @@ from pysched.api.resources import CPU, GPU
 from pysched.framework.clock import Clock
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import I64, Bools, Handle
+from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import ArgsError, PluginSpec
 from pysched.plugins.urgency_placement.reference import urgency_placement
-from pysched.scheduler.cache import NodeTable
 from pysched.scheduler.kernel import URGENT
 
 NAME = "UrgencyPlacement"

@@ -48,6 +48,7 @@ class FakeClient:
         query: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        rate_limited: bool = True,
     ) -> ApiResponse:
         self.requests.append((method, path))
         if self.down:
@@ -324,7 +325,7 @@ async def test_live_cluster_reports_unreadable_pods_of_its_own_once_and_ignores_
             listing("2", pod("good", "pysched", "1"), pod("bad", "pysched", "lots"), pod("x", "other", "lots")),
         ]
     )
-    backend = LiveCluster(client, LiveOptions(scheduler_names=frozenset({"pysched"})))  # type: ignore[arg-type]
+    backend = LiveCluster(client, LiveOptions(scheduler_names=frozenset({"pysched"})))
     listener = InvalidPods()
     await backend.start(listener)
     backend.pod_informer._known.clear()  # deliver the same objects again, as a relist would
@@ -356,7 +357,7 @@ def test_a_pod_that_ended_is_delivered_as_ended_before_it_leaves() -> None:
             "status": {"phase": phase},
         }
 
-    backend = LiveCluster(FakeClient())  # type: ignore[arg-type]
+    backend = LiveCluster(FakeClient())
     listener = Recorder()
     backend._listener = listener
     backend._pod_upsert(pod("Running"))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from pysched.backend.live.cluster import connect
+from pysched.backend.live.client import connect
 from pysched.backend.live.kubeclient import WatchFailed
 
 

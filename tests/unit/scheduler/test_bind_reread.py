@@ -15,11 +15,11 @@ from typing import ClassVar
 import yaml
 
 from pysched.api.builders import node_dict, pod_dict
+from pysched.api.containers import cpu_resize
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
-from pysched.framework.cluster import cpu_resize
 from pysched.framework.config import parse_config
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import Handle

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from pysched.api.builders import make_node, make_pod
 from pysched.api.ids import NodeName
 from pysched.scheduler.cache import Cache
-from pysched.scheduler.kernel import KernelWeights, ScoreCache, reference_scores
+from pysched.scheduler.selection import KernelWeights, ScoreCache, reference_scores
 
 
 def _cpu(cache: Cache, node: str) -> int:

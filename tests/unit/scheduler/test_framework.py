@@ -14,10 +14,10 @@ from pysched.framework.config import parse_config
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
 from pysched.framework.interfaces import Handle
+from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.framework.status import SUCCESS, Code, Status, unschedulable
 from pysched.plugins import default_registry
-from pysched.scheduler.cache import NodeTable
 from pysched.scheduler.scheduler import Scheduler
 
 

@@ -8,7 +8,8 @@ from pysched.api.builders import make_node, make_pod
 from pysched.api.ids import NodeName
 from pysched.api.resources import nonzero_requests
 from pysched.scheduler.cache import Cache
-from pysched.scheduler.kernel import KernelWeights, ScoreCache, SelectionCache, reference_scores, select_node
+from pysched.scheduler.kernel import select_node
+from pysched.scheduler.selection import KernelWeights, ScoreCache, SelectionCache, reference_scores
 
 WEIGHTS = KernelWeights(least_allocated=1, balanced_allocation=2)
 REQUESTS = [{"cpu": 500, "memory": 2**30}, {"cpu": 2000}, {"cpu": 1000, "nvidia.com/gpu": 1}, {}]

@@ -5,13 +5,14 @@ from typing import Any
 import pytest
 
 from pysched.api.builders import node_dict, pod_dict
+from pysched.api.containers import ContainerResize, cpu_resize
 from pysched.api.ids import PodKey
 from pysched.api.objects import PodInfo, pod_from_dict
 from pysched.backend.simulated import SimulatedCluster
 from pysched.cmd.metrics import SchedulerMetrics, plugin_metrics
 from pysched.deadline.predictor import JobModel
 from pysched.framework.clock import VirtualClock
-from pysched.framework.cluster import ContainerResize, PodCondition, cpu_resize
+from pysched.framework.cluster import PodCondition
 from pysched.framework.config import ConfigError, parse_config
 from pysched.framework.status import Code, Status
 from pysched.plugins import default_registry

@@ -11,10 +11,10 @@ from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import ConfigError, parse_config
 from pysched.framework.interfaces import Handle, QueuedPod
+from pysched.framework.nodetable import NodeTable
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.plugins.deadline_laxity import NAME, DeadlineLaxity, DeadlineLaxityArgs, amdahl_ratio
-from pysched.scheduler.cache import NodeTable
 from pysched.scheduler.scheduler import Scheduler
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z

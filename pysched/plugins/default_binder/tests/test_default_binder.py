@@ -6,8 +6,8 @@ from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import Handle
+from pysched.framework.nodetable import NodeTable
 from pysched.plugins.default_binder import DefaultBinder
-from pysched.scheduler.cache import NodeTable
 
 
 def test_binds_through_the_backend_and_reports_conflicts() -> None:

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from pysched.api.builders import make_node, make_pod
 from pysched.api.objects import NodeInfo, Requirement
 from pysched.framework.cycle_state import CycleState
+from pysched.framework.nodetable import NodeTable
 from pysched.plugins.node_affinity import REASON, NodeAffinity
-from pysched.scheduler.cache import NodeTable
 
 KEYS = ["zone", "gen", "pool"]
 VALUES = ["a", "b", "1", "7", "12", "x1"]

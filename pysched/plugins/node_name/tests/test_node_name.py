@@ -1,7 +1,7 @@
 from pysched.api.builders import make_node, make_pod
 from pysched.framework.cycle_state import CycleState
+from pysched.framework.nodetable import NodeTable
 from pysched.plugins.node_name import REASON, NodeName
-from pysched.scheduler.cache import NodeTable
 
 
 def test_only_the_named_node_fits() -> None:

@@ -3,7 +3,7 @@ from hypothesis import given, settings
 
 from pysched.api.resources import nonzero_requests
 from pysched.plugins.node_resources.reference import balanced_allocation
-from pysched.scheduler.kernel import KernelWeights, score_all
+from pysched.scheduler.selection import KernelWeights, score_all
 from pysched.testing.strategies import Arrays, node_arrays, pod_request
 
 

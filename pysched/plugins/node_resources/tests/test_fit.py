@@ -3,9 +3,9 @@ from hypothesis import given, settings
 
 from pysched.api.builders import make_node, make_pod
 from pysched.framework.cycle_state import CycleState
+from pysched.framework.nodetable import NodeTable
 from pysched.plugins.node_resources.fit import NodeResourcesFit
 from pysched.plugins.node_resources.reference import fits, insufficient
-from pysched.scheduler.cache import NodeTable
 from pysched.scheduler.kernel import select_node
 from pysched.testing.strategies import Arrays, node_arrays, pod_request
 

@@ -4,7 +4,7 @@ from hypothesis import strategies as st
 
 from pysched.api.resources import nonzero_requests
 from pysched.plugins.node_resources.reference import most_allocated
-from pysched.scheduler.kernel import KernelWeights, score_all
+from pysched.scheduler.selection import KernelWeights, score_all
 from pysched.testing.strategies import Arrays, node_arrays, pod_request
 
 

@@ -1,7 +1,7 @@
 from pysched.api.builders import make_node, make_pod
 from pysched.framework.cycle_state import CycleState
+from pysched.framework.nodetable import NodeTable
 from pysched.plugins.node_unschedulable import NodeUnschedulable
-from pysched.scheduler.cache import NodeTable
 
 
 def test_cordoned_nodes_take_only_pods_tolerating_the_unschedulable_taint() -> None:

@@ -3,8 +3,8 @@ import numpy as np
 from pysched.api.builders import make_node, make_pod
 from pysched.api.objects import Taint, Toleration
 from pysched.framework.cycle_state import CycleState
+from pysched.framework.nodetable import NodeTable
 from pysched.plugins.taint_toleration import TaintToleration
-from pysched.scheduler.cache import NodeTable
 
 
 def _table() -> NodeTable:

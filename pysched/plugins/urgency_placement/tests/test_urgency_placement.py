@@ -19,9 +19,10 @@ from pysched.plugins import default_registry
 from pysched.plugins.urgency_placement import UrgencyPlacement, UrgencyPlacementArgs
 from pysched.plugins.urgency_placement.reference import urgency_placement
 from pysched.scheduler.cache import Cache
-from pysched.scheduler.kernel import URGENT, KernelWeights, score_all
+from pysched.scheduler.kernel import URGENT
 from pysched.scheduler.runtime import Framework
 from pysched.scheduler.scheduler import Scheduler
+from pysched.scheduler.selection import KernelWeights, score_all
 from pysched.testing.strategies import Arrays, node_arrays, pod_request
 
 GPU_COLUMN = 4  # the strategies' layout: cpu, memory, pods, ephemeral-storage, gpu

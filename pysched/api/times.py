@@ -1,0 +1,32 @@
+"""Times as the API writes and reads them (RFC 3339, UTC), to and from epoch seconds."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+
+def format_rfc3339(epoch: float) -> str:
+    """Whole seconds, UTC, as the API writes times (gmtime + f-string: once per progress write)."""
+    t = time.gmtime(epoch)
+    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}Z"
+
+
+def parse_rfc3339(value: str) -> float | None:
+    try:
+        stamp = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    return stamp.timestamp() if stamp.tzinfo is not None else None
+
+
+def parse_time(value: str | None) -> float:
+    """RFC 3339 to epoch seconds; 0 when absent."""
+    if not value:
+        return 0.0
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def format_micro_time(epoch: float) -> str:
+    """metav1.MicroTime as the API writes it."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
