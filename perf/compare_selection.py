@@ -16,7 +16,7 @@ from pysched.scheduler.scheduler import Scheduler
 
 def scan_only(scheduler: Scheduler) -> None:
     for framework in scheduler.frameworks.values():
-        framework._selection.min_rows = 1 << 62  # never build a tree
+        framework.algorithm.selection.min_rows = 1 << 62  # never build a tree
 
 
 def main() -> None:

@@ -104,13 +104,6 @@ class MaskFilterPlugin(FilterPlugin, Protocol):
     def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools: ...
 
 
-@runtime_checkable
-class FusedFilter(Protocol):
-    """A filter the kernel runs itself (`kernel_filter` names the term)."""
-
-    kernel_filter: ClassVar[str]
-
-
 @dataclass(frozen=True, slots=True)
 class Diagnosis:
     """Why no node fits: reason -> node count, and which plugins rejected."""
@@ -147,13 +140,6 @@ class ScorePlugin(Plugin, Protocol):
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> I64:
         """Scores (0..100 once normalized) for every row; rows not feasible are ignored."""
         ...
-
-
-@runtime_checkable
-class FusedScore(Protocol):
-    """A score the kernel computes itself; `score_batch` stays its numpy reference."""
-
-    kernel_score: ClassVar[str]
 
 
 @runtime_checkable

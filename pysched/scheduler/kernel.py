@@ -18,9 +18,8 @@ from typing import TypeVar
 import numba
 import numpy as np
 
+from pysched.framework.fused import URGENT_CLASS
 from pysched.framework.nodetable import I64, MAX_NODE_SCORE, POD_COLUMN, Bools
-
-URGENT = 1  # score class of an urgent pod (UrgencyPlacement); 0 is relaxed
 
 # Compiled code is cached on disk (NUMBA_CACHE_DIR picks the folder; a read-only image sets it).
 _CACHE = os.environ.get("PYSCHED_NUMBA_CACHE", "1") != "0"
@@ -64,7 +63,7 @@ def score_rows(  # pragma: no cover - compiled; covered through the parity tests
     gpu_col = np.int64(-1)
     urgent = False
     if w_urgency != 0 and shape.shape[0] >= 7:
-        gpu, gpu_col, urgent = shape[4], shape[5], shape[6] == URGENT
+        gpu, gpu_col, urgent = shape[4], shape[5], shape[6] == URGENT_CLASS
     else:
         w_urgency = np.int64(0)
     w_cpu_term = params[6] if urgent else params[7]

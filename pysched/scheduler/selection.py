@@ -9,10 +9,12 @@ per-pod pass is then just the fit check and the arg-max over all nodes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from pysched.framework.fused import FusedParams, FusedTerm, ResourceWeights, UrgencyParams
 from pysched.framework.nodetable import I64, Bools, NodeTable, ScoreShape
 from pysched.scheduler.kernel import (
     build_tree,
@@ -39,6 +41,40 @@ class KernelWeights:
     pack_weight: int = 1
     gpu_fragment_weight: int = 1
     headroom_factor: int = 2
+
+    @classmethod
+    def from_terms(cls, resource_fit: bool, terms: Mapping[FusedTerm, tuple[int, FusedParams]]) -> KernelWeights:
+        """The kernel's parameters from a profile's fused terms (term -> profile weight, params).
+        Raises ValueError when LEAST_ALLOCATED and MOST_ALLOCATED disagree on resource weights:
+        the kernel has one pair."""
+
+        def weight(term: FusedTerm) -> int:
+            return terms[term][0] if term in terms else 0
+
+        pairs = {
+            params
+            for term, (_, params) in terms.items()
+            if term in (FusedTerm.LEAST_ALLOCATED, FusedTerm.MOST_ALLOCATED) and isinstance(params, ResourceWeights)
+        }
+        if len(pairs) > 1:
+            raise ValueError("must use the same resource weights")
+        resource = next(iter(pairs), ResourceWeights())
+        _, urgency = terms.get(FusedTerm.URGENCY_PLACEMENT, (0, None))
+        if not isinstance(urgency, UrgencyParams):
+            urgency = UrgencyParams()
+        return cls(
+            resource_fit=resource_fit,
+            least_allocated=weight(FusedTerm.LEAST_ALLOCATED),
+            most_allocated=weight(FusedTerm.MOST_ALLOCATED),
+            balanced_allocation=weight(FusedTerm.BALANCED_ALLOCATION),
+            cpu_weight=resource.cpu,
+            memory_weight=resource.memory,
+            urgency_placement=weight(FusedTerm.URGENCY_PLACEMENT),
+            grow_headroom_weight=urgency.grow_headroom,
+            pack_weight=urgency.pack,
+            gpu_fragment_weight=urgency.gpu_fragment,
+            headroom_factor=urgency.headroom_factor,
+        )
 
     def params(self) -> I64:
         return np.array(

@@ -8,6 +8,7 @@ from typing import ClassVar
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, MEMORY
 from pysched.framework.cycle_state import CycleState
+from pysched.framework.fused import FusedTerm
 from pysched.framework.interfaces import I64, Bools, Handle
 from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
@@ -18,10 +19,13 @@ NAME = "BalancedAllocation"
 
 @dataclass(frozen=True, slots=True)
 class BalancedAllocation:
-    """Fused into the kernel (`kernel_score`); `score_batch` is the numpy reference."""
+    """Fused into the kernel (`fused_term`); `score_batch` is the numpy reference."""
 
     NAME: ClassVar[str] = NAME
-    kernel_score: ClassVar[str] = NAME
+    fused_term: ClassVar[FusedTerm] = FusedTerm.BALANCED_ALLOCATION
+
+    def fused_params(self) -> None:
+        return None
 
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> I64:
         size = nodes.size

@@ -11,6 +11,7 @@ import numpy as np
 from pysched.api.objects import PodInfo
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import EventKind, EventRegistration
+from pysched.framework.fused import FusedTerm
 from pysched.framework.interfaces import FilterResult, Handle
 from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
@@ -21,10 +22,13 @@ NAME = "NodeResourcesFit"
 
 @dataclass(frozen=True, slots=True)
 class NodeResourcesFit:
-    """Fused into the kernel (`kernel_filter`); `filter_batch` is the reference and the diagnosis."""
+    """Fused into the kernel (`fused_term`); `filter_batch` is the reference and the diagnosis."""
 
     NAME: ClassVar[str] = NAME
-    kernel_filter: ClassVar[str] = NAME
+    fused_term: ClassVar[FusedTerm] = FusedTerm.RESOURCE_FIT
+
+    def fused_params(self) -> None:
+        return None
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult:
         request = nodes.vector(pod.requests)

@@ -4,7 +4,7 @@ the plugin shape. Each plugin supplies only its per-resource formula."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -12,6 +12,7 @@ import numpy.typing as npt
 
 from pysched.api.objects import PodInfo
 from pysched.framework.cycle_state import CycleState
+from pysched.framework.fused import ResourceWeights
 from pysched.framework.interfaces import I64, Bools
 from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import ArgsError
@@ -26,9 +27,9 @@ class ResourceWeightArgs:
     memory_weight: int = 1
 
     def validate(self) -> None:
-        for field, value in (("cpuWeight", self.cpu_weight), ("memoryWeight", self.memory_weight)):
+        for key, value in (("cpuWeight", self.cpu_weight), ("memoryWeight", self.memory_weight)):
             if not 0 <= value <= 100:
-                raise ArgsError(field, f"must be an integer from 0 to 100, got {value}")
+                raise ArgsError(key, f"must be an integer from 0 to 100, got {value}")
         if self.cpu_weight == 0 and self.memory_weight == 0:
             raise ArgsError("cpuWeight", "cpuWeight and memoryWeight cannot both be 0")
 
@@ -58,10 +59,13 @@ def weighted_mean(
 
 @dataclass(frozen=True, slots=True)
 class AllocationScore:
-    """A fused score (`kernel_score`); `score_batch` is its numpy reference."""
+    """A fused score (`fused_term`); `score_batch` is its numpy reference."""
 
     per_resource: ClassVar[PerResource]
-    resource_weights: tuple[int, int] = (1, 1)
+    weights: ResourceWeights = field(default_factory=ResourceWeights)
+
+    def fused_params(self) -> ResourceWeights:
+        return self.weights
 
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> I64:
         cpu, memory = pod.nonzero_cpu_memory
@@ -72,5 +76,6 @@ class AllocationScore:
             memory,
             nodes.allocatable[:size],
             nodes.nonzero_requested[:size],
-            *self.resource_weights,
+            self.weights.cpu,
+            self.weights.memory,
         )

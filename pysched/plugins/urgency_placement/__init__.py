@@ -1,7 +1,7 @@
 """UrgencyPlacement: urgent jobs go where they can grow in place, relaxed jobs pack (best fit),
 GPU jobs fill partly used GPU nodes before breaking into empty ones.
 
-A fused score (`kernel_score`): the kernel computes it from each node's row and the pod's score
+A fused score (`fused_term`): the kernel computes it from each node's row and the pod's score
 shape, whose last number is the pod's urgency class (`score_class`). `score_batch` is the numpy
 reference.
 
@@ -26,14 +26,14 @@ from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, GPU
 from pysched.framework.clock import Clock
 from pysched.framework.cycle_state import CycleState
+from pysched.framework.fused import URGENT_CLASS, FusedTerm, UrgencyParams
 from pysched.framework.interfaces import I64, Bools, Handle
 from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import ArgsError, PluginSpec
 from pysched.plugins.urgency_placement.reference import urgency_placement
-from pysched.scheduler.kernel import URGENT
 
 NAME = "UrgencyPlacement"
-SCORE_CLASS = {"urgent": URGENT, "relaxed": 0}  # by the accepted values of `pysched.io/urgency`
+SCORE_CLASS = {"urgent": URGENT_CLASS, "relaxed": 0}  # by the accepted values of `pysched.io/urgency`
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +61,7 @@ class UrgencyPlacementArgs:
 @dataclass(frozen=True, slots=True)
 class UrgencyPlacement:
     NAME: ClassVar[str] = NAME
-    kernel_score: ClassVar[str] = NAME
+    fused_term: ClassVar[FusedTerm] = FusedTerm.URGENCY_PLACEMENT
 
     args: UrgencyPlacementArgs
     clock: Clock
@@ -73,26 +73,30 @@ class UrgencyPlacement:
             return SCORE_CLASS[stated]
         deadline = deadline_of(pod)
         if deadline is not None and deadline - self.clock.now() <= self.args.urgent_within_seconds:
-            return URGENT
+            return URGENT_CLASS
         return 0
 
-    def kernel_params(self) -> tuple[int, int, int, int]:
+    def fused_params(self) -> UrgencyParams:
         a = self.args
-        return a.grow_headroom_weight, a.pack_weight, a.gpu_fragment_weight, a.headroom_factor
+        return UrgencyParams(a.grow_headroom_weight, a.pack_weight, a.gpu_fragment_weight, a.headroom_factor)
 
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> I64:
         size = nodes.size
         cpu, _memory = pod.nonzero_cpu_memory
         gpu = pod.requests.get(GPU, 0)
+        params = self.fused_params()
         return urgency_placement(
-            self.score_class(pod) == URGENT,
+            self.score_class(pod) == URGENT_CLASS,
             cpu,
             pod.requests.get(CPU, 0),
             gpu,
             nodes.column.get(GPU, -1) if gpu else -1,
             nodes.allocatable[:size],
             nodes.requested[:size],
-            *self.kernel_params(),
+            params.grow_headroom,
+            params.pack,
+            params.gpu_fragment,
+            params.headroom_factor,
         )
 
 

@@ -14,12 +14,12 @@ from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import ConfigError, parse_config
 from pysched.framework.cycle_state import CycleState
+from pysched.framework.fused import URGENT_CLASS
 from pysched.framework.interfaces import Handle
 from pysched.plugins import default_registry
 from pysched.plugins.urgency_placement import UrgencyPlacement, UrgencyPlacementArgs
 from pysched.plugins.urgency_placement.reference import urgency_placement
 from pysched.scheduler.cache import Cache
-from pysched.scheduler.kernel import URGENT
 from pysched.scheduler.runtime import Framework
 from pysched.scheduler.scheduler import Scheduler
 from pysched.scheduler.selection import KernelWeights, score_all
@@ -72,7 +72,7 @@ def test_kernel_matches_reference(
         gpu_fragment_weight=gpu_w,
         headroom_factor=factor,
     )
-    shape = np.array([nz_cpu, nz_mem, cpu, mem, gpu, gpu_column, URGENT if urgent else 0], np.int64)
+    shape = np.array([nz_cpu, nz_mem, cpu, mem, gpu, gpu_column, URGENT_CLASS if urgent else 0], np.int64)
     out = np.empty(len(nodes.mask), np.int64)
     score_all(shape, weights.params(), nodes.allocatable, nodes.requested, nodes.nonzero_requested, out)
     only_least = np.empty_like(out)
@@ -172,7 +172,7 @@ def test_score_batch_matches_the_kernel_in_a_framework() -> None:
         shape = (*req.score_shape, *req.gpu_shape, plugin.score_class(pod))
         out = np.empty(nodes.size, np.int64)
         size = nodes.size
-        params = framework.weights.params()
+        params = framework.algorithm.weights.params()
         score_all(
             np.array(shape, np.int64),
             params,
@@ -228,7 +228,7 @@ def test_cached_selection_matches_a_full_scan_as_pods_land() -> None:
         assert (None if result.node is None else table.row[result.node]) == expected
         if result.node is not None:
             cache.assume(pod, result.node, result.request)
-    assert framework._selection._trees  # the incremental trees answered, not only scans
+    assert framework.algorithm.selection._trees  # the incremental trees answered, not only scans
 
 
 ADMITTED = """

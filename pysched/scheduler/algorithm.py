@@ -1,0 +1,273 @@
+"""The scheduling algorithm of one profile: from a pod to the best node, or to why there is none.
+
+The hot path is `find_node`: PreFilter, the node mask (cached), then the fused kernel through the
+incremental selection caches. Plugins with logic the kernel does not know add their own batch
+filters and scores around it (a slower path: every row's score is written out). When no node
+fits, `diagnose` runs every filter's numpy `filter_batch` for kube-scheduler's message, and the
+PostFilter plugins run.
+
+What the kernel computes is declared by the plugins (`pysched.framework.fused`); nothing here
+names a plugin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pysched.api.ids import NodeName
+from pysched.api.objects import PodInfo
+from pysched.framework.config import ConfigError
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.fused import FusedParams, FusedPlugin, FusedTerm, PodClassifier
+from pysched.framework.interfaces import (
+    Diagnosis,
+    FilterPlugin,
+    MaskFilterPlugin,
+    PostFilterPlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScoreNormalizer,
+    ScorePlugin,
+)
+from pysched.framework.nodetable import I64, Bools, NodeTable, RequestShape
+from pysched.framework.status import SUCCESS, Code, Status, error
+from pysched.scheduler.kernel import select_node
+from pysched.scheduler.selection import KernelWeights, ScoreCache, SelectionCache
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleResult:
+    node: NodeName | None
+    status: Status
+    feasible_nodes: int = 0
+    diagnosis: Diagnosis | None = None
+    request: RequestShape | None = None  # the pod's request in array form, reused by assume
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedScore:
+    plugin: ScorePlugin
+    weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class KernelPlan:
+    """What the profile's plugins ask of the kernel, and what it leaves to them."""
+
+    weights: KernelWeights
+    batch_filters: tuple[FilterPlugin, ...]  # filters neither masked nor fused
+    extra_scores: tuple[WeightedScore, ...]  # scores the kernel does not compute
+    classify: Callable[[PodInfo], int] | None  # the pod class a fused term reads
+
+
+def plan_kernel(profile: str, filters: Sequence[FilterPlugin], scores: Sequence[WeightedScore]) -> KernelPlan:
+    """Read the fused-term declarations of a profile's filters and scores (ConfigError when they
+    contradict each other: a term twice, a filter term at score, parameters of the wrong type)."""
+    fit = False
+    batch: list[FilterPlugin] = []
+    for filter_plugin in filters:
+        if isinstance(filter_plugin, FusedPlugin):
+            if not filter_plugin.fused_term.is_filter:
+                raise ConfigError(profile, "plugins.filter", f"{filter_plugin.NAME} fuses a score term, not a filter")
+            fit = True
+        elif not isinstance(filter_plugin, MaskFilterPlugin):
+            batch.append(filter_plugin)
+    terms: dict[FusedTerm, tuple[int, FusedParams]] = {}
+    by_term: dict[FusedTerm, str] = {}
+    extra: list[WeightedScore] = []
+    classify: Callable[[PodInfo], int] | None = None
+    for score in scores:
+        plugin = score.plugin
+        if not isinstance(plugin, FusedPlugin):
+            extra.append(score)
+            continue
+        term = plugin.fused_term
+        if term.is_filter:
+            raise ConfigError(profile, "plugins.score", f"{plugin.NAME} fuses a filter term, not a score")
+        if term in by_term:
+            raise ConfigError(profile, "plugins.score", f"{plugin.NAME} and {by_term[term]} fuse the same term")
+        params = plugin.fused_params()
+        wanted = term.params_type
+        if (params is None) != (wanted is None) or (wanted is not None and not isinstance(params, wanted)):
+            raise ConfigError(profile, "plugins.score", f"{plugin.NAME} gives {params!r} for {term.value}")
+        if term.reads_pod_class:
+            if not isinstance(plugin, PodClassifier):
+                raise ConfigError(profile, "plugins.score", f"{plugin.NAME} fuses {term.value} but has no score_class")
+            classify = plugin.score_class
+        terms[term] = (score.weight, params)
+        by_term[term] = plugin.NAME
+    try:
+        weights = KernelWeights.from_terms(fit, terms)
+    except ValueError as err:
+        names = " and ".join(sorted(by_term[t] for t in (FusedTerm.LEAST_ALLOCATED, FusedTerm.MOST_ALLOCATED)))
+        raise ConfigError(profile, "pluginConfig", f"{names}: {err}") from None
+    return KernelPlan(weights, tuple(batch), tuple(extra), classify)
+
+
+class SchedulingAlgorithm:
+    """PreFilter, filters and scores of one profile over the node table, with their caches."""
+
+    def __init__(
+        self,
+        profile: str,
+        nodes: NodeTable,
+        pre_filter: Sequence[PreFilterPlugin],
+        filters: Sequence[FilterPlugin],
+        post_filter: Sequence[PostFilterPlugin],
+        pre_score: Sequence[PreScorePlugin],
+        scores: Sequence[WeightedScore],
+    ) -> None:
+        self.nodes = nodes
+        self.pre_filter = tuple(pre_filter)
+        self.filters = tuple(filters)
+        self.post_filter = tuple(post_filter)
+        self.pre_score = tuple(pre_score)
+        self.mask_filters = tuple(p for p in filters if isinstance(p, MaskFilterPlugin))
+        plan = plan_kernel(profile, filters, scores)
+        self.weights = plan.weights
+        self.batch_filters = plan.batch_filters
+        self.extra_scores = plan.extra_scores
+        self._classify = plan.classify
+        self._masks: dict[Hashable, tuple[Bools, I64]] = {}  # signature -> (mask, candidate rows)
+        self._mask_generation = -1
+        self._scores: I64 = np.zeros(0, np.int64)
+        self._score_cache = ScoreCache(self.weights)
+        self.selection = SelectionCache(self._score_cache)
+
+    def _node_mask(self, pod: PodInfo, signature: Hashable) -> tuple[Bools, I64]:
+        """The combined verdict of the mask filters, and the rows it lets through."""
+        nodes = self.nodes
+        if self._mask_generation != nodes.generation:
+            self._masks.clear()
+            self._mask_generation = nodes.generation
+        found = self._masks.get(signature)
+        if found is None:
+            mask = nodes.present[: nodes.size].copy()
+            for plugin in self.mask_filters:
+                mask &= plugin.node_mask(pod, nodes)
+            found = self._masks[signature] = (mask, np.flatnonzero(mask).astype(np.int64))
+        return found
+
+    def find_node(self, state: CycleState, pod: PodInfo) -> ScheduleResult:
+        nodes = self.nodes
+        for plugin in self.pre_filter:
+            status = plugin.pre_filter(state, pod, nodes)
+            if status.code is Code.SKIP:
+                state.skip("filter", plugin.NAME)
+            elif not status.ok:
+                reason = status.message() or f"{plugin.NAME} rejected the pod"
+                diagnosis = Diagnosis(
+                    nodes.count,
+                    {},
+                    frozenset({plugin.NAME}),
+                    status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                    pre_filter_message=reason,
+                )
+                status = Status(status.code, (diagnosis.message(),), plugin.NAME)
+                return ScheduleResult(None, status, 0, diagnosis)
+
+        signature = pod.placement_signature()
+        mask, candidates = self._node_mask(pod, signature)
+        req = nodes.request_shape(pod.requests)
+        request, columns, shape = req.vector, req.columns, req.score_shape
+        key: Hashable = (signature, req.key)
+        if self._classify is not None:
+            score_class = self._classify(pod)
+            shape = (*shape, *req.gpu_shape, score_class)
+            key = (signature, req.key, score_class)
+        extra = bool(self.extra_scores or self.pre_score)
+        if not self.batch_filters and not extra:
+            # Only mask filters, the fused fit and fused scores: the incremental arg-max answers.
+            best, feasible = self.selection.select(
+                key, nodes, mask, candidates, request, columns, self.weights.resource_fit, shape
+            )
+        else:
+            if self.batch_filters:
+                mask = mask.copy()
+                for batch_filter in self.batch_filters:
+                    if batch_filter.NAME not in state.skip_filter:
+                        mask &= batch_filter.filter_batch(state, pod, nodes).feasible
+                candidates = np.flatnonzero(mask).astype(np.int64)
+            size = nodes.size
+            if self._scores.shape[0] < size:
+                self._scores = np.zeros(max(size, 2 * self._scores.shape[0]), np.int64)
+            scores = self._scores[:size]
+            best, feasible = select_node(
+                request,
+                columns,
+                self.weights.resource_fit,
+                nodes.allocatable[:size],
+                nodes.requested[:size],
+                candidates,
+                self._score_cache.scores(shape, nodes),
+                scores,
+                extra,
+            )
+        if feasible == 0:
+            return self._unschedulable(state, pod)
+        if extra:
+            best = self._score_extra(state, pod, scores)
+            if best < 0:
+                return ScheduleResult(None, error("pre-score failed"), feasible)
+        name = nodes.names[best]
+        assert name is not None
+        return ScheduleResult(name, SUCCESS, feasible, None, req)
+
+    def _score_extra(self, state: CycleState, pod: PodInfo, scores: I64) -> int:
+        nodes = self.nodes
+        feasible = scores >= 0
+        for pre in self.pre_score:
+            status = pre.pre_score(state, pod, nodes, feasible)
+            if status.code is Code.SKIP:
+                state.skip("score", pre.NAME)
+            elif not status.ok:
+                return -1
+        total = scores.copy()
+        for score in self.extra_scores:
+            plugin = score.plugin
+            if plugin.NAME in state.skip_score:
+                continue
+            extra = plugin.score_batch(state, pod, nodes, feasible)
+            if isinstance(plugin, ScoreNormalizer):
+                extra = extra.copy()
+                plugin.normalize_scores(state, pod, extra, feasible)
+            total += score.weight * extra
+        total[~feasible] = -1
+        return int(np.argmax(total))
+
+    def diagnose(self, state: CycleState, pod: PodInfo) -> Diagnosis:
+        """The slow path after no node fit: per-node reasons from the first filter that failed."""
+        nodes = self.nodes
+        alive = nodes.present[: nodes.size].copy()
+        total = int(alive.sum())
+        reasons: dict[str, int] = {}
+        rejectors: set[str] = set()
+        unresolvable_nodes = 0
+        for filter_plugin in self.filters:
+            if filter_plugin.NAME in state.skip_filter:
+                continue
+            result = filter_plugin.filter_batch(state, pod, nodes)
+            failing = alive & ~result.feasible
+            if not failing.any():
+                continue
+            rejectors.add(filter_plugin.NAME)
+            if result.unresolvable:
+                unresolvable_nodes += int(failing.sum())
+            for reason, where in result.reasons.items():
+                count = int((failing & where).sum())
+                if count:
+                    reasons[reason] = reasons.get(reason, 0) + count
+            alive &= result.feasible
+        return Diagnosis(total, reasons, frozenset(rejectors), total > 0 and unresolvable_nodes == total)
+
+    def _unschedulable(self, state: CycleState, pod: PodInfo) -> ScheduleResult:
+        diagnosis = self.diagnose(state, pod)
+        for plugin in self.post_filter:
+            status, _nominated = plugin.post_filter(state, pod, diagnosis)
+            if status.ok:
+                break
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if diagnosis.unresolvable else Code.UNSCHEDULABLE
+        return ScheduleResult(None, Status(code, (diagnosis.message(),)), 0, diagnosis)
