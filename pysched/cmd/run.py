@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from pysched.cmd.metrics import SchedulerMetrics
     from pysched.cmd.server import OpsServer
     from pysched.framework.config import SchedulerConfig
+    from pysched.framework.registry import Registry
     from pysched.scheduler.scheduler import Scheduler
 
 EXIT_BAD_INPUT = 2
@@ -160,7 +161,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         import uvloop
 
         uvloop.install()
-    return asyncio.run(_serve(args, config, lease if args.leader_elect else None, address))
+    return asyncio.run(_serve(args, registry, config, lease if args.leader_elect else None, address))
 
 
 @dataclass(slots=True)
@@ -174,7 +175,11 @@ class _State:
 
 
 async def _serve(
-    args: argparse.Namespace, config: SchedulerConfig, lease: LeaseConfig | None, address: tuple[str, int]
+    args: argparse.Namespace,
+    registry: Registry,
+    config: SchedulerConfig,
+    lease: LeaseConfig | None,
+    address: tuple[str, int],
 ) -> int:
     from pysched.backend.live.client import KubeConfigError, connect
     from pysched.backend.live.cluster import LiveCluster, LiveOptions
@@ -195,7 +200,9 @@ async def _serve(
         LiveOptions(scheduler_names=names, event_qps=args.event_qps, event_burst=args.event_burst),
     )
     metrics = SchedulerMetrics()
-    scheduler = Scheduler(config, backend, WallClock(), max_binds_in_flight=args.max_binds_in_flight, observer=metrics)
+    scheduler = Scheduler(
+        config, backend, WallClock(), registry, max_binds_in_flight=args.max_binds_in_flight, observer=metrics
+    )
     state = _State(leader=lease is None)
     backend.writable = lambda: state.leader and not state.lost
     elector = LeaderElector(client, lease, lambda leader: _on_leadership(state, leader)) if lease else None

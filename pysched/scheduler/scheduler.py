@@ -63,7 +63,7 @@ class Scheduler:
         config: SchedulerConfig,
         backend: ClusterBackend,
         clock: Clock,
-        registry: Registry | None = None,
+        registry: Registry,
         *,
         max_binds_in_flight: int = 64,
         timings: QueueTimings = DEFAULT_TIMINGS,
@@ -71,10 +71,6 @@ class Scheduler:
         record_cycle_times: bool = False,
         observer: SchedulingObserver | None = None,
     ) -> None:
-        if registry is None:
-            from pysched.plugins import default_registry
-
-            registry = default_registry()
         self.config = config
         self.backend = backend
         self.clock = clock
