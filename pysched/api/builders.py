@@ -55,6 +55,7 @@ def pod_dict(
     tolerations: Sequence[Mapping[str, str]] = (),
     affinity_terms: Sequence[Mapping[str, Any]] | None = None,
     annotations: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
     node_name: str | None = None,
     uid: str | None = None,
 ) -> dict[str, Any]:
@@ -90,6 +91,7 @@ def pod_dict(
             "uid": uid or f"uid-{namespace}-{name}",
             "creationTimestamp": rfc3339(created),
             "annotations": dict(annotations or {}),
+            "labels": dict(labels or {}),
         },
         "spec": spec,
         "status": {"phase": "Pending"},

@@ -111,10 +111,6 @@ class PodInfo:
     def nonzero_cpu_memory(self) -> tuple[int, int]:
         return nonzero_requests(self.requests)
 
-    def placement_signature(self) -> tuple[object, ...]:
-        """Everything mask filters may read of a pod: pods that share it share a node mask."""
-        return (self.node_name, self.node_selector, self.required_terms, self.tolerations)
-
     def evolve(self, **changes: object) -> PodInfo:
         """A copy with some fields changed (cheaper than dataclasses.replace on the hot path)."""
         clone = object.__new__(PodInfo)

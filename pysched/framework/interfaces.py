@@ -7,7 +7,7 @@ Filters and scores take a batch signature: one pod against the node table.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -98,8 +98,14 @@ class FilterPlugin(Plugin, Protocol):
 @runtime_checkable
 class MaskFilterPlugin(FilterPlugin, Protocol):
     """A filter whose verdict depends only on node labels, taints and flags (what bumps the node
-    table's generation) and on the pod's `placement_signature()` fields: the framework caches the
-    combined mask per (signature, generation)."""
+    table's generation) and on what `mask_key` reads of the pod. The engine caches the combined
+    mask of a profile's mask filters per (the tuple of their keys, generation), so each filter
+    names its own part of the key: a filter reading something new of the pod can never share a
+    mask with a pod that differs in it."""
+
+    def mask_key(self, pod: PodInfo) -> Hashable:
+        """Everything `node_mask` reads of the pod: pods with equal keys get the same mask."""
+        ...
 
     def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools: ...
 

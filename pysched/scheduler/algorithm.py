@@ -169,7 +169,7 @@ class SchedulingAlgorithm:
                 status = Status(status.code, (diagnosis.message(),), plugin.NAME)
                 return ScheduleResult(None, status, 0, diagnosis)
 
-        signature = pod.placement_signature()
+        signature = tuple([plugin.mask_key(pod) for plugin in self.mask_filters])
         mask, candidates = self._node_mask(pod, signature)
         req = nodes.request_shape(pod.requests)
         request, columns, shape = req.vector, req.columns, req.score_shape

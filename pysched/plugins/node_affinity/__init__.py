@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -83,6 +83,9 @@ def term_mask(term: SelectorTerm, nodes: NodeTable) -> Bools:
 @dataclass(frozen=True, slots=True)
 class NodeAffinity:
     NAME: ClassVar[str] = NAME
+
+    def mask_key(self, pod: PodInfo) -> Hashable:
+        return (pod.node_selector, pod.required_terms)
 
     def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools:
         mask = np.ones(nodes.size, np.bool_)

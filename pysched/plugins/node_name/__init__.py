@@ -8,6 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from pysched.api.ids import NodeName as NodeNameId
 from pysched.api.objects import PodInfo
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import EventKind, EventRegistration
@@ -23,6 +24,9 @@ REASON = "node(s) didn't match the requested node name"
 @dataclass(frozen=True, slots=True)
 class NodeName:
     NAME: ClassVar[str] = NAME
+
+    def mask_key(self, pod: PodInfo) -> NodeNameId | None:
+        return pod.node_name
 
     def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools:
         if pod.node_name is None:

@@ -29,6 +29,9 @@ def tolerates_unschedulable(pod: PodInfo) -> bool:
 class NodeUnschedulable:
     NAME: ClassVar[str] = NAME
 
+    def mask_key(self, pod: PodInfo) -> bool:
+        return tolerates_unschedulable(pod)
+
     def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools:
         if tolerates_unschedulable(pod):
             return np.ones(nodes.size, np.bool_)

@@ -40,6 +40,9 @@ class TaintToleration:
     def _per_set(self, pod: PodInfo, nodes: NodeTable) -> list[Taint | None]:
         return [first_untolerated(taints, pod.tolerations) for taints in nodes.taint_sets]
 
+    def mask_key(self, pod: PodInfo) -> tuple[Toleration, ...]:
+        return pod.tolerations
+
     def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools:
         ok = np.array([t is None for t in self._per_set(pod, nodes)], np.bool_)
         return ok[nodes.taint_set[: nodes.size]]

@@ -4,6 +4,7 @@ names a plugin."""
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
 import pytest
 import yaml
 
@@ -14,6 +15,8 @@ from pysched.framework.clock import VirtualClock
 from pysched.framework.config import ConfigError, parse_config
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.fused import FusedTerm, ResourceWeights
+from pysched.framework.interfaces import FilterResult
+from pysched.framework.masks import mask_result
 from pysched.framework.nodetable import I64, Bools, NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec, Registry
 from pysched.plugins import default_registry
@@ -108,3 +111,36 @@ def test_least_and_most_allocated_must_share_the_kernel_resource_weights() -> No
     _, scheduler = _scheduler(default_registry(), same)
     weights = scheduler.frameworks["x"].algorithm.weights
     assert (weights.least_allocated, weights.most_allocated, weights.cpu_weight) == (1, 1, 2)
+
+
+@dataclass(frozen=True)
+class SameTeam:
+    """A mask filter reading what no in-tree filter reads: the pod's `team` label must match the
+    node's. Under a cache key fixed to the in-tree filters' fields, two pods differing only in
+    their team would share one mask."""
+
+    NAME: ClassVar[str] = "SameTeam"
+
+    def mask_key(self, pod: PodInfo) -> str:
+        return pod.labels.get("team", "")
+
+    def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools:
+        column = nodes.label_column("team")
+        return np.asarray(column == nodes.label_value_id("team", pod.labels.get("team", "")))
+
+    def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult:
+        return mask_result(self.node_mask(pod, nodes), "node(s) belong to another team", unresolvable=True)
+
+
+def test_each_mask_filter_keys_the_mask_cache_by_what_it_reads() -> None:
+    registry = default_registry()
+    registry.register(PluginSpec("SameTeam", NoArgs, lambda args, handle: SameTeam(), SameTeam))
+    profile = _profile([{"name": "LeastAllocated"}])
+    profile["profiles"][0]["plugins"]["filter"] = [{"name": "SameTeam"}, {"name": "NodeResourcesFit"}]
+    cluster, scheduler = _scheduler(registry, profile)
+    for team in ("red", "blue"):
+        scheduler.on_node_added(cluster.add_node(node_dict(f"{team}-node", labels={"team": team})))
+    framework = scheduler.frameworks["x"]
+    for team in ("red", "blue", "red"):
+        pod = make_pod(f"{team}-pod", scheduler_name="x", labels={"team": team})
+        assert framework.find_node(CycleState(), pod).node == f"{team}-node"
