@@ -9,24 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
-
-import numpy as np
-import numpy.typing as npt
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pysched.api.ids import NodeName
 from pysched.api.objects import PodInfo
+from pysched.framework.clock import Clock
+from pysched.framework.cluster import ClusterBackend
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import EventRegistration
+from pysched.framework.lifecycle import PodLifecycle
+from pysched.framework.nodetable import I64, Bools, NodeTable
 from pysched.framework.status import Status
-
-if TYPE_CHECKING:
-    from pysched.framework.clock import Clock
-    from pysched.framework.cluster import ClusterBackend
-    from pysched.framework.nodetable import NodeTable
-
-Bools = npt.NDArray[np.bool_]
-I64 = npt.NDArray[np.int64]
+from pysched.framework.waiting import WaitingPods
 
 
 @dataclass(slots=True)
@@ -45,11 +39,15 @@ class QueuedPod:
 
 @dataclass(frozen=True, slots=True)
 class Handle:
-    """What plugins may reach of the running scheduler (kube-scheduler's framework.Handle)."""
+    """What a profile's plugins may reach of the running scheduler (kube-scheduler's
+    framework.Handle): the cluster, the clock, the node table, the pods waiting at Permit (shared
+    by every profile) and the profile's pod lifecycle notices."""
 
     cluster: ClusterBackend
     clock: Clock
     nodes: NodeTable
+    waiting_pods: WaitingPods = field(default_factory=WaitingPods)
+    pod_lifecycle: PodLifecycle = field(default_factory=PodLifecycle)
 
 
 @runtime_checkable
@@ -194,23 +192,6 @@ class ReconcilePlugin(Plugin, Protocol):
     def reconcile_interval(self) -> float: ...
 
     async def reconcile(self, pods: Sequence[PodInfo]) -> None: ...
-
-
-@runtime_checkable
-class PodTerminatedPlugin(Plugin, Protocol):
-    """Told when a bound pod of the profile ends (phase Succeeded or Failed): the one moment a
-    deadline is known met or missed. Terminated pods leave the cache, so reconcile never sees it."""
-
-    def pod_terminated(self, pod: PodInfo) -> None: ...
-
-
-@runtime_checkable
-class PodDeletedPlugin(Plugin, Protocol):
-    """Told when a pod of the profile is deleted, pending or bound: per-pod state a plugin keeps
-    (warnings given, demotions, models) must be dropped then, or it grows with every pod ever seen.
-    A pod the informer drops after it terminated arrives here too, after `pod_terminated`."""
-
-    def pod_deleted(self, pod: PodInfo) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

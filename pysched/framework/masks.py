@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pysched.framework.interfaces import Bools, FilterResult
+from pysched.framework.interfaces import FilterResult
+from pysched.framework.nodetable import Bools
 
 
 def mask_result(mask: Bools, reason: str, *, unresolvable: bool) -> FilterResult:

@@ -6,8 +6,6 @@ around it (PreEnqueue and queueing hints, Reserve, Permit, PreBind, Bind, PostBi
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
 from typing import Any
 
 from pysched.api.ids import NodeName
@@ -21,8 +19,6 @@ from pysched.framework.interfaces import (
     FilterPlugin,
     Handle,
     PermitPlugin,
-    PodDeletedPlugin,
-    PodTerminatedPlugin,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -34,7 +30,7 @@ from pysched.framework.interfaces import (
     ReservePlugin,
 )
 from pysched.framework.registry import ArgsError, Registry
-from pysched.framework.status import SUCCESS, Code, Status, error, unresolvable
+from pysched.framework.status import SUCCESS, Code, Status, error
 from pysched.scheduler.algorithm import ScheduleResult, SchedulingAlgorithm, WeightedScore
 
 
@@ -73,15 +69,10 @@ class Framework:
         self.bind_plugins: list[BindPlugin] = at("bind")
         self.post_bind: list[PostBindPlugin] = at("postBind")
         self.reconcile: list[ReconcilePlugin] = at("reconcile")
-        # Not extension points of the profile: every plugin of it that has the method is told.
-        self.pod_terminated = [p for p in self.plugins.values() if isinstance(p, PodTerminatedPlugin)]
-        self.pod_deleted = [p for p in self.plugins.values() if isinstance(p, PodDeletedPlugin)]
-
         scores = [WeightedScore(self.plugins[ref.name], ref.weight) for ref in profile.enabled("score")]  # type: ignore[arg-type]
         self.algorithm = SchedulingAlgorithm(
             self.name, handle.nodes, self.pre_filter, self.filters, self.post_filter, self.pre_score, scores
         )
-        self._waiting: dict[str, asyncio.Future[Status]] = {}
 
     # ----- queue side
     def run_pre_enqueue(self, pod: PodInfo) -> Status:
@@ -129,36 +120,16 @@ class Framework:
         for plugin in reversed(self.reserve):
             plugin.unreserve(state, pod, node)
 
-    def run_permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, float]:
-        wait = 0.0
+    def run_permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, dict[str, float]]:
+        """Success, a rejection, or Wait with the seconds each waiting plugin gives the pod."""
+        waits: dict[str, float] = {}
         for plugin in self.permit:
             status, timeout = plugin.permit(state, pod, node)
             if status.code is Code.WAIT:
-                wait = max(wait, timeout)
+                waits[plugin.NAME] = timeout
             elif not status.ok:
-                return status.with_plugin(plugin.NAME), 0.0
-        return (Status(Code.WAIT) if wait else SUCCESS), wait
-
-    # ----- waiting pods (Permit returned Wait)
-    def allow(self, pod: PodInfo) -> None:
-        future = self._waiting.get(pod.key)
-        if future is not None and not future.done():
-            future.set_result(SUCCESS)
-
-    def reject(self, pod: PodInfo, reason: str) -> None:
-        future = self._waiting.get(pod.key)
-        if future is not None and not future.done():
-            future.set_result(unresolvable(reason))
-
-    async def wait_on_permit(self, pod: PodInfo, timeout: float) -> Status:
-        future: asyncio.Future[Status] = asyncio.get_running_loop().create_future()
-        self._waiting[pod.key] = future
-        try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            return Status(Code.UNSCHEDULABLE, ("rejected due to timeout after waiting at permit",))
-        finally:
-            self._waiting.pop(pod.key, None)
+                return status.with_plugin(plugin.NAME), {}
+        return (Status(Code.WAIT) if waits else SUCCESS), waits
 
     # ----- binding cycle
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
@@ -178,7 +149,3 @@ class Framework:
     def run_post_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> None:
         for plugin in self.post_bind:
             plugin.post_bind(state, pod, node)
-
-
-def build_frameworks(profiles: Sequence[ProfileConfig], registry: Registry, handle: Handle) -> dict[str, Framework]:
-    return {p.scheduler_name: Framework(p, registry, handle) for p in profiles}

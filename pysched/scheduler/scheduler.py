@@ -23,13 +23,15 @@ from pysched.framework.config import ConfigError, SchedulerConfig
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
 from pysched.framework.interfaces import Handle, QueuedPod
+from pysched.framework.lifecycle import PodLifecycle
 from pysched.framework.registry import Registry
 from pysched.framework.status import SUCCESS, Code, Status
+from pysched.framework.waiting import WaitingPods
 from pysched.scheduler.binding import BindPipeline
 from pysched.scheduler.cache import Cache
 from pysched.scheduler.observer import NullObserver, SchedulingObserver
 from pysched.scheduler.queue import DEFAULT_TIMINGS, QueueTimings, SchedulingQueue
-from pysched.scheduler.runtime import Framework, build_frameworks
+from pysched.scheduler.runtime import Framework
 
 log = structlog.get_logger("pysched.scheduler.scheduler")
 
@@ -49,7 +51,6 @@ class _BindJob:
     state: CycleState
     queued: QueuedPod
     node: NodeName
-    wait: float
     started: float = 0.0  # timer() at the start of the scheduling cycle (attempt duration)
 
 
@@ -75,8 +76,13 @@ class Scheduler:
         self.backend = backend
         self.clock = clock
         self.cache = Cache()
-        self.handle = Handle(backend, clock, self.cache.nodes)
-        self.frameworks = build_frameworks(config.profiles, registry, self.handle)
+        self.waiting_pods = WaitingPods()
+        self.frameworks = {
+            profile.scheduler_name: Framework(
+                profile, registry, Handle(backend, clock, self.cache.nodes, self.waiting_pods, PodLifecycle())
+            )
+            for profile in config.profiles
+        }
         sorts = {f.profile.queue_sort for f in self.frameworks.values()}
         if len(sorts) != 1:
             # One queue for every profile: it cannot be ordered two ways (kube-scheduler's rule).
@@ -101,7 +107,9 @@ class Scheduler:
         await self.backend.start(self)
 
     async def stop(self) -> None:
-        """Finish in-flight binds, then stop the workers."""
+        """Send pods waiting at Permit back, finish in-flight binds, then stop the workers."""
+        for waiting in self.waiting_pods:
+            waiting.reject("", "the scheduler is stopping")
         await self._binds.stop()
         if self._side_tasks:
             await asyncio.gather(*self._side_tasks, return_exceptions=True)
@@ -155,21 +163,21 @@ class Scheduler:
 
     def _pod_terminated(self, pod: PodInfo) -> None:
         framework = self.frameworks.get(pod.scheduler_name)
-        for plugin in framework.pod_terminated if framework is not None else ():
-            plugin.pod_terminated(pod)
-
-    def _pod_deleted(self, pod: PodInfo) -> None:
-        framework = self.frameworks.get(pod.scheduler_name)
-        for plugin in framework.pod_deleted if framework is not None else ():
-            plugin.pod_deleted(pod)
+        if framework is not None:
+            framework.handle.pod_lifecycle.terminated(pod)
 
     def on_pod_deleted(self, pod: PodInfo) -> None:
+        waiting = self.waiting_pods.get(pod.key)
+        if waiting is not None and waiting.pod.uid == pod.uid:
+            waiting.reject("", "the pod was deleted while waiting at permit")
         if self.cache.pod_node(pod.key) is not None:
             self.cache.remove_pod(pod)
             if pod.node_name is not None:
                 self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))
         self.queue.delete(pod.key)
-        self._pod_deleted(pod)
+        framework = self.frameworks.get(pod.scheduler_name)
+        if framework is not None:
+            framework.handle.pod_lifecycle.deleted(pod)
 
     def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:
         meta: Any = raw.get("metadata") or {}
@@ -209,9 +217,10 @@ class Scheduler:
                 self._fail(queued, status, frozenset({status.plugin}), started)
                 return True
         self.cache.assume(pod, node, result.request)
-        wait = 0.0
+        job = _BindJob(framework, state, queued, node, started)
+        waits: dict[str, float] = {}
         if framework.permit:
-            status, wait = framework.run_permit(state, pod, node)
+            status, waits = framework.run_permit(state, pod, node)
             if status.rejected or status.code is Code.ERROR:
                 framework.run_unreserve(state, pod, node)
                 self.cache.forget(pod)
@@ -219,8 +228,18 @@ class Scheduler:
                 return True
         if self._record:
             self.stats.cycle_seconds.append(self._timer() - started)
-        self._binds.submit(_BindJob(framework, state, queued, node, wait, started))
+        if waits:
+            # Held, assumed, until its plugins allow it; no bind worker waits for it meanwhile.
+            self.waiting_pods.hold(pod, node, waits, self.clock.now(), lambda _, status: self._permitted(job, status))
+        else:
+            self._binds.submit(job)
         return True
+
+    def _permitted(self, job: _BindJob, status: Status) -> None:
+        if status.ok:
+            self._binds.submit(job)
+        else:
+            self._undo(job, status)
 
     def _fail(self, queued: QueuedPod, status: Status, rejectors: frozenset[str], started: float | None = None) -> None:
         pod = queued.pod
@@ -257,11 +276,6 @@ class Scheduler:
 
     async def _binding_cycle(self, job: _BindJob) -> None:
         framework, state, pod, node = job.framework, job.state, job.queued.pod, job.node
-        if job.wait:
-            status = await framework.wait_on_permit(pod, job.wait)
-            if not status.ok:
-                self._undo(job, status)
-                return
         status = await framework.run_pre_bind(state, pod, node)
         if status.ok:
             pod, status = self._reread(job, pod)
@@ -321,10 +335,22 @@ class Scheduler:
             for plugin in framework.reconcile:
                 await plugin.reconcile(running.get(framework.name, []))
 
+    def next_wakeup(self) -> float | None:
+        """When the scheduler next has work without any new event: a backoff expiring, the
+        unschedulable flush, a reconcile, or a Permit wait running out (the simulator moves its
+        clock there)."""
+        times = [
+            t
+            for t in (self.queue.next_wakeup(), self.next_reconcile(), self.waiting_pods.next_deadline())
+            if t is not None
+        ]
+        return min(times, default=None)
+
     # ----- drivers
     async def run_until_idle(self) -> None:
         """Schedule every ready pod and let their binds finish (simulation and tests)."""
         await self.reconcile_if_due()
+        self.waiting_pods.expire(self.clock.now())
         while True:
             while self.schedule_one():
                 pass
@@ -338,7 +364,10 @@ class Scheduler:
         """The live loop: schedule while there is work, otherwise wait for the queue."""
         while not stop.is_set():
             await self.reconcile_if_due()
+            now = self.clock.now()
+            self.waiting_pods.expire(now)
             if not self.schedule_one():
-                await self.queue.wait(idle_poll)
+                deadline = self.waiting_pods.next_deadline()
+                await self.queue.wait(idle_poll if deadline is None else max(0.0, min(idle_poll, deadline - now)))
             else:
                 await asyncio.sleep(0)  # let binds and informer events in

@@ -153,9 +153,9 @@ class _Replay:
             if not self.events:
                 break  # nothing runs and nothing arrives: pods still pending can never fit
             when = self.events[0][0]
-            for other in (self.scheduler.queue.next_wakeup(), self.scheduler.next_reconcile()):
-                if other is not None:
-                    when = min(when, other)
+            wakeup = self.scheduler.next_wakeup()
+            if wakeup is not None:
+                when = min(when, wakeup)
             if when - EPOCH > HORIZON:
                 break
             self.clock.advance_to(max(when, self.clock.now()))

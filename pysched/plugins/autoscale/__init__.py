@@ -571,7 +571,10 @@ class Autoscale:
 
 
 def factory(args: AutoscaleArgs, handle: Handle) -> Autoscale:
-    return Autoscale(args, handle)
+    plugin = Autoscale(args, handle)
+    handle.pod_lifecycle.on_terminated(plugin.pod_terminated)
+    handle.pod_lifecycle.on_deleted(plugin.pod_deleted)
+    return plugin
 
 
 SPEC = PluginSpec(NAME, AutoscaleArgs, factory, Autoscale)

@@ -184,7 +184,10 @@ class DeadlineLaxity:
 
 
 def factory(args: DeadlineLaxityArgs, handle: Handle) -> DeadlineLaxity:
-    return DeadlineLaxity(args, handle)
+    plugin = DeadlineLaxity(args, handle)
+    handle.pod_lifecycle.on_terminated(plugin.pod_terminated)
+    handle.pod_lifecycle.on_deleted(plugin.pod_deleted)
+    return plugin
 
 
 SPEC = PluginSpec(NAME, DeadlineLaxityArgs, factory, DeadlineLaxity)

@@ -12,9 +12,9 @@ from pysched.api.ids import NodeName as NodeNameId
 from pysched.api.objects import PodInfo
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import EventKind, EventRegistration
-from pysched.framework.interfaces import Bools, FilterResult, Handle
+from pysched.framework.interfaces import FilterResult, Handle
 from pysched.framework.masks import mask_result
-from pysched.framework.nodetable import NodeTable
+from pysched.framework.nodetable import Bools, NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
 
 NAME = "NodeName"

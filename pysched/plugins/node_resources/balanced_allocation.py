@@ -9,8 +9,8 @@ from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, MEMORY
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.fused import FusedTerm
-from pysched.framework.interfaces import I64, Bools, Handle
-from pysched.framework.nodetable import NodeTable
+from pysched.framework.interfaces import Handle
+from pysched.framework.nodetable import I64, Bools, NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.plugins.node_resources.reference import balanced_allocation
 

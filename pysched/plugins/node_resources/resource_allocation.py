@@ -13,8 +13,7 @@ import numpy.typing as npt
 from pysched.api.objects import PodInfo
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.fused import ResourceWeights
-from pysched.framework.interfaces import I64, Bools
-from pysched.framework.nodetable import NodeTable
+from pysched.framework.nodetable import I64, Bools, NodeTable
 from pysched.framework.registry import ArgsError
 
 MAX = 100

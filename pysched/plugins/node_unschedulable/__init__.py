@@ -11,9 +11,9 @@ import numpy as np
 from pysched.api.objects import PodInfo, Taint
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import PLACEMENT_EVENTS, EventRegistration
-from pysched.framework.interfaces import Bools, FilterResult, Handle
+from pysched.framework.interfaces import FilterResult, Handle
 from pysched.framework.masks import mask_result
-from pysched.framework.nodetable import NodeTable
+from pysched.framework.nodetable import Bools, NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
 
 NAME = "NodeUnschedulable"

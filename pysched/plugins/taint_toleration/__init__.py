@@ -11,8 +11,8 @@ import numpy as np
 from pysched.api.objects import PodInfo, Taint, Toleration
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import PLACEMENT_EVENTS, EventRegistration
-from pysched.framework.interfaces import I64, Bools, FilterResult, Handle
-from pysched.framework.nodetable import MAX_NODE_SCORE, NodeTable
+from pysched.framework.interfaces import FilterResult, Handle
+from pysched.framework.nodetable import I64, MAX_NODE_SCORE, Bools, NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
 
 NAME = "TaintToleration"

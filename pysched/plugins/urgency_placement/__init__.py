@@ -27,8 +27,8 @@ from pysched.api.resources import CPU, GPU
 from pysched.framework.clock import Clock
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.fused import URGENT_CLASS, FusedTerm, UrgencyParams
-from pysched.framework.interfaces import I64, Bools, Handle
-from pysched.framework.nodetable import NodeTable
+from pysched.framework.interfaces import Handle
+from pysched.framework.nodetable import I64, Bools, NodeTable
 from pysched.framework.registry import ArgsError, PluginSpec
 from pysched.plugins.urgency_placement.reference import urgency_placement
 

@@ -120,19 +120,65 @@ def test_permit_wait_holds_the_bind_until_allowed_or_rejected() -> None:
         await scheduler.start()
         cluster.create_pod(pod_dict("w", cpu="1", scheduler_name="x"))
         cluster.create_pod(pod_dict("r", cpu="1", scheduler_name="x"))
-        while scheduler.schedule_one():
-            pass
-        await asyncio.sleep(0)  # the binders reach Permit's wait
+        await scheduler.run_until_idle()  # returns: waiting pods hold no bind worker
         assert cluster.pods[PodKey("default/w")].node_name is None
         assert scheduler.cache.is_assumed(PodKey("default/w"))  # holds its room while waiting
-        framework = scheduler.frameworks["x"]
-        framework.allow(cluster.pods[PodKey("default/w")])
-        framework.reject(cluster.pods[PodKey("default/r")], "gang incomplete")
+        waiting_pods = scheduler.frameworks["x"].handle.waiting_pods
+        assert {w.pod.name for w in waiting_pods} == {"w", "r"}
+        w, r = waiting_pods.get(PodKey("default/w")), waiting_pods.get(PodKey("default/r"))
+        assert w is not None and r is not None and w.pending_plugins == {"Recorder"} and w.node == "a"
+        w.allow("Recorder")
+        r.reject("Recorder", "gang incomplete")
         await scheduler.run_until_idle()
         assert cluster.pods[PodKey("default/w")].node_name == "a"
         assert cluster.pods[PodKey("default/r")].node_name is None
         assert not scheduler.cache.is_assumed(PodKey("default/r"))
         assert "unreserve r" in recorder.calls
+        assert len(waiting_pods) == 0
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+def test_permit_timeout_runs_on_the_injected_clock() -> None:
+    recorder = Recorder(wait_for={"w"})
+
+    async def run() -> None:
+        cluster, scheduler = _scheduler(recorder)
+        clock = scheduler.clock
+        assert isinstance(clock, VirtualClock)
+        await scheduler.start()
+        cluster.create_pod(pod_dict("w", cpu="1", scheduler_name="x"))
+        await scheduler.run_until_idle()
+        assert scheduler.next_wakeup() == 30.0  # the Recorder's wait runs out then
+        clock.advance_to(29.0)
+        await scheduler.run_until_idle()
+        assert scheduler.cache.is_assumed(PodKey("default/w"))  # virtual time, not wall time, counts
+        clock.advance_to(30.0)
+        await scheduler.run_until_idle()
+        assert not scheduler.cache.is_assumed(PodKey("default/w"))
+        assert "unreserve w" in recorder.calls
+        note = [e.note for e in cluster.events if e.pod == "default/w"][-1]
+        assert note == "Binding rejected: rejected due to timeout after waiting 30s at plugin Recorder"
+        queued = scheduler.queue.get(PodKey("default/w"))
+        assert queued is not None  # back in the queue for another attempt
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+def test_a_pod_deleted_while_waiting_at_permit_gives_its_room_back() -> None:
+    recorder = Recorder(wait_for={"w"})
+
+    async def run() -> None:
+        cluster, scheduler = _scheduler(recorder)
+        await scheduler.start()
+        cluster.create_pod(pod_dict("w", cpu="1", scheduler_name="x"))
+        await scheduler.run_until_idle()
+        cluster.delete_pod(PodKey("default/w"))
+        await scheduler.run_until_idle()
+        assert len(scheduler.waiting_pods) == 0
+        assert int(scheduler.cache.nodes.requested[0, 0]) == 0
         await scheduler.stop()
 
     asyncio.run(run())
@@ -169,5 +215,6 @@ def test_requeue_asks_only_the_plugins_that_rejected_the_pod() -> None:
 
 def test_handle_gives_plugins_the_cluster_clock_and_nodes() -> None:
     cluster, scheduler = _scheduler(Recorder())
-    handle: Handle = scheduler.handle
+    handle: Handle = scheduler.frameworks["x"].handle
     assert handle.cluster is cluster and handle.nodes is scheduler.cache.nodes
+    assert handle.clock is scheduler.clock and handle.waiting_pods is scheduler.waiting_pods

@@ -16,7 +16,7 @@ from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import parse_config
 from pysched.framework.cycle_state import CycleState
-from pysched.framework.interfaces import PodDeletedPlugin
+from pysched.framework.interfaces import Handle
 from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
@@ -284,13 +284,18 @@ profiles:
 """
 
 
-def test_pod_deleted_plugins_hear_of_each_deleted_pod_of_their_profile_once(loop: asyncio.AbstractEventLoop) -> None:
+def test_plugins_subscribed_to_deletions_hear_of_each_deleted_pod_of_their_profile_once(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
     recorder = DeletionRecorder()
-    assert isinstance(recorder, PodDeletedPlugin)
+
+    def subscribe(args: NoArgs, handle: Handle) -> DeletionRecorder:
+        handle.pod_lifecycle.on_deleted(recorder.pod_deleted)
+        return recorder
 
     async def run() -> None:
         registry = default_registry()
-        registry.register(PluginSpec("DeletionRecorder", NoArgs, lambda args, handle: recorder, DeletionRecorder))
+        registry.register(PluginSpec("DeletionRecorder", NoArgs, subscribe, DeletionRecorder))
         clock = VirtualClock(1000.0)
         cluster = SimulatedCluster(clock)
         scheduler = Scheduler(parse_config(yaml.safe_load(TWO_PROFILES), "t", registry), cluster, clock, registry)

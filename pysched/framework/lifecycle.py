@@ -1,0 +1,39 @@
+"""Pod lifecycle notices for the plugins of one profile.
+
+kube-scheduler has no extension point for "a pod ended" or "a pod is gone": a plugin that needs
+them adds event handlers to the informers its Handle gives it. Here a plugin subscribes through
+`Handle.pod_lifecycle` (from its factory) to the two moments pysched's plugins need: a bound pod
+of the profile reached Succeeded or Failed (the one moment a deadline is known met or missed;
+terminated pods leave the cache, so reconcile never sees them), and a pod of the profile, pending
+or bound, was deleted (per-pod plugin state must be dropped then, or it grows with every pod ever
+seen). A pod the informer drops after it terminated is told as deleted too, after it terminated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pysched.api.objects import PodInfo
+
+PodHandler = Callable[[PodInfo], None]
+
+
+class PodLifecycle:
+    def __init__(self) -> None:
+        self._terminated: list[PodHandler] = []
+        self._deleted: list[PodHandler] = []
+
+    def on_terminated(self, handler: PodHandler) -> None:
+        self._terminated.append(handler)
+
+    def on_deleted(self, handler: PodHandler) -> None:
+        self._deleted.append(handler)
+
+    # The engine's side.
+    def terminated(self, pod: PodInfo) -> None:
+        for handler in self._terminated:
+            handler(pod)
+
+    def deleted(self, pod: PodInfo) -> None:
+        for handler in self._deleted:
+            handler(pod)
