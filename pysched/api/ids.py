@@ -7,8 +7,6 @@ PodKey = NewType("PodKey", str)
 PodUID = NewType("PodUID", str)
 OwnerUID = NewType("OwnerUID", str)  # metadata.uid of a pod's controlling owner (a Job, say)
 NodeName = NewType("NodeName", str)
-ProfileName = NewType("ProfileName", str)
-PluginName = NewType("PluginName", str)
 
 
 def pod_key(namespace: str, name: str) -> PodKey:

@@ -163,37 +163,21 @@ class StepEstimate:
 
 
 @dataclass(frozen=True, slots=True)
-class Prediction:
-    """The job at `cpus` from `now` on."""
+class Remaining:
+    """The rest of a job at one CPU count: its steps, their seconds (central) and the relative
+    sigma of the step time the seconds rest on."""
 
-    cpus: float
-    now: float
-    steps_done: float  # estimated at `now`
-    remaining_steps: float
-    step_seconds: float
-    remaining_s: float
+    steps: float
+    seconds: float
     rel_sigma: float
     source: Source
 
-    @property
-    def finish(self) -> float:
-        return self.now + self.remaining_s
+    def upper(self, band_z: float) -> float:
+        """Seconds at the band's upper edge, `band_z` sigmas out."""
+        return self.seconds * (1 + band_z * self.rel_sigma)
 
-    @property
-    def remaining_low(self) -> float:
-        return self.remaining_s * max(0.0, 1.0 - BAND_Z * self.rel_sigma)
-
-    @property
-    def remaining_high(self) -> float:
-        return self.remaining_s * (1.0 + BAND_Z * self.rel_sigma)
-
-    @property
-    def finish_low(self) -> float:
-        return self.now + self.remaining_low
-
-    @property
-    def finish_high(self) -> float:
-        return self.now + self.remaining_high
+    def lower(self, band_z: float) -> float:
+        return self.seconds * max(0.0, 1.0 - band_z * self.rel_sigma)
 
 
 # --- non-negative least squares, two parameters ------------------------------------------------
@@ -420,47 +404,15 @@ class JobModel:
             return float(last.steps)
         return min(float(self.total_steps), last.steps + (now - last.at) / est.step_seconds)
 
-    def predict(self, cpus: float, now: float) -> Prediction | None:
-        """Remaining time and finish if the job runs on `cpus` from `now` on; None until the
-        job's progress and some speed measurement are known."""
+    def remaining(self, cpus: float, now: float, *, from_start: bool = False) -> Remaining | None:
+        """What is left if the job runs on `cpus` from `now` on (all of it again when `from_start`:
+        a restart loses the progress); None until the job's progress and some speed are known."""
         done = self.steps_at(now)
         est = self.step_estimate(cpus)
         if done is None or est is None:
             return None
-        remaining_steps = max(0.0, self.total_steps - done)
-        return Prediction(
-            cpus=cpus,
-            now=max(now, self._last.at if self._last else now),
-            steps_done=done,
-            remaining_steps=remaining_steps,
-            step_seconds=est.step_seconds,
-            remaining_s=remaining_steps * est.step_seconds,
-            rel_sigma=est.rel_sigma,
-            source=est.source,
-        )
-
-    def min_cpus_for(
-        self,
-        deadline: float,
-        now: float,
-        safety_margin: float,
-        cpu_min: float,
-        cpu_max: float,
-        *,
-        use_band: bool = True,
-    ) -> float | None:
-        """The smallest CPU count in [cpu_min, cpu_max] whose predicted remaining time, times
-        `1 + safety_margin` (and taken at the band's upper edge when `use_band`), ends by the
-        deadline. Candidates: cpu_min, every whole count above it, cpu_max. None when even
-        cpu_max cannot, or when nothing is known about the job yet (see `predict`)."""
-        for cpus in candidate_counts(cpu_min, cpu_max):
-            p = self.predict(cpus, now)
-            if p is None:
-                return None
-            remaining = p.remaining_high if use_band else p.remaining_s
-            if p.now + remaining * (1.0 + safety_margin) <= deadline:
-                return cpus
-        return None
+        steps = max(0.0, self.total_steps - (0.0 if from_start else done))
+        return Remaining(steps, steps * est.step_seconds, est.rel_sigma, est.source)
 
 
 def _prior_ratio(old: float, new: float, serial_fraction: float) -> float:
@@ -518,6 +470,54 @@ def candidate_counts(cpu_min: float, cpu_max: float) -> Iterator[float]:
         yield float(cpu_max)
 
 
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The smallest count that makes the deadline, with its predicted finish (None: none does)."""
+
+    cpus: float | None
+    finish: float  # predicted finish at `cpus`, or at the largest count tried when None
+
+
+def choose(
+    model: JobModel,
+    deadline: float,
+    now: float,
+    lo: float,
+    hi: float,
+    *,
+    current: float,
+    margin: float = 0.0,
+    band_z: float = BAND_Z,
+    restart_s: float | None = None,
+) -> Choice | None:
+    """The smallest count in [lo, hi] (`candidate_counts`) whose remaining time, at the band's upper
+    edge `band_z` sigmas out and times `1 + margin`, ends by the deadline; None when nothing is
+    known of the job yet. `current` is the count the job runs on; with `restart_s` a move to
+    another count restarts the job (its progress is lost) and costs that many seconds first,
+    without it a move is in place."""
+    if model.steps_at(now) is None:
+        return None
+    finish = math.inf
+    for cpus in candidate_counts(lo, hi):
+        lost = restart_s is not None and cpus != current
+        rest = model.remaining(cpus, now, from_start=lost)
+        if rest is None:
+            return None
+        finish = now + rest.upper(band_z) * (1 + margin) + (restart_s if lost and restart_s is not None else 0.0)
+        if finish <= deadline:
+            return Choice(cpus, finish)
+    return Choice(None, finish)
+
+
+def central_finish(
+    model: JobModel, now: float, cpus: float, *, current: float, restart_s: float | None = None
+) -> float:
+    """The predicted finish at `cpus` without band or margin (what users are told); inf when
+    nothing is known yet."""
+    choice = choose(model, -math.inf, now, cpus, cpus, current=current, band_z=0.0, restart_s=restart_s)
+    return math.inf if choice is None else choice.finish
+
+
 def progress_observation(value: str) -> tuple[int, float] | None:
     """(steps, time) from `STEPS@RFC3339`. Stamps are truncated (the helper writes whole
     seconds), so the true time lies in [stamp, stamp + resolution): take the middle. None when
@@ -543,7 +543,7 @@ def stamp_resolution(value: str) -> float:
 
 
 class Predictor:
-    """The models of all jobs, keyed by pod; observations straight from the annotation."""
+    """The models of all jobs, keyed by pod."""
 
     __slots__ = ("_jobs",)
 
@@ -562,24 +562,6 @@ class Predictor:
 
     def forget(self, key: PodKey) -> None:
         self._jobs.pop(key, None)
-
-    def observe_annotation(
-        self,
-        key: PodKey,
-        total_steps: int,
-        value: str,
-        cpus: float,
-        now: float,
-        *,
-        resized_at: float | None = None,
-    ) -> ObserveResult:
-        """Parse `STEPS@RFC3339` and observe it; a malformed value is a MALFORMED rejection."""
-        parsed = progress_observation(value)
-        if parsed is None:
-            return ObserveResult(Verdict.MALFORMED, f"progress {value!r} is not STEPS@RFC3339")
-        steps, at = parsed
-        model = self.job(key, total_steps)
-        return model.observe(steps, at, cpus, now, resized_at=resized_at, resolution=stamp_resolution(value))
 
     def __len__(self) -> int:
         return len(self._jobs)

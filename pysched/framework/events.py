@@ -11,12 +11,9 @@ from pysched.api.objects import NodeInfo, PodInfo
 
 class EventKind(enum.Enum):
     NODE_ADD = "NodeAdd"
-    NODE_UPDATE = "NodeUpdate"
-    NODE_DELETE = "NodeDelete"
-    POD_ADD = "PodAdd"  # a pod of any scheduler was bound
-    POD_DELETE = "PodDelete"  # a bound pod was deleted or finished: its resources are free
+    NODE_UPDATE = "NodeUpdate"  # labels, taints, cordon or resources changed (not a heartbeat)
+    POD_DELETE = "PodDelete"  # a bound pod was deleted or finished, or a bind failed: room is free
     POD_RESIZE_DOWN = "PodResizeDown"  # a bound pod now asks for less
-    POD_UPDATE = "PodUpdate"  # the unschedulable pod itself changed
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +44,9 @@ class EventRegistration:
         return self.hint(pod, event) if self.hint is not None else QueueingHint.QUEUE
 
 
-# Events that can change a verdict depending only on node labels/taints/flags or on the pod's own
-# placement constraints (the mask filters).
+# Events that can change a verdict depending only on node labels/taints/flags (the mask filters).
+# A change of the unschedulable pod itself always sends it back to be tried (the queue sees it).
 PLACEMENT_EVENTS = (
     EventRegistration(EventKind.NODE_ADD),
     EventRegistration(EventKind.NODE_UPDATE),
-    EventRegistration(EventKind.POD_UPDATE),
 )

@@ -129,8 +129,10 @@ class Diagnosis:
 
 @runtime_checkable
 class PostFilterPlugin(Plugin, Protocol):
-    def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> tuple[Status, NodeName | None]:
-        """Try to make room (preemption, a smaller size...); may nominate a node."""
+    def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
+        """No node fits: try to make room (preemption, a smaller size...). Success stops the
+        PostFilter plugins; the pod is unschedulable this cycle either way and is tried again
+        when the room made shows up as cluster events."""
         ...
 
 

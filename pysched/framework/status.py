@@ -13,7 +13,6 @@ class Code(enum.IntEnum):
     UNSCHEDULABLE_AND_UNRESOLVABLE = 3
     WAIT = 4
     SKIP = 5
-    PENDING = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +27,7 @@ class Status:
 
     @property
     def rejected(self) -> bool:
-        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
 
     def message(self) -> str:
         return ", ".join(self.reasons)

@@ -266,8 +266,7 @@ class SchedulingAlgorithm:
     def _unschedulable(self, state: CycleState, pod: PodInfo) -> ScheduleResult:
         diagnosis = self.diagnose(state, pod)
         for plugin in self.post_filter:
-            status, _nominated = plugin.post_filter(state, pod, diagnosis)
-            if status.ok:
+            if plugin.post_filter(state, pod, diagnosis).ok:
                 break
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if diagnosis.unresolvable else Code.UNSCHEDULABLE
         return ScheduleResult(None, Status(code, (diagnosis.message(),)), 0, diagnosis)

@@ -81,6 +81,8 @@ from pysched.deadline.predictor import (
     JobModel,
     Predictor,
     Verdict,
+    central_finish,
+    choose,
     progress_observation,
     stamp_resolution,
 )
@@ -89,9 +91,8 @@ from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import Handle, MetricFamily
 from pysched.framework.registry import ArgsError, PluginSpec
 from pysched.framework.status import SUCCESS, Status
-from pysched.plugins.autoscale.choice import Choice, central_finish, choose
 
-__all__ = ["NAME", "SPEC", "Autoscale", "AutoscaleArgs", "Choice", "choose", "rfc3339"]
+__all__ = ["NAME", "SPEC", "Autoscale", "AutoscaleArgs"]
 
 NAME = "Autoscale"
 MEMORY_MODES = ("fixed", "withCpu")
@@ -254,14 +255,16 @@ class Autoscale:
         current = container_cpus(pod, container)
         lo, hi = self._bounds(pod, node)
         hi = min(hi, self._room(pod, container, node, current))
-        choice = choose(model, deadline, now, current, lo, hi, self.args.safety_margin, False, 0.0, self.args.band_z)
+        choice = choose(
+            model, deadline, now, lo, hi, current=current, margin=self.args.safety_margin, band_z=self.args.band_z
+        )
         if choice is None or choice.cpus is None or choice.cpus == current:
             return SUCCESS
         status = await self.handle.cluster.resize(pod, {container: self._change(pod, container, current, choice.cpus)})
         self._count_rescale(current, choice.cpus, status.ok)
         if status.ok:  # a refused resize binds the pod as submitted: never worse than no autoscaling
             self._planned[pod.key] = choice.cpus
-            finish = central_finish(model, now, current, choice.cpus, False, 0.0)
+            finish = central_finish(model, now, choice.cpus, current=current)
             basis = "its measured speed" if self.predictor.get(pod.key) is model else "the profile's prior"
             await self.handle.cluster.emit_event(
                 pod, "Normal", "Rescaled",
@@ -364,7 +367,7 @@ class Autoscale:
                 await self._abandon(pod, container, job, desired, current, refused, now)
             return  # a resize is in flight: decide again once the kubelet has actuated it
         restart = restarts_on_resize(pod, container)
-        here = central_finish(model, now, current, current, restart, 0.0)
+        here = central_finish(model, now, current, current=current)
         if not math.isfinite(here):
             return  # nothing known yet
         self._slack[pod.key] = deadline - here
@@ -386,7 +389,17 @@ class Autoscale:
         """Choose the count and act; True when a resize was accepted (it wrote the condition)."""
         lo, hi = self._bounds(pod, pod.node_name)
         margin, restart_s, z = self.args.safety_margin, self.args.restart_seconds, self.args.band_z
-        choice = choose(model, deadline, now, current, lo, hi, margin, restart, restart_s, z)
+        choice = choose(
+            model,
+            deadline,
+            now,
+            lo,
+            hi,
+            current=current,
+            margin=margin,
+            band_z=z,
+            restart_s=restart_s if restart else None,
+        )
         if choice is None:
             return False
         if choice.cpus is None:
@@ -443,9 +456,16 @@ class Autoscale:
         if need < current:
             # Hysteresis: only when the smaller count still leaves real slack.
             lo_choice = choose(
-                model, deadline - self.args.down_slack * (deadline - now), now, current, need, need,
-                self.args.safety_margin, restart, self.args.restart_seconds, self.args.band_z,
-            )  # fmt: skip
+                model,
+                deadline - self.args.down_slack * (deadline - now),
+                now,
+                need,
+                need,
+                current=current,
+                margin=self.args.safety_margin,
+                band_z=self.args.band_z,
+                restart_s=self.args.restart_seconds if restart else None,
+            )
             if lo_choice is not None and lo_choice.cpus is not None:
                 return need
         return None
@@ -472,7 +492,9 @@ class Autoscale:
                 pod, "Warning", "RescaleFailed", f"cpu {current:g} -> {target:g}: {status.message()}"
             )
             return False
-        finish = central_finish(model, now, current, target, restart, self.args.restart_seconds)
+        finish = central_finish(
+            model, now, target, current=current, restart_s=self.args.restart_seconds if restart else None
+        )
         if restart:
             job.restarted_at = now
             model.restarted()

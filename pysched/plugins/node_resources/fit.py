@@ -45,7 +45,6 @@ class NodeResourcesFit:
             EventRegistration(EventKind.NODE_UPDATE),
             EventRegistration(EventKind.POD_DELETE),
             EventRegistration(EventKind.POD_RESIZE_DOWN),
-            EventRegistration(EventKind.POD_UPDATE),
         )
 
 

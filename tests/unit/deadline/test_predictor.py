@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from pysched.api.annotations import parse_progress
 from pysched.api.ids import PodKey
 from pysched.deadline.predictor import (
+    BAND_Z,
     PRIOR_SERIAL_FRACTION,
     CountStats,
     JobModel,
@@ -32,6 +33,8 @@ from pysched.deadline.predictor import (
     Source,
     Verdict,
     candidate_counts,
+    central_finish,
+    choose,
     nnls_amdahl,
     progress_observation,
     stamp_resolution,
@@ -101,19 +104,19 @@ def feed(model: JobModel, truth: Amdahl, cpus: float, start: float, seconds: flo
 def test_prior_is_used_before_two_cpu_counts_are_seen() -> None:
     truth = Amdahl(0.2, 1.8, p_max=1000)
     model = JobModel(1_000_000)
-    assert model.speed() is None and model.predict(2.0, 0.0) is None
+    assert model.speed() is None and model.remaining(2.0, 0.0) is None
     assert model.observe(0, 0.0, 2.0, now=0.0).ok
-    assert model.predict(2.0, 0.0) is None  # one observation: no interval yet
+    assert model.remaining(2.0, 0.0) is None  # one observation: no interval yet
     end = feed(model, truth, 2.0, 0.0, 600.0)
     fit = model.speed()
     assert fit is not None and fit.source is Source.PRIOR
     assert fit.a / (fit.a + fit.b) == pytest.approx(PRIOR_SERIAL_FRACTION)
     assert fit.step_seconds(2.0) == pytest.approx(truth.step_seconds(2.0, 0), rel=1e-3)
-    at2 = model.predict(2.0, end)
-    at8 = model.predict(8.0, end)
+    at2 = model.remaining(2.0, end)
+    at8 = model.remaining(8.0, end)
     assert at2 is not None and at2.source is Source.MEASURED
     assert at8 is not None and at8.source is Source.PRIOR
-    assert at8.step_seconds == pytest.approx(fit.step_seconds(8.0))
+    assert at8.seconds == pytest.approx(at8.steps * fit.step_seconds(8.0))
     assert at8.rel_sigma > at2.rel_sigma  # the prior is less certain than a measurement
     # a second count (resized exactly at a report) switches to the fit, which recovers the truth
     model2 = JobModel(1_000_000)
@@ -168,20 +171,31 @@ def test_bad_progress_is_rejected_and_changes_nothing() -> None:
         assert result.ok or result.message
     assert (model.last, model.intervals) == before
     assert model.observe(1000, 1120.0, 2.0, now=1120.0).ok  # exactly done is fine
-    pred = model.predict(2.0, 1120.0)
-    assert pred is not None and pred.remaining_s == 0.0
+    rest = model.remaining(2.0, 1120.0)
+    assert rest is not None and rest.seconds == 0.0
+    assert central_finish(model, 1120.0, 2.0, current=2.0) == 1120.0
 
 
-def test_predictor_parses_the_annotation() -> None:
+def observe_annotation(model: JobModel, value: str, cpus: float, now: float) -> Verdict | None:
+    """What Autoscale does with a `pysched.io/progress` value: None when it is not STEPS@RFC3339."""
+    parsed = progress_observation(value)
+    if parsed is None:
+        return None
+    return model.observe(*parsed, cpus, now, resolution=stamp_resolution(value)).verdict
+
+
+def test_predictor_reads_the_annotation() -> None:
     predictor = Predictor()
     key = PodKey("ns/job")
-    assert predictor.observe_annotation(key, 1000, "10@2026-11-30T12:00:00Z", 2.0, now=1e10).ok
-    assert predictor.observe_annotation(key, 1000, "nonsense", 2.0, now=1e10).verdict is Verdict.MALFORMED
-    assert predictor.observe_annotation(key, 1000, "²@2026-11-30T12:00:00Z", 2.0, now=1e10).verdict is Verdict.MALFORMED
-    assert predictor.observe_annotation(key, 1000, "5@2026-11-30T12:01:00Z", 2.0, now=1e10).verdict is Verdict.BACKWARDS
-    assert predictor.observe_annotation(key, 1000, "70@2026-11-30T12:01:00Z", 2.0, now=1e10).ok
-    model = predictor.get(key)
-    assert model is not None and model.count_stats()[0].step_seconds == pytest.approx(1.0)
+    model = predictor.job(key, 1000)
+    assert observe_annotation(model, "10@2026-11-30T12:00:00Z", 2.0, now=1e10) is Verdict.ACCEPTED
+    assert observe_annotation(model, "nonsense", 2.0, now=1e10) is None
+    assert observe_annotation(model, "²@2026-11-30T12:00:00Z", 2.0, now=1e10) is None
+    assert observe_annotation(model, "5@2026-11-30T12:01:00Z", 2.0, now=1e10) is Verdict.BACKWARDS
+    assert observe_annotation(model, "70@2026-11-30T12:01:00Z", 2.0, now=1e10) is Verdict.ACCEPTED
+    assert predictor.get(key) is model and predictor.job(key, 1000) is model
+    assert model.count_stats()[0].step_seconds == pytest.approx(1.0)
+    assert predictor.job(key, 2000) is not model  # another total: another job
     predictor.forget(key)
     assert predictor.get(key) is None and len(predictor) == 0
     assert parse_progress("12@2026-11-30T12:00:05Z") == (12, 1796040005.0)
@@ -193,11 +207,19 @@ def test_restart_keeps_the_speed_and_forgets_the_progress() -> None:
     model.observe(100, 100.0, 1.0, now=100.0)
     model.restarted()
     assert model.observe(0, 200.0, 2.0, now=200.0).ok  # not "backwards" after a restart
-    pred = model.predict(1.0, 200.0)
-    assert pred is not None and pred.remaining_s == pytest.approx(10_000.0)
+    rest = model.remaining(1.0, 200.0)
+    assert rest is not None and rest.seconds == pytest.approx(10_000.0)
 
 
-# --- min_cpus_for --------------------------------------------------------------------------------
+# --- choose: the smallest count that meets a deadline ------------------------------------------
+
+
+def cpus_for(
+    model: JobModel, deadline: float, now: float, margin: float, lo: float, hi: float, band_z: float
+) -> float | None:
+    """`choose`'s count for a job that resizes in place (None: none meets the deadline)."""
+    choice = choose(model, deadline, now, lo, hi, current=lo, margin=margin, band_z=band_z)
+    return None if choice is None else choice.cpus
 
 
 def exact_model(a: float, b: float, counts: tuple[float, ...] = (1.0, 4.0), total: int = 100_000) -> JobModel:
@@ -217,7 +239,7 @@ def exact_model(a: float, b: float, counts: tuple[float, ...] = (1.0, 4.0), tota
     return model
 
 
-def test_min_cpus_for_hand_made_cases() -> None:
+def test_choose_hand_made_cases() -> None:
     # t(c) = 0.1 + 0.9 / c; 10,000 steps done of 100,000 after the feed above
     model = exact_model(0.1, 0.9, counts=(1.0, 4.0))
     last = model.last
@@ -228,21 +250,21 @@ def test_min_cpus_for_hand_made_cases() -> None:
         return left * (0.1 + 0.9 / c)
 
     for c in (1.0, 2.0, 3.0, 5.0, 8.0):
-        exact = model.min_cpus_for(now + needs(c) + 1e-6, now, 0.0, 1.0, 16.0, use_band=False)
+        exact = cpus_for(model, now + needs(c) + 1e-6, now, 0.0, 1.0, 16.0, 0.0)
         assert exact == c
-        assert model.min_cpus_for(now + needs(c) - 1e-3, now, 0.0, 1.0, 16.0, use_band=False) == c + 1
+        assert cpus_for(model, now + needs(c) - 1e-3, now, 0.0, 1.0, 16.0, 0.0) == c + 1
     # a safety margin of 10% needs the deadline 10% further away
-    assert model.min_cpus_for(now + 1.1 * needs(3.0) + 1e-3, now, 0.1, 1.0, 16.0, use_band=False) == 3.0
-    assert model.min_cpus_for(now + 1.1 * needs(3.0) - 1e-3, now, 0.1, 1.0, 16.0, use_band=False) == 4.0
+    assert cpus_for(model, now + 1.1 * needs(3.0) + 1e-3, now, 0.1, 1.0, 16.0, 0.0) == 3.0
+    assert cpus_for(model, now + 1.1 * needs(3.0) - 1e-3, now, 0.1, 1.0, 16.0, 0.0) == 4.0
     # even cpu_max cannot: None; below cpu_min nothing is offered
-    assert model.min_cpus_for(now + needs(16.0) - 1.0, now, 0.0, 1.0, 16.0, use_band=False) is None
-    assert model.min_cpus_for(now + 1e9, now, 0.0, 2.5, 16.0) == 2.5
+    assert cpus_for(model, now + needs(16.0) - 1.0, now, 0.0, 1.0, 16.0, 0.0) is None
+    assert cpus_for(model, now + 1e9, now, 0.0, 2.5, 16.0, BAND_Z) == 2.5
     # the band only ever asks for more
     for c in (2.0, 6.0):
         deadline = now + needs(c) * 1.01
-        banded = model.min_cpus_for(deadline, now, 0.0, 1.0, 64.0)
+        banded = cpus_for(model, deadline, now, 0.0, 1.0, 64.0, BAND_Z)
         assert banded is None or banded >= c
-    assert JobModel(10).min_cpus_for(1e9, 0.0, 0.0, 1.0, 8.0) is None  # nothing known yet
+    assert choose(JobModel(10), 1e9, 0.0, 1.0, 8.0, current=1.0) is None  # nothing known yet
     assert list(candidate_counts(0.5, 3.0)) == [0.5, 1.0, 2.0, 3.0]
     assert list(candidate_counts(2.0, 2.0)) == [2.0]
     assert list(candidate_counts(1.5, 3.5)) == [1.5, 2.0, 3.0, 3.5]
@@ -256,25 +278,48 @@ def test_min_cpus_for_hand_made_cases() -> None:
     st.booleans(),
 )
 @settings(max_examples=80, deadline=None, derandomize=True)
-def test_min_cpus_for_is_monotone(a: float, b: float, slack: list[float], margin: float, band: bool) -> None:
+def test_choose_is_monotone(a: float, b: float, slack: list[float], margin: float, band: bool) -> None:
     model = exact_model(a, b, counts=(2.0, 6.0))
     last = model.last
     assert last is not None
     now = last.at
-    answers = [model.min_cpus_for(now + s, now, margin, 1.0, 32.0, use_band=band) for s in sorted(slack)]
+    answers = [cpus_for(model, now + s, now, margin, 1.0, 32.0, BAND_Z if band else 0.0) for s in sorted(slack)]
     # a later deadline never needs more CPUs (None = infeasible counts as "more than any")
     ranks = [math.inf if x is None else x for x in answers]
     assert ranks == sorted(ranks, reverse=True)
     # a larger margin never needs fewer
     s = sorted(slack)[-1]
-    lo = model.min_cpus_for(now + s, now, margin, 1.0, 32.0, use_band=band)
-    hi = model.min_cpus_for(now + s, now, margin + 0.2, 1.0, 32.0, use_band=band)
+    lo = cpus_for(model, now + s, now, margin, 1.0, 32.0, BAND_Z if band else 0.0)
+    hi = cpus_for(model, now + s, now, margin + 0.2, 1.0, 32.0, BAND_Z if band else 0.0)
     assert (math.inf if hi is None else hi) >= (math.inf if lo is None else lo)
     # the answer does meet the deadline with the margin
     if lo is not None:
-        p = model.predict(lo, now)
-        assert p is not None
-        assert now + (p.remaining_high if band else p.remaining_s) * (1 + margin) <= now + s
+        rest = model.remaining(lo, now)
+        assert rest is not None
+        assert now + rest.upper(BAND_Z if band else 0.0) * (1 + margin) <= now + s
+
+
+def _model(step_s: float, cpus: float, total: int = 10_000) -> JobModel:
+    """Measured at `cpus`: 600 s of steps at `step_s`, observed at EPOCH + 600."""
+    model = JobModel(total)
+    model.observe(0, EPOCH, cpus, EPOCH)
+    model.observe(round(600 / step_s), EPOCH + 600, cpus, EPOCH + 600)
+    return model
+
+
+def test_choose_the_smallest_count_that_makes_the_deadline() -> None:
+    model = _model(0.2, 2.0)  # 3,000 of 10,000 steps done: 1,400 s left at 2 CPUs
+    now = EPOCH + 600
+    roomy = choose(model, now + 5000, now, 1.0, 16.0, current=2.0, margin=0.05, band_z=1.0)
+    assert roomy is not None and roomy.cpus == 1.0  # slack: fewer CPUs would do
+    tight = choose(model, now + 1200, now, 1.0, 16.0, current=2.0, margin=0.05, band_z=1.0)
+    assert tight is not None and tight.cpus == 3.0 and tight.finish <= now + 1200
+    hopeless = choose(model, now + 100, now, 1.0, 16.0, current=2.0, margin=0.05, band_z=1.0)
+    assert hopeless is not None and hopeless.cpus is None
+    # A restarting container pays the whole run again when it moves: more CPUs needed.
+    restart = choose(model, now + 1200, now, 1.0, 16.0, current=2.0, margin=0.05, band_z=1.0, restart_s=30.0)
+    assert restart is not None and restart.cpus is not None and restart.cpus > 3.0
+    assert choose(JobModel(100), now + 10, now, 1.0, 4.0, current=2.0) is None  # nothing known
 
 
 # --- accuracy against the simulator's truth ------------------------------------------------------
@@ -363,22 +408,22 @@ def replay(
         resized_at = report.resized_at if report.resized_at != prev_resize else None
         prev_resize = report.resized_at
         if resized_at is not None:
-            before = model.predict(report.cpus, resized_at)
-            if before is not None:
-                at_resize = abs(before.finish - report.truth_finish) / (report.truth_finish - start)
+            before = central_finish(model, resized_at, report.cpus, current=report.cpus)
+            if math.isfinite(before):
+                at_resize = abs(before - report.truth_finish) / (report.truth_finish - start)
         assert model.observe(steps, at, report.cpus, now=at, resized_at=resized_at).ok
         if steps < FROM * job.steps:
             continue
-        pred = model.predict(report.cpus, at)
-        if pred is None:
+        finish = central_finish(model, at, report.cpus, current=report.cpus)
+        if not math.isfinite(finish):
             missing += 1
             continue
-        error = abs(pred.finish - report.truth_finish) / (report.truth_finish - start)
+        error = abs(finish - report.truth_finish) / (report.truth_finish - start)
         worst = max(worst, error)
         if resized_at is None:
             after_first = max(after_first, error)
         if mark is None:
-            mark = (error, abs(pred.finish - report.truth_finish) / (report.truth_finish - at))
+            mark = (error, abs(finish - report.truth_finish) / (report.truth_finish - at))
         n += 1
     m = mark or (0.0, 0.0)
     return Accuracy(worst, m[0], m[1], after_first, at_resize, n, missing)
@@ -436,11 +481,12 @@ def test_band_covers_the_truth_at_a_measured_count() -> None:
             parsed = parse_progress(report.value)
             assert parsed is not None
             model.observe(parsed[0], parsed[1], 2.0, now=parsed[1])
-            pred = model.predict(2.0, parsed[1])
-            if pred is None or parsed[0] < FROM * job.steps:
+            rest = model.remaining(2.0, parsed[1])
+            if rest is None or parsed[0] < FROM * job.steps:
                 continue
             total += 1
-            covered += pred.finish_low <= report.truth_finish <= pred.finish_high
+            now = parsed[1]
+            covered += now + rest.lower(BAND_Z) <= report.truth_finish <= now + rest.upper(BAND_Z)
     assert total > 0 and covered / total >= 0.9
 
 
@@ -495,7 +541,7 @@ def test_restore_takes_back_another_schedulers_speed_per_count() -> None:
     assert (here.step_seconds, here.rel_sigma) == pytest.approx((there.step_seconds, there.rel_sigma))
 
     # Nothing is known of the progress until the job reports: no prediction yet.
-    assert new.predict(4.0, t) is None
+    assert new.remaining(4.0, t) is None
     new.observe(3000, t, 4.0, t)
     new.observe(3500, t + 56.0, 4.0, t + 56.0)
     four = next(s for s in new.count_stats() if s.cpus == 4.0)
@@ -520,12 +566,9 @@ def test_millisecond_stamps_are_trusted_to_the_millisecond() -> None:
     assert parsed[1] - whole[1] == pytest.approx(0.2505 - 0.5, abs=1e-6)
 
     def sigma(stamps: list[str]) -> float:
-        predictor = Predictor()
-        key = PodKey("ns/p")
+        model = JobModel(10_000)
         for value in stamps:
-            assert predictor.observe_annotation(key, 10_000, value, 1.0, now=2e9).ok, value
-        model = predictor.get(key)
-        assert model is not None
+            assert observe_annotation(model, value, 1.0, now=2e9) is Verdict.ACCEPTED, value
         (stats,) = model.count_stats()
         return stats.rel_sigma
 

@@ -5,6 +5,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import yaml
+
 from pysched.api.builders import make_pod, node_dict, pod_dict
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
@@ -13,7 +15,7 @@ from pysched.framework.clock import VirtualClock
 from pysched.framework.config import parse_config
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
-from pysched.framework.interfaces import Handle
+from pysched.framework.interfaces import Diagnosis, Handle
 from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.framework.status import SUCCESS, Code, Status, unschedulable
@@ -80,16 +82,18 @@ profiles:
 """
 
 
-def _scheduler(recorder: Recorder) -> tuple[SimulatedCluster, Scheduler]:
-    import yaml
-
+def _scheduler(
+    recorder: Recorder, *extra: PluginSpec[Any], profile: str = PROFILE
+) -> tuple[SimulatedCluster, Scheduler]:
     registry = default_registry()
     registry.register(PluginSpec("Recorder", NoArgs, lambda args, handle: recorder, Recorder))
     registry.register(PluginSpec("Veto", NoArgs, lambda args, handle: Veto(), Veto))
+    for spec in extra:
+        registry.register(spec)
     clock = VirtualClock(0.0)
     cluster = SimulatedCluster(clock)
     cluster.add_node(node_dict("a", cpu="4", memory="8Gi", labels={"zone": "a"}))
-    return cluster, Scheduler(parse_config(yaml.safe_load(PROFILE), "test", registry), cluster, clock, registry)
+    return cluster, Scheduler(parse_config(yaml.safe_load(profile), "test", registry), cluster, clock, registry)
 
 
 def test_points_run_in_order_and_a_reserve_refusal_unreserves() -> None:
@@ -218,3 +222,34 @@ def test_handle_gives_plugins_the_cluster_clock_and_nodes() -> None:
     handle: Handle = scheduler.frameworks["x"].handle
     assert handle.cluster is cluster and handle.nodes is scheduler.cache.nodes
     assert handle.clock is scheduler.clock and handle.waiting_pods is scheduler.waiting_pods
+
+
+@dataclass
+class MakeRoom:
+    """PostFilter that records the diagnosis it was given and says it made room."""
+
+    NAME: ClassVar[str] = "MakeRoom"
+    seen: list[str] = field(default_factory=list)
+
+    def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
+        self.seen.append(f"{pod.name}: {diagnosis.message()}")
+        return SUCCESS
+
+
+def test_post_filter_runs_only_when_no_node_fits_and_the_pod_stays_unschedulable() -> None:
+    room = MakeRoom()
+
+    async def run() -> None:
+        with_room = PROFILE.replace("      reserve:", "      postFilter: [{name: MakeRoom}]\n      reserve:")
+        spec = PluginSpec("MakeRoom", NoArgs, lambda args, handle: room, MakeRoom)
+        cluster, scheduler = _scheduler(Recorder(), spec, profile=with_room)
+        await scheduler.start()
+        cluster.create_pod(pod_dict("fits", cpu="1", scheduler_name="x"))
+        cluster.create_pod(pod_dict("huge", cpu="64", scheduler_name="x"))
+        await scheduler.run_until_idle()
+        assert room.seen == ["huge: 0/1 nodes are available: 1 Insufficient cpu."]
+        assert cluster.pods[PodKey("default/fits")].node_name == "a"
+        assert scheduler.queue.where(PodKey("default/huge")) == "unschedulable"
+        await scheduler.stop()
+
+    asyncio.run(run())

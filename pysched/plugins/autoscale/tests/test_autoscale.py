@@ -10,13 +10,12 @@ from pysched.api.ids import PodKey
 from pysched.api.objects import PodInfo, pod_from_dict
 from pysched.backend.simulated import SimulatedCluster
 from pysched.cmd.metrics import SchedulerMetrics, plugin_metrics
-from pysched.deadline.predictor import JobModel
 from pysched.framework.clock import VirtualClock
 from pysched.framework.cluster import PodCondition
 from pysched.framework.config import ConfigError, parse_config
 from pysched.framework.status import Code, Status
 from pysched.plugins import default_registry
-from pysched.plugins.autoscale import Autoscale, AutoscaleArgs, choose
+from pysched.plugins.autoscale import Autoscale, AutoscaleArgs
 from pysched.plugins.builtin import builtin_config
 from pysched.scheduler.scheduler import Scheduler
 from pysched.testing.scheduler import parse_metrics
@@ -24,29 +23,6 @@ from pysched.workload.progress import format_progress
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 KEY = PodKey("default/job")
-
-
-def _model(step_s: float, cpus: float, total: int = 10_000) -> JobModel:
-    """Measured at `cpus`: 600 s of steps at `step_s`, observed at T0 + 600."""
-    model = JobModel(total)
-    model.observe(0, T0, cpus, T0)
-    model.observe(round(600 / step_s), T0 + 600, cpus, T0 + 600)
-    return model
-
-
-def test_choose_the_smallest_count_that_makes_the_deadline() -> None:
-    model = _model(0.2, 2.0)  # 3,000 of 10,000 steps done: 1,400 s left at 2 CPUs
-    now = T0 + 600
-    roomy = choose(model, now + 5000, now, 2.0, 1.0, 16.0, 0.05, False, 0.0, 1.0)
-    assert roomy is not None and roomy.cpus == 1.0  # slack: fewer CPUs would do
-    tight = choose(model, now + 1200, now, 2.0, 1.0, 16.0, 0.05, False, 0.0, 1.0)
-    assert tight is not None and tight.cpus == 3.0 and tight.finish <= now + 1200
-    hopeless = choose(model, now + 100, now, 2.0, 1.0, 16.0, 0.05, False, 0.0, 1.0)
-    assert hopeless is not None and hopeless.cpus is None
-    # A restarting container pays the whole run again when it moves: more CPUs needed.
-    restart = choose(model, now + 1200, now, 2.0, 1.0, 16.0, 0.05, True, 30.0, 1.0)
-    assert restart is not None and restart.cpus is not None and restart.cpus > 3.0
-    assert choose(JobModel(100), now + 10, now, 2.0, 1.0, 4.0, 0.0, False, 0.0) is None  # nothing known
 
 
 def test_args_are_checked() -> None:
