@@ -8,8 +8,6 @@ from typing import Any
 from pysched.api.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from pysched.api.times import format_rfc3339
 
-rfc3339 = format_rfc3339  # times in manifests, as the API writes them
-
 
 def node_dict(
     name: str,
@@ -89,7 +87,7 @@ def pod_dict(
             "name": name,
             "namespace": namespace,
             "uid": uid or f"uid-{namespace}-{name}",
-            "creationTimestamp": rfc3339(created),
+            "creationTimestamp": format_rfc3339(created),
             "annotations": dict(annotations or {}),
             "labels": dict(labels or {}),
         },

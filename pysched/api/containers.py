@@ -8,20 +8,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pysched.api.objects import PodInfo
-from pysched.api.resources import CPU, format_resource, to_scheduler_units
+from pysched.api.resources import CPU, format_resource, infeasible_resize, to_scheduler_units
 
 
 def container_names(pod: PodInfo) -> list[str]:
     return [str(c.get("name", "")) for c in pod.raw.get("spec", {}).get("containers") or []]
 
 
+def restarts_on_cpu_resize(container: Mapping[str, Any]) -> bool:
+    """A CPU resize restarts this container (`resizePolicy` cpu `RestartContainer`; the default,
+    NotRequired, resizes it in place)."""
+    return any(
+        p.get("resourceName") == CPU and p.get("restartPolicy") == "RestartContainer"
+        for p in container.get("resizePolicy") or ()
+    )
+
+
 def restarts_on_resize(pod: PodInfo, container: str) -> bool:
+    """The pod's container named `container` restarts on a CPU resize."""
     for c in pod.raw.get("spec", {}).get("containers") or ():
         if c.get("name", "") == container:
-            return any(
-                p.get("resourceName") == CPU and p.get("restartPolicy") == "RestartContainer"
-                for p in c.get("resizePolicy") or ()
-            )
+            return restarts_on_cpu_resize(c)
     return False
 
 
@@ -60,10 +67,7 @@ def actual_request(pod: PodInfo, container: str, resource: str) -> int | None:
 def resize_infeasible(pod: PodInfo) -> str | None:
     """The kubelet's message when it refuses the pending resize for good (`PodResizePending`,
     reason `Infeasible`: more than the node could ever give); None otherwise."""
-    for cond in (pod.raw.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == "PodResizePending" and cond.get("reason") == "Infeasible":
-            return str(cond.get("message") or "the node cannot fit it")
-    return None
+    return infeasible_resize(pod.raw.get("status") or {})
 
 
 @dataclass(frozen=True, slots=True)

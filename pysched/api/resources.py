@@ -105,11 +105,13 @@ def _container_requests(container: Mapping[str, Any], status: Mapping[str, Any] 
     return requests
 
 
-def _resize_infeasible(pod_status: Mapping[str, Any]) -> bool:
+def infeasible_resize(pod_status: Mapping[str, Any]) -> str | None:
+    """The kubelet's message when it refuses a pending resize for good (`PodResizePending`, reason
+    `Infeasible`); None otherwise. Such a resize's desired requests do not count."""
     for condition in pod_status.get("conditions") or ():
         if condition.get("type") == "PodResizePending" and condition.get("reason") == "Infeasible":
-            return True
-    return False
+            return str(condition.get("message") or "the node cannot fit it")
+    return None
 
 
 def pod_requests(pod: Mapping[str, Any]) -> ResourceMap:
@@ -123,7 +125,7 @@ def pod_requests(pod: Mapping[str, Any]) -> ResourceMap:
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     statuses = {s.get("name"): s for s in status.get("containerStatuses") or ()}
-    infeasible = _resize_infeasible(status)
+    infeasible = infeasible_resize(status) is not None
 
     total: ResourceMap = {}
     for container in spec.get("containers") or ():

@@ -6,10 +6,12 @@ import time
 from datetime import UTC, datetime
 
 
-def format_rfc3339(epoch: float) -> str:
-    """Whole seconds, UTC, as the API writes times (gmtime + f-string: once per progress write)."""
+def format_rfc3339(epoch: float, *, millis: bool = False) -> str:
+    """UTC, as the API writes times: whole seconds (gmtime + f-string: once per progress write), or
+    with milliseconds (the emulator's scaled time, where whole seconds would be too coarse)."""
     t = time.gmtime(epoch)
-    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}Z"
+    whole = f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
+    return f"{whole}.{int((epoch % 1) * 1000):03d}Z" if millis else f"{whole}Z"
 
 
 def parse_rfc3339(value: str) -> float | None:

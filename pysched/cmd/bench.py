@@ -25,9 +25,9 @@ from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.scheduler.scheduler import Scheduler
 from pysched.scheduler.selection import warm_up
+from pysched.workload.job import GPU_TAINT
 
 ZONES = ("zone-a", "zone-b", "zone-c")
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 INFRA_TAINT = {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, NoReturn, cast
 
 from pysched import __version__
+from pysched.cmd.errors import bad_input
 
 
 class _Parser(argparse.ArgumentParser):
@@ -20,8 +21,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _fail(message: str) -> int:
-    print(f"pysched: error: {message}", file=sys.stderr)
-    return 2
+    return bad_input("pysched", message)
 
 
 def _write_json(path: str, data: Any) -> None:

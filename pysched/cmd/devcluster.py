@@ -22,8 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pysched.cmd.errors import bad_input
+
 PIDS_FILE = "pids.json"
-EXIT_BAD_INPUT = 2
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,9 +58,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _fail(message: str) -> int:
-    first = message.strip().splitlines()[0] if message.strip() else "failed"
-    print(f"pysched dev-cluster: error: {first}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return bad_input("pysched dev-cluster", message)
 
 
 def _validate(args: argparse.Namespace) -> str | None:

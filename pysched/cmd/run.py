@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from pysched.cmd.errors import bad_input
+
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
@@ -39,7 +41,6 @@ if TYPE_CHECKING:
     from pysched.framework.registry import Registry
     from pysched.scheduler.scheduler import Scheduler
 
-EXIT_BAD_INPUT = 2
 EXIT_LOST_LEASE = 1
 SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -70,9 +71,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _fail(message: str) -> int:
-    first = " ".join(message.split()) or "failed"
-    print(f"pysched run: error: {first}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return bad_input("pysched run", message)
 
 
 def configure_logging(fmt: str, level: str) -> None:

@@ -25,6 +25,8 @@ from pysched.deadline.predictor import CountStats
 
 CONDITION = "pysched.io/Deadline"
 DEMOTED_REASON = "DeadlineInfeasible"  # the deadline cannot be met: ordered as best-effort
+ON_TRACK_REASON = "OnTrack"  # the job meets its deadline at the CPUs it has
+RESCALED_REASON = "Rescaled"  # the job was resized toward its deadline
 MAX_COUNTS = 4  # the counts with the most measured time: keeps the message short
 
 _NUM = r"[0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?"
@@ -33,7 +35,7 @@ _LAST_RESCALE = re.compile(r"lastRescale=(\d+)")
 _FINISH = re.compile(r"predicted finish (\S+Z)")
 
 
-def rfc3339(t: float) -> str:
+def message_time(t: float) -> str:
     """A time for messages; "unknown" for a prediction that has none."""
     return format_rfc3339(t) if math.isfinite(t) else "unknown"
 
@@ -86,9 +88,9 @@ def condition_message(
     what: str, finish: float | None, deadline: float, counts: Sequence[CountStats], last_rescale: float
 ) -> str:
     parts = [
-        f"{what}: predicted finish {rfc3339(finish)} vs deadline {rfc3339(deadline)}"
+        f"{what}: predicted finish {message_time(finish)} vs deadline {message_time(deadline)}"
         if finish is not None and math.isfinite(finish)
-        else f"{what}: deadline {rfc3339(deadline)}"
+        else f"{what}: deadline {message_time(deadline)}"
     ]
     measured = measured_text(counts)
     if measured:

@@ -225,6 +225,14 @@ def prior_fit(cpus: float, step_seconds: float, serial_fraction: float = PRIOR_S
     return SpeedFit(serial_fraction * t1, (1 - serial_fraction) * t1, Source.PRIOR, 0.0, (cpus,))
 
 
+def prior_step_ratio(cpus: float, serial_fraction: float = PRIOR_SERIAL_FRACTION) -> float:
+    """Step time on `cpus` relative to one CPU under the generic prior (the whole step is throttled
+    below one CPU), for a job known only by its total steps."""
+    if cpus < 1:
+        return 1.0 / cpus
+    return serial_fraction + (1.0 - serial_fraction) / cpus
+
+
 # --- the per-job model ---------------------------------------------------------------------------
 
 

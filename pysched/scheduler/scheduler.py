@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from pysched.framework.interfaces import Handle, QueuedPod
 from pysched.framework.lifecycle import PodLifecycle
 from pysched.framework.registry import Registry
 from pysched.framework.status import SUCCESS, Code, Status
+from pysched.framework.tasks import BackgroundTasks
 from pysched.framework.waiting import WaitingPods
 from pysched.scheduler.binding import BindPipeline
 from pysched.scheduler.cache import Cache
@@ -96,7 +97,7 @@ class Scheduler:
         self._record = record_cycle_times
         self.observer: SchedulingObserver = observer or NullObserver()
         self._binds: BindPipeline[_BindJob] = BindPipeline(self._run_binding_cycle, max_binds_in_flight)
-        self._side_tasks: set[asyncio.Task[None]] = set()
+        self._side_tasks = BackgroundTasks()  # events and conditions, never awaited by a cycle
         intervals = [p.reconcile_interval for f in self.frameworks.values() for p in f.reconcile]
         self._reconcile_interval = min(intervals) if intervals else None
         self._next_reconcile = clock.now() + (self._reconcile_interval or 0.0)
@@ -111,8 +112,7 @@ class Scheduler:
         for waiting in self.waiting_pods:
             waiting.reject("", "the scheduler is stopping")
         await self._binds.stop()
-        if self._side_tasks:
-            await asyncio.gather(*self._side_tasks, return_exceptions=True)
+        await self._side_tasks.join()
 
     def _ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.frameworks
@@ -194,7 +194,9 @@ class Scheduler:
             requests={},
             raw=raw,
         )
-        self._spawn(self.backend.emit_event(stub, "Warning", "FailedScheduling", f"pod cannot be scheduled: {problem}"))
+        self._side_tasks.spawn(
+            self.backend.emit_event(stub, "Warning", "FailedScheduling", f"pod cannot be scheduled: {problem}")
+        )
 
     # ----- scheduling cycle
     def schedule_one(self) -> bool:
@@ -255,16 +257,11 @@ class Scheduler:
             self.queue.requeue_unschedulable(queued, rejectors)
             reason = "Unschedulable"
         message = status.message()
-        self._spawn(self._report_failure(pod, reason, message))
+        self._side_tasks.spawn(self._report_failure(pod, reason, message))
 
     async def _report_failure(self, pod: PodInfo, reason: str, message: str) -> None:
         await self.backend.emit_event(pod, "Warning", "FailedScheduling", message)
         await self.backend.patch_pod_condition(pod, PodCondition("PodScheduled", "False", reason, message))
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._side_tasks.add(task)
-        task.add_done_callback(self._side_tasks.discard)
 
     # ----- binding cycle
     async def _run_binding_cycle(self, job: _BindJob) -> None:
@@ -317,7 +314,7 @@ class Scheduler:
         if pod.key not in self.queue:
             return  # the informer saw it bound elsewhere or deleted: nothing to retry or to report
         self.queue.requeue_backoff(job.queued)
-        self._spawn(self._report_failure(pod, "SchedulerError", f"Binding rejected: {status.message()}"))
+        self._side_tasks.spawn(self._report_failure(pod, "SchedulerError", f"Binding rejected: {status.message()}"))
 
     # ----- reconcile: plugins acting on running pods on a clock interval
     def next_reconcile(self) -> float | None:
@@ -355,8 +352,7 @@ class Scheduler:
             while self.schedule_one():
                 pass
             await self._binds.join()
-            if self._side_tasks:
-                await asyncio.gather(*list(self._side_tasks), return_exceptions=True)
+            await self._side_tasks.join()
             if not self.queue.has_active():
                 return
 

@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pysched.api.times import format_rfc3339
+from pysched.backend.live.kubeclient import MERGE_PATCH
+
 K8S_VERSION = "v1.36.3"
 BIN_ENV = "PYSCHED_CONTROL_PLANE_BIN"
 CACHE_ENV = "PYSCHED_CACHE_DIR"
@@ -342,9 +345,9 @@ def create_fake_node(api: Any, name: str, spec: NodeSpec) -> dict[str, Any]:
     api.patch(
         f"/api/v1/nodes/{name}",
         {"spec": {"taints": None}},
-        content_type="application/merge-patch+json",
+        content_type=MERGE_PATCH,
     )
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    now = format_rfc3339(time.time())
     res = spec.resources()
     status = {
         "status": {
@@ -393,9 +396,7 @@ def create_fake_node(api: Any, name: str, spec: NodeSpec) -> dict[str, Any]:
             },
         }
     }
-    result: dict[str, Any] = api.patch(
-        f"/api/v1/nodes/{name}/status", status, content_type="application/merge-patch+json"
-    )
+    result: dict[str, Any] = api.patch(f"/api/v1/nodes/{name}/status", status, content_type=MERGE_PATCH)
     return result
 
 

@@ -70,12 +70,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from pysched.api.containers import restarts_on_cpu_resize
 from pysched.api.resources import CPU, QuantityError, to_scheduler_units
+from pysched.api.times import format_rfc3339
 from pysched.testing.controlplane import FAKE_NODE_LABEL
 from pysched.testing.kube import JSON, KubeAPI, KubeAPIError
 from pysched.workload.catalogue import Catalogue, CatalogueError, builtin_catalogue, load_catalogue
-from pysched.workload.pod import EMULATE_MODEL, PodJob, job_from_pod, restarts_on_cpu_resize
-from pysched.workload.progress import DEFAULT_INTERVAL, PROGRESS, format_progress, last_write, rfc3339
+from pysched.workload.pod import EMULATE_MODEL, PodJob, job_from_pod
+from pysched.workload.progress import DEFAULT_INTERVAL, PROGRESS, format_progress, last_write
 from pysched.workload.segment import Run, noise_rng, retime, segment_step_seconds, start_run
 
 log = logging.getLogger(__name__)
@@ -91,7 +93,7 @@ class ResizeAction(StrEnum):
 
 
 def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return format_rfc3339(time.time())
 
 
 def _spec_resources(container: JSON) -> JSON:
@@ -638,8 +640,7 @@ class KubeletEmulator:
         wall = self._wall0 + when / self.time_scale
         if self.time_scale == 1:
             return format_progress(steps, wall)
-        millis = int((wall % 1) * 1000)  # scaled time: whole seconds would be too coarse
-        return f"{steps}@{rfc3339(wall)[:-1]}.{millis:03d}Z"
+        return f"{steps}@{format_rfc3339(wall, millis=True)}"  # scaled time: whole seconds are too coarse
 
     def _tick(self, namespace: str, name: str, version: int, at: float) -> None:
         key = (namespace, name)

@@ -20,12 +20,10 @@ from urllib.parse import quote, urlencode
 import urllib3
 from kubernetes import client as k8s_client
 
+from pysched.backend.live.kubeclient import STRATEGIC_MERGE_PATCH
+
 JSON = dict[str, Any]
 T = TypeVar("T")
-
-MERGE_PATCH = "application/merge-patch+json"
-STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 
 
 class KubeAPIError(RuntimeError):

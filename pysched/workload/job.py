@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pysched.api.builders import pod_dict
-from pysched.workload.progress import DEADLINE, TOTAL_STEPS, rfc3339
+from pysched.api.times import format_rfc3339
+from pysched.workload.progress import DEADLINE, TOTAL_STEPS
 from pysched.workload.speed import SpeedModel
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
@@ -40,7 +41,7 @@ class Job:
             extra = {"extended": {"nvidia.com/gpu": str(self.gpu)}, "tolerations": [GPU_TOLERATION]}
         annotations = {TOTAL_STEPS: str(self.steps)}
         if self.deadline is not None:
-            annotations[DEADLINE] = rfc3339(epoch + self.deadline)
+            annotations[DEADLINE] = format_rfc3339(epoch + self.deadline)
         raw = pod_dict(
             self.name,
             namespace="sim",

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pysched.api.containers import restarts_on_cpu_resize
 from pysched.api.resources import CPU, GPU, QuantityError, pod_requests
 from pysched.workload.catalogue import Catalogue
 from pysched.workload.job import Job
@@ -86,14 +87,6 @@ def parse_truth(raw: str) -> Amdahl:
 def format_truth(truth: Amdahl) -> str:
     """The exact override (floats round-trip through repr)."""
     return f"a={truth.a!r},b={truth.b!r},p_max={truth.p_max}"
-
-
-def restarts_on_cpu_resize(container: Mapping[str, Any]) -> bool:
-    """A CPU resize restarts the container (`resizePolicy` cpu `RestartContainer`; default NotRequired)."""
-    return any(
-        p.get("resourceName") == CPU and p.get("restartPolicy") == "RestartContainer"
-        for p in container.get("resizePolicy") or ()
-    )
 
 
 def job_from_pod(pod: Mapping[str, Any], catalogue: Catalogue) -> PodJob | None:

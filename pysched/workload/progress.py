@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from pysched.api.annotations import DEADLINE, PROGRESS, TOTAL_STEPS
-from pysched.api.times import format_rfc3339 as rfc3339
+from pysched.api.times import format_rfc3339
 
-__all__ = ["DEADLINE", "DEFAULT_INTERVAL", "PROGRESS", "TOTAL_STEPS", "format_progress", "last_write", "rfc3339"]
+__all__ = ["DEADLINE", "DEFAULT_INTERVAL", "PROGRESS", "TOTAL_STEPS", "format_progress", "last_write"]
 
 DEFAULT_INTERVAL = 60.0  # the helper writes at most once a minute
 
 
 def format_progress(steps: int, when: float) -> str:
-    return f"{steps}@{rfc3339(when)}"
+    return f"{steps}@{format_rfc3339(when)}"
 
 
 def last_write(run_start: float, now: float, interval: float) -> float | None:

@@ -13,6 +13,7 @@ from pysched.api.ids import NodeName, PodUID, pod_key
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.backend.live.client import connect
 from pysched.backend.live.cluster import LiveCluster, LiveOptions
+from pysched.backend.live.kubeclient import STRATEGIC_MERGE_PATCH
 from pysched.framework.cluster import PodCondition
 from pysched.framework.status import Code
 from pysched.testing import KubeAPI, LocalControlPlane
@@ -110,7 +111,7 @@ async def test_node_heartbeats_are_not_node_updates(
     try:
         await backend.start(listener)
         beat: dict[str, Any] = {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Beat"}]}}
-        await asyncio.to_thread(kube.patch, path, beat, content_type="application/strategic-merge-patch+json")
+        await asyncio.to_thread(kube.patch, path, beat, content_type=STRATEGIC_MERGE_PATCH)
         labels = {"metadata": {"labels": {"heartbeat-test": "yes"}}}
         await asyncio.to_thread(kube.patch, f"/api/v1/nodes/{node}", labels)
         await eventually(lambda: listener.nodes[node].labels.get("heartbeat-test") == "yes", "label delivered")

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pysched.backend.live.kubeclient import MERGE_PATCH
 from pysched.testing import KubeAPI, KubeAPIError, LocalControlPlane, NodeSpec, create_fake_nodes, wait_for
 from pysched.testing.controlplane import ManagedProcess
 from pysched.testing.helpers import condition
@@ -96,7 +97,7 @@ def sides(kube: KubeAPI, namespace: str) -> Iterator[None]:
             names.append(name)
             if taints or cordoned:
                 patch = {"spec": {"taints": taints or None, "unschedulable": cordoned or None}}
-                kube.patch(f"/api/v1/nodes/{name}", patch, content_type="application/merge-patch+json")
+                kube.patch(f"/api/v1/nodes/{name}", patch, content_type=MERGE_PATCH)
     try:
         kube.post(
             "/apis/node.k8s.io/v1/runtimeclasses",

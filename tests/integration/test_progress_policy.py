@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
+from pysched.backend.live.kubeclient import MERGE_PATCH
 from pysched.progress import PROGRESS, KubernetesTransport, PodRef, Reporter
 from pysched.testing import KubeAPI, KubeAPIError, LocalControlPlane, wait_for
-from pysched.testing.kube import MERGE_PATCH
 
 pytestmark = pytest.mark.integration
 

@@ -10,22 +10,23 @@ import asyncio
 import collections
 import dataclasses
 import socket
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import structlog
 
 from pysched.api.containers import ContainerResize
 from pysched.api.ids import NodeName
 from pysched.api.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
-from pysched.api.times import format_micro_time, parse_time
+from pysched.api.times import format_micro_time, format_rfc3339, parse_time
 from pysched.backend.live.eventsink import EventRecord, EventSink, Series
 from pysched.backend.live.informer import Informer
-from pysched.backend.live.kubeclient import JSON, STRATEGIC_MERGE_PATCH, KubeClient
+from pysched.backend.live.kubeclient import JSON, MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeClient
 from pysched.framework.cluster import ClusterListener, PodCondition
 from pysched.framework.status import SUCCESS, Status, error, unschedulable
+from pysched.framework.tasks import BackgroundTasks
 
 log = structlog.get_logger("pysched.live")
 
@@ -86,7 +87,7 @@ class LiveCluster:
         self._invalid: set[str] = set()
         self._listener: ClusterListener | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._reads: set[asyncio.Task[None]] = set()  # how pods that left the watch ended
+        self._reads = BackgroundTasks()  # how pods that left the watch ended
         self.events = EventSink(
             self._create_event,
             self._patch_event,
@@ -132,9 +133,10 @@ class LiveCluster:
 
     async def stop(self) -> None:
         await self.events.stop()
-        for task in (*self._tasks, *self._reads):
+        for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, *self._reads, return_exceptions=True)
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._reads.cancel()
         self._tasks = []
         self._listener = None
 
@@ -274,9 +276,7 @@ class LiveCluster:
             # The watch cache sends a pod leaving the field selector (it ended) as DELETED with
             # its last matching state, Running: ask the apiserver how it ended, so plugins learn
             # it succeeded or failed (deadline met or missed), not merely that it went away.
-            task = asyncio.create_task(self._read_end(old))
-            self._reads.add(task)
-            task.add_done_callback(self._reads.discard)
+            self._reads.spawn(self._read_end(old))
         self._index_pod(old, None)
         self._invalid.discard(old.uid)
         self._listener.on_pod_deleted(old)
@@ -345,7 +345,7 @@ class LiveCluster:
             "reason": condition.reason,
             "message": condition.message,
             "lastProbeTime": None,
-            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lastTransitionTime": format_rfc3339(time.time()),
         }
         body = {"metadata": {"uid": pod.uid}, "status": {"conditions": [entry]}}
         resp = await self.client.request(
@@ -429,8 +429,6 @@ class LiveCluster:
     async def _patch_event(self, event: EventRecord, series: Series) -> None:
         body = {"series": {"count": series.count, "lastObservedTime": format_micro_time(series.last_seen_wall)}}
         path = f"/apis/events.k8s.io/v1/namespaces/{event.namespace}/events/{series.name}"
-        resp = await self.client.request(
-            "PATCH", path, body=body, content_type="application/merge-patch+json", rate_limited=False
-        )
+        resp = await self.client.request("PATCH", path, body=body, content_type=MERGE_PATCH, rate_limited=False)
         if not resp.ok:
             log.warning("event series not updated", reason=event.reason, pod=event.pod_name, error=resp.message())

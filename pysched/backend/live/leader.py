@@ -16,11 +16,11 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
+from pysched.api.times import format_micro_time
 from pysched.backend.live.kubeclient import JSON, KubeClient
 
 log = structlog.get_logger("pysched.backend.live.leader")
@@ -47,7 +47,7 @@ class LeaseConfig:
 
 
 def _micro_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return format_micro_time(time.time())
 
 
 class LeaderElector:

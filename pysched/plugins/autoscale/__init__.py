@@ -71,8 +71,11 @@ from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, GPU, MEMORY, to_scheduler_units
 from pysched.deadline.condition import (
     CONDITION,
+    DEMOTED_REASON,
+    ON_TRACK_REASON,
+    RESCALED_REASON,
     condition_message,
-    rfc3339,
+    message_time,
     saved_job,
 )
 from pysched.deadline.predictor import (
@@ -269,7 +272,7 @@ class Autoscale:
             await self.handle.cluster.emit_event(
                 pod, "Normal", "Rescaled",
                 f"cpu {current:g} -> {choice.cpus:g} before binding, from {basis}: "
-                f"predicted finish {rfc3339(finish)} vs deadline {rfc3339(deadline)}",
+                f"predicted finish {message_time(finish)} vs deadline {message_time(deadline)}",
             )  # fmt: skip
         return SUCCESS
 
@@ -403,17 +406,18 @@ class Autoscale:
         if choice is None:
             return False
         if choice.cpus is None:
-            await self._verdict(pod, job, "DeadlineInfeasible", f"cannot meet the deadline even at {hi:g} CPUs")
+            await self._verdict(pod, job, DEMOTED_REASON, f"cannot meet the deadline even at {hi:g} CPUs")
             return False
         target = self._target(pod, container, choice.cpus, current, deadline, now, model, restart)
         if target is None:
-            await self._verdict(pod, job, "OnTrack", f"on track at {current:g} CPUs")
+            await self._verdict(pod, job, ON_TRACK_REASON, f"on track at {current:g} CPUs")
             return False
         if target > current and not job.at_risk:
             job.at_risk = True
             await self.handle.cluster.emit_event(
                 pod, "Warning", "DeadlineAtRisk",
-                f"at {current:g} CPUs the job would miss its deadline {rfc3339(deadline)}; {choice.cpus:g} CPUs needed",
+                f"at {current:g} CPUs the job would miss its deadline {message_time(deadline)}; "
+                f"{choice.cpus:g} CPUs needed",
             )  # fmt: skip
         return await self._resize(pod, container, job, model, current, target, deadline, now, restart)
 
@@ -503,9 +507,9 @@ class Autoscale:
         what = f"cpu {current:g} -> {target:g}"
         if MEMORY in change.requests:
             what += f", memory -> {change.requests[MEMORY]}"
-        note = f"{what}: predicted finish {rfc3339(finish)} vs deadline {rfc3339(deadline)}"
+        note = f"{what}: predicted finish {message_time(finish)} vs deadline {message_time(deadline)}"
         await self.handle.cluster.emit_event(pod, "Normal", "Rescaled", note)
-        job.reason, job.what = "Rescaled", what
+        job.reason, job.what = RESCALED_REASON, what
         await self._save(pod, job, model, deadline, now, finish, force=True)
         return True
 
@@ -513,7 +517,7 @@ class Autoscale:
         """A new reason for the condition; a demotion is also told as a Warning event."""
         if reason == job.reason and what == job.what:
             return
-        if reason == "DeadlineInfeasible" and job.reason != reason:
+        if reason == DEMOTED_REASON and job.reason != reason:
             await self.handle.cluster.emit_event(pod, "Warning", reason, what)
         job.reason, job.what = reason, what
         job.written_finish = math.nan  # the message changes: write it with the next save
@@ -536,7 +540,7 @@ class Autoscale:
             return
         job.written_steps, job.written_finish = measured, finish
         message = condition_message(job.what, finish, deadline, counts, job.last_rescale)
-        status = "False" if job.reason == "DeadlineInfeasible" else "True"
+        status = "False" if job.reason == DEMOTED_REASON else "True"
         await self.handle.cluster.patch_pod_condition(pod, PodCondition(CONDITION, status, job.reason, message))
 
     def _count_rescale(self, current: float, target: float, ok: bool) -> None:

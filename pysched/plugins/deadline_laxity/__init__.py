@@ -25,9 +25,8 @@ the live pods, not every pod ever seen.
 
 from __future__ import annotations
 
-import asyncio
 import math
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -43,14 +42,15 @@ from pysched.api.labels import selector_matches, selector_problem
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU
 from pysched.deadline.condition import CONDITION, DEMOTED_REASON, demoted_by_condition
+from pysched.deadline.predictor import prior_step_ratio
 from pysched.framework.cluster import PodCondition
 from pysched.framework.interfaces import Handle, QueuedPod
 from pysched.framework.registry import ArgsError, PluginSpec
 from pysched.framework.status import SUCCESS, Status
+from pysched.framework.tasks import BackgroundTasks
 
 NAME = "DeadlineLaxity"
 NOT_ALLOWED_REASON = "DeadlineNotAllowed"
-PRIOR_SERIAL_FRACTION = 0.05  # the predictor's generic prior (never the model catalogue)
 
 DEADLINE_CLASS = 0
 BEST_EFFORT_CLASS = 1
@@ -74,13 +74,6 @@ class DeadlineLaxityArgs:
                 raise ArgsError("deadlineNamespaces", problem)
 
 
-def amdahl_ratio(cpus: float, serial_fraction: float = PRIOR_SERIAL_FRACTION) -> float:
-    """Step time on `cpus` relative to one CPU under the generic prior (CFS throttling below 1)."""
-    if cpus < 1:
-        return 1.0 / cpus
-    return serial_fraction + (1.0 - serial_fraction) / cpus
-
-
 @dataclass(slots=True)
 class DeadlineLaxity:
     NAME: ClassVar[str] = NAME
@@ -89,14 +82,14 @@ class DeadlineLaxity:
     _demoted: dict[PodKey, PodUID] = field(default_factory=dict)
     _warned: dict[PodUID, set[tuple[str, str]]] = field(default_factory=dict)  # (key, value) warned about
     _refused: set[PodUID] = field(default_factory=set)  # deadline pods told their namespace may not
-    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    _tasks: BackgroundTasks = field(default_factory=BackgroundTasks)  # events from the queue path
 
     def remaining(self, pod: PodInfo, cpu_milli: int) -> float:
         """Predicted run time at `cpu_milli` under the prior; 0 when unknown."""
         total = total_steps_of(pod)
         if total is None or self.args.prior_step_seconds <= 0 or cpu_milli <= 0:
             return 0.0
-        return total * self.args.prior_step_seconds * amdahl_ratio(cpu_milli / 1000)
+        return total * self.args.prior_step_seconds * prior_step_ratio(cpu_milli / 1000)
 
     def is_demoted(self, pod: PodInfo) -> bool:
         return self._demoted.get(pod.key) == pod.uid or demoted_by_condition(pod)
@@ -115,7 +108,7 @@ class DeadlineLaxity:
                 f"namespace {pod.namespace} does not match this profile's deadlineNamespaces: "
                 "the deadline is ignored and the pod is scheduled as best-effort"
             )
-            self._spawn(self.handle.cluster.emit_event(pod, "Warning", NOT_ALLOWED_REASON, note))
+            self._tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", NOT_ALLOWED_REASON, note))
         return False
 
     def sort_key(self, queued: QueuedPod) -> tuple[Any, ...]:
@@ -132,7 +125,7 @@ class DeadlineLaxity:
             warned = self._warned.setdefault(pod.uid, set())
             if (key, value) not in warned:
                 warned.add((key, value))
-                self._spawn(
+                self._tasks.spawn(
                     self.handle.cluster.emit_event(
                         pod, "Warning", "InvalidAnnotation", f"{key}: {value!r} is not {forms}; ignored"
                     )
@@ -155,8 +148,8 @@ class DeadlineLaxity:
             f"deadline {deadline - now:+.0f}s from now cannot be met (predicted {fastest:.0f}s at most CPUs): "
             "demoted to best-effort; it still runs when there is room"
         )
-        self._spawn(self.handle.cluster.emit_event(pod, "Warning", DEMOTED_REASON, note))
-        self._spawn(
+        self._tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", DEMOTED_REASON, note))
+        self._tasks.spawn(
             self.handle.cluster.patch_pod_condition(pod, PodCondition(CONDITION, "False", DEMOTED_REASON, note))
         )
 
@@ -170,17 +163,6 @@ class DeadlineLaxity:
 
     def pod_terminated(self, pod: PodInfo) -> None:
         self.pod_deleted(pod)  # a pod that ended never returns to the queue
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        """Events and conditions from the synchronous queue path: queued, never awaited there."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            work.close()  # no loop (a unit test calling sort_key directly): nothing to write to
-            return
-        task = loop.create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
 
 def factory(args: DeadlineLaxityArgs, handle: Handle) -> DeadlineLaxity:

@@ -12,9 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from pysched.plugins.node_resources.resource_allocation import MAX, weighted_mean
-
-POD_COLUMN = 2
+from pysched.framework.nodetable import MAX_NODE_SCORE, POD_COLUMN
+from pysched.plugins.node_resources.resource_allocation import weighted_mean
 
 
 def insufficient(
@@ -47,7 +46,7 @@ def fits(
 
 def least_requested(used: npt.NDArray[np.int64], cap: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Free share after placing the pod, in 0..100; 0 when the node would be overcommitted."""
-    return np.where(used > cap, 0, (cap - used) * MAX // cap)
+    return np.where(used > cap, 0, (cap - used) * MAX_NODE_SCORE // cap)
 
 
 def least_allocated(
@@ -65,7 +64,7 @@ def least_allocated(
 
 def most_requested(used: npt.NDArray[np.int64], cap: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Used share after placing the pod, in 0..100, capped at the node's capacity."""
-    return np.minimum(used, cap) * MAX // cap
+    return np.minimum(used, cap) * MAX_NODE_SCORE // cap
 
 
 def most_allocated(
@@ -102,4 +101,4 @@ def balanced_allocation(
         present.append(has)
     both = present[0] & present[1]
     std = np.where(both, np.abs(fractions[0] - fractions[1]) / 2.0, 0.0)
-    return ((1.0 - std) * MAX).astype(np.int64)
+    return ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)

@@ -16,7 +16,6 @@ from pysched.framework.fused import ResourceWeights
 from pysched.framework.nodetable import I64, Bools, NodeTable
 from pysched.framework.registry import ArgsError
 
-MAX = 100
 PerResource = Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], npt.NDArray[np.int64]]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-MAX = 100
+from pysched.framework.nodetable import MAX_NODE_SCORE
 
 
 def headroom(
@@ -18,7 +18,7 @@ def headroom(
     want = nonzero_cpu * factor
     if want <= 0:
         return np.zeros(allocatable.shape[0], np.int64)
-    score: npt.NDArray[np.int64] = np.minimum(free, want) * MAX // want
+    score: npt.NDArray[np.int64] = np.minimum(free, want) * MAX_NODE_SCORE // want
     return score
 
 
@@ -28,7 +28,7 @@ def best_fit(
     """Relaxed pods: pack. The share of the node's free cpu hole the pod fills,
     `request * 100 // (request + free after placing it)`: 100 for an exact fit, low on a big hole."""
     free = np.maximum(allocatable[:, 0] - requested[:, 0] - cpu, 0)
-    score: npt.NDArray[np.int64] = nonzero_cpu * MAX // (nonzero_cpu + free)
+    score: npt.NDArray[np.int64] = nonzero_cpu * MAX_NODE_SCORE // (nonzero_cpu + free)
     return score
 
 
@@ -39,7 +39,7 @@ def gpu_fit(
     is broken into. 0 on nodes without GPUs (the fit check rejects them anyway)."""
     cap = allocatable[:, gpu_column]
     free = np.maximum(cap - requested[:, gpu_column] - gpu, 0)
-    return np.where(cap != 0, gpu * MAX // (gpu + free), 0)
+    return np.where(cap != 0, gpu * MAX_NODE_SCORE // (gpu + free), 0)
 
 
 def urgency_placement(

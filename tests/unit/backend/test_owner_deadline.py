@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from pysched.api.annotations import DEADLINE, deadline_of
-from pysched.api.builders import node_dict, pod_dict, rfc3339
+from pysched.api.builders import node_dict, pod_dict
 from pysched.api.ids import OwnerUID, PodKey
 from pysched.api.objects import OwnerRef, PodInfo, pod_from_dict
+from pysched.api.times import format_rfc3339
 from pysched.backend.live.cluster import LiveCluster
 from pysched.backend.live.kubeclient import JSON, ApiResponse, WatchFailed
 from pysched.backend.simulated import SimulatedCluster
@@ -53,7 +54,7 @@ def job_pod(
 
 
 def job(uid: str = JOB_UID, created: float = JOB_CREATED, version: str = "1") -> JSON:
-    meta = {"name": "train", "namespace": "ns", "uid": uid, "creationTimestamp": rfc3339(created)}
+    meta = {"name": "train", "namespace": "ns", "uid": uid, "creationTimestamp": format_rfc3339(created)}
     meta["resourceVersion"] = version
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta}
 

@@ -8,13 +8,14 @@ from pysched.api.builders import make_pod, node_dict, pod_dict
 from pysched.api.ids import PodKey
 from pysched.api.objects import pod_from_dict
 from pysched.backend.simulated import SimulatedCluster
+from pysched.deadline.predictor import prior_step_ratio
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import ConfigError, parse_config
 from pysched.framework.interfaces import Handle, QueuedPod
 from pysched.framework.nodetable import NodeTable
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
-from pysched.plugins.deadline_laxity import NAME, DeadlineLaxity, DeadlineLaxityArgs, amdahl_ratio
+from pysched.plugins.deadline_laxity import NAME, DeadlineLaxity, DeadlineLaxityArgs
 from pysched.scheduler.scheduler import Scheduler
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -51,7 +52,7 @@ def test_least_laxity_first_with_a_prior() -> None:
     plugin, _ = _plugin(prior=0.1)
     long = _queued("long", deadline="3h", total_steps="100000")  # 100k steps: ~5,250 s at 2 CPUs
     short = _queued("short", deadline="2h", total_steps="1000")
-    assert plugin.remaining(long.pod, 2000) == 100_000 * 0.1 * amdahl_ratio(2.0)
+    assert plugin.remaining(long.pod, 2000) == 100_000 * 0.1 * prior_step_ratio(2.0)
     assert _order(plugin, short, long) == ["long", "short"]
     # Without a prior (the default) laxity is the time to the deadline: EDF.
     edf, _ = _plugin()

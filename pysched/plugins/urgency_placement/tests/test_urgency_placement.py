@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pysched.api.annotations import URGENCY, URGENCY_FORMS, invalid_annotations, urgency_of
-from pysched.api.builders import make_node, make_pod, node_dict, pod_dict, rfc3339
+from pysched.api.builders import make_node, make_pod, node_dict, pod_dict
 from pysched.api.resources import GPU, nonzero_requests
+from pysched.api.times import format_rfc3339
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import ConfigError, parse_config
@@ -143,8 +144,8 @@ def test_relaxed_pod_picks_the_best_fit() -> None:
 
 def test_near_deadline_makes_a_pod_urgent_and_the_selection_key_keeps_classes_apart() -> None:
     framework, clock, _ = _framework([(n, dict(k), dict(u)) for n, k, u in CPU_NODES])
-    soon = {"pysched.io/deadline": rfc3339(clock.now() + 300)}
-    later = {"pysched.io/deadline": rfc3339(clock.now() + 7200)}
+    soon = {"pysched.io/deadline": format_rfc3339(clock.now() + 300)}
+    later = {"pysched.io/deadline": format_rfc3339(clock.now() + 7200)}
     for _ in range(3):  # repeated keys build selection trees: each class keeps its own
         assert _place(framework, cpu="4", annotations=soon) == "big-hole"
         assert _place(framework, cpu="4", annotations=later) == "snug"
@@ -265,7 +266,7 @@ def test_a_malformed_urgency_gets_one_event_and_is_scored_as_if_absent() -> None
         cluster.add_node(node_dict("snug", cpu="4", memory="8Gi"))  # relaxed pods pack here
         cluster.add_node(node_dict("roomy", cpu="64", memory="8Gi"))  # urgent pods grow here
         await scheduler.start()
-        soon = {URGENCY: "hurry", "pysched.io/deadline": rfc3339(clock.now() + 300)}
+        soon = {URGENCY: "hurry", "pysched.io/deadline": format_rfc3339(clock.now() + 300)}
         # Absent, the key would leave `soon` urgent (its deadline is near) and `later` relaxed.
         cluster.create_pod(
             pod_dict("later", cpu="4", scheduler_name="d", created=clock.now(), annotations={URGENCY: "hurry"})
