@@ -104,6 +104,17 @@ class NodeTable:
             return None
         return self._changes[start : self._change_count]
 
+    # ----- one node's room
+    def allocatable_and_free(self, node: NodeName | None, resource: str) -> tuple[int, int]:
+        """(allocatable, allocatable minus what its pods request) of `resource` on `node`, in
+        scheduler units; (0, 0) for a node or a resource the table does not know."""
+        row = self.row.get(node) if node is not None else None
+        column = self.column.get(resource)
+        if row is None or column is None:
+            return 0, 0
+        allocatable = int(self.allocatable[row, column])
+        return allocatable, allocatable - int(self.requested[row, column])
+
     # ----- label lookups for the mask filters (views, no copies)
     def label_column(self, key: str) -> I32:
         column = self.labels.get(key)

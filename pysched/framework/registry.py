@@ -23,7 +23,8 @@ class ArgsError(ValueError):
         self.message = message
 
 
-def _camel(name: str) -> str:
+def camel_case(name: str) -> str:
+    """An args field's name as profiles write it: `interval_seconds` -> `intervalSeconds`."""
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
 
@@ -54,7 +55,7 @@ def parse_args(args_type: type[A], raw: Mapping[str, Any] | None) -> A:
     hints = typing.get_type_hints(args_type)
     values: dict[str, Any] = {}
     for f in dataclasses.fields(args_type):  # type: ignore[arg-type]
-        key = _camel(f.name)
+        key = camel_case(f.name)
         if key not in raw:
             continue
         value = raw.pop(key)
@@ -62,7 +63,7 @@ def parse_args(args_type: type[A], raw: Mapping[str, Any] | None) -> A:
             raise ArgsError(key, f"expected {getattr(hints[f.name], '__name__', hints[f.name])}, got {value!r}")
         values[f.name] = tuple(value) if isinstance(value, list) else value
     if raw:
-        known = ", ".join(_camel(f.name) for f in dataclasses.fields(args_type)) or "none"  # type: ignore[arg-type]
+        known = ", ".join(camel_case(f.name) for f in dataclasses.fields(args_type)) or "none"  # type: ignore[arg-type]
         raise ArgsError(next(iter(raw)), f"unknown argument (accepted: {known})")
     parsed = args_type(**values)
     validate = getattr(parsed, "validate", None)

@@ -78,12 +78,7 @@ class SeedRestart:
 
     def _room(self, pod: PodInfo) -> int:
         """CPU millis still free on the pod's node: a restart must fit where the pod runs."""
-        nodes = self.handle.nodes
-        row = nodes.row.get(pod.node_name) if pod.node_name else None
-        column = nodes.column.get(CPU)
-        if row is None or column is None:
-            return 0
-        return int(nodes.allocatable[row, column] - nodes.requested[row, column])
+        return self.handle.nodes.allocatable_and_free(pod.node_name, CPU)[1]
 
     async def reconcile(self, pods: Sequence[PodInfo]) -> None:
         now = self.handle.clock.now()

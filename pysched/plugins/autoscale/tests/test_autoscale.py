@@ -12,10 +12,11 @@ from pysched.backend.simulated import SimulatedCluster
 from pysched.cmd.metrics import SchedulerMetrics, plugin_metrics
 from pysched.framework.clock import VirtualClock
 from pysched.framework.cluster import PodCondition
-from pysched.framework.config import ConfigError, parse_config
+from pysched.framework.config import ConfigError, SchedulerConfig, parse_config
+from pysched.framework.registry import camel_case
 from pysched.framework.status import Code, Status
 from pysched.plugins import default_registry
-from pysched.plugins.autoscale import Autoscale, AutoscaleArgs
+from pysched.plugins.autoscale import NAME, Autoscale, AutoscaleArgs
 from pysched.plugins.builtin import builtin_config
 from pysched.scheduler.scheduler import Scheduler
 from pysched.testing.scheduler import parse_metrics
@@ -23,6 +24,12 @@ from pysched.workload.progress import format_progress
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 KEY = PodKey("default/job")
+
+
+def slack_of(plugin: Autoscale, key: PodKey) -> float:
+    """The job's predicted slack as /metrics shows it."""
+    (gauge,) = [f for f in plugin.metric_families() if f.name == "pysched_autoscale_predicted_slack_seconds"]
+    return gauge.values[tuple(key.split("/", 1))]
 
 
 def test_args_are_checked() -> None:
@@ -54,11 +61,14 @@ class World:
         self.clock = VirtualClock(T0)
         self.cluster = SimulatedCluster(self.clock)
         registry = default_registry()
-        self.scheduler = Scheduler(builtin_config(registry).only("pysched"), self.cluster, self.clock, registry)
+        (profile,) = builtin_config(registry).only("pysched").profiles
+        given = {camel_case(name): value for name, value in args.items()}
+        plugin_args = {**profile.plugin_args, NAME: {**profile.plugin_args.get(NAME, {}), **given}}
+        config = SchedulerConfig((dataclasses.replace(profile, plugin_args=plugin_args),))
+        self.scheduler = Scheduler(config, self.cluster, self.clock, registry)
         self.cluster.add_node(node_dict("n", cpu=node_cpu, memory=node_memory))
         plugin = self.scheduler.frameworks["pysched"].reconcile[0]
         assert isinstance(plugin, Autoscale)
-        plugin.args = dataclasses.replace(plugin.args, **args)
         self.plugin = plugin
         self.writes: list[PodCondition] = []  # every condition write, in order
         patch = self.cluster.patch_pod_condition
@@ -137,10 +147,7 @@ def test_scale_down_when_slack_is_large_and_bounds_hold() -> None:
 
 def test_a_namespace_that_may_not_use_deadlines_is_not_scaled() -> None:
     async def run(labels: dict[str, str]) -> int:
-        world = World()
-        world.plugin.args = dataclasses.replace(
-            world.plugin.args, deadline_namespaces={"matchLabels": {"pysched.io/deadlines": "allowed"}}
-        )
+        world = World(deadline_namespaces={"matchLabels": {"pysched.io/deadlines": "allowed"}})
         world.cluster.set_namespace("default", labels)
         await world.submit("20m")
         await world.progress(300, 60)
@@ -321,8 +328,8 @@ def test_a_new_leader_resumes_the_fitted_model_and_predicted_finish_from_the_con
     fit = model.speed()
     assert fit is not None and fit.counts == old_fit.counts  # fitted over the same counts, not relearnt
     assert fit.a == pytest.approx(old_fit.a, rel=1e-3, abs=1e-6) and fit.b == pytest.approx(old_fit.b, rel=1e-3)
-    old_finish = old.plugin._slack[KEY]
-    assert new.plugin._slack[KEY] == pytest.approx(old_finish, abs=30)  # same predicted finish, 1 minute later
+    old_slack = slack_of(old.plugin, KEY)
+    assert slack_of(new.plugin, KEY) == pytest.approx(old_slack, abs=30)  # same predicted finish, 1 minute later
     assert new.cpu() == 4000 and new.writes == []  # nothing new to say: no decision, no write
 
     async def no_condition() -> World:

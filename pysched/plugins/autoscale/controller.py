@@ -1,0 +1,480 @@
+"""Autoscale's domain logic: per job, from its progress to a CPU count, a resize and its condition.
+
+The plugin face (`__init__.py`) hands its extension points to a `Controller`. Each reconcile of a
+running job reads one `Tick` (the pod, its main container, what the controller remembers of it,
+its speed model, the CPUs it runs on, its deadline, the time and what a restart costs), and every
+decision of that reconcile reads only the tick.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pysched.api.annotations import (
+    CPU_MAX,
+    CPU_MIN,
+    PROGRESS,
+    autoscale_enabled,
+    cpu_milli_of,
+    deadline_of,
+    main_container,
+    total_steps_of,
+)
+from pysched.api.containers import (
+    ContainerResize,
+    actual_cpus,
+    actual_request,
+    container_cpus,
+    container_request,
+    container_resize,
+    resize_infeasible,
+    restarts_on_resize,
+)
+from pysched.api.ids import NodeName, PodKey
+from pysched.api.labels import selector_matches
+from pysched.api.objects import PodInfo
+from pysched.api.resources import CPU, GPU, MEMORY, to_scheduler_units
+from pysched.deadline.condition import (
+    CONDITION,
+    DEMOTED_REASON,
+    ON_TRACK_REASON,
+    RESCALED_REASON,
+    condition_message,
+    message_time,
+    saved_job,
+)
+from pysched.deadline.predictor import (
+    CountStats,
+    JobModel,
+    Predictor,
+    Verdict,
+    central_finish,
+    choose,
+    progress_observation,
+    stamp_resolution,
+)
+from pysched.framework.cluster import PodCondition
+from pysched.framework.interfaces import Handle, MetricFamily
+from pysched.plugins.autoscale.args import AutoscaleArgs
+
+REFRESH_FINISH_SHARE = 0.05  # rewrite the condition when the finish moves by this share of the time left
+REFRESH_FINISH_MIN_S = 60.0  # ... and by at least this much
+
+
+@dataclass(slots=True)
+class JobState:
+    """What the controller remembers of a running job between reconciles."""
+
+    cpus: float  # the count the job has run on since the last observation
+    last_rescale: float = -math.inf
+    restarted_at: float = -math.inf  # observations older than this belong to a lost run
+    at_risk: bool = False
+    reason: str = ""  # the condition's reason, and the human part of its message
+    what: str = ""
+    warned: str = ""  # the last progress value warned about (one event per bad value)
+    abandoned: float = math.nan  # the CPUs of the last resize put back after the kubelet refused it
+    written_steps: dict[float, float] = field(default_factory=dict)  # measured steps per count, as last written
+    written_finish: float = math.nan
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """One running job at one reconcile."""
+
+    pod: PodInfo
+    container: str  # the main container, the one resized
+    job: JobState
+    model: JobModel
+    current: float  # the CPUs it runs on, as the kubelet actuated them
+    deadline: float
+    now: float
+    restart_s: float | None  # None: a CPU resize is in place; else a restart, its progress lost, costing this
+
+
+class Controller:
+    """Autoscale's state and decisions for one profile."""
+
+    def __init__(self, args: AutoscaleArgs, handle: Handle) -> None:
+        self.args = args
+        self.handle = handle
+        self.predictor = Predictor()
+        self._jobs: dict[PodKey, JobState] = {}
+        self._planned: dict[PodKey, float] = {}  # CPUs chosen before binding
+        self._slack: dict[PodKey, float] = {}  # seconds, per running deadline job
+        self._rescales: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._deadlines: collections.Counter[str] = collections.Counter()
+
+    # ----- bounds and node room
+    def _bounds(self, pod: PodInfo, node: NodeName | None) -> tuple[float, float]:
+        lo = (cpu_milli_of(pod, CPU_MIN) or int(self.args.cpu_min * 1000)) / 1000
+        hi = (cpu_milli_of(pod, CPU_MAX) or self.handle.nodes.allocatable_and_free(node, CPU)[0]) / 1000
+        return lo, max(lo, hi)
+
+    def _memory_bytes(self, pod: PodInfo, container: str) -> int:
+        """The main container's memory request when memory grows with CPUs (0: it does not)."""
+        if self.args.memory != "withCpu":
+            return 0
+        value = container_request(pod, container, MEMORY)
+        return 0 if value is None else to_scheduler_units(MEMORY, value)
+
+    def _room(self, pod: PodInfo, container: str, node: NodeName | None, current: float) -> float:
+        """The most CPUs the pod could hold on its node now (memory too, when it grows with CPUs)."""
+        nodes = self.handle.nodes
+        room = current + nodes.allocatable_and_free(node, CPU)[1] / 1000
+        memory = self._memory_bytes(pod, container)
+        if memory > 0 and current > 0:
+            room = min(room, current + nodes.allocatable_and_free(node, MEMORY)[1] * current / memory)
+        return room
+
+    def _change(self, pod: PodInfo, container: str, current: float, target: float) -> ContainerResize:
+        wanted = {CPU: int(target * 1000)}
+        memory = self._memory_bytes(pod, container)
+        if memory > 0 and current > 0 and target > current:
+            wanted[MEMORY] = math.ceil(memory * target / current)
+        return container_resize(pod, container, wanted)
+
+    def eligible(self, pod: PodInfo) -> str | None:
+        """The main container when the pod is ours to scale, else None."""
+        if pod.requests.get(GPU, 0) or not autoscale_enabled(pod):
+            return None
+        if total_steps_of(pod) is None or deadline_of(pod) is None:
+            return None
+        selector = self.args.deadline_namespaces
+        if selector is not None:
+            labels = self.handle.cluster.namespace_labels(pod.namespace)
+            if labels is None or not selector_matches(selector, labels):
+                return None
+        return main_container(pod)
+
+    # ----- before and at binding
+    def _prior(self, total: int, now: float) -> JobModel | None:
+        """A throwaway model of a never-observed job under the profile's prior (kept out of the
+        predictor: a guess must never be pooled with what the job really measures)."""
+        step = self.args.prior_step_seconds
+        if step <= 0:
+            return None
+        model = JobModel(total)
+        model.restore([CountStats(1.0, step, self.args.prior_uncertainty, step * 1000, 1000, 1)])
+        model.observe(0, now, 1.0, now)
+        return model
+
+    async def size_before_bind(self, pod: PodInfo, node: NodeName) -> None:
+        """Resize a pending deadline job to the smallest count that meets its deadline on `node`."""
+        container = self.eligible(pod)
+        deadline, total = deadline_of(pod), total_steps_of(pod)
+        if container is None or deadline is None or total is None:
+            return
+        now = self.handle.clock.now()
+        model = self.predictor.get(pod.key) or self._prior(total, now)
+        if model is None:
+            return
+        current = container_cpus(pod, container)
+        lo, hi = self._bounds(pod, node)
+        hi = min(hi, self._room(pod, container, node, current))
+        choice = choose(
+            model, deadline, now, lo, hi, current=current, margin=self.args.safety_margin, band_z=self.args.band_z
+        )
+        if choice is None or choice.cpus is None or choice.cpus == current:
+            return
+        status = await self.handle.cluster.resize(pod, {container: self._change(pod, container, current, choice.cpus)})
+        self._count_rescale(current, choice.cpus, status.ok)
+        if status.ok:  # a refused resize binds the pod as submitted: never worse than no autoscaling
+            self._planned[pod.key] = choice.cpus
+            finish = central_finish(model, now, choice.cpus, current=current)
+            basis = "its measured speed" if self.predictor.get(pod.key) is model else "the profile's prior"
+            await self.handle.cluster.emit_event(
+                pod, "Normal", "Rescaled",
+                f"cpu {current:g} -> {choice.cpus:g} before binding, from {basis}: "
+                f"predicted finish {message_time(finish)} vs deadline {message_time(deadline)}",
+            )  # fmt: skip
+
+    def started(self, pod: PodInfo) -> None:
+        """The pod is bound: its run starts now (0 steps), on the CPUs planned for it."""
+        total = total_steps_of(pod)
+        if total is None:
+            return
+        now = self.handle.clock.now()
+        container = main_container(pod)
+        requested = container_cpus(pod, container) if container is not None else pod.requests.get(CPU, 0) / 1000
+        cpus = self._planned.pop(pod.key, requested)
+        if cpus <= 0:
+            return
+        model = self.predictor.job(pod.key, total)
+        model.restarted()  # a new run: its steps start from 0 now
+        model.observe(0, now, cpus, now)
+        self._jobs[pod.key] = JobState(cpus)
+
+    # ----- reconcile
+    async def reconcile(self, pods: Sequence[PodInfo]) -> None:
+        now = self.handle.clock.now()
+        alive = {pod.key for pod in pods}
+        for key in [k for k in self._jobs if k not in alive]:
+            del self._jobs[key]
+            self.predictor.forget(key)
+        for key in [k for k in self._slack if k not in alive]:
+            del self._slack[key]
+        for pod in pods:
+            container = self.eligible(pod)
+            if container is not None:
+                await self._reconcile_one(pod, container, now)
+
+    def _resume(self, pod: PodInfo, total: int, deadline: float, current: float) -> JobState:
+        """A running job this scheduler did not bind (a new leader): take back what the
+        `pysched.io/Deadline` condition kept: cooldown, speed per count, predicted finish."""
+        job = self._jobs[pod.key] = JobState(current)
+        saved = saved_job(pod)
+        if saved is None:
+            return job
+        job.last_rescale = saved.last_rescale
+        job.reason = saved.reason
+        job.what = saved.message.partition(":")[0]
+        model = self.predictor.job(pod.key, total)
+        if not model.intervals:
+            model.restore(saved.counts)
+        job.written_steps = {s.cpus: s.steps for s in model.count_stats()}
+        if saved.finish is not None:
+            job.written_finish = saved.finish
+            self._slack[pod.key] = deadline - saved.finish
+        return job
+
+    def _observe(self, pod: PodInfo, job: JobState, total: int, now: float) -> tuple[JobModel, str]:
+        """Feed the progress annotation to the model; the problem to warn about, or ""."""
+        model = self.predictor.job(pod.key, total)
+        value = pod.annotations.get(PROGRESS)
+        parsed = progress_observation(value) if value is not None else None
+        if parsed is None or parsed[1] < job.restarted_at:
+            return model, ""  # absent, malformed (the admission plugin warns) or from a lost run
+        steps, at = parsed
+        resolution = stamp_resolution(value or "")
+        result = model.observe(steps, at, job.cpus, now, resolution=resolution)
+        if result.verdict is Verdict.BACKWARDS:
+            # A container restart without checkpoints starts again from 0 (TF 1.x jobs do): a new
+            # run, not a lie. The model keeps the speed it measured.
+            model.restarted()
+            result = model.observe(steps, at, job.cpus, now, resolution=resolution)
+        if result.verdict in (Verdict.FUTURE, Verdict.BEYOND_TOTAL) and value != job.warned:
+            job.warned = value or ""
+            return model, f"{PROGRESS}: {value!r} ignored: {result.message}"
+        return model, ""
+
+    async def _reconcile_one(self, pod: PodInfo, container: str, now: float) -> None:
+        total, deadline = total_steps_of(pod), deadline_of(pod)
+        if total is None or deadline is None:
+            return
+        # The job runs on what the kubelet actuated; the spec may be ahead of it while a resize
+        # is pending (Deferred, or on its way).
+        desired = container_cpus(pod, container)
+        actual = actual_cpus(pod, container)
+        current = desired if actual is None else actual
+        job = self._jobs.get(pod.key) or self._resume(pod, total, deadline, current)
+        if current != job.cpus:  # a resize took effect (ours or anyone's): measure the new count from here
+            job.cpus = current
+            self.predictor.job(pod.key, total).restarted()
+        model, problem = self._observe(pod, job, total, now)
+        if problem:
+            await self.handle.cluster.emit_event(pod, "Warning", "InvalidProgress", problem)
+        if current <= 0:
+            return
+        restart_s = self.args.restart_seconds if restarts_on_resize(pod, container) else None
+        tick = Tick(pod, container, job, model, current, deadline, now, restart_s)
+        if desired != current:
+            refused = resize_infeasible(pod)
+            # Put back at once; a put-back the apiserver refused is tried again after the cooldown.
+            retry = job.abandoned != desired or now - job.last_rescale >= self.args.cooldown_seconds
+            if refused is not None and retry:
+                await self._abandon(tick, desired, refused)
+            return  # a resize is in flight: decide again once the kubelet has actuated it
+        here = central_finish(model, now, current, current=current)
+        if not math.isfinite(here):
+            return  # nothing known yet
+        self._slack[pod.key] = deadline - here
+        in_cooldown = now - job.last_rescale < self.args.cooldown_seconds
+        if in_cooldown or not await self._decide(tick):
+            await self._save(tick, here)
+
+    async def _decide(self, tick: Tick) -> bool:
+        """Choose the count and act; True when a resize was accepted (it wrote the condition)."""
+        lo, hi = self._bounds(tick.pod, tick.pod.node_name)
+        choice = choose(
+            tick.model,
+            tick.deadline,
+            tick.now,
+            lo,
+            hi,
+            current=tick.current,
+            margin=self.args.safety_margin,
+            band_z=self.args.band_z,
+            restart_s=tick.restart_s,
+        )
+        if choice is None:
+            return False
+        if choice.cpus is None:
+            await self._verdict(tick, DEMOTED_REASON, f"cannot meet the deadline even at {hi:g} CPUs")
+            return False
+        target = self._target(tick, choice.cpus)
+        if target is None:
+            await self._verdict(tick, ON_TRACK_REASON, f"on track at {tick.current:g} CPUs")
+            return False
+        if target > tick.current and not tick.job.at_risk:
+            tick.job.at_risk = True
+            await self.handle.cluster.emit_event(
+                tick.pod, "Warning", "DeadlineAtRisk",
+                f"at {tick.current:g} CPUs the job would miss its deadline {message_time(tick.deadline)}; "
+                f"{choice.cpus:g} CPUs needed",
+            )  # fmt: skip
+        return await self._resize(tick, target)
+
+    async def _abandon(self, tick: Tick, desired: float, why: str) -> None:
+        """The kubelet refuses the pending resize for good: ask for what the container has again,
+        so the spec says the truth, and say so. Decisions resume after the cooldown."""
+        pod, container, current = tick.pod, tick.container, tick.current
+        tick.job.last_rescale, tick.job.abandoned = tick.now, desired
+        self._count_rescale(current, desired, False)
+        back = {CPU: int(current * 1000)}
+        memory = actual_request(pod, container, MEMORY)  # memory grown with the CPUs goes back too
+        if memory is not None and container_request(pod, container, MEMORY) is not None:
+            back[MEMORY] = memory
+        status = await self.handle.cluster.resize(pod, {container: container_resize(pod, container, back)})
+        outcome = f"back to {current:g} CPUs" if status.ok else f"reverting failed too: {status.message()}"
+        await self.handle.cluster.emit_event(
+            pod, "Warning", "RescaleFailed", f"cpu {current:g} -> {desired:g} refused by the kubelet ({why}); {outcome}"
+        )
+
+    def _target(self, tick: Tick, need: float) -> float | None:
+        """The count to move to now, or None to stay."""
+        current = tick.current
+        if need > current:
+            # Step up gradually where a step is cheap (in place). A restarting container loses its
+            # progress on every step, so it moves straight to the count the prediction asks for.
+            step = need if tick.restart_s is not None else max(current * self.args.max_step_factor, current + 1)
+            room = self._room(tick.pod, tick.container, tick.pod.node_name, current)
+            target = float(math.floor(min(need, step, room)))
+            return target if target > current else None
+        if need < current:
+            # Hysteresis: only when the smaller count still leaves real slack.
+            lo_choice = choose(
+                tick.model,
+                tick.deadline - self.args.down_slack * (tick.deadline - tick.now),
+                tick.now,
+                need,
+                need,
+                current=current,
+                margin=self.args.safety_margin,
+                band_z=self.args.band_z,
+                restart_s=tick.restart_s,
+            )
+            if lo_choice is not None and lo_choice.cpus is not None:
+                return need
+        return None
+
+    async def _resize(self, tick: Tick, target: float) -> bool:
+        """Resize; True when it was accepted (and the condition says so)."""
+        pod, job, current = tick.pod, tick.job, tick.current
+        change = self._change(pod, tick.container, current, target)
+        status = await self.handle.cluster.resize(pod, {tick.container: change})
+        self._count_rescale(current, target, status.ok)
+        job.last_rescale = tick.now  # a refused resize also waits the cooldown: no hammering
+        if not status.ok:
+            await self.handle.cluster.emit_event(
+                pod, "Warning", "RescaleFailed", f"cpu {current:g} -> {target:g}: {status.message()}"
+            )
+            return False
+        finish = central_finish(tick.model, tick.now, target, current=current, restart_s=tick.restart_s)
+        if tick.restart_s is not None:
+            job.restarted_at = tick.now
+            tick.model.restarted()
+        if target < current:
+            job.at_risk = False
+        what = f"cpu {current:g} -> {target:g}"
+        if MEMORY in change.requests:
+            what += f", memory -> {change.requests[MEMORY]}"
+        note = f"{what}: predicted finish {message_time(finish)} vs deadline {message_time(tick.deadline)}"
+        await self.handle.cluster.emit_event(pod, "Normal", "Rescaled", note)
+        job.reason, job.what = RESCALED_REASON, what
+        await self._save(tick, finish, force=True)
+        return True
+
+    async def _verdict(self, tick: Tick, reason: str, what: str) -> None:
+        """A new reason for the condition; a demotion is also told as a Warning event."""
+        job = tick.job
+        if reason == job.reason and what == job.what:
+            return
+        if reason == DEMOTED_REASON and job.reason != reason:
+            await self.handle.cluster.emit_event(tick.pod, "Warning", reason, what)
+        job.reason, job.what = reason, what
+        job.written_finish = math.nan  # the message changes: write it with the next save
+
+    async def _save(self, tick: Tick, finish: float, force: bool = False) -> None:
+        """Write the condition when what it says has changed enough (see the plugin's doc)."""
+        job = tick.job
+        if not job.reason:
+            return
+        counts = tick.model.count_stats()
+        measured = {s.cpus: s.steps for s in counts}
+        grown = set(measured) != set(job.written_steps) or any(
+            steps >= 2 * job.written_steps[c] for c, steps in measured.items()
+        )
+        moved = not math.isfinite(job.written_finish) or abs(finish - job.written_finish) > max(
+            REFRESH_FINISH_MIN_S, REFRESH_FINISH_SHARE * max(0.0, tick.deadline - tick.now)
+        )
+        if not (force or grown or moved):
+            return
+        job.written_steps, job.written_finish = measured, finish
+        message = condition_message(job.what, finish, tick.deadline, counts, job.last_rescale)
+        status = "False" if job.reason == DEMOTED_REASON else "True"
+        await self.handle.cluster.patch_pod_condition(tick.pod, PodCondition(CONDITION, status, job.reason, message))
+
+    def _count_rescale(self, current: float, target: float, ok: bool) -> None:
+        self._rescales["up" if target > current else "down", "ok" if ok else "failed"] += 1
+
+    # ----- pod end and metrics
+    def forget(self, pod: PodInfo) -> None:
+        """Deleted (pending or bound)."""
+        self._planned.pop(pod.key, None)
+        self._jobs.pop(pod.key, None)
+        self._slack.pop(pod.key, None)
+        self.predictor.forget(pod.key)
+
+    def ended(self, pod: PodInfo) -> None:
+        """A deadline job ended: met if it Succeeded by its deadline, else missed."""
+        self._jobs.pop(pod.key, None)
+        self._slack.pop(pod.key, None)
+        self.predictor.forget(pod.key)
+        deadline = deadline_of(pod)
+        if deadline is None:
+            return
+        met = pod.phase == "Succeeded" and self.handle.clock.now() <= deadline
+        self._deadlines["met" if met else "missed"] += 1
+
+    def metric_families(self) -> list[MetricFamily]:
+        rescales: dict[tuple[str, ...], float] = {(d, r): 0.0 for d in ("up", "down") for r in ("ok", "failed")}
+        rescales.update({key: float(n) for key, n in self._rescales.items()})
+        deadlines: dict[tuple[str, ...], float] = {("met",): 0.0, ("missed",): 0.0}
+        deadlines.update({(key,): float(n) for key, n in self._deadlines.items()})
+        slack = {tuple(key.split("/", 1)): seconds for key, seconds in self._slack.items()}
+        return [
+            MetricFamily(
+                "pysched_autoscale_predicted_slack_seconds",
+                "Deadline minus predicted finish at the current CPUs, per running deadline job (last reconcile).",
+                "gauge",
+                ("namespace", "pod"),
+                slack,
+            ),
+            MetricFamily(
+                "pysched_autoscale_rescales",
+                "In-place CPU resizes requested by the autoscaler, by direction and result.",
+                "counter",
+                ("direction", "result"),
+                rescales,
+            ),
+            MetricFamily(
+                "pysched_deadlines",
+                "Deadline jobs that ended, by whether they met their deadline.",
+                "counter",
+                ("result",),
+                deadlines,
+            ),
+        ]
