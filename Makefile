@@ -22,9 +22,11 @@ simulate: install
 control-plane:
 	bash hack/build-control-plane.sh
 
+# ruff, then the layering contracts of pyproject.toml's [tool.importlinter] (lint-imports).
 lint: install
 	$(BIN)/ruff check $(SOURCES)
 	$(BIN)/ruff format --check $(SOURCES)
+	cd $(CURDIR) && $(BIN)/lint-imports --no-cache
 
 typecheck: install
 	$(BIN)/mypy pysched tests perf

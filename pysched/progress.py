@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from pysched.workload.progress import DEFAULT_INTERVAL, PROGRESS, format_progress
+from pysched.api.annotations import PROGRESS, PROGRESS_INTERVAL, format_progress
 
 __all__ = [
     "PROGRESS",
@@ -145,7 +145,7 @@ class Reporter:
         pod: PodRef | None,
         transport: Transport | None = None,
         *,
-        interval: float = DEFAULT_INTERVAL,
+        interval: float = PROGRESS_INTERVAL,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.pod = pod
@@ -167,7 +167,7 @@ class Reporter:
                 POD_NAME_ENV,
                 POD_NAMESPACE_ENV,
             )
-        interval = DEFAULT_INTERVAL
+        interval = PROGRESS_INTERVAL
         if INTERVAL_ENV in environ:
             try:
                 interval = max(0.0, float(environ[INTERVAL_ENV]))

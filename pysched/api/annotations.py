@@ -11,7 +11,7 @@ import re
 from pysched.api.containers import container_names
 from pysched.api.objects import PodInfo
 from pysched.api.resources import QuantityError, parse_quantity
-from pysched.api.times import parse_rfc3339
+from pysched.api.times import format_rfc3339, parse_rfc3339
 
 DEADLINE = "pysched.io/deadline"
 TOTAL_STEPS = "pysched.io/total-steps"
@@ -20,6 +20,8 @@ DEADLINE_FORMS = "an RFC 3339 time (2026-11-30T12:00:00Z) or a duration such as 
 URGENCY = "pysched.io/urgency"
 URGENCY_VALUES = ("urgent", "relaxed")
 URGENCY_FORMS = '"urgent" or "relaxed"'
+
+PROGRESS_INTERVAL = 60.0  # the training helper writes its progress at most once a minute by default
 
 _DURATION = re.compile(r"^(?:\d+(?:\.\d+)?[hms])+$")
 _PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
@@ -61,6 +63,11 @@ def progress_of(pod: PodInfo) -> tuple[int, float] | None:
     """(steps done, when observed) from `STEPS@RFC3339`; None when absent or malformed."""
     value = pod.annotations.get(PROGRESS)
     return None if value is None else parse_progress(value)
+
+
+def format_progress(steps: int, when: float) -> str:
+    """`STEPS@RFC3339`, as the training helper writes `pysched.io/progress`."""
+    return f"{steps}@{format_rfc3339(when)}"
 
 
 def parse_progress(value: str) -> tuple[int, float] | None:

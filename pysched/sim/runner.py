@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pysched.api.annotations import PROGRESS, PROGRESS_INTERVAL, format_progress
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo, node_from_dict
 from pysched.api.resources import CPU, GPU
@@ -24,7 +25,7 @@ from pysched.scheduler.scheduler import Scheduler
 from pysched.sim.engine import Accounting, Usage, close_segment, key_of, resize_run
 from pysched.sim.scenario import Scenario
 from pysched.workload.job import Job
-from pysched.workload.progress import DEFAULT_INTERVAL, PROGRESS, format_progress, last_write
+from pysched.workload.progress import last_write
 from pysched.workload.segment import Run, noise_rng, start_run
 from pysched.workload.speed import STEP_NOISE
 
@@ -208,7 +209,7 @@ async def run_policy(
     registry: Registry,
     *,
     seed: int = 7,
-    progress_interval: float = DEFAULT_INTERVAL,
+    progress_interval: float = PROGRESS_INTERVAL,
     step_noise: float = STEP_NOISE,
     on_tick: Callable[[float], None] | None = None,
 ) -> PolicyResult:
@@ -235,7 +236,7 @@ def simulate(
     registry: Registry,
     *,
     seed: int = 7,
-    progress_interval: float = DEFAULT_INTERVAL,
+    progress_interval: float = PROGRESS_INTERVAL,
     step_noise: float = STEP_NOISE,
     on_tick: Callable[[str, float], None] | None = None,
 ) -> dict[str, PolicyResult]:

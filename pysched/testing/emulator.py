@@ -70,6 +70,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from pysched.api.annotations import PROGRESS, PROGRESS_INTERVAL, format_progress
 from pysched.api.containers import restarts_on_cpu_resize
 from pysched.api.resources import CPU, QuantityError, to_scheduler_units
 from pysched.api.times import format_rfc3339
@@ -77,7 +78,7 @@ from pysched.testing.controlplane import FAKE_NODE_LABEL
 from pysched.testing.kube import JSON, KubeAPI, KubeAPIError
 from pysched.workload.catalogue import Catalogue, CatalogueError, builtin_catalogue, load_catalogue
 from pysched.workload.pod import EMULATE_MODEL, PodJob, job_from_pod
-from pysched.workload.progress import DEFAULT_INTERVAL, PROGRESS, format_progress, last_write
+from pysched.workload.progress import last_write
 from pysched.workload.segment import Run, noise_rng, retime, segment_step_seconds, start_run
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ class KubeletEmulator:
         node_filter: Callable[[JSON], bool] | None = None,
         default_resize_action: ResizeAction = ResizeAction.ACTUATE,
         time_scale: float = 1.0,
-        progress_interval: float = DEFAULT_INTERVAL,
+        progress_interval: float = PROGRESS_INTERVAL,
         catalogue: Catalogue | None = None,
     ) -> None:
         if not (time_scale > 0 and math.isfinite(time_scale)):
@@ -684,8 +685,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--progress-interval",
         type=float,
-        default=DEFAULT_INTERVAL,
-        help=f"emulated seconds between progress writes (default {DEFAULT_INTERVAL:g})",
+        default=PROGRESS_INTERVAL,
+        help=f"emulated seconds between progress writes (default {PROGRESS_INTERVAL:g})",
     )
     parser.add_argument("--catalogue", type=Path, default=None, help="a model catalogue merged over the built-ins")
     args = parser.parse_args(argv)

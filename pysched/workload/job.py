@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pysched.api.annotations import DEADLINE, TOTAL_STEPS
 from pysched.api.builders import pod_dict
 from pysched.api.times import format_rfc3339
-from pysched.workload.progress import DEADLINE, TOTAL_STEPS
 from pysched.workload.speed import SpeedModel
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}

@@ -23,11 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pysched.api.annotations import TOTAL_STEPS
 from pysched.api.containers import restarts_on_cpu_resize
 from pysched.api.resources import CPU, GPU, QuantityError, pod_requests
 from pysched.workload.catalogue import Catalogue
 from pysched.workload.job import Job
-from pysched.workload.progress import TOTAL_STEPS
 from pysched.workload.speed import STEP_NOISE, Amdahl, SpeedModel
 
 EMULATE_MODEL = "pysched.io/emulate-model"

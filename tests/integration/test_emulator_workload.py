@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from pysched.api.annotations import PROGRESS
 from pysched.api.times import parse_rfc3339
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
@@ -26,7 +27,6 @@ from pysched.testing.helpers import container_status, fake_node, make_pod
 from pysched.testing.kube import JSON
 from pysched.workload.job import Job
 from pysched.workload.pod import emulate_annotations
-from pysched.workload.progress import PROGRESS
 from pysched.workload.segment import RESTART_SECONDS, Run, noise_rng, start_run
 from pysched.workload.speed import Amdahl
 

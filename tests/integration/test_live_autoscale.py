@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pysched.api.annotations import format_progress
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
 from pysched.backend.live.client import connect
@@ -31,7 +32,6 @@ from pysched.scheduler.scheduler import Scheduler
 from pysched.testing import KubeAPI, LocalControlPlane, wait_for
 from pysched.testing.helpers import eventually, fake_node, make_pod
 from pysched.testing.kube import JSON
-from pysched.workload.progress import format_progress
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pysched.api.annotations import parse_progress
+from pysched.api.annotations import PROGRESS_INTERVAL, format_progress, parse_progress
 from pysched.api.ids import PodKey
 from pysched.deadline.predictor import (
     BAND_Z,
@@ -41,7 +41,7 @@ from pysched.deadline.predictor import (
 )
 from pysched.workload.catalogue import CpuModel, builtin_catalogue
 from pysched.workload.job import Job
-from pysched.workload.progress import DEFAULT_INTERVAL, format_progress, last_write
+from pysched.workload.progress import last_write
 from pysched.workload.segment import retime, start_run
 from pysched.workload.speed import Amdahl
 
@@ -350,13 +350,13 @@ def simulate_reports(
     resized: float | None = None
     k = 1
     while True:
-        when = last_write(run.seg_start, run.seg_start + k * DEFAULT_INTERVAL, DEFAULT_INTERVAL)
+        when = last_write(run.seg_start, run.seg_start + k * PROGRESS_INTERVAL, PROGRESS_INTERVAL)
         assert when is not None
         if when >= run.finish_time():
             return
         due = run.steps_at(when) >= resize_share * job.steps and (k > 1 or not measured_first)
         if c2 is not None and resized is None and due:
-            resized = when - rng.uniform(0.0, DEFAULT_INTERVAL)  # a reconcile tick since the last report
+            resized = when - rng.uniform(0.0, PROGRESS_INTERVAL)  # a reconcile tick since the last report
             retime(run, c2, resized, rng)
             k = 1
             continue

@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from pysched.api.annotations import format_progress
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.containers import ContainerResize, cpu_resize
 from pysched.api.ids import PodKey
@@ -20,7 +21,6 @@ from pysched.plugins.autoscale import NAME, Autoscale, AutoscaleArgs
 from pysched.plugins.builtin import builtin_config
 from pysched.scheduler.scheduler import Scheduler
 from pysched.testing.scheduler import parse_metrics
-from pysched.workload.progress import format_progress
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 KEY = PodKey("default/job")
