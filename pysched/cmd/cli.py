@@ -1,4 +1,4 @@
-"""The `pysched` command: simulate, bench, dev-cluster, version.
+"""The `pysched` command: simulate, bench, run, dev-cluster, version.
 
 Bad input ends with one line on stderr and exit code 2.
 """
@@ -124,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="pysched", description="Deadline-aware scheduler and autoscaler for training jobs on Kubernetes."
     )
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.add_argument("--version", action="version", version=f"pysched {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=cmd_version)
@@ -182,7 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # bare `pysched`: what it can do
+        parser.print_help()
+        return 0
     code: int = args.func(args)
     return code
 

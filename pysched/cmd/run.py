@@ -15,11 +15,9 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import socket
 import sys
-import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,15 +94,6 @@ def configure_logging(fmt: str, level: str) -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
 
 
-def _numba_cache_dir() -> None:
-    """A read-only root filesystem cannot hold the numba cache next to the package."""
-    if "NUMBA_CACHE_DIR" in os.environ:
-        return
-    package = Path(__file__).resolve().parent
-    if not os.access(package, os.W_OK):
-        os.environ["NUMBA_CACHE_DIR"] = str(Path(tempfile.gettempdir()) / "pysched-numba-cache")
-
-
 def _parse_address(text: str) -> tuple[str, int] | None:
     host, _, port = text.rpartition(":")
     if not port.isdigit() or not 0 < int(port) < 65536:
@@ -121,7 +110,6 @@ def _lease_namespace(args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    _numba_cache_dir()
     from pysched.backend.live.leader import LeaseConfig
     from pysched.framework.config import ConfigError, load_config
     from pysched.plugins import default_registry

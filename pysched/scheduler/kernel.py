@@ -13,17 +13,40 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, Literal, TypeVar, cast
 
 import numba
 import numpy as np
 
+from pysched import __version__, cache_dir
 from pysched.framework.fused import URGENT_CLASS
 from pysched.framework.nodetable import I64, MAX_NODE_SCORE, POD_COLUMN, Bools
 
-# Compiled code is cached on disk (NUMBA_CACHE_DIR picks the folder; a read-only image sets it).
-_CACHE = os.environ.get("PYSCHED_NUMBA_CACHE", "1") != "0"
+NUMBA_CACHE_ENV = "PYSCHED_NUMBA_CACHE"  # "0": compile at every start, cache nothing
 
+
+_NUMBA_CONFIG: Any = numba.config  # its CACHE_DIR is not in numba's type stubs
+
+
+def _cache_folder() -> Path | None:
+    """Where compiled kernels are cached: `NUMBA_CACHE_DIR` when the user sets it, else a folder
+    of pysched's cache keyed by version, never beside the installed package (a read-only
+    install, and a leftover `__pycache__` that would make `pysched` a namespace package). None
+    when caching is off or no folder is writable: the kernels are then compiled at start-up."""
+    if os.environ.get(NUMBA_CACHE_ENV, "1") == "0":
+        return None
+    if _NUMBA_CONFIG.CACHE_DIR:
+        return Path(_NUMBA_CONFIG.CACHE_DIR)
+    folder = cache_dir() / "numba" / f"pysched-{__version__}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return folder if os.access(folder, os.W_OK) else None
+
+
+CACHE_FOLDER = _cache_folder()
 
 # Kernels take whole arrays and loop inside: a compiled helper called per row would pay array
 # reference counting on every call. error_model="numpy" drops Python's zero-division checks;
@@ -31,12 +54,29 @@ _CACHE = os.environ.get("PYSCHED_NUMBA_CACHE", "1") != "0"
 F = TypeVar("F", bound=Callable[..., object])
 
 
-def _kernel(function: F) -> F:
-    """Compile with the settings every kernel here shares."""
-    return numba.njit(cache=_CACHE, nogil=True, boundscheck=False, error_model="numpy")(function)  # type: ignore[return-value]
+def _kernel(*, inline: Literal["never", "always"] = "never") -> Callable[[F], F]:
+    """Compile with the settings every kernel here shares, cached in `CACHE_FOLDER`."""
+
+    def compile_(function: F) -> F:
+        def jit(cache: bool) -> F:
+            options = numba.njit(cache=cache, nogil=True, boundscheck=False, error_model="numpy", inline=inline)
+            return cast(F, options(function))
+
+        if CACHE_FOLDER is None:
+            return jit(cache=False)
+        # numba fixes a function's cache folder when it is decorated: point it at ours for this
+        # decoration only, so that nobody else's cached functions move.
+        saved = _NUMBA_CONFIG.CACHE_DIR
+        _NUMBA_CONFIG.CACHE_DIR = str(CACHE_FOLDER)
+        try:
+            return jit(cache=True)
+        finally:
+            _NUMBA_CONFIG.CACHE_DIR = saved
+
+    return compile_
 
 
-@numba.njit(cache=_CACHE, nogil=True, boundscheck=False, error_model="numpy", inline="always")
+@_kernel(inline="always")
 def _floor_div(num: np.int64, den: np.int64) -> np.int64:  # pragma: no cover - compiled
     # A float division corrected to the exact integer floor: cheaper than an int64 division.
     q = np.int64(num / den)
@@ -47,7 +87,7 @@ def _floor_div(num: np.int64, den: np.int64) -> np.int64:  # pragma: no cover - 
     return q
 
 
-@_kernel
+@_kernel()
 def score_rows(  # pragma: no cover - compiled; covered through the parity tests
     rows: I64, shape: I64, params: I64, allocatable: I64, requested: I64, nonzero_requested: I64, scores: I64
 ) -> None:
@@ -122,7 +162,7 @@ def score_rows(  # pragma: no cover - compiled; covered through the parity tests
         scores[i] = total
 
 
-@_kernel
+@_kernel()
 def select_node(  # pragma: no cover - compiled; covered through the parity tests
     request: I64,
     columns: I64,
@@ -168,7 +208,7 @@ def select_node(  # pragma: no cover - compiled; covered through the parity test
     return best, feasible
 
 
-@_kernel
+@_kernel()
 def charge_row(  # pragma: no cover - compiled
     requested: I64, nonzero_requested: I64, row: int, charge: I64, nonzero: I64, sign: int
 ) -> None:
@@ -180,7 +220,7 @@ def charge_row(  # pragma: no cover - compiled
     nonzero_requested[row, 1] += sign * nonzero[1]
 
 
-@_kernel
+@_kernel()
 def _fill_leaves(  # pragma: no cover - compiled
     rows: I64,
     request: I64,
@@ -219,7 +259,7 @@ def _fill_leaves(  # pragma: no cover - compiled
     return delta
 
 
-@_kernel
+@_kernel()
 def build_tree(  # pragma: no cover - compiled
     request: I64,
     columns: I64,
@@ -241,7 +281,7 @@ def build_tree(  # pragma: no cover - compiled
     return count
 
 
-@_kernel
+@_kernel()
 def update_tree(  # pragma: no cover - compiled
     rows: I64,
     request: I64,
@@ -268,7 +308,7 @@ def update_tree(  # pragma: no cover - compiled
     return delta
 
 
-@_kernel
+@_kernel()
 def refresh_tree(  # pragma: no cover - compiled
     rows: I64,
     shape: I64,

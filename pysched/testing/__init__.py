@@ -13,7 +13,6 @@ from pysched.testing.controlplane import (
     NodeSpec,
     PortInUse,
     ProcessCrashed,
-    cache_root,
     create_fake_nodes,
     find_bin_dir,
 )
@@ -30,7 +29,6 @@ __all__ = [
     "NodeSpec",
     "PortInUse",
     "ProcessCrashed",
-    "cache_root",
     "create_fake_nodes",
     "find_bin_dir",
     "wait_for",

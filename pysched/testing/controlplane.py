@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pysched import cache_dir
 from pysched.api.times import format_rfc3339
 from pysched.backend.live.kubeclient import MERGE_PATCH
 
 K8S_VERSION = "v1.36.3"
 BIN_ENV = "PYSCHED_CONTROL_PLANE_BIN"
-CACHE_ENV = "PYSCHED_CACHE_DIR"
 REQUIRED_BINARIES = ("etcd", "kube-apiserver")
 ALL_BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl")
 FAKE_NODE_LABEL = "pysched.io/fake-node"
@@ -62,11 +62,6 @@ class ProcessCrashed(ControlPlaneError):
 # -- binaries -------------------------------------------------------------------------------
 
 
-def cache_root() -> Path:
-    env = os.environ.get(CACHE_ENV)
-    return Path(env) if env else Path.home() / ".cache" / "pysched"
-
-
 def find_bin_dir(bin_dir: Path | str | None = None, *, need: Iterable[str] = REQUIRED_BINARIES) -> Path:
     """Return a folder holding the control-plane binaries, or raise :class:`BinariesNotFound`.
 
@@ -80,7 +75,7 @@ def find_bin_dir(bin_dir: Path | str | None = None, *, need: Iterable[str] = REQ
     elif os.environ.get(BIN_ENV):
         candidates = [Path(os.environ[BIN_ENV])]
     else:
-        base = cache_root() / "control-plane"
+        base = cache_dir() / "control-plane"
         builds = [d for d in base.glob(f"k8s-{K8S_VERSION}_*") if d.is_dir() and (d / ".complete").is_file()]
         builds.sort(key=lambda d: (d / ".complete").stat().st_mtime, reverse=True)
         candidates = [d / "bin" for d in builds]

@@ -5,12 +5,25 @@ from pathlib import Path
 
 import pytest
 
+from pysched import __version__
 from pysched.cmd.cli import main
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["version"]) == 0
-    assert capsys.readouterr().out.startswith("pysched 0.")
+    assert capsys.readouterr().out == f"pysched {__version__}\n"
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"pysched {__version__}\n"
+
+
+def test_bare_pysched_prints_its_commands_and_exits_0() -> None:
+    for command in ([sys.executable, "-m", "pysched"], [sys.executable, "-m", "pysched.cmd.cli"]):
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("usage: pysched")
+        for name in ("simulate", "bench", "run", "dev-cluster", "version"):
+            assert name in result.stdout
 
 
 def test_simulate_writes_the_design_json(tmp_path: Path) -> None:
