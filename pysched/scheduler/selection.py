@@ -174,6 +174,11 @@ class SelectionCache:
     _last_scan: dict[object, int] = field(default_factory=dict)
     _generation: int = -1
 
+    @property
+    def trees(self) -> int:
+        """How many keys are answered by a tournament tree now (the rest are scanned)."""
+        return len(self._trees)
+
     def select(
         self,
         key: object,

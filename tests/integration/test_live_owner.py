@@ -6,16 +6,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import pytest
 
 from pysched.api.annotations import DEADLINE, deadline_of
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.times import parse_time
-from pysched.backend.live.client import connect
+from pysched.backend.live.client import AsyncKubeClient, connect
 from pysched.backend.live.cluster import LiveCluster, LiveOptions
-from pysched.backend.live.informer import Informer
+from pysched.backend.live.kubeclient import ApiResponse
 from pysched.testing import KubeAPI, LocalControlPlane
 from pysched.testing.helpers import eventually, make_pod
 from pysched.testing.kube import JSON, KubeAPIError
@@ -23,6 +24,7 @@ from pysched.testing.kube import JSON, KubeAPIError
 pytestmark = pytest.mark.integration
 
 TWO_HOURS = 7200.0
+JOBS = "/apis/batch/v1/jobs"
 
 
 class Listener:
@@ -112,20 +114,34 @@ async def test_a_job_pod_counts_its_deadline_from_the_job(
         await asyncio.to_thread(delete_jobs, kube, namespace, "first", "second")
 
 
+class LateJobWatch:
+    """The real connection, with the watch of Jobs held back until `release()`: a Job created
+    after the backend started then reaches it after its pod, as when that watch lags."""
+
+    def __init__(self, client: AsyncKubeClient) -> None:
+        self.client = client
+        self.released = asyncio.Event()
+
+    async def request(self, method: str, path: str, **options: Any) -> ApiResponse:
+        return await self.client.request(method, path, **options)
+
+    async def watch(self, path: str, query: Mapping[str, str], inactivity: float) -> AsyncIterator[JSON]:
+        if path == JOBS:
+            await self.released.wait()
+        async for event in self.client.watch(path, query, inactivity):
+            yield event
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
 async def test_a_job_learned_after_its_pod_delivers_the_pod_again(
     control_plane: LocalControlPlane, kube: KubeAPI, namespace: str
 ) -> None:
-    """The Job informer is pointed at an empty namespace, so the pod arrives first; a second
-    informer then lists the Job into the same handler, as a late Job watch event would."""
     name = f"late-{namespace}"
-    client = await connect(str(control_plane.kubeconfig_path), qps=100, burst=100)
+    client = LateJobWatch(await connect(str(control_plane.kubeconfig_path), qps=100, burst=100))
     backend = LiveCluster(client, LiveOptions(scheduler_names=frozenset({name})))
-    backend.job_informer = Informer(
-        client, f"/apis/batch/v1/namespaces/{namespace}-empty/jobs", backend._job_upsert, backend._job_delete
-    )
-    late = Informer(client, f"/apis/batch/v1/namespaces/{namespace}/jobs", backend._job_upsert, backend._job_delete)
     listener = Listener()
-    task: asyncio.Task[None] | None = None
     try:
         await backend.start(listener)
         job = await asyncio.to_thread(create_job, kube, namespace, "train")
@@ -138,16 +154,13 @@ async def test_a_job_learned_after_its_pod_delivers_the_pod_again(
         assert pod.owner_created is None and deadline_of(pod) == pod.created + TWO_HOURS
         assert not listener.updates
 
-        task = asyncio.create_task(late.run())
+        client.released.set()  # the Job watch resumes from the start-up list: the Job arrives now
         await eventually(lambda: bool(listener.updates), "pod delivered again with its Job's time")
         old, new = listener.updates[0]
         assert old.owner_created is None and new.owner_created == job_created
         assert new.uid == pod.uid and deadline_of(new) == job_created + TWO_HOURS
         assert backend.pods[key].owner_created == job_created
     finally:
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
         await backend.stop()
         await client.close()
         await asyncio.to_thread(delete_jobs, kube, namespace, "train")

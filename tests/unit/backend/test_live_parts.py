@@ -23,6 +23,9 @@ from pysched.cmd.run import register
 from pysched.framework.config import parse_config
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
+from pysched.testing.scripted import ScriptedApi
+
+PODS = "/api/v1/pods"
 
 
 def obj(name: str, version: str) -> JSON:
@@ -309,27 +312,24 @@ class InvalidPods:
 
 
 async def test_live_cluster_reports_unreadable_pods_of_its_own_once_and_ignores_others() -> None:
-    def pod(name: str, scheduler: str, cpu: str) -> JSON:
+    def pod(name: str, scheduler: str, cpu: str, version: str = "1") -> JSON:
         container = {"name": "c", "resources": {"requests": {"cpu": cpu}}}
         return {
-            "metadata": {"name": name, "namespace": "ns", "uid": name, "resourceVersion": "1"},
+            "metadata": {"name": name, "namespace": "ns", "uid": name, "resourceVersion": version},
             "spec": {"schedulerName": scheduler, "containers": [container]},
         }
 
-    client = FakeClient()
-    client.lists.extend(
-        [
-            listing("0", {"metadata": {"name": "ns", "resourceVersion": "1", "labels": {"team": "ml"}}}),
-            listing("0"),  # batch/v1 Jobs
-            listing("1"),
-            listing("2", pod("good", "pysched", "1"), pod("bad", "pysched", "lots"), pod("x", "other", "lots")),
-        ]
+    namespace = {"metadata": {"name": "ns", "resourceVersion": "1", "labels": {"team": "ml"}}}
+    api = ScriptedApi(
+        {
+            "/api/v1/namespaces": [namespace],
+            PODS: [pod("good", "pysched", "1"), pod("bad", "pysched", "lots"), pod("x", "other", "lots")],
+        }
     )
-    backend = LiveCluster(client, LiveOptions(scheduler_names=frozenset({"pysched"})))
+    backend = LiveCluster(api, LiveOptions(scheduler_names=frozenset({"pysched"})))
     listener = InvalidPods()
     await backend.start(listener)
-    backend.pod_informer._known.clear()  # deliver the same objects again, as a relist would
-    backend.pod_informer._deliver_list([pod("bad", "pysched", "lots")])
+    await api.send(PODS, "MODIFIED", pod("bad", "pysched", "lots", version="2"))  # changed, still unreadable
     await backend.stop()
     assert listener.added == ["good"]
     assert len(listener.invalid) == 1 and "lots" in listener.invalid[0]
@@ -337,7 +337,7 @@ async def test_live_cluster_reports_unreadable_pods_of_its_own_once_and_ignores_
     assert backend.namespace_labels("ns") == {"team": "ml"} and backend.namespace_labels("other") is None
 
 
-def test_a_pod_that_ended_is_delivered_as_ended_before_it_leaves() -> None:
+async def test_a_pod_that_ended_is_delivered_as_ended_before_it_leaves() -> None:
     class Recorder(InvalidPods):
         def __init__(self) -> None:
             super().__init__()
@@ -349,21 +349,23 @@ def test_a_pod_that_ended_is_delivered_as_ended_before_it_leaves() -> None:
         def on_pod_deleted(self, pod: Any) -> None:
             self.seen.append(("deleted", pod.phase))
 
-    def pod(phase: str) -> JSON:
+    def pod(phase: str, version: str) -> JSON:
         container = {"name": "c", "resources": {"requests": {"cpu": "1"}}}
         return {
-            "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "1"},
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": version},
             "spec": {"schedulerName": "pysched", "nodeName": "n", "containers": [container]},
             "status": {"phase": phase},
         }
 
-    backend = LiveCluster(FakeClient())
+    api = ScriptedApi()
+    backend = LiveCluster(api)
     listener = Recorder()
-    backend._listener = listener
-    backend._pod_upsert(pod("Running"))
+    await backend.start(listener)
+    await api.send(PODS, "ADDED", pod("Running", "1"))
     # The field selector turns the end into DELETED with the final object: Succeeded comes first.
-    backend._pod_delete("ns/p", pod("Succeeded"))
+    await api.send(PODS, "DELETED", pod("Succeeded", "2"))
     assert listener.seen == [("updated", "Succeeded"), ("deleted", "Running")]
-    backend._pod_upsert(pod("Running"))
-    backend._pod_delete("ns/p", None)  # a plain deletion (or a relist) is only a deletion
+    await api.send(PODS, "ADDED", pod("Running", "3"))
+    await api.expire(PODS)  # a relist without the pod: only a deletion
+    await backend.stop()
     assert listener.seen[2:] == [("deleted", "Running")]

@@ -1,9 +1,8 @@
-"""Deadline durations count from the controlling owner's creation (DESIGN §3): parsing, both backends."""
+"""Deadline durations count from the controlling owner's creation: parsing, both backends."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pysched.api.annotations import DEADLINE, deadline_of
@@ -12,12 +11,13 @@ from pysched.api.ids import OwnerUID, PodKey
 from pysched.api.objects import OwnerRef, PodInfo, pod_from_dict
 from pysched.api.times import format_rfc3339
 from pysched.backend.live.cluster import LiveCluster
-from pysched.backend.live.kubeclient import JSON, ApiResponse, WatchFailed
+from pysched.backend.live.kubeclient import JSON
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.scheduler.scheduler import Scheduler
+from pysched.testing.scripted import ScriptedApi
 
 JOB_UID = "job-uid-1"
 JOB_CREATED = 1_000.0
@@ -135,7 +135,6 @@ async def test_simulated_owner_registered_after_its_pods_updates_them() -> None:
     cluster.add_owner(JOB_UID, JOB_CREATED)
     assert [(old.key, new.owner_created) for old, new in listener.updated] == [(early.key, JOB_CREATED)]
     assert cluster.pods[early.key].owner_created == JOB_CREATED
-    assert not cluster._awaiting_owner
 
 
 async def test_edf_orders_a_recreated_job_pod_by_its_jobs_creation() -> None:
@@ -155,102 +154,90 @@ async def test_edf_orders_a_recreated_job_pod_by_its_jobs_creation() -> None:
 
 
 # ----------------------------------------------------------------------------- live backend
-def live_backend(listener: Updates) -> LiveCluster:
-    backend = LiveCluster(ScriptedLists())  # type: ignore[arg-type]
-    backend._listener = listener
-    return backend
+JOBS, PODS = "/apis/batch/v1/jobs", "/api/v1/pods"
 
 
-def test_live_pod_of_a_known_job_gets_its_creation_time() -> None:
+async def live_backend(listener: Updates, api: ScriptedApi | None = None) -> tuple[LiveCluster, ScriptedApi]:
+    """A started live backend whose informers read `api` (nothing listed unless it says so)."""
+    api = api or ScriptedApi()
+    backend = LiveCluster(api)
+    await backend.start(listener)
+    return backend, api
+
+
+async def test_live_pod_of_a_known_job_gets_its_creation_time() -> None:
     listener = Updates()
-    backend = live_backend(listener)
-    backend._job_upsert(job())
-    backend._pod_upsert(job_pod("p", 5_000.0))
+    backend, api = await live_backend(listener)
+    await api.send(JOBS, "ADDED", job())
+    await api.send(PODS, "ADDED", job_pod("p", 5_000.0))
+    await backend.stop()
     pod = listener.added["ns/p"]
     assert pod.owner_created == JOB_CREATED and deadline_of(pod) == JOB_CREATED + HOUR
 
 
-def test_live_job_learned_after_its_pods_delivers_them_again_as_updates() -> None:
+async def test_live_job_learned_after_its_pods_delivers_them_again_as_updates() -> None:
     listener = Updates()
-    backend = live_backend(listener)
-    backend._pod_upsert(job_pod("a", 5_000.0))
-    backend._pod_upsert(job_pod("b", 6_000.0, node="n1", phase="Running"))
-    backend._pod_upsert(job_pod("c", 5_000.0, refs=[owner_ref("other-job")]))
-    backend._pod_upsert(job_pod("gone", 5_000.0))
-    backend._pod_delete("ns/gone", None)
-    assert backend._pods_by_job == {JOB_UID: {"ns/a", "ns/b"}, "other-job": {"ns/c"}}
+    backend, api = await live_backend(listener)
+    await api.send(PODS, "ADDED", job_pod("a", 5_000.0))
+    await api.send(PODS, "ADDED", job_pod("b", 6_000.0, node="n1", phase="Running"))
+    await api.send(PODS, "ADDED", job_pod("c", 5_000.0, refs=[owner_ref("other-job")]))
+    await api.send(PODS, "ADDED", job_pod("gone", 5_000.0))
+    await api.send(PODS, "DELETED", job_pod("gone", 5_000.0))
     assert all(p.owner_created is None for p in listener.added.values())
 
-    backend._job_upsert(job())
+    await api.send(JOBS, "ADDED", job())
     redelivered = {old.key: (old.owner_created, new.owner_created) for old, new in listener.updated}
-    assert redelivered == {"ns/a": (None, JOB_CREATED), "ns/b": (None, JOB_CREATED)}
+    assert redelivered == {"ns/a": (None, JOB_CREATED), "ns/b": (None, JOB_CREATED)}  # not c, not gone
     assert deadline_of(backend.pods["ns/b"]) == JOB_CREATED + HOUR
     assert backend.pods["ns/b"].node_name == "n1"  # nothing else changed
 
-    backend._job_upsert(job(version="2"))  # a status update of the Job: nothing to deliver
+    await api.send(JOBS, "MODIFIED", job(version="2"))  # a status update of the Job: nothing to deliver
+    await backend.stop()
     assert len(listener.updated) == 2
 
 
-def test_live_pods_of_other_controllers_are_not_indexed_and_count_from_their_creation() -> None:
+async def test_live_pods_of_other_controllers_count_from_their_creation() -> None:
     listener = Updates()
-    backend = live_backend(listener)
+    backend, api = await live_backend(listener)
     refs = [owner_ref("js", kind="JobSet", api_version="jobset.x-k8s.io/v1")]
-    backend._pod_upsert(job_pod("p", 5_000.0, refs=refs))
-    assert not backend._pods_by_job
-    assert deadline_of(listener.added["ns/p"]) == 5_000.0 + HOUR
+    await api.send(PODS, "ADDED", job_pod("p", 5_000.0, refs=refs))
+    await api.send(JOBS, "ADDED", job(uid="js"))  # even a batch Job under that uid does not apply
+    await backend.stop()
+    assert deadline_of(listener.added["ns/p"]) == 5_000.0 + HOUR and not listener.updated
 
 
-def test_live_pod_keeps_its_jobs_time_after_the_job_is_deleted() -> None:
+async def test_live_pod_keeps_its_jobs_time_after_the_job_is_deleted() -> None:
     listener = Updates()
-    backend = live_backend(listener)
-    backend._job_upsert(job())
-    backend._pod_upsert(job_pod("p", 5_000.0, node="n1", phase="Running"))
-    backend._job_delete("ns/train", None)  # a relist without the Job: deleted by key
+    api = ScriptedApi({JOBS: [job()]})
+    backend, api = await live_backend(listener, api)
+    await api.send(PODS, "ADDED", job_pod("p", 5_000.0, node="n1", phase="Running"))
+    api.items[JOBS] = []
+    await api.expire(JOBS)  # a relist without the Job: deleted by key
     assert not backend.job_created
     updated = job_pod("p", 5_000.0, node="n1", phase="Running")
     updated["metadata"]["resourceVersion"] = "2"
-    backend._pod_upsert(updated)
+    await api.send(PODS, "MODIFIED", updated)
     assert backend.pods["ns/p"].owner_created == JOB_CREATED
     # The end arrives as DELETED with the final object: judged against the same deadline.
-    backend._pod_delete("ns/p", job_pod("p", 5_000.0, node="n1", phase="Succeeded"))
+    await api.send(PODS, "DELETED", job_pod("p", 5_000.0, node="n1", phase="Succeeded"))
+    await backend.stop()
     ended = listener.updated[-1][1]
     assert ended.terminated and ended.owner_created == JOB_CREATED
-    assert not backend._pods_by_job
 
 
-def test_live_job_recreated_under_the_same_name_replaces_the_old_uid() -> None:
-    backend = live_backend(Updates())
-    backend._job_upsert(job())
-    backend._job_upsert(job(uid="job-uid-2", created=JOB_CREATED + 50))
+async def test_live_job_recreated_under_the_same_name_replaces_the_old_uid() -> None:
+    backend, api = await live_backend(Updates())
+    await api.send(JOBS, "ADDED", job())
+    await api.send(JOBS, "MODIFIED", job(uid="job-uid-2", created=JOB_CREATED + 50, version="2"))
+    await backend.stop()
     assert backend.job_created == {"job-uid-2": JOB_CREATED + 50}
 
 
-class ScriptedLists:
-    """Answers lists in call order; every watch fails (the informers only list here)."""
-
-    def __init__(self, *answers: ApiResponse) -> None:
-        self.answers = list(answers)
-        self.paths: list[str] = []
-
-    async def request(self, method: str, path: str, **kwargs: Any) -> ApiResponse:
-        self.paths.append(path)
-        return self.answers.pop(0) if self.answers else ApiResponse(0, {"message": "unreachable"})
-
-    async def watch(self, path: str, query: Mapping[str, str], inactivity: float) -> AsyncIterator[JSON]:
-        await asyncio.sleep(3600)  # a quiet watch until the test stops the backend
-        if self.paths:
-            raise WatchFailed(0, "closed")
-        yield {}
-
-
 async def test_live_start_lists_jobs_before_pods() -> None:
-    def listing(*items: JSON) -> ApiResponse:
-        return ApiResponse(200, {"metadata": {"resourceVersion": "1"}, "items": list(items)})
-
-    client = ScriptedLists(listing(), listing(job()), listing(), listing(job_pod("p", 5_000.0)))
-    backend = LiveCluster(client)  # type: ignore[arg-type]
+    api = ScriptedApi({JOBS: [job()], PODS: [job_pod("p", 5_000.0)]})
     listener = Updates()
-    await backend.start(listener)
+    backend, _ = await live_backend(listener, api)
     await backend.stop()
-    assert client.paths == ["/api/v1/namespaces", "/apis/batch/v1/jobs", "/api/v1/nodes", "/api/v1/pods"]
+    lists = [path for method, path in api.requests if method == "GET"]
+    assert lists == ["/api/v1/namespaces", JOBS, "/api/v1/nodes", PODS]
     assert listener.added["ns/p"].owner_created == JOB_CREATED and not listener.updated

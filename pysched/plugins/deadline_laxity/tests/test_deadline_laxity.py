@@ -1,4 +1,5 @@
 import asyncio
+import collections
 from typing import Any
 
 import pytest
@@ -198,11 +199,10 @@ profiles:
 """
 
 
-def _remembered(plugin: DeadlineLaxity) -> tuple[int, int, int]:
-    return len(plugin._demoted), len(plugin._warned), len(plugin._refused)
-
-
 def test_what_it_remembers_of_a_pod_goes_when_the_pod_ends_or_is_deleted() -> None:
+    """Each pod is told once (a demotion, a malformed value, a namespace that may not use deadlines);
+    once the pod has ended or is gone the plugin has forgotten it: the same pod again is told again."""
+
     async def run() -> None:
         clock = VirtualClock(T0 + 7200)
         cluster = SimulatedCluster(clock)
@@ -219,21 +219,34 @@ def test_what_it_remembers_of_a_pod_goes_when_the_pod_ends_or_is_deleted() -> No
             ("ml", {"pysched.io/total-steps": "-3"}),  # malformed: warned about
             ("web", {"pysched.io/deadline": "5h"}),  # a namespace that may not use deadlines: refused
         )
+        raws = []
         for i in range(60):
             namespace, notes = kinds[i % 3]
-            raw = pod_dict(f"p{i}", namespace=namespace, cpu="1", created=T0 + i, annotations=notes, scheduler_name="d")
+            raws.append(
+                pod_dict(f"p{i}", namespace=namespace, cpu="1", created=T0 + i, annotations=notes, scheduler_name="d")
+            )
+
+        def told() -> collections.Counter[str]:
+            return collections.Counter(e.reason for e in cluster.events if e.reason != "FailedScheduling")
+
+        for raw in raws:
             cluster.create_pod(raw)
         await scheduler.run_until_idle()
+        once = {"DeadlineInfeasible": 20, "InvalidAnnotation": 20, "DeadlineNotAllowed": 20, "Scheduled": 4}
+        assert told() == once
         bound = [k for k, p in cluster.pods.items() if p.node_name is not None]
-        assert len(bound) == 4 and _remembered(plugin) == (20, 20, 20)
-        for key in bound:  # ended pods never come back to the queue: forgotten at once
-            cluster.finish_pod(key)
-            uid = cluster.pods[key].uid
-            assert uid not in plugin._warned and uid not in plugin._refused and key not in plugin._demoted
-        assert sum(_remembered(plugin)) == 60 - 4
+        for key in bound:  # an ended pod never comes back to the queue: forgotten at once
+            ended = cluster.finish_pod(key)
+            plugin.pre_enqueue(ended)
+        await asyncio.sleep(0)  # let the events it spawned run
+        assert sum(told().values()) == sum(once.values()) + len(bound)
         for key in list(cluster.pods):
             cluster.delete_pod(key)
-        assert _remembered(plugin) == (0, 0, 0)
+        cluster.events.clear()
+        for raw in raws:  # the very same pods again: each is told again
+            cluster.create_pod(raw)
+        await scheduler.run_until_idle()
+        assert told() == once
         await scheduler.stop()
 
     asyncio.run(run())
@@ -248,4 +261,4 @@ def test_deleting_an_old_pod_keeps_a_demotion_of_the_pod_recreated_under_its_nam
     plugin.pod_deleted(old)
     assert plugin.is_demoted(new) and not plugin.is_demoted(old)
     plugin.pod_deleted(new)
-    assert _remembered(plugin) == (0, 0, 0)
+    assert not plugin.is_demoted(new)

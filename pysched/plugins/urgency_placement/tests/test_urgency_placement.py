@@ -229,7 +229,7 @@ def test_cached_selection_matches_a_full_scan_as_pods_land() -> None:
         assert (None if result.node is None else table.row[result.node]) == expected
         if result.node is not None:
             cache.assume(pod, result.node, result.request)
-    assert framework.algorithm.selection._trees  # the incremental trees answered, not only scans
+    assert framework.algorithm.selection.trees  # the incremental trees answered, not only scans
 
 
 ADMITTED = """
