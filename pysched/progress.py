@@ -1,4 +1,4 @@
-"""Progress reporting for training code (DESIGN §3): `report(step)` writes `pysched.io/progress`.
+"""Progress reporting for training code: `report(step)` writes `pysched.io/progress`.
 
     from pysched import progress
     for step in range(start, total):

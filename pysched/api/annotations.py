@@ -1,4 +1,4 @@
-"""The workload contract's pod annotations (DESIGN §3), parsed for plugins.
+"""The workload contract's pod annotations (docs/architecture.md, "The workload contract"), parsed.
 
 A malformed value reads as absent (None); the caller decides whether to warn.
 """
@@ -85,7 +85,7 @@ def urgency_of(pod: PodInfo) -> str | None:
     return value if value in URGENCY_VALUES else None
 
 
-# --- autoscaling bounds and switches (issue 6 items 3 and 5) --------------------------------------
+# --- autoscaling bounds and switches -----------------------------------------------------------
 CPU_MIN = "pysched.io/cpu-min"
 CPU_MAX = "pysched.io/cpu-max"
 AUTOSCALE = "pysched.io/autoscale"

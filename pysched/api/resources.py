@@ -115,7 +115,7 @@ def infeasible_resize(pod_status: Mapping[str, Any]) -> str | None:
 
 
 def pod_requests(pod: Mapping[str, Any]) -> ResourceMap:
-    """Effective requests of a pod as kube-scheduler computes them (DESIGN §4 rule 9).
+    """Effective requests of a pod as kube-scheduler computes them.
 
     max(sum of regular containers + restartable init containers (sidecars), the largest
     init-time footprint), plus pod overhead; pod-level `spec.resources` wins where set. While

@@ -1,4 +1,4 @@
-"""Finish-time prediction from observed training progress (DESIGN §2, §3; issue 6 item 2).
+"""Finish-time prediction from observed training progress.
 
 Pure computation: no I/O and no clock; every time is passed in (epoch seconds).
 

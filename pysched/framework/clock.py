@@ -1,4 +1,4 @@
-"""Injected time. Scheduling code asks a Clock, never `time.time()` (DESIGN §4 rule 3)."""
+"""Injected time. Scheduling code asks a Clock, never `time.time()`."""
 
 from __future__ import annotations
 

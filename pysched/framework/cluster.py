@@ -1,7 +1,7 @@
 """The ClusterBackend protocol: everything the scheduler asks of a cluster.
 
 A live implementation (kube-apiserver) and a simulated one (in memory, virtual clock) serve the
-same scheduler loop; the scheduler never knows which one it talks to (DESIGN §4 rule 1).
+same scheduler loop; the scheduler never knows which one it talks to.
 """
 
 from __future__ import annotations

@@ -199,7 +199,7 @@ class ReconcilePlugin(Plugin, Protocol):
 @dataclass(frozen=True, slots=True)
 class MetricFamily:
     """A plugin's metric, exposed by `pysched run` on /metrics with a `profile` label added.
-    Plugins never import prometheus_client (DESIGN §4 rule 2): they hand over plain values."""
+    Plugins never import prometheus_client: they hand over plain values."""
 
     name: str  # without `_total`: counters get it on exposition
     documentation: str

@@ -1,4 +1,4 @@
-"""Results of plugin calls. Expected rejections are values, never exceptions (DESIGN §4 rule 5)."""
+"""Results of plugin calls. Expected rejections are values, never exceptions."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The node table's arrays are what the kernel reads; they are updated in place by informer events
 and by assume/forget, so a scheduling cycle reads them directly without copying (the cycle is
-synchronous, so nothing changes under it). Assumed pods never expire (DESIGN §4 rule 7): the
+synchronous, so nothing changes under it). Assumed pods never expire (no timers on assumptions): the
 informer confirms them, a failed bind forgets them.
 """
 

@@ -1,7 +1,7 @@
 """The fused filter-and-score kernel: one pod against every node, compiled with numba.
 
 Filters and scores that depend only on resources and precomputed node masks are fused
-(DESIGN §4 rule 4). The meaning of each term is defined by the numpy reference of the plugin
+(`pysched.framework.fused` declares them). The meaning of each term is defined by the numpy reference of the plugin
 that owns it (pysched/plugins/*/reference.py); hypothesis tests hold the kernel to those references.
 Integer results follow kube-scheduler's arithmetic so that scores agree to the unit.
 

@@ -1,7 +1,7 @@
 """The scheduler loop: one synchronous scheduling cycle per pod, binding cycles in parallel.
 
 It is the same object whatever the backend: the simulator calls `run_until_idle` between
-virtual-time steps, the live process calls `run` (DESIGN §4 rule 1).
+virtual-time steps, the live process calls `run` (one scheduler, two backends).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Discrete events on a virtual clock (arrivals, finishes, the queue's wake-ups, reconcile ticks);
 between events the scheduler runs until idle. Jobs run steps at the speed their allocation gives
-(`pysched.sim.engine`). Metric definitions: DESIGN §5.
+(`pysched.sim.engine`). Metric definitions: docs/architecture.md, "Simulation".
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class PolicyResult:
     jct: tuple[float, ...] = field(default=(), repr=False, compare=False)  # for the JCT CDF
 
     def as_json(self) -> dict[str, float | int]:
-        """The simulate JSON fields of DESIGN §5."""
+        """The simulate JSON fields (docs/architecture.md, "Simulation")."""
         return {
             "jobs": self.jobs,
             "deadline_jobs": self.deadline_jobs,

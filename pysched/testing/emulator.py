@@ -20,7 +20,7 @@ through ``pods/status``:
   its annotations (:mod:`pysched.workload.pod`):
 
   - ``pysched.io/emulate-model``: the model, e.g. ``lstm`` or ``resnet50``;
-  - ``pysched.io/total-steps``: total steps (DESIGN §3; default: the model's);
+  - ``pysched.io/total-steps``: total steps (default: the model's);
   - ``pysched.io/emulate-seed``: seed of the truth draw and the noise (default 0);
   - ``pysched.io/emulate-truth``: a CPU truth override, ``a=A,b=B,p_max=P`` or
     ``t1=T,f=F,p_max=P`` (default: drawn around the model as the simulator draws);

@@ -34,7 +34,7 @@ class CpuModel:
     p_max: int
 
     def truth(self, rng: random.Random, batch_size: int | None = None) -> Amdahl:
-        """One job's own truth around the model (DESIGN §5 draws)."""
+        """One job's own truth around the model (the per-job draws of docs/architecture.md, "Simulation")."""
         t1 = self.t1 * rng.uniform(0.75, 1.25)
         f = min(self.f * rng.uniform(0.5, 1.5), 1.0)
         p_max = max(1, round(self.p_max * rng.uniform(0.5, 1.5)))

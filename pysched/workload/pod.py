@@ -7,7 +7,7 @@ simulator uses, so a job behaves alike in simulation and against a real kube-api
 | key | meaning | default |
 |---|---|---|
 | `pysched.io/emulate-model` | a catalogue model name (`lstm`, `resnet50`, ...); absent: not a training job | - |
-| `pysched.io/total-steps` | total steps (DESIGN §3) | the model's steps |
+| `pysched.io/total-steps` | total steps | the model's steps |
 | `pysched.io/emulate-seed` | integer seed of the truth draw and the step noise | 0 |
 | `pysched.io/emulate-truth` | CPU truth override: `a=A,b=B,p_max=P` or `t1=T,f=F,p_max=P` | drawn around the model |
 | `pysched.io/emulate-batch-size` | GPU models: the table row (global batch size) | the smallest measured |
@@ -63,7 +63,7 @@ def _number(key: str, raw: str, kind: type[int] | type[float], *, zero_ok: bool 
 
 
 def parse_truth(raw: str) -> Amdahl:
-    """`a=A,b=B,p_max=P` (exact) or `t1=T,f=F,p_max=P` (DESIGN §5 constants)."""
+    """`a=A,b=B,p_max=P` (exact) or `t1=T,f=F,p_max=P` (the catalogue's constants)."""
     fields: dict[str, float] = {}
     for part in raw.split(","):
         name, sep, value = part.partition("=")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pysched.workload.job import Job
 from pysched.workload.speed import STEP_NOISE
 
-RESTART_SECONDS = 30.0  # a stop-and-restart pays this before steps resume (DESIGN §5)
+RESTART_SECONDS = 30.0  # a stop-and-restart pays this before steps resume
 
 
 @dataclass(slots=True)

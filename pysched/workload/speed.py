@@ -1,7 +1,7 @@
 """Hidden true speed models: how many seconds one training step takes on given resources.
 
 The scheduler never reads these; the simulated cluster turns allocated resources into steps with
-them. CPU models are Amdahl curves, GPU models measured throughput tables (DESIGN §5).
+them. CPU models are Amdahl curves, GPU models measured throughput tables.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-STEP_NOISE = 0.05  # every step time carries 5% noise (DESIGN §5)
+STEP_NOISE = 0.05  # every step time carries 5% noise
 
 
 class SpeedModel(Protocol):

@@ -1,4 +1,4 @@
-"""Trace input: CSV (DESIGN §5 layout), SWF, and a seeded synthetic generator.
+"""Trace input: CSV (the published deadline-trace columns), SWF, and a seeded synthetic generator.
 
 Bad rows are reported as `file:line: problem` (the header is line 1) and skipped; the caller
 decides what an empty result means (the CLI exits 2).

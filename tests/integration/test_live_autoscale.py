@@ -1,4 +1,4 @@
-"""Autoscale against the real apiserver (issue 6 items 3 and 5).
+"""Autoscale against the real apiserver.
 
 A pending deadline job is sized from the profile's prior before it binds (through
 `pods/{name}/resize` on an unscheduled pod) and binds with the new requests, without a stale-bind

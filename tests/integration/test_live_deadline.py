@@ -1,4 +1,4 @@
-"""A deadline met by autoscaling on the real apiserver (issue 6 item 6: same behaviour on both
+"""A deadline met by autoscaling on the real apiserver (same behaviour on both
 backends), end to end: `pysched`'s plugins on the live backend, the kubelet emulator running the
 simulator's workload model, in-place resizes actuated by the emulator.
 

@@ -1,4 +1,4 @@
-"""An in-place resize of a running pod through the real apiserver (issue 6 item 6).
+"""An in-place resize of a running pod through the real apiserver .
 
 The live backend's `resize` writes `pods/{name}/resize` with limits scaled with requests; the
 kubelet emulator actuates it (container status resources); meanwhile the scheduler's cache accounts

@@ -79,7 +79,7 @@ class LiveCluster:
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, PodInfo] = {}
         self.namespaces: dict[str, dict[str, str]] = {}  # name -> labels (deadlineNamespaces)
-        # batch/v1 Jobs: uid -> creation time, for deadline durations of their pods (DESIGN §3).
+        # batch/v1 Jobs: uid -> creation time, for deadline durations of their pods.
         # Only Jobs: pods of other controllers (JobSet, Kubeflow jobs) count from their own creation.
         self.job_created: dict[str, float] = {}
         self._job_uids: dict[str, str] = {}  # "ns/name" -> uid (a relist deletes by key)

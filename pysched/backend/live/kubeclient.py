@@ -1,7 +1,7 @@
 """What the live backend needs of an API connection, without naming the client library.
 
 `pysched.backend.live.cluster` implements `KubeClient` on kubernetes-asyncio; the informers and the
-leader election speak only this protocol, so the library stays in one module (DESIGN §4 rule 2).
+leader election speak only this protocol, so the library stays in one module.
 """
 
 from __future__ import annotations

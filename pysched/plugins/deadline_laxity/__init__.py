@@ -1,4 +1,4 @@
-"""DeadlineLaxity: deadline-aware queue order and admission (issue 6 item 3).
+"""DeadlineLaxity: deadline-aware queue order and admission.
 
 QueueSort: pod priority first (as kube-scheduler); within a priority, deadline jobs before
 best-effort ones, least laxity first among deadline jobs, ties by creation time. Laxity is

@@ -1,4 +1,4 @@
-"""SeedRestart: the founding paper's autoscaling, as pinned in DESIGN §5.
+"""SeedRestart: the founding paper's autoscaling (Xing et al., IJCNN 2019), the `seed` baseline.
 
 After `warmupSteps` steps of a run it predicts the run's length `T = elapsed / steps * total *
 factor`; if the deadline would be missed it restarts the job with `ceil(c * T / time_left)` CPUs,
@@ -85,7 +85,7 @@ class SeedRestart:
         for pod in pods:
             start = self._started.get(pod.key)
             if start is None or pod.key in self._judged or pod.requests.get(GPU, 0):
-                # The paper scaled CPU jobs; GPU counts stay as submitted (DESIGN §5).
+                # The paper scaled CPU jobs; GPU counts stay as submitted.
                 continue
             total, deadline, progress = total_steps_of(pod), deadline_of(pod), progress_of(pod)
             if total is None or deadline is None or progress is None:

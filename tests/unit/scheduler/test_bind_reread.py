@@ -1,4 +1,4 @@
-"""A resize during the binding cycle never binds stale requests (issue 6 item 5).
+"""A resize during the binding cycle never binds stale requests.
 
 PreBind may resize the pending pod (Autoscale sizes a job before it binds), and anyone else may
 too. Right before the bind the scheduler re-reads the pod: new requests that still fit the chosen

@@ -1,4 +1,4 @@
-"""Issue 6 item 7: the founding paper's claims, reproduced and beaten with `pysched simulate`.
+"""The founding paper's claims, reproduced and beaten with `pysched simulate`.
 
 Built-in scenarios at seed 7, exactly what `pysched simulate --scenario NAME` runs (step noise
 included). Each scenario runs once per module; the assertions are the issue's, not the measured
