@@ -143,7 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="a built-in scenario: small (default), seed-insufficient, seed-sufficient, gpu-mixed",
     )
-    workload.add_argument("--trace", metavar="FILE", help="a CSV trace (job_id, submission_time, duration or num_iteration, ...) or an .swf file")
+    workload.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="a CSV trace (job_id, submission_time, duration or num_iteration, ...) or an .swf file",
+    )
     simulate.add_argument(
         "--cluster", metavar="SPEC", help="nodes=8,cpu=32,memory=128Gi,gpu=0 or a YAML of node groups"
     )

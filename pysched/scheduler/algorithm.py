@@ -12,6 +12,7 @@ names a plugin.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
@@ -36,6 +37,8 @@ from pysched.framework.nodetable import I64, Bools, NodeTable, RequestShape
 from pysched.framework.status import SUCCESS, Code, Status, error
 from pysched.scheduler.kernel import select_node
 from pysched.scheduler.selection import KernelWeights, ScoreCache, SelectionCache
+
+SIGNATURES_KEPT = 4096  # distinct mask keys remembered before starting over
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,18 +129,32 @@ class SchedulingAlgorithm:
         self.post_filter = tuple(post_filter)
         self.pre_score = tuple(pre_score)
         self.mask_filters = tuple(p for p in filters if isinstance(p, MaskFilterPlugin))
+        self._mask_keys = tuple(p.mask_key for p in self.mask_filters)  # bound once: called per pod
+        # Mask keys interned as ints, never reused: the caches below hash a small int, not the key.
+        self._signatures: dict[Hashable, int] = {}
+        self._next_signature = itertools.count()
         plan = plan_kernel(profile, filters, scores)
         self.weights = plan.weights
         self.batch_filters = plan.batch_filters
         self.extra_scores = plan.extra_scores
         self._classify = plan.classify
-        self._masks: dict[Hashable, tuple[Bools, I64]] = {}  # signature -> (mask, candidate rows)
+        self._masks: dict[int, tuple[Bools, I64]] = {}  # signature -> (mask, candidate rows)
         self._mask_generation = -1
         self._scores: I64 = np.zeros(0, np.int64)
         self._score_cache = ScoreCache(self.weights)
         self.selection = SelectionCache(self._score_cache)
 
-    def _node_mask(self, pod: PodInfo, signature: Hashable) -> tuple[Bools, I64]:
+    def _signature(self, pod: PodInfo) -> int:
+        """The pod's mask key (the tuple of every mask filter's own key), as an interned int."""
+        key = tuple([mask_key(pod) for mask_key in self._mask_keys])
+        found = self._signatures.get(key)
+        if found is None:
+            if len(self._signatures) >= SIGNATURES_KEPT:
+                self._signatures.clear()  # fresh ids follow: nothing cached under an old one is hit again
+            found = self._signatures[key] = next(self._next_signature)
+        return found
+
+    def _node_mask(self, pod: PodInfo, signature: int) -> tuple[Bools, I64]:
         """The combined verdict of the mask filters, and the rows it lets through."""
         nodes = self.nodes
         if self._mask_generation != nodes.generation:
@@ -169,7 +186,7 @@ class SchedulingAlgorithm:
                 status = Status(status.code, (diagnosis.message(),), plugin.NAME)
                 return ScheduleResult(None, status, 0, diagnosis)
 
-        signature = tuple([plugin.mask_key(pod) for plugin in self.mask_filters])
+        signature = self._signature(pod)
         mask, candidates = self._node_mask(pod, signature)
         req = nodes.request_shape(pod.requests)
         request, columns, shape = req.vector, req.columns, req.score_shape

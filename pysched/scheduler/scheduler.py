@@ -219,8 +219,7 @@ class Scheduler:
                 self._fail(queued, status, frozenset({status.plugin}), started)
                 return True
         self.cache.assume(pod, node, result.request)
-        job = _BindJob(framework, state, queued, node, started)
-        waits: dict[str, float] = {}
+        waits = None
         if framework.permit:
             status, waits = framework.run_permit(state, pod, node)
             if status.rejected or status.code is Code.ERROR:
@@ -230,6 +229,7 @@ class Scheduler:
                 return True
         if self._record:
             self.stats.cycle_seconds.append(self._timer() - started)
+        job = _BindJob(framework, state, queued, node, started)
         if waits:
             # Held, assumed, until its plugins allow it; no bind worker waits for it meanwhile.
             self.waiting_pods.hold(pod, node, waits, self.clock.now(), lambda _, status: self._permitted(job, status))
