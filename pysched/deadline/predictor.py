@@ -176,9 +176,6 @@ class Remaining:
         """Seconds at the band's upper edge, `band_z` sigmas out."""
         return self.seconds * (1 + band_z * self.rel_sigma)
 
-    def lower(self, band_z: float) -> float:
-        return self.seconds * max(0.0, 1.0 - band_z * self.rel_sigma)
-
 
 # --- non-negative least squares, two parameters ------------------------------------------------
 
@@ -507,11 +504,11 @@ def choose(
         return None
     finish = math.inf
     for cpus in candidate_counts(lo, hi):
-        lost = restart_s is not None and cpus != current
-        rest = model.remaining(cpus, now, from_start=lost)
+        cost = restart_s if restart_s is not None and cpus != current else None  # a move that restarts
+        rest = model.remaining(cpus, now, from_start=cost is not None)
         if rest is None:
             return None
-        finish = now + rest.upper(band_z) * (1 + margin) + (restart_s if lost and restart_s is not None else 0.0)
+        finish = now + rest.upper(band_z) * (1 + margin) + (0.0 if cost is None else cost)
         if finish <= deadline:
             return Choice(cpus, finish)
     return Choice(None, finish)

@@ -150,7 +150,9 @@ class SchedulingAlgorithm:
         found = self._signatures.get(key)
         if found is None:
             if len(self._signatures) >= SIGNATURES_KEPT:
-                self._signatures.clear()  # fresh ids follow: nothing cached under an old one is hit again
+                # Fresh ids follow: nothing cached under an old one is hit again, so let it go.
+                self._signatures.clear()
+                self._masks.clear()
             found = self._signatures[key] = next(self._next_signature)
         return found
 

@@ -33,12 +33,12 @@ def _cache_folder() -> Path | None:
     """Where compiled kernels are cached: `NUMBA_CACHE_DIR` when the user sets it, else a folder
     of pysched's cache keyed by version, never beside the installed package (a read-only
     install, and a leftover `__pycache__` that would make `pysched` a namespace package). None
-    when caching is off or no folder is writable: the kernels are then compiled at start-up."""
+    when caching is off or the folder is not writable (numba would then fall back to the package's
+    own folder): the kernels are compiled at start-up."""
     if os.environ.get(NUMBA_CACHE_ENV, "1") == "0":
         return None
-    if _NUMBA_CONFIG.CACHE_DIR:
-        return Path(_NUMBA_CONFIG.CACHE_DIR)
-    folder = cache_dir() / "numba" / f"pysched-{__version__}"
+    chosen = _NUMBA_CONFIG.CACHE_DIR
+    folder = Path(chosen) if chosen else cache_dir() / "numba" / f"pysched-{__version__}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -92,12 +92,12 @@ def score_rows(  # pragma: no cover - compiled; covered through the parity tests
     rows: I64, shape: I64, params: I64, allocatable: I64, requested: I64, nonzero_requested: I64, scores: I64
 ) -> None:
     """Weighted sum of the fused score terms for the given rows. shape = (nz_cpu, nz_mem, cpu, mem,
-    gpu, gpu column or -1, score class); the last three are read only when UrgencyPlacement is on."""
+    gpu, gpu column or -1, score class); the last three are read only for URGENCY_PLACEMENT."""
     w_least, w_most, w_balanced, cpu_weight, memory_weight = params[0], params[1], params[2], params[3], params[4]
     nz_cpu, nz_mem, cpu, mem = shape[0], shape[1], shape[2], shape[3]
     balanced_on = w_balanced != 0 and (cpu != 0 or mem != 0)
-    # UrgencyPlacement (pysched/plugins/urgency_placement/reference.py): the weighted mean of the cpu
-    # term (urgent: headroom to grow, relaxed: best fit) and, for GPU pods, the GPU best fit.
+    # URGENCY_PLACEMENT (its plugin's reference.py defines it): the weighted mean of the cpu term
+    # (urgent: headroom to grow, relaxed: best fit) and, for GPU pods, the GPU best fit.
     w_urgency = params[5]
     gpu = np.int64(0)
     gpu_col = np.int64(-1)

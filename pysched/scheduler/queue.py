@@ -240,6 +240,12 @@ class SchedulingQueue:
             heapq.heappop(self._active)  # drop stale entries
         return bool(self._active)
 
+    def has_backoff(self) -> bool:
+        """Whether a pod waits out a backoff (O(1) amortised)."""
+        while self._backoff and self._token.get(self._backoff[0][2]) != self._backoff[0][1]:
+            heapq.heappop(self._backoff)  # drop stale entries
+        return bool(self._backoff)
+
     def counts(self) -> dict[str, int]:
         out = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0, IN_FLIGHT: 0}
         for where in self._where.values():

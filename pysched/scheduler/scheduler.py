@@ -98,6 +98,7 @@ class Scheduler:
         self.observer: SchedulingObserver = observer or NullObserver()
         self._binds: BindPipeline[_BindJob] = BindPipeline(self._run_binding_cycle, max_binds_in_flight)
         self._side_tasks = BackgroundTasks()  # events and conditions, never awaited by a cycle
+        self._stopping = False
         intervals = [p.reconcile_interval for f in self.frameworks.values() for p in f.reconcile]
         self._reconcile_interval = min(intervals) if intervals else None
         self._next_reconcile = clock.now() + (self._reconcile_interval or 0.0)
@@ -108,7 +109,9 @@ class Scheduler:
         await self.backend.start(self)
 
     async def stop(self) -> None:
-        """Send pods waiting at Permit back, finish in-flight binds, then stop the workers."""
+        """Give back the room of pods waiting at Permit (quietly: the next leader schedules them),
+        finish in-flight binds, then stop the workers."""
+        self._stopping = True
         for waiting in self.waiting_pods:
             waiting.reject("", "the scheduler is stopping")
         await self._binds.stop()
@@ -151,10 +154,12 @@ class Scheduler:
                 self.queue.update(new)
             elif new.key in self.queue:
                 self.queue.delete(new.key)
+                self._release_waiting(new, "the pod is being deleted")
             return
         self.cache.update_pod(new)
         # Bound (by us or by anyone else): it leaves the queue, even mid-binding-cycle.
         self.queue.delete(new.key)
+        self._release_waiting(new, f"the pod was bound to {new.node_name} while waiting at permit")
         if new.terminated and not old.terminated:
             self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, old, new))
             self._pod_terminated(new)
@@ -167,14 +172,12 @@ class Scheduler:
             framework.handle.pod_lifecycle.terminated(pod)
 
     def on_pod_deleted(self, pod: PodInfo) -> None:
-        waiting = self.waiting_pods.get(pod.key)
-        if waiting is not None and waiting.pod.uid == pod.uid:
-            waiting.reject("", "the pod was deleted while waiting at permit")
         if self.cache.pod_node(pod.key) is not None:
             self.cache.remove_pod(pod)
             if pod.node_name is not None:
                 self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))
         self.queue.delete(pod.key)
+        self._release_waiting(pod, "the pod was deleted while waiting at permit")
         framework = self.frameworks.get(pod.scheduler_name)
         if framework is not None:
             framework.handle.pod_lifecycle.deleted(pod)
@@ -240,8 +243,17 @@ class Scheduler:
     def _permitted(self, job: _BindJob, status: Status) -> None:
         if status.ok:
             self._binds.submit(job)
+        elif self._stopping or job.queued.pod.key not in self.queue:
+            self._release(job)  # gone, bound elsewhere, or we stop: nothing to retry or to report
         else:
             self._undo(job, status)
+
+    def _release_waiting(self, pod: PodInfo, why: str) -> None:
+        """The pod left the queue while a Permit plugin held it: give its room back (the queue no
+        longer has it, so nothing is retried or reported)."""
+        waiting = self.waiting_pods.get(pod.key)
+        if waiting is not None and waiting.pod.uid == pod.uid:
+            waiting.reject("", why)
 
     def _fail(self, queued: QueuedPod, status: Status, rejectors: frozenset[str], started: float | None = None) -> None:
         pod = queued.pod
@@ -308,13 +320,18 @@ class Scheduler:
         pod = job.queued.pod
         self.stats.bind_failures += 1
         self.observer.attempt(pod.scheduler_name, "error", self._timer() - job.started)
-        job.framework.run_unreserve(job.state, pod, job.node)
-        self.cache.forget(pod)
-        self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))  # its resources are free again
+        self._release(job)
         if pod.key not in self.queue:
             return  # the informer saw it bound elsewhere or deleted: nothing to retry or to report
         self.queue.requeue_backoff(job.queued)
         self._side_tasks.spawn(self._report_failure(pod, "SchedulerError", f"Binding rejected: {status.message()}"))
+
+    def _release(self, job: _BindJob) -> None:
+        """Unreserve, forget the assumption at once, and tell the queue its room is free again."""
+        pod = job.queued.pod
+        job.framework.run_unreserve(job.state, pod, job.node)
+        self.cache.forget(pod)
+        self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))
 
     # ----- reconcile: plugins acting on running pods on a clock interval
     def next_reconcile(self) -> float | None:

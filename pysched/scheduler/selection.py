@@ -34,9 +34,9 @@ class KernelWeights:
     least_allocated: int = 0
     most_allocated: int = 0
     balanced_allocation: int = 0
-    cpu_weight: int = 1  # resource weights of Least/MostAllocated (kube-scheduler default 1:1)
+    cpu_weight: int = 1  # resource weights of LEAST_ / MOST_ALLOCATED (kube-scheduler default 1:1)
     memory_weight: int = 1
-    urgency_placement: int = 0  # UrgencyPlacement's profile weight, then its own term weights
+    urgency_placement: int = 0  # URGENCY_PLACEMENT's profile weight, then its own term weights
     grow_headroom_weight: int = 1
     pack_weight: int = 1
     gpu_fragment_weight: int = 1

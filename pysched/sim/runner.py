@@ -151,12 +151,11 @@ class _Replay:
             if due is not None and due <= self.clock.now():
                 self.publish_progress()
             await self.scheduler.run_until_idle()
-            if not self.events:
-                break  # nothing runs and nothing arrives: pods still pending can never fit
-            when = self.events[0][0]
+            retrying = len(self.scheduler.waiting_pods) > 0 or self.scheduler.queue.has_backoff()
+            if not self.events and not retrying:
+                break  # nothing runs, arrives, waits at Permit or backs off: pending pods can never fit
             wakeup = self.scheduler.next_wakeup()
-            if wakeup is not None:
-                when = min(when, wakeup)
+            when = min(t for t in (self.events[0][0] if self.events else None, wakeup) if t is not None)
             if when - EPOCH > HORIZON:
                 break
             self.clock.advance_to(max(when, self.clock.now()))

@@ -14,7 +14,15 @@ from typing import Any
 
 from pysched.backend.live.kubeclient import JSON, ApiResponse
 
-_ONE_OBJECT = re.compile(r"/namespaces/[^/]+/[^/]+/[^/]+$")
+_API_ROOT = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)(/.*)?$")
+
+
+def is_collection(path: str) -> bool:
+    """`/api/v1/nodes`, `/api/v1/namespaces/NS/pods`, `/apis/batch/v1/jobs`: a list, not one object
+    (`/api/v1/nodes/N`) nor a subresource (`.../pods/P/status`)."""
+    found = _API_ROOT.match(path)
+    segments = [s for s in (found.group(1) or "").split("/") if s] if found else []
+    return len(segments) == 1 or (len(segments) == 3 and segments[0] == "namespaces")
 
 
 class ScriptedApi:
@@ -26,13 +34,12 @@ class ScriptedApi:
         self.objects: dict[str, JSON] = {}
         self.requests: list[tuple[str, str]] = []
         self._streams: dict[str, asyncio.Queue[JSON]] = {}
-        self._watching: dict[str, asyncio.Event] = {}
+        self._opened: dict[str, int] = {}  # watches opened per path
+        self._expired: dict[str, int] = {}  # watches opened per path when the last 410 was taken
+        self._changed = asyncio.Condition()
 
     def _stream(self, path: str) -> asyncio.Queue[JSON]:
         return self._streams.setdefault(path, asyncio.Queue())
-
-    def _watch_opened(self, path: str) -> asyncio.Event:
-        return self._watching.setdefault(path, asyncio.Event())
 
     async def request(
         self,
@@ -47,18 +54,24 @@ class ScriptedApi:
         self.requests.append((method, path))
         if method != "GET":
             return ApiResponse(404, {"message": "not scripted"})
-        if _ONE_OBJECT.search(path):
-            found = self.objects.get(path)
-            return ApiResponse(200, found) if found is not None else ApiResponse(404, {"message": "not found"})
-        return ApiResponse(200, {"metadata": {"resourceVersion": "1"}, "items": list(self.items.get(path, []))})
+        if is_collection(path):
+            return ApiResponse(200, {"metadata": {"resourceVersion": "1"}, "items": list(self.items.get(path, []))})
+        found = self.objects.get(path)
+        return ApiResponse(200, found) if found is not None else ApiResponse(404, {"message": "not found"})
+
+    async def _note(self, counter: dict[str, int], path: str, value: int) -> None:
+        async with self._changed:
+            counter[path] = value
+            self._changed.notify_all()
 
     async def watch(self, path: str, query: Mapping[str, str], inactivity: float) -> AsyncIterator[JSON]:
         stream = self._stream(path)
-        self._watch_opened(path).set()
+        await self._note(self._opened, path, self._opened.get(path, 0) + 1)
         while True:
             event = await stream.get()
             if event.get("type") == "ERROR":  # the informer gives up this watch at once
                 stream.task_done()
+                await self._note(self._expired, path, self._opened[path])
                 yield event
                 return
             try:
@@ -77,8 +90,10 @@ class ScriptedApi:
 
     async def expire(self, path: str) -> None:
         """The watch's version was compacted away (410 Gone): the informer lists `path` again.
-        Returns once it has delivered the new list and watches again."""
-        opened = self._watch_opened(path)
-        opened.clear()
+        Returns once the 410 was taken and a later watch is open, so the new list is delivered."""
+        taken = self._expired.get(path, -1)
         await self._stream(path).put({"type": "ERROR", "object": {"code": 410, "message": "too old"}})
-        await opened.wait()
+        async with self._changed:
+            await self._changed.wait_for(
+                lambda: self._expired.get(path, -1) != taken and self._opened.get(path, 0) > self._expired.get(path, 0)
+            )

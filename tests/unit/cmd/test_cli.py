@@ -26,7 +26,7 @@ def test_bare_pysched_prints_its_commands_and_exits_0() -> None:
             assert name in result.stdout
 
 
-def test_simulate_writes_the_design_json(tmp_path: Path) -> None:
+def test_simulate_writes_the_documented_json(tmp_path: Path) -> None:
     out = tmp_path / "sim.json"
     assert main(["simulate", "--policy", "default", "--json", str(out)]) == 0
     data = json.loads(out.read_text())

@@ -172,7 +172,7 @@ def test_permit_timeout_runs_on_the_injected_clock() -> None:
 
 
 def test_a_pod_deleted_while_waiting_at_permit_gives_its_room_back() -> None:
-    recorder = Recorder(wait_for={"w"})
+    recorder = Recorder(wait_for={"w", "v"})
 
     async def run() -> None:
         cluster, scheduler = _scheduler(recorder)
@@ -183,7 +183,17 @@ def test_a_pod_deleted_while_waiting_at_permit_gives_its_room_back() -> None:
         await scheduler.run_until_idle()
         assert len(scheduler.waiting_pods) == 0
         assert int(scheduler.cache.nodes.requested[0, 0]) == 0
+        assert "unreserve w" in recorder.calls
+        # A pod that is gone is neither retried nor reported, and no bind failed.
+        assert [e.reason for e in cluster.events if e.pod == "default/w"] == []
+        assert scheduler.stats.bind_failures == 0 and PodKey("default/w") not in scheduler.queue
+        # Stopping gives back the room of the pods still waiting, quietly: the next leader takes them.
+        cluster.create_pod(pod_dict("v", cpu="1", scheduler_name="x"))
+        await scheduler.run_until_idle()
+        assert scheduler.cache.is_assumed(PodKey("default/v"))
         await scheduler.stop()
+        assert not scheduler.cache.is_assumed(PodKey("default/v")) and len(scheduler.waiting_pods) == 0
+        assert [e.reason for e in cluster.events if e.pod == "default/v"] == []
 
     asyncio.run(run())
 

@@ -42,6 +42,7 @@ def test_numba_cache_dir_wins_and_nothing_writable_means_no_cache(tmp_path: Path
     blocked.write_text("not a folder")
     before = _beside_the_package()
     assert _compile(PYSCHED_CACHE_DIR=str(blocked / "cache")) == "None"  # compiled, cached nowhere
+    assert _compile(NUMBA_CACHE_DIR=str(blocked / "numba")) == "None"  # not numba's fallback either
     assert _compile(PYSCHED_NUMBA_CACHE="0", PYSCHED_CACHE_DIR=str(tmp_path / "off")) == "None"
     assert not (tmp_path / "off").exists()
     assert _beside_the_package() == before

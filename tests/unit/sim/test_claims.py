@@ -1,7 +1,7 @@
 """The founding paper's claims, reproduced and beaten with `pysched simulate`.
 
 Built-in scenarios at seed 7, exactly what `pysched simulate --scenario NAME` runs (step noise
-included). Each scenario runs once per module; the assertions are the issue's, not the measured
+included). Each scenario runs once per module; the assertions are the claims, not the measured
 numbers (README shows those).
 """
 

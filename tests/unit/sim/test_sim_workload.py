@@ -1,8 +1,11 @@
 """The simulator's metrics on small cases computed by hand (no step noise, so times are exact)."""
 
 import asyncio
+import dataclasses
 import random
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from hypothesis import given
@@ -10,9 +13,14 @@ from hypothesis import strategies as st
 
 from pysched.api.annotations import progress_of
 from pysched.api.builders import node_dict, pod_dict
-from pysched.api.ids import PodKey
+from pysched.api.ids import NodeName, PodKey
+from pysched.api.objects import PodInfo
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
+from pysched.framework.config import PluginRef, SchedulerConfig
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.registry import NoArgs, PluginSpec
+from pysched.framework.status import SUCCESS, Code, Status
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.sim.runner import PolicyResult, run_policy, split_fitting
@@ -151,3 +159,34 @@ def test_a_segment_finishes_exactly_when_its_steps_are_done(
     times = sorted(random.Random(seed).uniform(100.0, end) for _ in range(5))
     done = [run.steps_at(t) for t in times]
     assert done == sorted(done) and all(0 <= d <= steps for d in done)
+
+
+@dataclass
+class SecondTry:
+    """Permit: the first attempt of every pod waits 90 s (and times out), later ones pass."""
+
+    NAME: ClassVar[str] = "SecondTry"
+    seen: set[str] = field(default_factory=set)
+
+    def permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, float]:
+        if pod.name in self.seen:
+            return SUCCESS, 0.0
+        self.seen.add(pod.name)
+        return Status(Code.WAIT), 90.0
+
+
+def test_a_permit_wait_runs_out_in_virtual_time_after_the_last_event() -> None:
+    """The only job arrives, waits at Permit with nothing else to happen: the simulator moves its
+    clock to the wait's end, the pod is retried after its backoff, passes and finishes."""
+    plugin = SecondTry()
+    registry = default_registry()
+    registry.register(PluginSpec("SecondTry", NoArgs, lambda args, handle: plugin, SecondTry))
+    (base,) = builtin_config(registry).only("default").profiles
+    plugins = {**base.plugins, "permit": (PluginRef("SecondTry"),)}
+    config = SchedulerConfig((dataclasses.replace(base, plugins=plugins),))
+    job = Job("a", 0.0, 100, 1000, "1Gi", Amdahl(0.0, 1.0, 1))
+    scenario = Scenario("held", cpu_nodes(1, "4", "8Gi"), (job,))
+    result = asyncio.run(run_policy(scenario, config, "default", registry, step_noise=0.0))
+    assert (result.jobs, result.unfinished) == (1, 0)
+    assert result.mean_queue_s == pytest.approx(90 + 1)  # the wait, then the first backoff (1 s)
+    assert result.makespan_s == pytest.approx(90 + 1 + 100)
