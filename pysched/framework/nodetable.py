@@ -21,7 +21,6 @@ from pysched.api.resources import GPU, PODS, ResourceNames, nonzero_requests
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 Bools = npt.NDArray[np.bool_]
-F64 = npt.NDArray[np.float64]
 
 POD_COLUMN = 2  # index of "pods" in ResourceNames' fixed prefix
 MAX_NODE_SCORE = 100  # kube-scheduler's framework.MaxNodeScore

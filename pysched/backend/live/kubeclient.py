@@ -14,7 +14,6 @@ from typing import Any, Protocol
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 
 
 @dataclass(frozen=True, slots=True)
