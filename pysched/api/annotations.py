@@ -5,12 +5,12 @@ A malformed value reads as absent (None); the caller decides whether to warn.
 
 from __future__ import annotations
 
-import math
 import re
 
 from pysched.api.containers import container_names
+from pysched.api.limits import MAX_EPOCH, MAX_STEPS, MAX_VALUE_CHARS
 from pysched.api.objects import PodInfo
-from pysched.api.resources import QuantityError, parse_quantity
+from pysched.api.resources import CPU, QuantityError, to_scheduler_units
 from pysched.api.times import format_rfc3339, parse_rfc3339
 
 DEADLINE = "pysched.io/deadline"
@@ -23,17 +23,20 @@ URGENCY_FORMS = '"urgent" or "relaxed"'
 
 PROGRESS_INTERVAL = 60.0  # the training helper writes its progress at most once a minute by default
 
-_DURATION = re.compile(r"^(?:\d+(?:\.\d+)?[hms])+$")
-_PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
+# ASCII digits only: `\d` would read Arabic-Indic or other Unicode digits as a duration.
+_DURATION = re.compile(r"^(?:[0-9]+(?:\.[0-9]+)?[hms])+$")
+_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([hms])")
+_STEPS = re.compile(r"^[0-9]{1,16}$")  # at most MAX_STEPS (2^53 has 16 digits)
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0}
 
 
 def parse_duration(value: str) -> float | None:
-    """`45m`, `6h`, `1h30m`, `90s` (Go's units h, m, s); None otherwise."""
+    """`45m`, `6h`, `1h30m`, `90s` (Go's units h, m, s); None otherwise or beyond MAX_EPOCH seconds."""
     text = value.strip()
-    if not _DURATION.match(text):
+    if len(text) > MAX_VALUE_CHARS or not _DURATION.match(text):
         return None
-    return sum(float(n) * _UNIT[u] for n, u in _PART.findall(text))
+    seconds = sum(float(n) * _UNIT[u] for n, u in _PART.findall(text))
+    return seconds if seconds <= MAX_EPOCH else None
 
 
 def deadline_of(pod: PodInfo) -> float | None:
@@ -41,7 +44,8 @@ def deadline_of(pod: PodInfo) -> float | None:
     owner when the backend knows it (`PodInfo.owner_created`), else from the pod's own creation,
     so a pod its Job recreates keeps the Job's deadline. The live backend knows batch/v1 Jobs (it
     watches them), the simulator the owners given to `add_owner`; pods of other controllers (JobSet,
-    Kubeflow jobs) count from their own creation, so those should write an RFC 3339 time."""
+    Kubeflow jobs) count from their own creation, so those should write an RFC 3339 time.
+    A deadline past MAX_EPOCH (year 9999) is malformed: no message could print it."""
     value = pod.annotations.get(DEADLINE)
     if value is None:
         return None
@@ -51,12 +55,22 @@ def deadline_of(pod: PodInfo) -> float | None:
     duration = parse_duration(value)
     if duration is None:
         return None
-    return (pod.created if pod.owner_created is None else pod.owner_created) + duration
+    deadline = (pod.created if pod.owner_created is None else pod.owner_created) + duration
+    return deadline if deadline <= MAX_EPOCH else None
+
+
+def parse_steps(value: str) -> int | None:
+    """A step count: ASCII digits, at most MAX_STEPS; None otherwise."""
+    text = value.strip()
+    if not _STEPS.match(text):
+        return None
+    steps = int(text)
+    return steps if steps <= MAX_STEPS else None
 
 
 def total_steps_of(pod: PodInfo) -> int | None:
-    value = pod.annotations.get(TOTAL_STEPS, "").strip()
-    return int(value) if value.isdigit() and int(value) > 0 else None
+    steps = parse_steps(pod.annotations.get(TOTAL_STEPS, ""))
+    return steps if steps else None
 
 
 def progress_of(pod: PodInfo) -> tuple[int, float] | None:
@@ -71,12 +85,13 @@ def format_progress(steps: int, when: float) -> str:
 
 
 def parse_progress(value: str) -> tuple[int, float] | None:
-    """(steps done, when observed) from a `STEPS@RFC3339` string; None when malformed."""
-    steps, sep, when = value.strip().partition("@")
-    if not sep or not (steps.isascii() and steps.isdigit()):
+    """(steps done, when observed) from a `STEPS@RFC3339` string; None when malformed or out of bounds."""
+    if len(value) > 2 * MAX_VALUE_CHARS:  # before any split: the value may be 200 KB
         return None
-    observed = parse_rfc3339(when)
-    return None if observed is None or not math.isfinite(observed) else (int(steps), observed)
+    steps, sep, when = value.strip().partition("@")
+    done = parse_steps(steps) if sep else None
+    observed = parse_rfc3339(when) if done is not None else None
+    return None if done is None or observed is None else (done, observed)
 
 
 def urgency_of(pod: PodInfo) -> str | None:
@@ -98,15 +113,15 @@ CONTAINER_FORMS = "the name of one of the pod's containers"
 
 
 def cpu_milli_of(pod: PodInfo, key: str) -> int | None:
-    """A positive CPU quantity annotation in millicores; None when absent or malformed."""
+    """A positive CPU quantity annotation in millicores; None when absent, malformed or beyond MAX_UNITS."""
     value = pod.annotations.get(key)
     if value is None:
         return None
     try:
-        milli = parse_quantity(value.strip()) * 1000
+        milli = to_scheduler_units(CPU, value)
     except QuantityError:
         return None
-    return math.ceil(milli) if milli > 0 else None
+    return milli if milli > 0 else None
 
 
 def autoscale_enabled(pod: PodInfo) -> bool:

@@ -168,6 +168,20 @@ def _controller(refs: Any) -> OwnerRef | None:
     return None
 
 
+# What reading a malformed object may raise (a wrong type where a map was expected, a number
+# beyond Decimal's context...): the backends catch exactly these and report the object.
+MALFORMED: tuple[type[Exception], ...] = (ValueError, KeyError, TypeError, AttributeError, ArithmeticError)
+
+
+def _string_map(value: object, what: str) -> dict[str, str]:
+    """Labels or annotations: strings to strings, as the API guarantees (a hand-written object may not)."""
+    if not value:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise TypeError(f"{what} must map strings to strings")
+    return dict(value)
+
+
 def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | None = None) -> PodInfo:
     """Build a PodInfo from a Pod as the API serves it (camelCase JSON).
 
@@ -208,8 +222,8 @@ def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | Non
             )
             for t in spec.get("tolerations") or ()
         ),
-        annotations=dict(meta.get("annotations") or {}),
-        labels=dict(meta.get("labels") or {}),
+        annotations=_string_map(meta.get("annotations"), "metadata.annotations"),
+        labels=_string_map(meta.get("labels"), "metadata.labels"),
         resource_version=str(meta.get("resourceVersion") or ""),
         deleting=meta.get("deletionTimestamp") is not None,
         controller=controller,
@@ -229,7 +243,7 @@ def node_from_dict(obj: Mapping[str, Any]) -> NodeInfo:
         name=NodeName(str(meta["name"])),
         allocatable=allocatable,
         capacity=capacity,
-        labels=dict(meta.get("labels") or {}),
+        labels=_string_map(meta.get("labels"), "metadata.labels"),
         taints=tuple(
             Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
             for t in spec.get("taints") or ()

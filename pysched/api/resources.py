@@ -6,11 +6,14 @@ else in base units (bytes for memory), both rounded up like `Quantity.MilliValue
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal
 from typing import Any
+
+from pysched.api.limits import MAX_EXPONENT, MAX_UNITS, MAX_VALUE_CHARS, clip
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -24,6 +27,7 @@ DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 _QUANTITY = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))([a-zA-Z]*|[eE][+-]?[0-9]+)$")
+_EXPONENT = re.compile(r"^[eE][+-]?[0-9]+$")
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
     "n": Decimal("1e-9"),
@@ -45,34 +49,53 @@ class QuantityError(ValueError):
 
 
 def parse_quantity(value: str | int | float) -> Decimal:
-    """Parse a Kubernetes quantity (`500m`, `1.5`, `2Gi`, `1e3`, `1k`) into an exact Decimal."""
+    """Parse a Kubernetes quantity (`500m`, `1.5`, `2Gi`, `1e3`, `1k`) into an exact Decimal.
+
+    Bounded: at most MAX_VALUE_CHARS characters, ASCII digits, an exponent within MAX_EXPONENT
+    (1e999999999 would take Decimal past its context), finite numbers only."""
     if isinstance(value, bool):
-        raise QuantityError(f"{value!r} is not {QUANTITY_FORMS}")
-    if isinstance(value, int | float):
+        raise QuantityError(f"{value} is not {QUANTITY_FORMS}")
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"{value} is not {QUANTITY_FORMS}")
         return Decimal(str(value))
-    match = _QUANTITY.match(value.strip())
+    if not isinstance(value, str):
+        raise QuantityError(f"{clip(str(value))} is not {QUANTITY_FORMS}")
+    text = value.strip()
+    if len(text) > MAX_VALUE_CHARS:
+        raise QuantityError(f"{clip(text)} is longer than {MAX_VALUE_CHARS} characters")
+    match = _QUANTITY.match(text)
     if match is None:
-        raise QuantityError(f"{value!r} is not {QUANTITY_FORMS}")
+        raise QuantityError(f"{clip(text)} is not {QUANTITY_FORMS}")
     number, suffix = match.groups()
-    try:
-        base = Decimal(number)
-    except InvalidOperation as err:  # pragma: no cover - the regex admits only valid numbers
-        raise QuantityError(f"{value!r} is not {QUANTITY_FORMS}") from err
+    base = Decimal(number)  # the regex admits only ASCII decimal numbers
     if suffix in _BINARY:
         return base * _BINARY[suffix]
     if suffix in _DECIMAL:
         return base * _DECIMAL[suffix]
-    if suffix[:1] in ("e", "E"):
-        return base.scaleb(int(suffix[1:]))
-    raise QuantityError(f"{value!r} is not {QUANTITY_FORMS}")
+    if not _EXPONENT.match(suffix):
+        raise QuantityError(f"{clip(text)} is not {QUANTITY_FORMS}")
+    exponent = int(suffix[1:])
+    if exponent > MAX_EXPONENT:
+        raise QuantityError(f"{clip(text)} is beyond any node's capacity")
+    return base.scaleb(max(exponent, -MAX_EXPONENT))
 
 
 def to_scheduler_units(resource: str, value: str | int | float) -> int:
-    """A quantity in the unit the scheduler compares: millicores for CPU, base units otherwise."""
+    """A quantity in the unit the scheduler compares: millicores for CPU, base units otherwise.
+    Beyond MAX_UNITS (no node has that much) it is refused rather than carried into int64 tables."""
     quantity = parse_quantity(value)
     if resource == CPU:
         quantity *= 1000
-    return int(quantity.to_integral_value(rounding=ROUND_CEILING))
+    units = int(quantity.to_integral_value(rounding=ROUND_CEILING))
+    if abs(units) > MAX_UNITS:
+        shown = clip(value) if isinstance(value, str) else repr(value)
+        raise QuantityError(
+            f"{resource} {shown} is beyond any node's capacity (at most {format_resource(resource, MAX_UNITS)})"
+        )
+    return units
 
 
 ResourceMap = dict[str, int]
@@ -82,7 +105,9 @@ def parse_resource_list(raw: Mapping[str, Any] | None) -> ResourceMap:
     """A `resources.requests`-style mapping in scheduler units."""
     if not raw:
         return {}
-    return {name: to_scheduler_units(name, value) for name, value in raw.items()}
+    if not isinstance(raw, Mapping):
+        raise QuantityError(f"expected a map of resource names to quantities, got {clip(str(raw))}")
+    return {str(name): to_scheduler_units(str(name), value) for name, value in raw.items()}
 
 
 def _add_into(total: ResourceMap, extra: Mapping[str, int]) -> None:
@@ -159,6 +184,9 @@ def pod_requests(pod: Mapping[str, Any]) -> ResourceMap:
             total[name] = pod_level[name]
 
     _add_into(total, parse_resource_list(spec.get("overhead")))
+    for name, value in total.items():
+        if value > MAX_UNITS:  # each container within bounds, their sum not
+            raise QuantityError(f"{name}: the pod requests more than any node's capacity")
     return {name: value for name, value in total.items() if value}
 
 

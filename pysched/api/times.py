@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+from pysched.api.limits import MAX_EPOCH, MAX_VALUE_CHARS
+
 
 def format_rfc3339(epoch: float, *, millis: bool = False) -> str:
     """UTC, as the API writes times: whole seconds (gmtime + f-string: once per progress write), or
@@ -15,11 +17,19 @@ def format_rfc3339(epoch: float, *, millis: bool = False) -> str:
 
 
 def parse_rfc3339(value: str) -> float | None:
+    """Epoch seconds of an RFC 3339 time with a zone; None when malformed, longer than
+    MAX_VALUE_CHARS or past MAX_EPOCH (a time the API could not write back)."""
+    text = value.strip()
+    if len(text) > MAX_VALUE_CHARS or not text.isascii():
+        return None
     try:
-        stamp = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+        stamp = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         return None
-    return stamp.timestamp() if stamp.tzinfo is not None else None
+    if stamp.tzinfo is None:
+        return None
+    epoch = stamp.timestamp()
+    return epoch if epoch <= MAX_EPOCH else None
 
 
 def parse_time(value: str | None) -> float:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pysched.api.containers import ContainerResize
 from pysched.api.ids import NodeName, PodKey
-from pysched.api.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
+from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from pysched.framework.clock import Clock
 from pysched.framework.cluster import ClusterListener, PodCondition
 from pysched.framework.status import SUCCESS, Status, error, unschedulable
@@ -162,7 +162,7 @@ class SimulatedCluster:
         """Create a pod as the API would; None (and a listener warning) when it cannot be read."""
         try:
             pod = pod_from_dict(raw, self.owners)
-        except (ValueError, KeyError, TypeError) as err:
+        except MALFORMED as err:
             if self._listener is not None:
                 self._listener.on_invalid_pod(raw, str(err))
             return None

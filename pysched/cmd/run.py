@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from pysched.cmd.errors import bad_input
+from pysched.framework.incidents import describe
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from pysched.scheduler.scheduler import Scheduler
 
 EXIT_LOST_LEASE = 1
+EXIT_LOOP_FAILED = 1  # the scheduling loop stopped on a bug: the Lease is handed over first
+LOOP_STALL_SECONDS = 60.0  # a leader's loop ticks at least every second; this long without one is a hang
 SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 log = structlog.get_logger("pysched.cmd.run")
@@ -157,6 +160,8 @@ class _State:
     leader: bool = False
     shutting_down: bool = False
     lost: bool = False
+    failed: str = ""  # why the scheduling loop stopped, when it did
+    scheduling: bool = False
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     leading: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -187,22 +192,35 @@ async def _serve(
         LiveOptions(scheduler_names=names, event_qps=args.event_qps, event_burst=args.event_burst),
     )
     metrics = SchedulerMetrics()
+    clock = WallClock()
     scheduler = Scheduler(
-        config, backend, WallClock(), registry, max_binds_in_flight=args.max_binds_in_flight, observer=metrics
+        config, backend, clock, registry, max_binds_in_flight=args.max_binds_in_flight, observer=metrics
     )
     state = _State(leader=lease is None)
     backend.writable = lambda: state.leader and not state.lost
     elector = LeaderElector(client, lease, lambda leader: _on_leadership(state, leader)) if lease else None
     _add_sources(metrics, scheduler, backend, client, state)
 
+    def not_live() -> str | None:
+        if state.failed:
+            return f"the scheduling loop stopped: {state.failed}"
+        stalled = clock.now() - scheduler.last_tick
+        if state.scheduling and stalled > LOOP_STALL_SECONDS:
+            return f"the scheduling loop has not run for {stalled:.0f} s"
+        return None
+
     def not_ready() -> str | None:
+        if (dead := not_live()) is not None:
+            return dead
         if not state.warmed:
             return "compiling kernels"
+        if (unreachable := client.unreachable()) is not None:
+            return f"API server unreachable: {unreachable}"
         if not backend.synced:
             return "informers not synced: " + next((i.last_error for i in backend.informers if i.last_error), "")
         return None
 
-    server = OpsServer(metrics, not_ready, *address)
+    server = OpsServer(metrics, not_ready, *address, not_live=not_live)
     try:
         await server.start()
     except OSError as err:
@@ -219,9 +237,11 @@ async def _serve(
         await _until(state.stop, started)
         if not state.stop.is_set():
             log.info("ready", nodes=len(backend.nodes), pods=len(backend.pods))
-            await _lead_and_schedule(scheduler, elector, state)
+            await _lead_and_schedule(scheduler, backend, elector, state)
     finally:
         await _teardown(scheduler, backend, elector, server, client, state)
+    if state.failed:
+        return EXIT_LOOP_FAILED
     return EXIT_LOST_LEASE if state.lost else 0
 
 
@@ -251,7 +271,9 @@ async def _until(stop: asyncio.Event, task: asyncio.Task[None]) -> None:
         await task
 
 
-async def _lead_and_schedule(scheduler: Scheduler, elector: LeaderElector | None, state: _State) -> None:
+async def _lead_and_schedule(
+    scheduler: Scheduler, backend: LiveCluster, elector: LeaderElector | None, state: _State
+) -> None:
     election: asyncio.Task[None] | None = None
     if elector is not None:
         election = asyncio.create_task(elector.run(state.stop))  # renews until stop or loss
@@ -262,8 +284,17 @@ async def _lead_and_schedule(scheduler: Scheduler, elector: LeaderElector | None
     try:
         if state.leader and not state.stop.is_set():
             log.info("scheduling")
+            state.scheduling = True
+            await backend.post_missing_scheduled_events(scheduler.clock.now())
             await scheduler.run(state.stop)
+    except Exception as err:
+        # A bug past every per-pod guard: never keep the Lease with a dead loop (the standby
+        # could not take over). Health turns red, the Lease is handed back, the process exits.
+        state.failed = describe(err)
+        log.exception("the scheduling loop stopped; handing the lease over and exiting")
+        state.stop.set()
     finally:
+        state.scheduling = False
         if election is not None:
             await _until(state.stop, election)
 

@@ -1,4 +1,7 @@
-"""The operations endpoint: /healthz, /readyz and /metrics over plain HTTP."""
+"""The operations endpoint: /healthz (= /livez), /readyz and /metrics over plain HTTP.
+
+/healthz answering at all means the event loop runs; it also answers 500 when the process knows
+it is broken (the scheduling loop stopped or stalled), so the liveness probe restarts it."""
 
 from __future__ import annotations
 
@@ -8,19 +11,31 @@ from aiohttp import web
 
 from pysched.cmd.metrics import SchedulerMetrics
 
-Readiness = Callable[[], str | None]  # None when ready, else why not
+Readiness = Callable[[], str | None]  # None when ready (or alive), else why not
 
 
 class OpsServer:
-    def __init__(self, metrics: SchedulerMetrics, not_ready: Readiness, host: str, port: int) -> None:
+    def __init__(
+        self,
+        metrics: SchedulerMetrics,
+        not_ready: Readiness,
+        host: str,
+        port: int,
+        *,
+        not_live: Readiness = lambda: None,
+    ) -> None:
         self._metrics = metrics
         self._not_ready = not_ready
+        self._not_live = not_live
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        return web.Response(text="ok")  # answering at all means the event loop is alive
+        reason = self._not_live()
+        if reason is None:
+            return web.Response(text="ok")
+        return web.Response(status=500, text=f"not healthy: {reason}\n")
 
     async def _readyz(self, request: web.Request) -> web.Response:
         reason = self._not_ready()

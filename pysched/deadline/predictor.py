@@ -462,15 +462,20 @@ def _stats_of(cpus: float, intervals: list[Interval]) -> CountStats | None:
     return CountStats(cpus, mean, sigma, seconds, steps, len(intervals))
 
 
+MAX_CANDIDATES = 1024  # whole counts tried between the bounds; callers cap them by node capacity
+
+
 def candidate_counts(cpu_min: float, cpu_max: float) -> Iterator[float]:
-    """cpu_min, each whole count above it below cpu_max, cpu_max (ascending, no repeats)."""
-    if not (cpu_min > 0 and cpu_max >= cpu_min):
+    """cpu_min, each whole count above it below cpu_max, cpu_max (ascending, no repeats). A range
+    wider than MAX_CANDIDATES steps by more than one CPU, so no range can stall the caller."""
+    if not (cpu_min > 0 and cpu_max >= cpu_min and math.isfinite(cpu_max)):
         return
     yield float(cpu_min)
-    c = math.floor(cpu_min) + 1
+    step = max(1, math.ceil((cpu_max - cpu_min) / MAX_CANDIDATES))
+    c = math.floor(cpu_min) + step
     while c < cpu_max:
         yield float(c)
-        c += 1
+        c += step
     if cpu_max > cpu_min:
         yield float(cpu_max)
 

@@ -17,6 +17,7 @@ from pysched.framework.clock import Clock
 from pysched.framework.cluster import ClusterBackend
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import EventRegistration
+from pysched.framework.incidents import Incidents
 from pysched.framework.lifecycle import PodLifecycle
 from pysched.framework.nodetable import I64, Bools, NodeTable
 from pysched.framework.status import Status
@@ -41,13 +42,15 @@ class QueuedPod:
 class Handle:
     """What a profile's plugins may reach of the running scheduler (kube-scheduler's
     framework.Handle): the cluster, the clock, the node table, the pods waiting at Permit (shared
-    by every profile) and the profile's pod lifecycle notices."""
+    by every profile), the profile's pod lifecycle notices, and where a plugin reports a bug it
+    contained to one pod (shared by every profile)."""
 
     cluster: ClusterBackend
     clock: Clock
     nodes: NodeTable
     waiting_pods: WaitingPods = field(default_factory=WaitingPods)
     pod_lifecycle: PodLifecycle = field(default_factory=PodLifecycle)
+    incidents: Incidents = field(default_factory=Incidents)
 
 
 @runtime_checkable

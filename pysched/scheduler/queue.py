@@ -4,7 +4,10 @@
 - backoff: pods that failed recently wait 1 s, doubling per attempt up to 10 s;
 - unschedulable: parked until a cluster event that may help (per the rejecting plugins'
   queueing hints) or the safety flush (parked longer than 5 min, checked every 30 s);
-- gated: pods a PreEnqueue plugin holds back.
+- gated: pods a PreEnqueue plugin holds back;
+- parked: pods on which a plugin or the scheduler raised (a bug, contained to the pod): they
+  come back when the pod changes or after the unschedulable timeout, never on cluster events,
+  so one such pod cannot spin the loop.
 Time comes from the injected clock only.
 """
 
@@ -25,11 +28,15 @@ from pysched.framework.events import ClusterEvent, QueueingHint
 from pysched.framework.interfaces import QueuedPod
 from pysched.framework.status import Status
 
-ACTIVE, BACKOFF, UNSCHEDULABLE, GATED, IN_FLIGHT = "active", "backoff", "unschedulable", "gated", "in-flight"
+ACTIVE, BACKOFF, UNSCHEDULABLE, GATED, PARKED, IN_FLIGHT = (
+    "active", "backoff", "unschedulable", "gated", "parked", "in-flight"
+)  # fmt: skip
+MAX_DOUBLINGS = 64  # the backoff's exponent is capped before the power: 2.0 ** 1025 overflows
 
 SortKey = Callable[[QueuedPod], tuple[Any, ...]]
 PreEnqueue = Callable[[PodInfo], Status]
 Hint = Callable[[QueuedPod, ClusterEvent], QueueingHint]
+Contained = Callable[[QueuedPod, str, Exception], None]  # (pod, stage, error): a plugin raised
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +58,10 @@ class SchedulingQueue:
         pre_enqueue: PreEnqueue,
         hint: Hint,
         timings: QueueTimings = DEFAULT_TIMINGS,
+        contained: Contained | None = None,
     ) -> None:
         self._clock = clock
+        self._contained = contained
         self._sort_key = sort_key
         self._pre_enqueue = pre_enqueue
         self._hint = hint
@@ -63,6 +72,7 @@ class SchedulingQueue:
         self._active: list[tuple[tuple[Any, ...], int, PodKey]] = []
         self._backoff: list[tuple[float, int, PodKey]] = []
         self._unschedulable: dict[PodKey, QueuedPod] = {}
+        self._parked: dict[PodKey, QueuedPod] = {}
         self._seq = itertools.count()
         self._event_seq = 0
         self._popped_at: dict[PodKey, int] = {}
@@ -71,7 +81,11 @@ class SchedulingQueue:
 
     # ----- placement helpers
     def _push_active(self, qp: QueuedPod) -> None:
-        qp.sort_key = self._sort_key(qp)
+        try:
+            qp.sort_key = self._sort_key(qp)
+        except Exception as err:  # a QueueSort plugin's bug parks this pod, not the queue
+            self._contain(qp, "QueueSort", err)
+            return
         token = next(self._seq)
         self._token[qp.pod.key] = token
         self._where[qp.pod.key] = ACTIVE
@@ -89,10 +103,22 @@ class SchedulingQueue:
         self._token.pop(qp.pod.key, None)
         if where == UNSCHEDULABLE:
             self._unschedulable[qp.pod.key] = qp
+        elif where == PARKED:
+            self._parked[qp.pod.key] = qp
+
+    def _contain(self, qp: QueuedPod, stage: str, err: Exception) -> None:
+        self.park(qp)
+        if self._contained is not None:
+            self._contained(qp, stage, err)
 
     def _enqueue(self, qp: QueuedPod) -> None:
         """Into active, or gated when a PreEnqueue plugin says not yet."""
-        status = self._pre_enqueue(qp.pod)
+        self._parked.pop(qp.pod.key, None)
+        try:
+            status = self._pre_enqueue(qp.pod)
+        except Exception as err:  # called from informer handlers: contain it to this pod
+            self._contain(qp, "PreEnqueue", err)
+            return
         if status.ok:
             qp.gated_by = ""
             self._push_active(qp)
@@ -102,7 +128,7 @@ class SchedulingQueue:
 
     def _backoff_for(self, attempts: int) -> float:
         t = self.timings
-        return float(min(t.initial_backoff * 2.0 ** max(attempts - 1, 0), t.max_backoff))
+        return float(min(t.initial_backoff * 2.0 ** min(max(attempts - 1, 0), MAX_DOUBLINGS), t.max_backoff))
 
     def _leave_unschedulable(self, qp: QueuedPod) -> None:
         self._unschedulable.pop(qp.pod.key, None)
@@ -128,20 +154,23 @@ class SchedulingQueue:
             return
         changed = qp.pod.raw.get("spec") != pod.raw.get("spec") or qp.pod.annotations != pod.annotations
         qp.pod = pod
-        where = self._where[pod.key]
-        if where == GATED:
+        where = self._where.get(pod.key)
+        if where == GATED or (where == PARKED and changed):
             self._enqueue(qp)
         elif where == UNSCHEDULABLE and changed:
             # The pod itself changed (a resize, a new toleration...): it may fit now.
             self._leave_unschedulable(qp)
         elif where == ACTIVE:
             self._push_active(qp)  # re-sort: the old heap entry goes stale
+        elif where is None:
+            self._enqueue(qp)  # never placed (cannot happen; a pod must not get stuck if it does)
 
     def delete(self, key: PodKey) -> None:
         self._pods.pop(key, None)
         self._where.pop(key, None)
         self._token.pop(key, None)
         self._unschedulable.pop(key, None)
+        self._parked.pop(key, None)
         self._popped_at.pop(key, None)
 
     def on_event(self, event: ClusterEvent) -> int:
@@ -149,7 +178,12 @@ class SchedulingQueue:
         self._event_seq += 1
         moved = 0
         for qp in list(self._unschedulable.values()):
-            if self._hint(qp, event) is QueueingHint.QUEUE:
+            try:
+                hint = self._hint(qp, event)
+            except Exception as err:
+                self._contain(qp, "QueueingHint", err)
+                continue
+            if hint is QueueingHint.QUEUE:
                 self._leave_unschedulable(qp)
                 moved += 1
         return moved
@@ -166,6 +200,9 @@ class SchedulingQueue:
             for qp in list(self._unschedulable.values()):
                 if now - qp.last_failure >= self.timings.unschedulable_timeout:
                     self._leave_unschedulable(qp)
+            for qp in list(self._parked.values()):
+                if now - qp.last_failure >= self.timings.unschedulable_timeout:
+                    self._enqueue(qp)  # the bug may have been transient: try once more
 
     def pop(self) -> QueuedPod | None:
         """The next pod to schedule, or None when nothing is ready."""
@@ -207,6 +244,15 @@ class SchedulingQueue:
         else:
             self._park(qp, UNSCHEDULABLE)
 
+    def park(self, qp: QueuedPod) -> None:
+        """A bug hit this pod: hold it until it changes or the unschedulable timeout passes."""
+        if qp.pod.key not in self._pods:
+            return
+        self._unschedulable.pop(qp.pod.key, None)
+        qp.last_failure = self._clock.now()
+        self._popped_at.pop(qp.pod.key, None)
+        self._park(qp, PARKED)
+
     def requeue_backoff(self, qp: QueuedPod) -> None:
         """After an error (bind failure, API error): retry after the backoff."""
         key = qp.pod.key
@@ -224,7 +270,7 @@ class SchedulingQueue:
         while self._backoff and self._token.get(self._backoff[0][2]) != self._backoff[0][1]:
             heapq.heappop(self._backoff)  # drop stale entries
         times = [self._backoff[0][0]] if self._backoff else []
-        if self._unschedulable:
+        if self._unschedulable or self._parked:
             times.append(self._next_flush)
         return min(times) if times else None
 
@@ -247,7 +293,7 @@ class SchedulingQueue:
         return bool(self._backoff)
 
     def counts(self) -> dict[str, int]:
-        out = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0, IN_FLIGHT: 0}
+        out = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0, PARKED: 0, IN_FLIGHT: 0}
         for where in self._where.values():
             out[where] += 1
         return out

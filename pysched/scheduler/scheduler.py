@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Concatenate, ParamSpec
 
 import structlog
 
@@ -22,6 +22,8 @@ from pysched.framework.cluster import ClusterBackend, PodCondition
 from pysched.framework.config import ConfigError, SchedulerConfig
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
+from pysched.framework.incidents import REASON as INCIDENT_REASON
+from pysched.framework.incidents import Incidents
 from pysched.framework.interfaces import Handle, QueuedPod
 from pysched.framework.lifecycle import PodLifecycle
 from pysched.framework.registry import Registry
@@ -36,6 +38,30 @@ from pysched.scheduler.runtime import Framework
 
 log = structlog.get_logger("pysched.scheduler.scheduler")
 
+_P = ParamSpec("_P")
+_RESERVING = "pysched/reserving"  # CycleState key: the node Reserve ran for
+PARKED_UNTIL = "it is parked until it changes or for the unschedulable timeout"
+
+
+def _contained(
+    stage: str,
+) -> Callable[[Callable[Concatenate[Scheduler, _P], None]], Callable[Concatenate[Scheduler, _P], None]]:
+    """An informer handler whose bug is reported against the object it was handed, so one pod's
+    update cannot stop the informer's stream for everyone else."""
+
+    def wrap(handler: Callable[Concatenate[Scheduler, _P], None]) -> Callable[Concatenate[Scheduler, _P], None]:
+        def guarded(self: Scheduler, /, *args: _P.args, **kwargs: _P.kwargs) -> None:
+            try:
+                handler(self, *args, **kwargs)
+            except Exception as err:
+                pod = next((a for a in reversed(args) if isinstance(a, PodInfo)), None)
+                self.incidents.report(stage, pod, err)
+
+        guarded.__name__, guarded.__doc__ = handler.__name__, handler.__doc__
+        return guarded
+
+    return wrap
+
 
 @dataclass(slots=True)
 class SchedulerStats:
@@ -43,6 +69,7 @@ class SchedulerStats:
     unschedulable: int = 0
     errors: int = 0
     bind_failures: int = 0
+    internal_errors: int = 0
     cycle_seconds: list[float] = field(default_factory=list)
 
 
@@ -78,9 +105,13 @@ class Scheduler:
         self.clock = clock
         self.cache = Cache()
         self.waiting_pods = WaitingPods()
+        self.incidents = Incidents()
+        self.incidents.install(self._notify_incident)
         self.frameworks = {
             profile.scheduler_name: Framework(
-                profile, registry, Handle(backend, clock, self.cache.nodes, self.waiting_pods, PodLifecycle())
+                profile,
+                registry,
+                Handle(backend, clock, self.cache.nodes, self.waiting_pods, PodLifecycle(), self.incidents),
             )
             for profile in config.profiles
         }
@@ -91,7 +122,9 @@ class Scheduler:
                 config.source, "profiles", f"profiles run together must share one queueSort plugin, got {sorted(sorts)}"
             )
         queue_sort = next(iter(self.frameworks.values())).queue_sort
-        self.queue = SchedulingQueue(clock, queue_sort.sort_key, self._pre_enqueue, self._hint, timings)
+        self.queue = SchedulingQueue(
+            clock, queue_sort.sort_key, self._pre_enqueue, self._hint, timings, self._queue_contained
+        )
         self.stats = SchedulerStats()
         self._timer = timer
         self._record = record_cycle_times
@@ -102,6 +135,7 @@ class Scheduler:
         intervals = [p.reconcile_interval for f in self.frameworks.values() for p in f.reconcile]
         self._reconcile_interval = min(intervals) if intervals else None
         self._next_reconcile = clock.now() + (self._reconcile_interval or 0.0)
+        self.last_tick = clock.now()  # the live loop's heartbeat (liveness)
 
     # ----- wiring
     async def start(self) -> None:
@@ -129,18 +163,30 @@ class Scheduler:
             return QueueingHint.SKIP
         return framework.requeue_hint(queued.pod, queued.unschedulable_plugins, event)
 
+    # ----- contained bugs
+    def _notify_incident(self, pod: PodInfo, message: str) -> None:
+        self.stats.internal_errors += 1
+        self._side_tasks.spawn(self._report_failure(pod, INCIDENT_REASON, message))
+
+    def _queue_contained(self, queued: QueuedPod, stage: str, err: Exception) -> None:
+        self.incidents.report(stage, queued.pod, err, then=PARKED_UNTIL)
+
     # ----- ClusterListener: the informer stream
+    @_contained("NodeAdd")
     def on_node_added(self, node: NodeInfo) -> None:
         self.cache.add_node(node)
         self.queue.on_event(ClusterEvent(EventKind.NODE_ADD, None, node))
 
+    @_contained("NodeUpdate")
     def on_node_updated(self, old: NodeInfo, new: NodeInfo) -> None:
         self.cache.update_node(new)
         self.queue.on_event(ClusterEvent(EventKind.NODE_UPDATE, old, new))
 
+    @_contained("NodeDelete")
     def on_node_deleted(self, node: NodeInfo) -> None:
         self.cache.remove_node(node)
 
+    @_contained("PodAdd")
     def on_pod_added(self, pod: PodInfo) -> None:
         if pod.node_name is not None:
             self.cache.add_pod(pod)
@@ -148,6 +194,7 @@ class Scheduler:
         elif self._ours(pod) and not pod.deleting and not pod.terminated:
             self.queue.add(pod)
 
+    @_contained("PodUpdate")
     def on_pod_updated(self, old: PodInfo, new: PodInfo) -> None:
         if new.node_name is None:
             if self._ours(new) and not new.deleting and not new.terminated:
@@ -171,6 +218,7 @@ class Scheduler:
         if framework is not None:
             framework.handle.pod_lifecycle.terminated(pod)
 
+    @_contained("PodDelete")
     def on_pod_deleted(self, pod: PodInfo) -> None:
         if self.cache.pod_node(pod.key) is not None:
             self.cache.remove_pod(pod)
@@ -182,6 +230,7 @@ class Scheduler:
         if framework is not None:
             framework.handle.pod_lifecycle.deleted(pod)
 
+    @_contained("InvalidPod")
     def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:
         meta: Any = raw.get("metadata") or {}
         log.warning("invalid pod", pod=f"{meta.get('namespace')}/{meta.get('name')}", problem=problem)
@@ -203,24 +252,48 @@ class Scheduler:
 
     # ----- scheduling cycle
     def schedule_one(self) -> bool:
-        """Run one scheduling cycle; False when no pod was ready."""
+        """Run one scheduling cycle; False when no pod was ready. A bug in the cycle is the
+        last-resort guard's: the pod is parked with an event, the assumption undone, and the loop
+        goes on with the next pod."""
         queued = self.queue.pop()
         if queued is None:
             return False
+        framework = self.frameworks[queued.pod.scheduler_name]
+        state = CycleState()
+        try:
+            self._scheduling_cycle(framework, state, queued)
+        except Exception as err:
+            self._cycle_crashed(framework, state, queued, err)
+        return True
+
+    def _cycle_crashed(self, framework: Framework, state: CycleState, queued: QueuedPod, err: Exception) -> None:
+        pod = queued.pod
+        node = state.read(_RESERVING, str)
+        if node is not None and self.waiting_pods.get(pod.key) is None:
+            try:
+                framework.run_unreserve(state, pod, NodeName(node))
+            except Exception as unreserve_err:  # keep undoing: the room must come back
+                self.incidents.report("Unreserve", pod, unreserve_err)
+            if self.cache.is_assumed(pod.key):
+                self.cache.forget(pod)
+        self.observer.attempt(pod.scheduler_name, "error", 0.0)
+        self.queue.park(queued)
+        self.incidents.report("scheduling cycle", pod, err, then=PARKED_UNTIL)
+
+    def _scheduling_cycle(self, framework: Framework, state: CycleState, queued: QueuedPod) -> None:
         started = self._timer()
         pod = queued.pod
-        framework = self.frameworks[pod.scheduler_name]
-        state = CycleState()
         result = framework.find_node(state, pod)
         if result.node is None:
             self._fail(queued, result.status, result.diagnosis.rejectors if result.diagnosis else frozenset(), started)
-            return True
+            return
         node = result.node
+        state.write(_RESERVING, node)  # from here a crash must unreserve
         if framework.reserve:
             status = framework.run_reserve(state, pod, node)
             if not status.ok:
                 self._fail(queued, status, frozenset({status.plugin}), started)
-                return True
+                return
         self.cache.assume(pod, node, result.request)
         waits = None
         if framework.permit:
@@ -229,7 +302,7 @@ class Scheduler:
                 framework.run_unreserve(state, pod, node)
                 self.cache.forget(pod)
                 self._fail(queued, status, frozenset({status.plugin}), started)
-                return True
+                return
         if self._record:
             self.stats.cycle_seconds.append(self._timer() - started)
         job = _BindJob(framework, state, queued, node, started)
@@ -238,7 +311,6 @@ class Scheduler:
             self.waiting_pods.hold(pod, node, waits, self.clock.now(), lambda _, status: self._permitted(job, status))
         else:
             self._binds.submit(job)
-        return True
 
     def _permitted(self, job: _BindJob, status: Status) -> None:
         if status.ok:
@@ -279,8 +351,8 @@ class Scheduler:
     async def _run_binding_cycle(self, job: _BindJob) -> None:
         try:
             await self._binding_cycle(job)
-        except Exception:  # a bug in a plugin or backend must not stop the binders
-            log.exception("binding cycle crashed", pod=job.queued.pod.key)
+        except Exception as err:  # a bug in a plugin or backend must not stop the binders
+            self.incidents.report("binding cycle", job.queued.pod, err, then="it is retried after a backoff")
             self._undo(job, Status(Code.ERROR, ("internal error while binding",)))
 
     async def _binding_cycle(self, job: _BindJob) -> None:
@@ -347,7 +419,10 @@ class Scheduler:
             running.setdefault(pod.scheduler_name, []).append(pod)
         for framework in self.frameworks.values():
             for plugin in framework.reconcile:
-                await plugin.reconcile(running.get(framework.name, []))
+                try:
+                    await plugin.reconcile(running.get(framework.name, []))
+                except Exception as err:  # the plugin should contain it per pod; the loop goes on regardless
+                    self.incidents.report(f"{plugin.NAME} reconcile", None, err)
 
     def next_wakeup(self) -> float | None:
         """When the scheduler next has work without any new event: a backoff expiring, the
@@ -376,6 +451,7 @@ class Scheduler:
     async def run(self, stop: asyncio.Event, idle_poll: float = 1.0) -> None:
         """The live loop: schedule while there is work, otherwise wait for the queue."""
         while not stop.is_set():
+            self.last_tick = self.clock.now()
             await self.reconcile_if_due()
             now = self.clock.now()
             self.waiting_pods.expire(now)

@@ -34,6 +34,11 @@ class AsyncKubeClient:
         self._bucket = bucket
         self._timeout = request_timeout
         self.calls: collections.Counter[tuple[str, int]] = collections.Counter()
+        self._transport_error = ""  # the last request's transport failure; "" once anything answers
+
+    def unreachable(self) -> str | None:
+        """Why the API server is unreachable (the last request got no answer), None when it answers."""
+        return self._transport_error or None
 
     async def _send(
         self, method: str, path: str, query: Mapping[str, str] | None, body: Any, content_type: str, timeout: Any
@@ -72,8 +77,10 @@ class AsyncKubeClient:
                 resp.release()
         except (aiohttp.ClientError, TimeoutError, OSError, k8s_client.ApiException) as err:
             self.calls[(method, 0)] += 1
-            return ApiResponse(0, {"message": f"{type(err).__name__}: {err}"})
+            self._transport_error = f"{type(err).__name__}: {err}"
+            return ApiResponse(0, {"message": self._transport_error})
         self.calls[(method, resp.status)] += 1
+        self._transport_error = ""
         try:
             decoded = json.loads(raw) if raw else {}
         except ValueError:
@@ -87,7 +94,9 @@ class AsyncKubeClient:
         try:
             resp = await self._send("GET", path, query, None, "application/json", timeout)
         except (aiohttp.ClientError, TimeoutError, OSError, k8s_client.ApiException) as err:
-            raise WatchFailed(0, f"{type(err).__name__}: {err}") from err
+            self._transport_error = f"{type(err).__name__}: {err}"
+            raise WatchFailed(0, self._transport_error) from err
+        self._transport_error = ""
         try:
             if resp.status != 200:
                 body = (await resp.read()).decode("utf-8", "replace")

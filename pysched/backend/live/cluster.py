@@ -19,8 +19,8 @@ import structlog
 
 from pysched.api.containers import ContainerResize
 from pysched.api.ids import NodeName
-from pysched.api.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
-from pysched.api.times import format_micro_time, format_rfc3339, parse_time
+from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict
+from pysched.api.times import format_micro_time, format_rfc3339, parse_rfc3339, parse_time
 from pysched.backend.live.eventsink import EventRecord, EventSink, Series
 from pysched.backend.live.informer import Informer
 from pysched.backend.live.kubeclient import JSON, MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeClient
@@ -60,6 +60,17 @@ def _keep_owner_time(old: PodInfo, new: PodInfo) -> PodInfo:
     ):
         return new.evolve(owner_created=old.owner_created)
     return new
+
+
+EVENT_TTL_SECONDS = 3600.0  # the apiserver's default --event-ttl: older events are gone anyway
+
+
+def _scheduled_at(pod: PodInfo) -> float:
+    """When the pod was bound: its PodScheduled condition's transition, else its creation."""
+    for condition in (pod.raw.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("lastTransitionTime"):
+            return parse_rfc3339(str(condition["lastTransitionTime"])) or pod.created
+    return pod.created
 
 
 def _pod_path(pod: PodInfo, sub: str = "") -> str:
@@ -208,7 +219,7 @@ class LiveCluster:
         old = self.nodes.get(name)
         try:
             node = node_from_dict(raw)
-        except (ValueError, KeyError, TypeError) as err:
+        except MALFORMED as err:
             log.warning("node cannot be read, ignored", node=name, problem=str(err))
             if old is not None:
                 self._node_delete(name, None)
@@ -244,7 +255,7 @@ class LiveCluster:
             return  # another scheduler's pending pod: nothing to account or schedule
         try:
             pod = pod_from_dict(raw, self.job_created)
-        except (ValueError, KeyError, TypeError) as err:
+        except MALFORMED as err:
             if old is not None:
                 self._pod_delete(key, None)
             uid = str(meta.get("uid") or key)
@@ -288,7 +299,7 @@ class LiveCluster:
             return None
         try:
             ended = pod_from_dict(raw, self.job_created)
-        except (ValueError, KeyError, TypeError):
+        except MALFORMED:
             return None
         return _keep_owner_time(old, ended) if ended.terminated and ended.uid == old.uid else None
 
@@ -396,6 +407,43 @@ class LiveCluster:
                 controller=pod.scheduler_name or self.options.controller,
             )
         )
+
+    async def post_missing_scheduled_events(self, now: float) -> int:
+        """A leader killed between a bind and its `Scheduled` event leaves a bound pod without one.
+        A new leader lists the `Scheduled` events once and posts the missing ones for pods of its
+        profiles bound within the events' lifetime; returns how many it posted."""
+        names = self.options.scheduler_names
+        bound = [
+            pod
+            for pod in self.pods.values()
+            if pod.node_name is not None
+            and not pod.terminated
+            and (names is None or pod.scheduler_name in names)
+            and _scheduled_at(pod) >= now - EVENT_TTL_SECONDS
+        ]
+        if not bound:
+            return 0
+        seen: set[str] = set()
+        query = {"fieldSelector": "reason=Scheduled", "limit": "500"}
+        while True:
+            resp = await self.client.request("GET", "/apis/events.k8s.io/v1/events", query=query)
+            if not resp.ok:
+                log.warning("scheduled events not listed; none re-posted", error=resp.message())
+                return 0
+            for item in resp.body.get("items") or ():
+                seen.add(str((item.get("regarding") or {}).get("uid") or ""))
+            cont = str((resp.body.get("metadata") or {}).get("continue") or "")
+            if not cont:
+                break
+            query = {**query, "continue": cont}
+        missing = [pod for pod in bound if pod.uid not in seen]
+        for pod in missing:
+            await self.emit_event(
+                pod, "Normal", "Scheduled", f"Successfully assigned {pod.namespace}/{pod.name} to {pod.node_name}"
+            )
+        if missing:
+            log.info("scheduled events re-posted", pods=len(missing))
+        return len(missing)
 
     async def _create_event(self, event: EventRecord, when: float) -> str | None:
         name = f"{event.pod_name[:200]}.{uuid.uuid4().hex[:16]}"

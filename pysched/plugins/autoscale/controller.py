@@ -35,6 +35,7 @@ from pysched.api.containers import (
 )
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.labels import selector_matches
+from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, GPU, MEMORY, to_scheduler_units
 from pysched.deadline.condition import (
@@ -109,9 +110,14 @@ class Controller:
 
     # ----- bounds and node room
     def _bounds(self, pod: PodInfo, node: NodeName | None) -> tuple[float, float]:
-        lo = (cpu_milli_of(pod, CPU_MIN) or int(self.args.cpu_min * 1000)) / 1000
-        hi = (cpu_milli_of(pod, CPU_MAX) or self.handle.nodes.allocatable_and_free(node, CPU)[0]) / 1000
-        return lo, max(lo, hi)
+        """The pod's CPU range, capped by its node's allocatable CPUs before any search: the
+        annotations are the user's, and `choose` tries every whole count in the range."""
+        allocatable = self.handle.nodes.allocatable_and_free(node, CPU)[0]
+        lo = cpu_milli_of(pod, CPU_MIN) or int(self.args.cpu_min * 1000)
+        hi = cpu_milli_of(pod, CPU_MAX) or allocatable
+        if allocatable > 0:
+            lo, hi = min(lo, allocatable), min(hi, allocatable)
+        return lo / 1000, max(lo, hi) / 1000
 
     def _memory_bytes(self, pod: PodInfo, container: str) -> int:
         """The main container's memory request when memory grows with CPUs (0: it does not)."""
@@ -217,9 +223,12 @@ class Controller:
         for key in [k for k in self._slack if k not in alive]:
             del self._slack[key]
         for pod in pods:
-            container = self.eligible(pod)
-            if container is not None:
-                await self._reconcile_one(pod, container, now)
+            try:
+                container = self.eligible(pod)
+                if container is not None:
+                    await self._reconcile_one(pod, container, now)
+            except Exception as err:  # one pod's bug must not stop the others' scaling
+                self.handle.incidents.report("Autoscale reconcile", pod, err, then="its CPUs are left as they are")
 
     def _resume(self, pod: PodInfo, total: int, deadline: float, current: float) -> JobState:
         """A running job this scheduler did not bind (a new leader): take back what the
@@ -257,7 +266,7 @@ class Controller:
             result = model.observe(steps, at, job.cpus, now, resolution=resolution)
         if result.verdict in (Verdict.FUTURE, Verdict.BEYOND_TOTAL) and value != job.warned:
             job.warned = value or ""
-            return model, f"{PROGRESS}: {value!r} ignored: {result.message}"
+            return model, f"{PROGRESS}: {clip(value or '')} ignored: {result.message}"
         return model, ""
 
     async def _reconcile_one(self, pod: PodInfo, container: str, now: float) -> None:

@@ -39,6 +39,7 @@ from pysched.api.annotations import (
 )
 from pysched.api.ids import PodKey, PodUID
 from pysched.api.labels import selector_matches, selector_problem
+from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU
 from pysched.deadline.condition import CONDITION, DEMOTED_REASON, demoted_by_condition
@@ -123,11 +124,12 @@ class DeadlineLaxity:
     def pre_enqueue(self, pod: PodInfo) -> Status:
         for key, value, forms in invalid_annotations(pod):
             warned = self._warned.setdefault(pod.uid, set())
-            if (key, value) not in warned:
-                warned.add((key, value))
+            shown = clip(value)  # kept and echoed cut short: the value may be 200 KB
+            if (key, shown) not in warned:
+                warned.add((key, shown))
                 self._tasks.spawn(
                     self.handle.cluster.emit_event(
-                        pod, "Warning", "InvalidAnnotation", f"{key}: {value!r} is not {forms}; ignored"
+                        pod, "Warning", "InvalidAnnotation", f"{key}: {shown} is not {forms}; ignored"
                     )
                 )
         self.judge(pod)

@@ -576,3 +576,13 @@ def test_millisecond_stamps_are_trusted_to_the_millisecond() -> None:
     fine = sigma(["0@2026-11-30T12:00:00.000Z", "100@2026-11-30T12:00:01.200Z", "200@2026-11-30T12:00:02.400Z"])
     coarse = sigma(["0@2026-11-30T12:00:00Z", "100@2026-11-30T12:00:01Z", "200@2026-11-30T12:00:02Z"])
     assert fine < 0.02 < 0.3 < coarse
+
+
+def test_candidate_counts_are_bounded_whatever_the_range() -> None:
+    from pysched.deadline.predictor import MAX_CANDIDATES, candidate_counts
+
+    wide = list(candidate_counts(1.0, 1e9))
+    assert len(wide) <= MAX_CANDIDATES + 2
+    assert wide[0] == 1.0 and wide[-1] == 1e9 and wide == sorted(set(wide))
+    assert list(candidate_counts(1.5, 4.0)) == [1.5, 2.0, 3.0, 4.0]  # narrow ranges still try every count
+    assert list(candidate_counts(1.0, float("inf"))) == []

@@ -1,3 +1,5 @@
+import pytest
+
 from pysched.api.builders import make_node, make_pod
 from pysched.api.objects import PodInfo
 from pysched.framework.clock import VirtualClock
@@ -123,3 +125,90 @@ def test_has_active_ignores_stale_heap_entries() -> None:
     assert q.has_active()
     assert q.pop() is not None
     assert not q.has_active() and q.counts()["active"] == 0
+
+
+def test_backoff_after_thousands_of_attempts_is_the_cap_not_an_overflow() -> None:
+    clock = VirtualClock(0.0)
+    q = _queue(clock)
+    q.add(make_pod("p"))
+    queued = q.pop()
+    assert queued is not None
+    queued.attempts = 5000  # 2.0 ** 4999 would raise OverflowError
+    q.requeue_backoff(queued)
+    assert q.next_wakeup() == 10.0
+
+
+def _contained_queue(clock: VirtualClock, raising: set[str], where: str) -> tuple[SchedulingQueue, list[str]]:
+    caught: list[str] = []
+
+    def pre_enqueue(pod: PodInfo) -> Status:
+        if where == "PreEnqueue" and pod.name in raising:
+            raise ValueError("invalid literal for int(): '²'")
+        return SUCCESS
+
+    def sort_key(queued: QueuedPod) -> tuple[object, ...]:
+        if where == "QueueSort" and queued.pod.name in raising:
+            raise ValueError("invalid literal for int(): '²'")
+        return PrioritySort().sort_key(queued)
+
+    def hint(queued: QueuedPod, event: ClusterEvent) -> QueueingHint:
+        if where == "QueueingHint" and queued.pod.name in raising:
+            raise KeyError("boom")
+        return QueueingHint.QUEUE
+
+    def contained(queued: QueuedPod, stage: str, err: Exception) -> None:
+        caught.append(f"{queued.pod.name}:{stage}")
+
+    return SchedulingQueue(clock, sort_key, pre_enqueue, hint, QueueTimings(), contained), caught
+
+
+@pytest.mark.parametrize("stage", ["PreEnqueue", "QueueSort"])
+def test_a_plugin_raising_on_enqueue_parks_only_that_pod(stage: str) -> None:
+    clock = VirtualClock(0.0)
+    q, caught = _contained_queue(clock, {"bad"}, stage)
+    q.add(make_pod("bad", annotations={"pysched.io/total-steps": "²"}))
+    q.add(make_pod("good"))
+    assert caught == [f"bad:{stage}"]
+    assert q.where(make_pod("bad").key) == "parked"
+    popped = q.pop()
+    assert popped is not None and popped.pod.name == "good"
+    assert q.pop() is None
+    q.update(make_pod("bad", annotations={"pysched.io/total-steps": "²"}))  # unchanged: stays parked
+    assert q.where(make_pod("bad").key) == "parked"
+    assert q.counts()["parked"] == 1
+
+
+def test_a_parked_pod_returns_when_it_changes_or_after_the_timeout() -> None:
+    clock = VirtualClock(0.0)
+    raising = {"bad"}
+    q, _ = _contained_queue(clock, raising, "PreEnqueue")
+    q.add(make_pod("bad", annotations={"x": "1"}))
+    assert q.where(make_pod("bad").key) == "parked"
+    q.on_event(ClusterEvent(EventKind.NODE_ADD, None, make_node("n")))
+    assert q.where(make_pod("bad").key) == "parked"  # cluster events never wake a parked pod
+    raising.clear()
+    q.update(make_pod("bad", annotations={"x": "2"}))
+    assert q.where(make_pod("bad").key) == "active"
+    raising.add("again")
+    q.add(make_pod("again"))
+    raising.clear()
+    clock.advance(299.0)
+    q.flush()
+    assert q.where(make_pod("again").key) == "parked"
+    clock.advance(31.0)
+    q.flush()
+    assert q.where(make_pod("again").key) == "active"
+
+
+def test_a_raising_queueing_hint_parks_that_pod_and_moves_the_others() -> None:
+    clock = VirtualClock(0.0)
+    q, caught = _contained_queue(clock, {"bad"}, "QueueingHint")
+    for name in ("bad", "good"):
+        q.add(make_pod(name))
+        popped = q.pop()
+        assert popped is not None
+        q.requeue_unschedulable(popped, frozenset({"NodeResourcesFit"}))
+    moved = q.on_event(ClusterEvent(EventKind.NODE_ADD, None, make_node("n")))
+    assert moved == 1 and caught == ["bad:QueueingHint"]
+    assert q.where(make_pod("good").key) in ("active", "backoff")
+    assert q.where(make_pod("bad").key) == "parked"

@@ -170,6 +170,19 @@ def test_cpu_max_caps_and_an_infeasible_job_is_left_alone() -> None:
     assert world.cluster.conditions[KEY]["pysched.io/Deadline"].status == "False"
 
 
+def test_a_huge_cpu_max_is_capped_by_the_node_before_any_search() -> None:
+    async def run() -> World:
+        world = World()
+        # 9,700 steps left in 2 minutes cannot be met on 16 CPUs; 1e9 CPUs would be a billion predictions.
+        await world.submit("3m", **{"pysched.io/cpu-max": "1e9"})
+        await world.progress(300, 60)
+        return world
+
+    world = asyncio.run(run())
+    infeasible = [e.note for e in world.cluster.events if e.reason == "DeadlineInfeasible"]
+    assert len(infeasible) == 1 and "even at 16 CPUs" in infeasible[0]  # the node's 16, not 1e9
+
+
 def test_a_new_leader_keeps_the_cooldown_from_the_condition() -> None:
     async def run(message: str) -> int:
         world = World()

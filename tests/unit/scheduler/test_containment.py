@@ -1,0 +1,143 @@
+"""A plugin raising on one pod is contained to that pod: the pod is parked with an event, the
+room it was assumed on comes back, the bug is counted, and every other pod is scheduled."""
+
+import asyncio
+from collections.abc import Sequence
+from typing import ClassVar
+
+import yaml
+
+from pysched.api.builders import node_dict, pod_dict
+from pysched.api.ids import NodeName, PodKey
+from pysched.api.objects import PodInfo
+from pysched.backend.simulated import SimulatedCluster
+from pysched.framework.clock import VirtualClock
+from pysched.framework.config import parse_config
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.incidents import REASON
+from pysched.framework.interfaces import Handle
+from pysched.framework.registry import NoArgs, PluginSpec
+from pysched.framework.status import SUCCESS, Status
+from pysched.plugins import default_registry
+from pysched.scheduler.scheduler import Scheduler
+
+PROFILE = """
+profiles:
+  - schedulerName: t
+    plugins:
+      queueSort: [{name: PrioritySort}]
+      filter: [{name: NodeResourcesFit}]
+      permit: [{name: Fragile}]
+      bind: [{name: DefaultBinder}]
+      reconcile: [{name: Fragile}]
+"""
+
+
+class Fragile:
+    """Raises on the pods named `bad-*` at Permit (after the pod was assumed) and in reconcile."""
+
+    NAME: ClassVar[str] = "Fragile"
+    reconcile_interval = 10.0
+
+    def __init__(self, args: NoArgs, handle: Handle) -> None:
+        self.handle = handle
+        self.reconciled: list[str] = []
+
+    def permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, float]:
+        if pod.name.startswith("bad"):
+            raise OverflowError("cannot convert float infinity to integer")
+        return SUCCESS, 0.0
+
+    async def reconcile(self, pods: Sequence[PodInfo]) -> None:
+        for pod in pods:
+            try:
+                if pod.name == "good-0":
+                    raise ValueError("Exceeds the limit (4300 digits) for integer string conversion")
+                self.reconciled.append(pod.name)
+            except Exception as err:
+                self.handle.incidents.report("Fragile reconcile", pod, err)
+        if len(pods) > 2:
+            raise RuntimeError("a bug outside the per-pod guard")
+
+
+def _scheduler() -> tuple[VirtualClock, SimulatedCluster, Scheduler]:
+    registry = default_registry()
+    registry.register(PluginSpec("Fragile", NoArgs, Fragile, Fragile))
+    clock = VirtualClock(1000.0)
+    cluster = SimulatedCluster(clock)
+    scheduler = Scheduler(parse_config(yaml.safe_load(PROFILE), "t", registry), cluster, clock, registry)
+    return clock, cluster, scheduler
+
+
+def test_a_crash_in_the_scheduling_cycle_parks_the_pod_and_frees_its_room() -> None:
+    async def run() -> None:
+        clock, cluster, scheduler = _scheduler()
+        cluster.add_node(node_dict("a", cpu="2", memory="8Gi"))
+        await scheduler.start()
+        cluster.create_pod(pod_dict("bad-0", cpu="2", scheduler_name="t", priority=10))
+        cluster.create_pod(pod_dict("good-0", cpu="2", scheduler_name="t"))
+        await scheduler.run_until_idle()
+        # The bad pod went first and crashed after it was assumed on the only node: the good
+        # pod still got that room.
+        assert cluster.pods[PodKey("default/good-0")].node_name == "a"
+        assert cluster.pods[PodKey("default/bad-0")].node_name is None
+        assert scheduler.queue.where(PodKey("default/bad-0")) == "parked"
+        assert scheduler.incidents.counts["scheduling cycle"] == 1
+        assert scheduler.stats.internal_errors == 1
+        notes = [e.note for e in cluster.events if e.pod == "default/bad-0" and e.reason == "FailedScheduling"]
+        assert len(notes) == 1 and "OverflowError" in notes[0] and "parked" in notes[0]
+        condition = cluster.conditions[PodKey("default/bad-0")]["PodScheduled"]
+        assert condition.reason == REASON
+        scheduler.cache.check_consistency()
+        # Cluster events do not retry it (no hot loop), the timeout does, once.
+        cluster.add_node(node_dict("b", cpu="2", memory="8Gi"))
+        await scheduler.run_until_idle()
+        assert scheduler.incidents.counts["scheduling cycle"] == 1
+        clock.advance(331.0)
+        await scheduler.run_until_idle()
+        assert scheduler.incidents.counts["scheduling cycle"] == 2
+        assert scheduler.cache.pod_node(PodKey("default/bad-0")) is None
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+def test_reconcile_bugs_are_contained_per_pod_and_per_plugin() -> None:
+    async def run() -> None:
+        clock, cluster, scheduler = _scheduler()
+        cluster.add_node(node_dict("a", cpu="8", memory="8Gi"))
+        await scheduler.start()
+        for i in range(3):
+            cluster.create_pod(pod_dict(f"good-{i}", cpu="1", scheduler_name="t"))
+        await scheduler.run_until_idle()
+        clock.advance(11.0)
+        await scheduler.run_until_idle()
+        fragile = scheduler.frameworks["t"].reconcile[0]
+        assert isinstance(fragile, Fragile)
+        assert sorted(fragile.reconciled) == ["good-1", "good-2"]  # good-0's bug did not stop them
+        assert scheduler.incidents.counts["Fragile reconcile"] == 2  # the pod's, and the plugin's own
+        events = [e for e in cluster.events if e.reason == "FailedScheduling" and e.pod == "default/good-0"]
+        assert len(events) == 1 and "ValueError" in events[0].note
+        clock.advance(11.0)
+        await scheduler.run_until_idle()  # the loop keeps reconciling after a plugin raised
+        assert sorted(fragile.reconciled) == ["good-1", "good-1", "good-2", "good-2"]
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+def test_a_raising_informer_handler_is_reported_against_its_pod() -> None:
+    async def run() -> None:
+        _, cluster, scheduler = _scheduler()
+        cluster.add_node(node_dict("a", cpu="8", memory="8Gi"))
+        await scheduler.start()
+        broken = cluster.create_pod(pod_dict("p", cpu="1", scheduler_name="t"))
+        assert broken is not None
+        scheduler.on_pod_updated(broken, broken.evolve(node_name=NodeName("a"), requests=None))
+        assert scheduler.incidents.counts["PodUpdate"] == 1
+        cluster.create_pod(pod_dict("q", cpu="1", scheduler_name="t"))
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/q")].node_name == "a"
+        await scheduler.stop()
+
+    asyncio.run(run())
