@@ -22,6 +22,10 @@ URGENCY_VALUES = ("urgent", "relaxed")
 URGENCY_FORMS = '"urgent" or "relaxed"'
 
 PROGRESS_INTERVAL = 60.0  # the training helper writes its progress at most once a minute by default
+# Bounds on step counts and on the progress value: the admission policy of manifests/training
+# enforces the same (a unit test holds the two together); past 4,300 digits int() would raise.
+MAX_STEP_DIGITS = 16
+PROGRESS_MAX_LENGTH = 64
 
 _DURATION = re.compile(r"^(?:\d+(?:\.\d+)?[hms])+$")
 _PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
@@ -56,7 +60,11 @@ def deadline_of(pod: PodInfo) -> float | None:
 
 def total_steps_of(pod: PodInfo) -> int | None:
     value = pod.annotations.get(TOTAL_STEPS, "").strip()
-    return int(value) if value.isdigit() and int(value) > 0 else None
+    return int(value) if _is_step_count(value) and int(value) > 0 else None
+
+
+def _is_step_count(text: str) -> bool:
+    return 0 < len(text) <= MAX_STEP_DIGITS and text.isascii() and text.isdigit()
 
 
 def progress_of(pod: PodInfo) -> tuple[int, float] | None:
@@ -71,9 +79,12 @@ def format_progress(steps: int, when: float) -> str:
 
 
 def parse_progress(value: str) -> tuple[int, float] | None:
-    """(steps done, when observed) from a `STEPS@RFC3339` string; None when malformed."""
+    """(steps done, when observed) from a `STEPS@RFC3339` string; None when malformed or longer
+    than `PROGRESS_MAX_LENGTH` (steps of at most `MAX_STEP_DIGITS` digits)."""
+    if len(value) > PROGRESS_MAX_LENGTH:
+        return None
     steps, sep, when = value.strip().partition("@")
-    if not sep or not (steps.isascii() and steps.isdigit()):
+    if not sep or not _is_step_count(steps):
         return None
     observed = parse_rfc3339(when)
     return None if observed is None or not math.isfinite(observed) else (int(steps), observed)
@@ -90,8 +101,8 @@ CPU_MIN = "pysched.io/cpu-min"
 CPU_MAX = "pysched.io/cpu-max"
 AUTOSCALE = "pysched.io/autoscale"
 CONTAINER = "pysched.io/container"
-TOTAL_STEPS_FORMS = "a positive integer such as 10000"
-PROGRESS_FORMS = "STEPS@RFC3339, e.g. 1200@2026-11-30T12:00:05Z"
+TOTAL_STEPS_FORMS = "a positive integer of at most 16 digits, such as 10000"
+PROGRESS_FORMS = "STEPS@RFC3339 (at most 16 digits, 64 characters), e.g. 1200@2026-11-30T12:00:05Z"
 CPU_FORMS = "a positive Kubernetes CPU quantity such as 500m, 2 or 1.5"
 AUTOSCALE_FORMS = '"true" or "false"'
 CONTAINER_FORMS = "the name of one of the pod's containers"
