@@ -22,11 +22,14 @@ URGENCY_VALUES = ("urgent", "relaxed")
 URGENCY_FORMS = '"urgent" or "relaxed"'
 
 PROGRESS_INTERVAL = 60.0  # the training helper writes its progress at most once a minute by default
+# The admission policy of manifests/training enforces the same bounds (a unit test holds them together).
+MAX_STEP_DIGITS = len(str(MAX_STEPS))
+PROGRESS_MAX_LENGTH = MAX_VALUE_CHARS
 
 # ASCII digits only: `\d` would read Arabic-Indic or other Unicode digits as a duration.
 _DURATION = re.compile(r"^(?:[0-9]+(?:\.[0-9]+)?[hms])+$")
 _PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)([hms])")
-_STEPS = re.compile(r"^[0-9]{1,16}$")  # at most MAX_STEPS (2^53 has 16 digits)
+_STEPS = re.compile(rf"^[0-9]{{1,{MAX_STEP_DIGITS}}}$")
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0}
 
 
@@ -86,7 +89,7 @@ def format_progress(steps: int, when: float) -> str:
 
 def parse_progress(value: str) -> tuple[int, float] | None:
     """(steps done, when observed) from a `STEPS@RFC3339` string; None when malformed or out of bounds."""
-    if len(value) > 2 * MAX_VALUE_CHARS:  # before any split: the value may be 200 KB
+    if len(value) > PROGRESS_MAX_LENGTH:  # before any split: the value may be 200 KB
         return None
     steps, sep, when = value.strip().partition("@")
     done = parse_steps(steps) if sep else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import signal
 import socket
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from pysched.backend.live.cluster import LiveCluster
     from pysched.backend.live.leader import LeaderElector, LeaseConfig
     from pysched.cmd.metrics import SchedulerMetrics
-    from pysched.cmd.server import OpsServer
+    from pysched.cmd.server import Listener, OpsServer
     from pysched.framework.config import SchedulerConfig
     from pysched.framework.registry import Registry
     from pysched.scheduler.scheduler import Scheduler
@@ -53,7 +54,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--config", metavar="FILE", help="profile file; default: the built-in profile `pysched`")
     run.add_argument("--kubeconfig", metavar="FILE", help="default: the in-cluster service account")
     run.add_argument("--context", help="kubeconfig context (default: the current one)")
-    run.add_argument("--bind-address", default="0.0.0.0:10251", help="HOST:PORT of /healthz, /readyz, /metrics")
+    serving = run.add_argument_group(
+        "serving",
+        "/healthz, /livez, /readyz and /metrics, as kube-scheduler serves them: HTTPS on --secure-port, where "
+        "/metrics needs a bearer token whose user may get /metrics (TokenReview, then SubjectAccessReview) and "
+        "the health paths need none. Plain HTTP only with --insecure-bind-address.",
+    )
+    serving.add_argument(
+        "--secure-port", type=int, default=10259, help="HTTPS port (default 10259, as kube-scheduler; 0: no HTTPS)"
+    )
+    serving.add_argument(
+        "--bind-address",
+        default="0.0.0.0",
+        metavar="IP",
+        help="IP address of --secure-port (default 0.0.0.0: every interface)",
+    )
+    serving.add_argument("--tls-cert-file", metavar="FILE", help="default: a self-signed certificate made at start")
+    serving.add_argument("--tls-private-key-file", metavar="FILE", help="the key of --tls-cert-file")
+    serving.add_argument(
+        "--insecure-bind-address",
+        metavar="HOST:PORT",
+        help="also serve plain HTTP here, without authentication, e.g. 127.0.0.1:10251 (default: off)",
+    )
     run.add_argument("--qps", type=float, default=50.0, help="client QPS to the API server (default 50; 0: no limit)")
     run.add_argument("--burst", type=int, default=100, help="client burst (default 100)")
     run.add_argument("--event-qps", type=float, default=50.0, help="events per second at most (default 50)")
@@ -104,6 +126,35 @@ def _parse_address(text: str) -> tuple[str, int] | None:
     return (host.strip("[]") or "0.0.0.0", int(port))
 
 
+def _listeners(args: argparse.Namespace) -> tuple[Listener, ...] | str:
+    """The addresses to serve on, with the secure port's TLS context; a message when a flag is bad."""
+    from pysched.cmd.server import Listener
+    from pysched.cmd.tls import TLSError, server_context
+
+    found: list[Listener] = []
+    if not 0 <= args.secure_port < 65536:
+        return f"--secure-port: expected 0 to 65535, got {args.secure_port}"
+    try:
+        ipaddress.ip_address(args.bind_address)
+    except ValueError:
+        hint = " (plain HTTP is --insecure-bind-address HOST:PORT)" if ":" in args.bind_address else ""
+        return f"--bind-address: expected the IP address of --secure-port, got {args.bind_address!r}{hint}"
+    if (args.tls_cert_file is None) != (args.tls_private_key_file is None):
+        return "--tls-cert-file and --tls-private-key-file go together"
+    if args.secure_port:
+        try:
+            tls = server_context(args.tls_cert_file, args.tls_private_key_file, [args.bind_address])
+        except TLSError as err:
+            return str(err)
+        found.append(Listener(args.bind_address, args.secure_port, tls))
+    if args.insecure_bind_address is not None:
+        plain = _parse_address(args.insecure_bind_address)
+        if plain is None:
+            return f"--insecure-bind-address: expected HOST:PORT, got {args.insecure_bind_address!r}"
+        found.append(Listener(*plain))
+    return tuple(found)
+
+
 def _lease_namespace(args: argparse.Namespace) -> str:
     if args.lease_namespace:
         return str(args.lease_namespace)
@@ -118,9 +169,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pysched.plugins import default_registry
     from pysched.plugins.builtin import builtin_config
 
-    address = _parse_address(args.bind_address)
-    if address is None:
-        return _fail(f"--bind-address: expected HOST:PORT, got {args.bind_address!r}")
+    listeners = _listeners(args)
+    if isinstance(listeners, str):
+        return _fail(listeners)
     if args.qps < 0 or args.burst < 1 or args.max_binds_in_flight < 1:
         return _fail("--qps must be >= 0, --burst and --max-binds-in-flight >= 1")
     if args.kubeconfig and not Path(args.kubeconfig).is_file():
@@ -151,7 +202,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         import uvloop
 
         uvloop.install()
-    return asyncio.run(_serve(args, registry, config, lease if args.leader_elect else None, address))
+    return asyncio.run(_serve(args, registry, config, lease if args.leader_elect else None, listeners))
 
 
 @dataclass(slots=True)
@@ -171,11 +222,12 @@ async def _serve(
     registry: Registry,
     config: SchedulerConfig,
     lease: LeaseConfig | None,
-    address: tuple[str, int],
+    listeners: tuple[Listener, ...],
 ) -> int:
     from pysched.backend.live.client import KubeConfigError, connect
     from pysched.backend.live.cluster import LiveCluster, LiveOptions
     from pysched.backend.live.leader import LeaderElector
+    from pysched.cmd.delegated import DelegatedAuth
     from pysched.cmd.metrics import SchedulerMetrics
     from pysched.cmd.server import OpsServer
     from pysched.framework.clock import WallClock
@@ -220,12 +272,12 @@ async def _serve(
             return "informers not synced: " + next((i.last_error for i in backend.informers if i.last_error), "")
         return None
 
-    server = OpsServer(metrics, not_ready, *address, not_live=not_live)
+    server = OpsServer(metrics, not_ready, listeners, DelegatedAuth(client), not_live=not_live)
     try:
         await server.start()
     except OSError as err:
         await client.close()
-        return _fail(f"--bind-address {args.bind_address}: {err.strerror or err}")
+        return _fail(f"cannot listen on {err.strerror or err}")
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: _shutdown(state))

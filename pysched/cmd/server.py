@@ -1,17 +1,45 @@
-"""The operations endpoint: /healthz (= /livez), /readyz and /metrics over plain HTTP.
+"""The operations endpoints: /healthz, /livez, /readyz and /metrics, as kube-scheduler serves them.
 
-/healthz answering at all means the event loop runs; it also answers 500 when the process knows
-it is broken (the scheduling loop stopped or stalled), so the liveness probe restarts it."""
+On the secure port (HTTPS) /metrics needs a bearer token whose user may `get` it (delegated
+authentication and authorization, `pysched.cmd.delegated`); the health paths answer anyone, as
+kube-scheduler's always-allowed paths do, so probes need no token. The plain HTTP listener exists
+only when asked for and serves everything without authentication, like kube-scheduler's former
+insecure port: bind it to loopback.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import ssl
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from aiohttp import web
+import structlog
+from aiohttp import hdrs, web
 
+from pysched.cmd.delegated import Authorizer
 from pysched.cmd.metrics import SchedulerMetrics
 
-Readiness = Callable[[], str | None]  # None when ready (or alive), else why not
+Readiness = Callable[[], str | None]  # None when ready (or live), else why not
+ALWAYS_ALLOWED = ("/healthz", "/livez", "/readyz")  # answered without a token
+
+log = structlog.get_logger("pysched.cmd.server")
+
+
+def _live() -> str | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One address to serve on; `tls` None means plain HTTP without authentication."""
+
+    host: str
+    port: int
+    tls: ssl.SSLContext | None = None
+
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
 
 class OpsServer:
@@ -19,23 +47,24 @@ class OpsServer:
         self,
         metrics: SchedulerMetrics,
         not_ready: Readiness,
-        host: str,
-        port: int,
+        listeners: Sequence[Listener],
+        auth: Authorizer,
         *,
-        not_live: Readiness = lambda: None,
+        not_live: Readiness = _live,
     ) -> None:
         self._metrics = metrics
         self._not_ready = not_ready
         self._not_live = not_live
-        self.host = host
-        self.port = port
-        self._runner: web.AppRunner | None = None
+        self.listeners = tuple(listeners)
+        self._auth = auth
+        self._runners: list[web.AppRunner] = []
 
     async def _healthz(self, request: web.Request) -> web.Response:
+        # Answering at all means the event loop is alive; not_live names what else is stuck.
         reason = self._not_live()
         if reason is None:
             return web.Response(text="ok")
-        return web.Response(status=500, text=f"not healthy: {reason}\n")
+        return web.Response(status=500, text=f"not live: {reason}\n")
 
     async def _readyz(self, request: web.Request) -> web.Response:
         reason = self._not_ready()
@@ -46,18 +75,37 @@ class OpsServer:
     async def _metrics_view(self, request: web.Request) -> web.Response:
         return web.Response(body=self._metrics.render(), headers={"Content-Type": "text/plain; version=0.0.4"})
 
-    async def start(self) -> None:
+    async def _guarded_metrics(self, request: web.Request) -> web.Response:
+        verdict = await self._auth.verdict(request.headers.get(hdrs.AUTHORIZATION), request.path)
+        if not verdict.allowed:
+            log.debug("refused", path=request.path, status=verdict.status, reason=verdict.reason, user=verdict.user)
+            headers = {"WWW-Authenticate": 'Bearer realm="pysched"'} if verdict.status == 401 else None
+            return web.Response(status=verdict.status, text=f"{verdict.reason}\n", headers=headers)
+        return await self._metrics_view(request)
+
+    def _app(self, secure: bool) -> web.Application:
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/livez", self._healthz)
         app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics_view)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
+        app.router.add_get("/metrics", self._guarded_metrics if secure else self._metrics_view)
+        return app
+
+    async def start(self) -> None:
+        """Listen on every address; raises OSError naming the address that could not be bound."""
+        for listener in self.listeners:
+            runner = web.AppRunner(self._app(listener.tls is not None), access_log=None)
+            await runner.setup()
+            self._runners.append(runner)
+            site = web.TCPSite(runner, listener.host, listener.port, ssl_context=listener.tls)
+            try:
+                await site.start()
+            except OSError as err:
+                await self.stop()
+                raise OSError(err.errno, f"{listener.url()}: {err.strerror or err}") from err
+            log.info("serving", url=listener.url())
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        for runner in self._runners:
+            await runner.cleanup()
+        self._runners.clear()

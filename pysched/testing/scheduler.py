@@ -1,9 +1,11 @@
-"""`pysched run` as a child process of a test control plane, observed through its HTTP endpoint."""
+"""`pysched run` as a child process of a test control plane, observed through its endpoints: plain
+HTTP on loopback for the tests' polling, and the secure port (HTTPS, delegated auth) beside it."""
 
 from __future__ import annotations
 
 import os
 import signal
+import ssl
 import sys
 import time
 import urllib.error
@@ -100,8 +102,9 @@ def parse_metrics(text: str) -> dict[str, float]:
 @dataclass
 class SchedulerProcess:
     process: ManagedProcess
-    port: int
+    port: int  # plain HTTP (--insecure-bind-address)
     plane: LocalControlPlane
+    secure_port: int = 0  # HTTPS (--secure-port), with its self-signed certificate
 
     def _forget(self) -> None:
         """Gone on purpose: the plane's health check must not report it as crashed."""
@@ -109,13 +112,18 @@ class SchedulerProcess:
             self.plane.processes.remove(self.process)
 
     def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as resp:
-                return resp.status, resp.read().decode()
-        except urllib.error.HTTPError as err:
-            return err.code, err.read().decode()
-        except OSError as err:
-            return 0, str(err)
+        return _get(urllib.request.Request(f"http://127.0.0.1:{self.port}{path}"))
+
+    def get_secure(self, path: str, token: str | None = None) -> tuple[int, str]:
+        """GET over HTTPS on the secure port, with `Authorization: Bearer token` when given. The
+        certificate is the process's self-signed one, so it is not verified."""
+        request = urllib.request.Request(f"https://127.0.0.1:{self.secure_port}{path}")
+        if token is not None:
+            request.add_header("Authorization", f"Bearer {token}")
+        unverified = ssl.create_default_context()
+        unverified.check_hostname = False
+        unverified.verify_mode = ssl.CERT_NONE
+        return _get(request, unverified)
 
     def ready(self) -> bool:
         return self.get("/readyz")[0] == 200
@@ -160,6 +168,16 @@ class SchedulerProcess:
         return log_tail(self.process.log_path, lines)
 
 
+def _get(request: urllib.request.Request, context: ssl.SSLContext | None = None) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=context) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+    except OSError as err:
+        return 0, str(err)
+
+
 def start_scheduler(
     plane: LocalControlPlane,
     name: str,
@@ -172,13 +190,15 @@ def start_scheduler(
     args: Sequence[str] = (),
     wait: bool = True,
 ) -> SchedulerProcess:
-    port = free_port()
+    port, secure_port = free_port(), free_port()
     argv = [
         sys.executable,
         "-m",
         "pysched.cmd.run",
         f"--kubeconfig={kubeconfig or plane.kubeconfig_path}",
-        f"--bind-address=127.0.0.1:{port}",
+        f"--insecure-bind-address=127.0.0.1:{port}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={secure_port}",
         "--log-format=json",
         f"--identity={name}",
     ]
@@ -189,7 +209,7 @@ def start_scheduler(
     else:
         argv.append("--no-leader-elect")
     argv += list(args)
-    proc = SchedulerProcess(plane.spawn(name, argv, env=dict(os.environ)), port, plane)
+    proc = SchedulerProcess(plane.spawn(name, argv, env=dict(os.environ)), port, plane, secure_port)
     if wait:
         proc.wait_ready()
     return proc

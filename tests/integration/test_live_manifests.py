@@ -1,17 +1,28 @@
-"""The manifests apply cleanly, and their ServiceAccount can do exactly what pysched needs."""
+"""The manifests apply cleanly, their ServiceAccount can do exactly what pysched needs (the resize
+policy narrows pods/resize to pysched's own pods), and the scheduler run with its token serves
+/metrics over HTTPS to permitted tokens only, logging no token."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pysched.testing import KubeAPI, LocalControlPlane, NodeSpec, create_fake_nodes, wait_for
+from pysched.testing import KubeAPI, KubeAPIError, LocalControlPlane, NodeSpec, create_fake_nodes, wait_for
 from pysched.testing.controlplane import kubeconfig_dict
-from pysched.testing.scheduler import TEST_LABEL, events, pod_for, start_scheduler, write_profile
+from pysched.testing.scheduler import (
+    TEST_LABEL,
+    SchedulerProcess,
+    events,
+    parse_metrics,
+    pod_for,
+    start_scheduler,
+    write_profile,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -24,19 +35,42 @@ def kubectl(plane: LocalControlPlane, *args: str, kubeconfig: Path | None = None
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
 
 
+CLUSTER_SCOPED = (
+    "clusterrole/pysched",
+    "clusterrolebinding/pysched",
+    "clusterrole/pysched-metrics-reader",
+    "validatingadmissionpolicy/pysched-resize",
+    "validatingadmissionpolicybinding/pysched-resize",
+)
+
+
+def service_account_token(kube: KubeAPI, namespace: str, name: str) -> str:
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+    token: str = kube.post(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", request)["status"]["token"]
+    return token
+
+
+def as_user(plane: LocalControlPlane, token: str) -> KubeAPI:
+    return KubeAPI(plane.server, token, ca_file=plane.ca_file if plane.ca_file.exists() else None)
+
+
 @pytest.fixture(scope="module")
-def installed(control_plane: LocalControlPlane, kube: KubeAPI) -> Iterator[Path]:
-    """`kubectl apply -k manifests/` for real; yields a kubeconfig with the ServiceAccount's token."""
+def sa_token(control_plane: LocalControlPlane, kube: KubeAPI) -> Iterator[str]:
+    """`kubectl apply -k manifests/` for real; yields a token of pysched's ServiceAccount."""
     applied = kubectl(control_plane, "apply", "-k", str(MANIFESTS))
     assert applied.returncode == 0, applied.stderr
-    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
-    token = kube.post(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/pysched/token", request)["status"]["token"]
+    yield service_account_token(kube, NAMESPACE, "pysched")
+    # Cluster-scoped objects go; the namespace would stay Terminating (no namespace controller runs).
+    kubectl(control_plane, "delete", *CLUSTER_SCOPED, "--ignore-not-found")
+
+
+@pytest.fixture(scope="module")
+def installed(control_plane: LocalControlPlane, sa_token: str) -> Path:
+    """A kubeconfig with the ServiceAccount's token."""
     path = control_plane.workdir / "pysched-sa.kubeconfig"
     ca = control_plane.ca_file if control_plane.ca_file.exists() else None
-    path.write_text(json.dumps(kubeconfig_dict(control_plane.server, token, ca, name="pysched-sa")))
-    yield path
-    # Cluster-scoped objects go; the namespace would stay Terminating (no namespace controller runs).
-    kubectl(control_plane, "delete", "clusterrole/pysched", "clusterrolebinding/pysched", "--ignore-not-found")
+    path.write_text(json.dumps(kubeconfig_dict(control_plane.server, sa_token, ca, name="pysched-sa")))
+    return path
 
 
 def test_manifests_apply_and_server_dry_run_is_clean(control_plane: LocalControlPlane, installed: Path) -> None:
@@ -61,15 +95,33 @@ ALLOWED = [
     ("get", "leases.coordination.k8s.io/pysched", "-n", NAMESPACE),
     ("update", "leases.coordination.k8s.io/pysched", "-n", NAMESPACE),
     ("create", "leases.coordination.k8s.io", "-n", NAMESPACE),
+    # delegated authentication and authorization of /metrics
+    ("create", "tokenreviews.authentication.k8s.io"),
+    ("create", "subjectaccessreviews.authorization.k8s.io"),
 ]
 DENIED = [
     ("get", "secrets", "-n", "default"),
+    ("get", "secrets", "-n", NAMESPACE),
+    ("get", "secrets", "-n", "kube-system"),
     ("list", "secrets", "--all-namespaces"),
+    ("watch", "secrets", "--all-namespaces"),
+    ("get", "configmaps", "-n", "default"),
+    ("get", "configmaps", "-n", "kube-system"),
+    ("list", "configmaps", "--all-namespaces"),
+    ("update", "configmaps", "-n", NAMESPACE),
     ("delete", "pods", "-n", "default"),
+    ("delete", "pods", "-n", NAMESPACE),
+    ("delete", "pods", "--all-namespaces"),
+    ("deletecollection", "pods", "-n", "default"),
     ("create", "pods", "-n", "default"),
     ("update", "pods", "-n", "default"),
+    ("patch", "pods", "-n", "default"),
+    ("create", "pods", "--subresource=eviction", "-n", "default"),
+    ("create", "pods", "--subresource=exec", "-n", "default"),
     ("update", "nodes"),
     ("patch", "nodes"),
+    ("delete", "nodes"),
+    ("patch", "nodes", "--subresource=status"),
     ("create", "jobs.batch", "-n", "default"),
     ("update", "jobs.batch", "-n", "default"),
     ("delete", "jobs.batch", "-n", "default"),
@@ -78,6 +130,21 @@ DENIED = [
     ("update", "leases.coordination.k8s.io/other", "-n", NAMESPACE),
     ("update", "leases.coordination.k8s.io/pysched", "-n", "kube-system"),
     ("create", "leases.coordination.k8s.io", "-n", "kube-system"),
+    ("delete", "leases.coordination.k8s.io/pysched", "-n", NAMESPACE),
+    ("list", "leases.coordination.k8s.io", "-n", NAMESPACE),
+    ("get", "leases.coordination.k8s.io/kube-scheduler", "-n", "kube-system"),
+    # no way to more rights
+    ("escalate", "clusterroles.rbac.authorization.k8s.io"),
+    ("bind", "clusterroles.rbac.authorization.k8s.io"),
+    ("escalate", "roles.rbac.authorization.k8s.io", "-n", NAMESPACE),
+    ("bind", "roles.rbac.authorization.k8s.io", "-n", NAMESPACE),
+    ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
+    ("create", "rolebindings.rbac.authorization.k8s.io", "-n", NAMESPACE),
+    ("impersonate", "users"),
+    ("impersonate", "groups"),
+    ("impersonate", "serviceaccounts", "-n", NAMESPACE),
+    ("create", "serviceaccounts", "--subresource=token", "-n", NAMESPACE),
+    ("get", "/metrics"),
 ]
 
 
@@ -125,3 +192,113 @@ def test_scheduler_runs_with_the_service_account(
         assert proc.stop() == 0, proc.log()
         for node in names:
             kube.delete(f"/api/v1/nodes/{node}")
+
+
+def test_pysched_resizes_only_the_pods_it_schedules(
+    control_plane: LocalControlPlane, kube: KubeAPI, namespace: str, sa_token: str
+) -> None:
+    """RBAC grants pods/resize of every pod; resize-policy.yaml refuses pods of other schedulers."""
+    kube.create_pod(namespace, pod_for("ours", "pysched", namespace, "500m"))
+    kube.create_pod(namespace, pod_for("theirs", "default-scheduler", namespace, "500m"))
+    scheduler = as_user(control_plane, sa_token)
+    body = {"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "600m"}}}]}}
+
+    def resize(name: str) -> tuple[int, str]:
+        # Dry run: admission runs in full, nothing is stored.
+        try:
+            scheduler.patch(kube.pod_path(namespace, name, "resize"), body, dryRun="All")
+        except KubeAPIError as err:
+            return err.status, err.body
+        return 200, ""
+
+    _, message = wait_for(
+        lambda: resize("theirs"), lambda answer: answer[0] == 403, timeout=30, what="the resize policy in force"
+    )
+    assert "ValidatingAdmissionPolicy 'pysched-resize'" in message
+    assert f"pysched resizes only the pods it schedules, not {namespace}/theirs" in message
+    assert resize("ours") == (200, "")
+    # Not a dry run: pysched's own pod is resized for real; the other pod keeps its request.
+    scheduler.patch(kube.pod_path(namespace, "ours", "resize"), body)
+    assert kube.get_pod(namespace, "ours")["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "600m"
+    assert kube.get_pod(namespace, "theirs")["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "500m"
+    # Other identities are not matched by the policy.
+    kube.patch(kube.pod_path(namespace, "theirs", "resize"), body, dryRun="All")
+
+
+SCRAPER = "metrics-scraper"
+NO_METRICS = "no-metrics"
+BOGUS_TOKEN = "pysched-test-bogus-token-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def secure(
+    control_plane: LocalControlPlane, kube: KubeAPI, sa_token: str, installed: Path
+) -> Iterator[SchedulerProcess]:
+    """`pysched run` with pysched's ServiceAccount token at --log-level debug: it makes the token and
+    access reviews itself, with the rights of rbac.yaml."""
+    for name in (SCRAPER, NO_METRICS):
+        kube.post(
+            f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+        )
+    bound = kubectl(
+        control_plane,
+        "create",
+        "clusterrolebinding",
+        "pysched-test-metrics",
+        "--clusterrole=pysched-metrics-reader",
+        f"--serviceaccount={NAMESPACE}:{SCRAPER}",
+    )
+    assert bound.returncode == 0, bound.stderr
+    config = write_profile(control_plane.workdir / "secure-profiles.yaml", "pysched-secure")
+    proc = start_scheduler(
+        control_plane, "pysched-secure", config=config, kubeconfig=installed, args=["--log-level=debug"]
+    )
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        kubectl(control_plane, "delete", "clusterrolebinding/pysched-test-metrics", "--ignore-not-found")
+        for name in (SCRAPER, NO_METRICS):
+            kube.delete(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{name}")
+
+
+def test_metrics_on_the_secure_port_need_a_permitted_token(kube: KubeAPI, secure: SchedulerProcess) -> None:
+    # Probe paths answer over HTTPS without a token.
+    for path in ("/healthz", "/livez", "/readyz"):
+        assert secure.get_secure(path) == (200, "ok"), path
+    status, body = secure.get_secure("/metrics")
+    assert status == 401 and "scheduler_" not in body
+    assert secure.get_secure("/metrics", BOGUS_TOKEN)[0] == 401
+    status, body = secure.get_secure("/metrics", service_account_token(kube, NAMESPACE, NO_METRICS))
+    assert status == 403 and f"system:serviceaccount:{NAMESPACE}:{NO_METRICS}" in body and "scheduler_" not in body
+    # The binding may take a moment to reach the authorizer's cache; a "no" is cached 10 s.
+    scraper = service_account_token(kube, NAMESPACE, SCRAPER)
+    status, body = wait_for(
+        lambda: secure.get_secure("/metrics", scraper), lambda answer: answer[0] == 200, timeout=30, what="200"
+    )
+    metrics = parse_metrics(body)
+    assert metrics["pysched_leader"] == 1.0 and 'scheduler_pending_pods{queue="active"}' in metrics
+    # The reviews were made with pysched's own token: none was refused by RBAC.
+    forbidden = {k: v for k, v in secure.metrics().items() if "pysched_api_requests_total" in k and 'code="403"' in k}
+    assert not forbidden, forbidden
+
+
+def test_no_token_or_authorization_header_in_the_debug_log(
+    kube: KubeAPI, sa_token: str, secure: SchedulerProcess
+) -> None:
+    scraper = service_account_token(kube, NAMESPACE, SCRAPER)
+    refused = service_account_token(kube, NAMESPACE, NO_METRICS)
+    wait_for(lambda: secure.get_secure("/metrics", scraper)[0], lambda code: code == 200, timeout=30, what="200")
+    assert secure.get_secure("/metrics", refused)[0] == 403
+    assert secure.get_secure("/metrics", BOGUS_TOKEN)[0] == 401
+    assert secure.get_secure("/metrics")[0] == 401
+    assert secure.stop() == 0
+    log = secure.process.log_path.read_text()
+    # Debug was on and the refusals were logged: the check below reads the lines that matter.
+    debug = [json.loads(line) for line in log.splitlines() if line.startswith("{") and '"level": "debug"' in line]
+    assert {(entry["event"], entry["status"]) for entry in debug} >= {("refused", 401), ("refused", 403)}
+    for token in (sa_token, scraper, refused, BOGUS_TOKEN):
+        assert token not in log
+        assert token[:16] not in log  # no prefix of it either
+    assert not re.search("authorization|bearer", log, re.IGNORECASE), log

@@ -1,7 +1,9 @@
-"""manifests/training on the real apiserver: a pod's token writes its own progress and nothing else."""
+"""manifests/training on the real apiserver: a pod's token writes its own progress, in its bounded
+form, and nothing else; it reads no pod."""
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import subprocess
@@ -15,6 +17,7 @@ import yaml
 from pysched.backend.live.kubeclient import MERGE_PATCH
 from pysched.progress import PROGRESS, KubernetesTransport, PodRef, Reporter
 from pysched.testing import KubeAPI, KubeAPIError, LocalControlPlane, wait_for
+from pysched.testing.controlplane import kubeconfig_dict
 
 pytestmark = pytest.mark.integration
 
@@ -77,11 +80,12 @@ def as_pod(control_plane: LocalControlPlane, token: str) -> KubeAPI:
     )
 
 
-def denied(api: KubeAPI, namespace: str, name: str, body: dict[str, Any], **query: Any) -> str:
-    """The message of the 403 a merge patch gets (fails the test when the patch is admitted)."""
+def denied(api: KubeAPI, namespace: str, name: str, body: dict[str, Any], status: int = 403, **query: Any) -> str:
+    """The message of the refusal (403 unless told) a merge patch gets (fails the test when the
+    patch is admitted)."""
     with pytest.raises(KubeAPIError) as err:
         api.patch(api.pod_path(namespace, name), body, content_type=MERGE_PATCH, **query)
-    assert err.value.status == 403, err.value
+    assert err.value.status == status, err.value
     return str(err.value)
 
 
@@ -123,6 +127,25 @@ def test_a_pod_token_writes_its_own_progress_and_nothing_else(
     assert kube.get_pod(ns, "a")["metadata"]["annotations"][PROGRESS] == "1200@2026-11-30T12:00:05Z"
     api.patch(api.pod_path(ns, "a"), annotate(PROGRESS, "1300@2026-11-30T12:01:05Z"), content_type=MERGE_PATCH)
 
+    # Only its bounded form: STEPS@TIME, 1 to 16 digits, 64 characters at most (the apiserver
+    # itself would store up to 256 KB of annotations).
+    def bad_form(value: str) -> str:
+        message = denied(api, ns, "a", annotate(PROGRESS, value), status=422)
+        assert "pysched.io/progress must be STEPS@TIME" in message, message
+        return message
+
+    huge = "1300@2026-11-30T12:01:05Z" + " " * 200_000
+    assert len(bad_form(huge)) < 2_000  # refused with the policy's message, the value not echoed
+    bad_form("1" * 5000 + "@2026-11-30T12:01:05Z")
+    bad_form("1" * 17 + "@2026-11-30T12:01:05Z")
+    bad_form("1300@2026-11-30T12:01:05+01:00")
+    bad_form("1300@2026-13-30T12:01:05Z")
+    bad_form("1300")
+    api.patch(
+        api.pod_path(ns, "a"), annotate(PROGRESS, "9" * 16 + "@2026-11-30T12:01:05.250Z"), content_type=MERGE_PATCH
+    )
+    api.patch(api.pod_path(ns, "a"), annotate(PROGRESS, "1300@2026-11-30T12:01:05Z"), content_type=MERGE_PATCH)
+
     # Nothing else on its own pod.
     assert "no annotation but pysched.io/progress" in denied(api, ns, "a", annotate("pysched.io/total-steps", "10"))
     assert "no annotation but pysched.io/progress" in denied(api, ns, "a", annotate("pysched.io/total-steps", None))
@@ -149,3 +172,64 @@ def test_a_pod_token_writes_its_own_progress_and_nothing_else(
     assert PROGRESS not in kube.get_pod(ns, "b")["metadata"].get("annotations", {})
     # Other identities are not affected by the policy.
     kube.patch(kube.pod_path(ns, "b"), {"metadata": {"labels": {"app": "y"}}}, content_type=MERGE_PATCH)
+
+
+CAN: list[tuple[str, ...]] = [("patch", "pods")]
+CANNOT: list[tuple[str, ...]] = [
+    ("get", "pods"),
+    ("list", "pods"),
+    ("watch", "pods"),
+    ("get", "pods/a"),
+    ("get", "pods", "--subresource=log"),
+    ("create", "pods"),
+    ("update", "pods"),
+    ("delete", "pods"),
+    ("create", "pods", "--subresource=exec"),
+    ("patch", "pods", "--subresource=status"),
+    ("patch", "pods", "--subresource=resize"),
+    ("list", "pods", "--all-namespaces"),
+    ("patch", "pods", "-n", "default"),
+    ("get", "secrets"),
+    ("get", "configmaps"),
+    ("list", "events"),
+]
+
+
+def test_a_pod_token_reads_no_pod(
+    control_plane: LocalControlPlane, kube: KubeAPI, training: str, tmp_path: Path
+) -> None:
+    """RBAC cannot name the pod's own (generated) name, so the Role grants only `patch`: no pod,
+    neighbour or its own, can be read with the token."""
+    ns = training
+    pod_a = kube.create_pod(ns, training_pod("a"))
+    kube.create_pod(ns, training_pod("b"))
+    api = as_pod(control_plane, pod_token(kube, ns, pod_a))
+    kubeconfig = tmp_path / "training.kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            kubeconfig_dict(
+                control_plane.server, api.token, control_plane.ca_file if control_plane.ca_file.exists() else None
+            )
+        )
+    )
+
+    def can_i(*check: str) -> int:
+        argv = [str(control_plane.binary("kubectl")), f"--kubeconfig={kubeconfig}", "auth", "can-i", *check]
+        if "--all-namespaces" not in check and "-n" not in check:
+            argv += ["-n", ns]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False).returncode
+
+    wait_for(lambda: can_i("patch", "pods"), lambda code: code == 0, timeout=30, what="the Role in force")
+    for check in CAN:
+        assert can_i(*check) == 0, check
+    for check in CANNOT:
+        assert can_i(*check) == 1, check
+
+    for path in (api.pod_path(ns, "b"), api.pod_path(ns, "a"), f"/api/v1/namespaces/{ns}/pods", "/api/v1/pods"):
+        with pytest.raises(KubeAPIError) as err:
+            api.get(path)
+        assert err.value.status == 403, (path, err.value)
+        assert "cannot get" in err.value.body or "cannot list" in err.value.body
+    with pytest.raises(KubeAPIError) as err:
+        api.get(f"/api/v1/namespaces/{ns}/pods", watch="true")
+    assert err.value.status == 403

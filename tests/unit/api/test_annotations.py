@@ -1,0 +1,36 @@
+"""Step counts and progress values are bounded: an overlong value reads as malformed, never raises."""
+
+from __future__ import annotations
+
+from pysched.api.annotations import (
+    MAX_STEP_DIGITS,
+    PROGRESS,
+    PROGRESS_FORMS,
+    TOTAL_STEPS,
+    TOTAL_STEPS_FORMS,
+    invalid_annotations,
+    parse_progress,
+    total_steps_of,
+)
+from pysched.api.builders import make_pod
+
+LONGEST = "9" * MAX_STEP_DIGITS
+
+
+def test_step_counts_of_up_to_16_digits_are_read() -> None:
+    assert parse_progress(f"{LONGEST}@2026-11-30T12:00:05Z") == (int(LONGEST), 1_796_040_005.0)
+    assert total_steps_of(make_pod("p", annotations={TOTAL_STEPS: LONGEST})) == int(LONGEST)
+
+
+def test_longer_values_are_malformed_not_errors() -> None:
+    # 5,000 digits is past int()'s 4,300-digit limit: parsing it must not raise
+    for steps in ("1" * (MAX_STEP_DIGITS + 1), "1" * 5000):
+        progress = f"{steps}@2026-11-30T12:00:05Z"
+        assert parse_progress(progress) is None
+        pod = make_pod("p", annotations={TOTAL_STEPS: steps, PROGRESS: progress})
+        assert total_steps_of(pod) is None
+        assert invalid_annotations(pod) == [
+            (TOTAL_STEPS, steps, TOTAL_STEPS_FORMS),
+            (PROGRESS, progress, PROGRESS_FORMS),
+        ]
+    assert parse_progress("1@2026-11-30T12:00:05Z" + " " * 200_000) is None
