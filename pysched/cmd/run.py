@@ -404,6 +404,12 @@ def _add_sources(
                 [],
             ),
             gauge("pysched_leader", "1 while this replica holds the Lease.", {(): float(state.leader)}, []),
+            counter(
+                "pysched_internal_errors",
+                "Bugs contained to the pod that hit them (logged with a traceback), by where they were caught.",
+                {(stage,): float(n) for stage, n in scheduler.incidents.counts.items()},
+                ["stage"],
+            ),
             *plugin_metrics(scheduler),
         ]
 

@@ -17,6 +17,7 @@ from pysched.api.annotations import (
     CPU_MAX,
     CPU_MIN,
     PROGRESS,
+    PROGRESS_FORMS,
     autoscale_enabled,
     cpu_milli_of,
     deadline_of,
@@ -254,8 +255,12 @@ class Controller:
         model = self.predictor.job(pod.key, total)
         value = pod.annotations.get(PROGRESS)
         parsed = progress_observation(value) if value is not None else None
+        if value is not None and parsed is None and value != job.warned:
+            # DeadlineLaxity warns of pending pods' annotations; progress arrives once the pod runs.
+            job.warned = value
+            return model, f"{PROGRESS}: {clip(value)} is not {PROGRESS_FORMS}; ignored"
         if parsed is None or parsed[1] < job.restarted_at:
-            return model, ""  # absent, malformed (the admission plugin warns) or from a lost run
+            return model, ""  # absent, malformed (warned once) or from a lost run
         steps, at = parsed
         resolution = stamp_resolution(value or "")
         result = model.observe(steps, at, job.cpus, now, resolution=resolution)

@@ -183,6 +183,21 @@ def test_a_huge_cpu_max_is_capped_by_the_node_before_any_search() -> None:
     assert len(infeasible) == 1 and "even at 16 CPUs" in infeasible[0]  # the node's 16, not 1e9
 
 
+def test_a_running_pods_malformed_progress_is_warned_about_once() -> None:
+    async def run() -> World:
+        world = World()
+        await world.submit("10h")
+        for _ in range(2):
+            world.clock.advance(61)
+            world.cluster.set_annotations(KEY, {"pysched.io/progress": "1" * 4301 + "@2026-01-01T00:00:00Z"})
+            await world.scheduler.run_until_idle()
+        return world
+
+    world = asyncio.run(run())
+    warnings = [e.note for e in world.cluster.events if e.reason == "InvalidProgress"]
+    assert len(warnings) == 1 and "(4322 chars)" in warnings[0] and "is not STEPS@RFC3339" in warnings[0]
+
+
 def test_a_new_leader_keeps_the_cooldown_from_the_condition() -> None:
     async def run(message: str) -> int:
         world = World()
