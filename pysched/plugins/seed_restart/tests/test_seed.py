@@ -37,7 +37,7 @@ def test_args_are_checked() -> None:
             }
         ]
     }
-    with pytest.raises(ConfigError, match="factor: must be at least 1"):
+    with pytest.raises(ConfigError, match="factor: must be >= 1 and <= 100, got 0.5"):
         parse_config(raw, "t", registry)
     assert SeedArgs().warmup_steps == 300
 
