@@ -62,6 +62,12 @@ def out_of_range(value: float, low: float, high: float, *, above: bool = False, 
     return f"must be {'>' if above else '>='} {low:g} and {'<' if below else '<='} {high:g}, got {value:g}"
 
 
+def key_text(key: object) -> str:
+    """A mapping key as a field path writes it (`groups[0].cpu`): keys of any YAML type, cut when long."""
+    text = str(key) if isinstance(key, str | int | float | bool) or key is None else shown(key)
+    return text if len(text) <= 40 else shown(text)
+
+
 def brief(message: object) -> str:
     """A message (an exception's, say) for quoting in another: first line, whitespace folded, cut."""
     text = " ".join(str(message).split())

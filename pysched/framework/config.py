@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pysched.api.inputs import InputError, load_yaml, shown
+from pysched.api.inputs import InputError, key_text, load_yaml, shown
 from pysched.framework.registry import POINT_METHODS, ArgsError, Registry, parse_args
 
 POINTS = tuple(POINT_METHODS)
@@ -21,14 +21,8 @@ class ConfigError(ValueError):
         super().__init__(f"{source}: {field}: {message}" if field else f"{source}: {message}")
 
 
-def _key(key: Any) -> str:
-    """A mapping key for a field path: keys of any YAML type (numbers, strings), cut when long."""
-    text = str(key) if isinstance(key, str | int | float | bool) or key is None else shown(key)
-    return text if len(text) <= 40 else shown(text)
-
-
 def _first_unknown(keys: set[Any]) -> str:
-    return min(map(_key, keys))
+    return min(map(key_text, keys))
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +114,7 @@ def _profile(source: str, index: int, raw: Any, registry: Registry) -> ProfileCo
     for point, refs in plugins_raw.items():
         if point not in POINTS:
             raise ConfigError(
-                source, f"{where}.plugins.{_key(point)}", f"unknown extension point (accepted: {', '.join(POINTS)})"
+                source, f"{where}.plugins.{key_text(point)}", f"unknown extension point (accepted: {', '.join(POINTS)})"
             )
         plugins[point] = _plugin_refs(source, f"{where}.plugins.{point}", refs or [], point, registry)
     if len(plugins.get("queueSort", ())) != 1:

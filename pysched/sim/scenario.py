@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pysched.api.builders import node_dict
-from pysched.api.inputs import InputError, brief, load_yaml, shown
+from pysched.api.inputs import InputError, brief, key_text, load_yaml, shown
 from pysched.api.resources import CPU, GPU, MEMORY, QuantityError, to_scheduler_units
 from pysched.workload.catalogue import Catalogue, builtin_catalogue
 from pysched.workload.job import GPU_TAINT, Job
@@ -106,7 +106,7 @@ def _group_of(group: Any, where: str) -> _Group:
         raise ValueError(f"--cluster: {where} must be a mapping ({CLUSTER_FORMS})")
     for key, value in group.items():
         if isinstance(value, bool) or not isinstance(value, str | int | float) or "," in str(value):
-            raise ValueError(f"--cluster: {where}.{shown(key)}: {shown(value)} is not a number or quantity")
+            raise ValueError(f"--cluster: {where}.{key_text(key)}: {shown(value)} is not a number or quantity")
     return _parse_spec(",".join(f"{'nodes' if k == 'count' else k}={v}" for k, v in group.items()), where)
 
 

@@ -237,15 +237,25 @@ def _row_job(
     )
 
 
-def _rows(lines: Iterator[str], path: str | Path) -> Iterator[str]:
-    """The lines, with read errors as TraceError and at most MAX_TRACE_ROWS of them."""
-    try:
-        for number, line in enumerate(lines, start=1):
-            if number > MAX_TRACE_ROWS + 1:  # + the header
-                raise TraceError(f"{path}:{number}: more than {MAX_TRACE_ROWS:,} rows")
-            yield line
-    except InputError as err:
-        raise TraceError(str(err)) from None
+class _Lines:
+    """A trace's lines: read errors as TraceError, at most MAX_TRACE_ROWS, the last line's number kept."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = path
+        self.number = 0
+        self._lines = read_lines(path)
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        self.number += 1
+        if self.number > MAX_TRACE_ROWS + 1:  # + the header
+            raise TraceError(f"{self.path}:{self.number}: more than {MAX_TRACE_ROWS:,} rows")
+        try:
+            return next(self._lines)
+        except InputError as err:
+            raise TraceError(str(err)) from None
 
 
 def read_csv(
@@ -253,7 +263,7 @@ def read_csv(
 ) -> Trace:
     """A CSV trace with a header; extra columns are ignored, `num_iteration` wins over `duration`.
     A file whose first text starts with `;` is read as SWF."""
-    lines = _rows(read_lines(path), path)
+    lines = _Lines(path)
     head = next(lines, "")
     if head.lstrip().startswith(";"):
         return read_swf(path, catalogue, rule, seed)
@@ -279,7 +289,7 @@ def read_csv(
             except _BadRow as err:
                 problems.append(f"{where}: {err}")
     except csv.Error as err:  # a cell over csv's field limit (128 KiB), a NUL byte
-        raise TraceError(f"{path}:{reader.line_num}: {err}") from None
+        raise TraceError(f"{path}:{lines.number}: {err}") from None
     return Trace(tuple(sorted(jobs, key=lambda j: j.submit)), tuple(problems))
 
 
@@ -296,7 +306,7 @@ def read_swf(
     """
     jobs: list[Job] = []
     problems: list[str] = []
-    for number, line in enumerate(_rows(read_lines(path), path), start=1):
+    for number, line in enumerate(_Lines(path), start=1):
         text = line.split(";", 1)[0].strip()
         if not text:
             continue
