@@ -20,6 +20,8 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, SequenceNode
 from yaml.resolver import Resolver
 
+from pysched.api.limits import clip
+
 try:  # libyaml's parser (PyYAML's wheels carry it) gives the same events about 5x faster
     from yaml._yaml import CParser as _EventParser
 except ImportError:  # pragma: no cover - a PyYAML built without libyaml
@@ -49,7 +51,10 @@ _shown.maxlevel, _shown.maxlist, _shown.maxdict, _shown.maxtuple = 3, 6, 6, 6
 
 
 def shown(value: object) -> str:
-    """`repr(value)` for a message: bounded work on any value, at most SHOWN_CHARS characters."""
+    """`repr(value)` for a message: bounded work on any value, at most SHOWN_CHARS characters
+    (strings as `limits.clip` quotes them)."""
+    if isinstance(value, str):
+        return clip(value, SHOWN_CHARS)
     text = _shown.repr(value)
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from pysched.api.builders import node_dict
 from pysched.api.inputs import InputError, brief, key_text, load_yaml, shown
+from pysched.api.limits import MAX_UNITS
 from pysched.api.resources import CPU, GPU, MEMORY, QuantityError, to_scheduler_units
 from pysched.workload.catalogue import Catalogue, builtin_catalogue
 from pysched.workload.job import GPU_TAINT, Job
@@ -56,7 +57,6 @@ CLUSTER_FORMS = "nodes=8,cpu=32,memory=128Gi,gpu=0 or a YAML file with groups: [
 # the nodes as an integer the node table and the metrics carry exactly.
 MAX_CLUSTER_NODES = 100_000
 MAX_CLUSTER_GROUPS = 1_000
-MAX_CLUSTER_UNITS = 2**53  # of each resource, summed over the nodes (millicores, bytes, GPUs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +89,7 @@ def parse_cluster(spec: str) -> Nodes:
     if count > MAX_CLUSTER_NODES:
         raise ValueError(f"--cluster: {where}: {count:,} nodes, more than {MAX_CLUSTER_NODES:,}")
     for k, name in enumerate((CPU, MEMORY, GPU)):
-        if sum(g.count * g.units[k] for g in groups) > MAX_CLUSTER_UNITS:
+        if sum(g.count * g.units[k] for g in groups) > MAX_UNITS:  # of each resource, summed over the nodes
             raise ValueError(f"--cluster: {where}: the nodes' {name} adds up to more than 2**53 units")
     if len(groups) == 1:
         (only,) = groups

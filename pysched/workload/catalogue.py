@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from pysched.api.inputs import InputError, brief, load_yaml, parse_yaml, read_text, shown
+from pysched.api.limits import MAX_STEPS
 from pysched.workload.speed import Amdahl, Throughput
 
-MAX_STEPS = 10**12  # a job's steps (a model's, a trace row's): far beyond any run, far within int64
 MAX_STEP_SECONDS = 86_400.0  # a model's t1, seconds per step on one CPU
 MAX_MODEL_NUMBER = 2**31  # a batch size, a p_max, a GPU count in a table
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pysched.api.inputs import InputError, read_lines, shown
+from pysched.api.limits import MAX_STEPS
 from pysched.api.resources import MEMORY, QuantityError, to_scheduler_units
-from pysched.workload.catalogue import MAX_STEPS, Catalogue, CpuModel, GpuModel, Model
+from pysched.workload.catalogue import Catalogue, CpuModel, GpuModel, Model
 from pysched.workload.job import Job
 from pysched.workload.speed import SpeedModel
 

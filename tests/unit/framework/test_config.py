@@ -135,7 +135,7 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
         ),
         (
             GOOD.replace("plugins:\n      queueSort", "plugins:\n      " + "p" * 1000 + ": []\n      queueSort", 1),
-            r"plugins\.'p+\.\.\.p+': unknown extension point",
+            r"plugins\.'p+\.\.\. \(1000 chars\): unknown extension point",
         ),
     ],
 )
