@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pysched.api.limits import clip
+
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
@@ -16,16 +18,16 @@ def selector_problem(selector: Mapping[str, Any]) -> str | None:
     """Why the selector is malformed, or None. Checked when the profile loads, never later."""
     unknown = set(selector) - {"matchLabels", "matchExpressions"}
     if unknown:
-        return f"unknown selector field(s) {sorted(unknown)} (accepted: matchLabels, matchExpressions)"
+        return f"unknown selector field(s) {clip(sorted(map(str, unknown)))} (accepted: matchLabels, matchExpressions)"
     labels = selector.get("matchLabels") or {}
     if not isinstance(labels, Mapping) or not all(isinstance(v, str) for v in labels.values()):
         return "matchLabels must map label keys to string values"
     for expr in selector.get("matchExpressions") or ():
         if not isinstance(expr, Mapping) or not isinstance(expr.get("key"), str):
-            return f"matchExpressions entry {expr!r} needs a key"
+            return f"matchExpressions entry {clip(expr)} needs a key"
         op, values = expr.get("operator"), expr.get("values") or []
         if op not in OPERATORS:
-            return f"matchExpressions operator {op!r} is not one of {', '.join(OPERATORS)}"
+            return f"matchExpressions operator {clip(op)} is not one of {', '.join(OPERATORS)}"
         if not isinstance(values, list | tuple) or (op in ("In", "NotIn")) != bool(values):
             return f"matchExpressions {op} needs values for In/NotIn and none otherwise"
     return None

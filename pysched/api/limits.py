@@ -7,6 +7,8 @@ counts inside 16 digits (far below int()'s 4,300-digit limit), times inside what
 
 from __future__ import annotations
 
+import reprlib
+
 MAX_UNITS = 2**53  # scheduler units of one resource (millicores, bytes): exact in float64; x100 fits int64
 MAX_STEPS = 10**16 - 1  # steps of a training job: 16 digits, what the progress admission policy admits
 MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z, the last second RFC 3339 can write
@@ -14,10 +16,21 @@ MAX_VALUE_CHARS = 64  # one quantity, time, duration, step count or progress val
 MAX_EXPONENT = 40  # 1e40 of anything is beyond MAX_UNITS; smaller exponents round to one unit
 
 
-def clip(text: str, limit: int = 80) -> str:
-    """A value as messages quote it: repr, cut to `limit` characters (a 200 KB value is not echoed)."""
-    shown = repr(text)
-    if len(shown) <= limit:
+SHOWN_CHARS = 80  # a value quoted in a message is cut to this
+
+_repr = reprlib.Repr()  # bounded work on any value: a 200 KB string or a deep YAML tree alike
+_repr.maxstring = _repr.maxother = SHOWN_CHARS
+_repr.maxlevel, _repr.maxlist, _repr.maxdict, _repr.maxtuple = 3, 6, 6, 6
+
+
+def clip(value: object, limit: int = SHOWN_CHARS) -> str:
+    """`repr(value)` as messages quote it: at most `limit` characters; a cut string says how long
+    it was (a 200 KB value is not echoed into an event or a log line)."""
+    if not isinstance(value, str):
+        text = _repr.repr(value)
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+    shown = repr(value[: limit + 2])
+    if len(value) <= limit and len(shown) <= limit:
         return shown
-    suffix = f"... ({len(text)} chars)"
+    suffix = f"... ({len(value)} chars)"
     return shown[: max(limit - len(suffix), 8)] + suffix

@@ -28,6 +28,7 @@ from pysched.scheduler.selection import warm_up
 from pysched.workload.job import GPU_TAINT
 
 ZONES = ("zone-a", "zone-b", "zone-c")
+MAX_BENCH_PODS = 200_000  # every pod is held in memory at once: about 6 KB each, 1.2 GB at the cap
 INFRA_TAINT = {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}
 
 

@@ -13,6 +13,8 @@ from typing import Any, NoReturn, cast
 
 from pysched import __version__
 from pysched.cmd.errors import bad_input
+from pysched.cmd.flags import first_problem, number_problem, output_problem
+from pysched.workload.progress import MAX_PROGRESS_INTERVAL_S, MIN_PROGRESS_INTERVAL_S
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,6 +52,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         run_with_progress,
     )
 
+    problem = first_problem(
+        number_problem("--progress-interval", args.progress_interval, MIN_PROGRESS_INTERVAL_S, MAX_PROGRESS_INTERVAL_S),
+        output_problem("--json", args.json) if args.json else None,
+        output_problem("--plot", args.plot, folder=True) if args.plot else None,
+    )
+    if problem:
+        return _fail(problem)
     registry = default_registry()
     config = load_policies(registry, args.config, args.policy)
     if isinstance(config, BadInput):
@@ -65,8 +74,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     )
     if isinstance(scenario, BadInput):
         return _fail(scenario.message)
-    if not args.progress_interval > 0:
-        return _fail(f"--progress-interval: must be a positive number of seconds, got {args.progress_interval}")
     report_problems(scenario)
     results, elapsed = run_with_progress(scenario, config, policies, registry, args.seed, args.progress_interval)
 
@@ -109,10 +116,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from pysched.cmd.bench import bench
+    from pysched.cmd.bench import MAX_BENCH_PODS, bench
+    from pysched.sim.scenario import MAX_CLUSTER_NODES
 
-    if args.nodes < 1 or args.pods < 1:
-        return _fail("--nodes and --pods must be positive")
+    problem = first_problem(
+        number_problem("--nodes", args.nodes, 1, MAX_CLUSTER_NODES),
+        number_problem("--pods", args.pods, 1, MAX_BENCH_PODS),
+        output_problem("--json", args.json) if args.json else None,
+    )
+    if problem:
+        return _fail(problem)
     result = bench(args.nodes, args.pods, args.seed)
     print(json.dumps(result))
     if args.json:
@@ -163,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         type=float,
         default=60.0,
-        help="how often simulated training writes pysched.io/progress (default 60)",
+        help="how often simulated training writes pysched.io/progress, "
+        f"{MIN_PROGRESS_INTERVAL_S:g} to {MAX_PROGRESS_INTERVAL_S:g} (default 60)",
     )
     simulate.add_argument("--json", metavar="OUT", help="write the simulate JSON here")
     simulate.add_argument("--plot", metavar="DIR", help="write PNG charts here (deadline met, CPU over time, JCT CDF)")

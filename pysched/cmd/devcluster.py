@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import shutil
 import sys
@@ -61,16 +60,27 @@ def _fail(message: str) -> int:
     return bad_input("pysched dev-cluster", message)
 
 
+MAX_DEV_NODES = 5_000  # Kubernetes' own tested scale; each is an API object the emulator may watch
+
+
 def _validate(args: argparse.Namespace) -> str | None:
-    if args.nodes < 0:
-        return f"--nodes must be >= 0, got {args.nodes}"
+    from pysched.api.limits import clip
+    from pysched.api.resources import CPU, QuantityError, to_scheduler_units
+    from pysched.cmd.flags import number_problem
+    from pysched.testing.emulator import MAX_TIME_SCALE
+
+    if problem := number_problem("--nodes", args.nodes, 0, MAX_DEV_NODES):
+        return problem
     for flag in ("node_cpu", "node_memory", "node_gpu", "node_pods"):
         value = str(getattr(args, flag)).strip()
-        if not value or value.startswith("-"):
-            return f"--{flag.replace('_', '-')} must be a non-negative quantity, got {value!r}"
-    scale = args.emulate_time_scale
-    if not (scale > 0 and math.isfinite(scale)):
-        return f"--emulate-time-scale must be a positive number, got {scale:g}"
+        name = f"--{flag.replace('_', '-')}"
+        try:
+            if to_scheduler_units(CPU if flag == "node_cpu" else flag, value) < 0:
+                raise QuantityError(value)
+        except QuantityError:  # not a quantity, or more than the scheduler counts
+            return f"{name} must be a non-negative quantity the scheduler can count, got {clip(value)}"
+    if problem := number_problem("--emulate-time-scale", args.emulate_time_scale, 0, MAX_TIME_SCALE, above=True):
+        return problem
     for flag in ("apiserver_port", "etcd_port"):
         port = getattr(args, flag)
         if port is not None and not 1 <= port <= 65535:

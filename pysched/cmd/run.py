@@ -164,7 +164,16 @@ def _lease_namespace(args: argparse.Namespace) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from pysched.api.inputs import InputError, load_yaml
     from pysched.backend.live.leader import LeaseConfig
+    from pysched.cmd.flags import (
+        MAX_BINDS_IN_FLIGHT,
+        MAX_LEASE_SECONDS,
+        MAX_QPS,
+        MIN_RETRY_PERIOD_S,
+        first_problem,
+        number_problem,
+    )
     from pysched.framework.config import ConfigError, load_config
     from pysched.plugins import default_registry
     from pysched.plugins.builtin import builtin_config
@@ -172,10 +181,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     listeners = _listeners(args)
     if isinstance(listeners, str):
         return _fail(listeners)
-    if args.qps < 0 or args.burst < 1 or args.max_binds_in_flight < 1:
-        return _fail("--qps must be >= 0, --burst and --max-binds-in-flight >= 1")
-    if args.kubeconfig and not Path(args.kubeconfig).is_file():
-        return _fail(f"--kubeconfig: {args.kubeconfig}: no such file")
+    problem = first_problem(
+        number_problem("--qps", args.qps, 0, MAX_QPS),  # 0: no limit
+        number_problem("--burst", args.burst, 1, MAX_QPS),
+        number_problem("--event-qps", args.event_qps, 0, MAX_QPS),
+        number_problem("--event-burst", args.event_burst, 1, MAX_QPS),
+        number_problem("--max-binds-in-flight", args.max_binds_in_flight, 1, MAX_BINDS_IN_FLIGHT),
+        # the Lease carries whole seconds; past an hour a dead leader would block scheduling that long
+        number_problem("--lease-duration", args.lease_duration, 1, MAX_LEASE_SECONDS),
+        number_problem("--renew-deadline", args.renew_deadline, 0, MAX_LEASE_SECONDS, above=True),
+        number_problem("--retry-period", args.retry_period, MIN_RETRY_PERIOD_S, MAX_LEASE_SECONDS),
+    )
+    if problem:
+        return _fail(problem)
+    if args.kubeconfig:
+        if not Path(args.kubeconfig).is_file():
+            return _fail(f"--kubeconfig: {args.kubeconfig}: no such file")
+        try:  # bounded here: the client library would read any file whole
+            load_yaml(args.kubeconfig)
+        except InputError as err:
+            return _fail(f"--kubeconfig: {err}")
     registry = default_registry()
     try:
         if args.config:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from pysched.api.inputs import InputError, key_text, load_yaml
+from pysched.api.limits import clip
 from pysched.framework.registry import POINT_METHODS, ArgsError, Registry, parse_args
 
 POINTS = tuple(POINT_METHODS)
@@ -20,6 +20,10 @@ POINTS = tuple(POINT_METHODS)
 class ConfigError(ValueError):
     def __init__(self, source: str, field: str, message: str) -> None:
         super().__init__(f"{source}: {field}: {message}" if field else f"{source}: {message}")
+
+
+def _first_unknown(keys: set[Any]) -> str:
+    return min(map(key_text, keys))
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +75,13 @@ def _plugin_refs(source: str, where: str, raw: Any, point: str, registry: Regist
             raise ConfigError(source, at, "must be a mapping with a plugin name, e.g. {name: NodeResourcesFit}")
         unknown = set(entry) - {"name", "weight"}
         if unknown:
-            raise ConfigError(source, f"{at}.{sorted(unknown)[0]}", "unknown key (accepted: name, weight)")
+            raise ConfigError(source, f"{at}.{_first_unknown(unknown)}", "unknown key (accepted: name, weight)")
         name = entry["name"]
         spec = registry.get(name)
         if spec is None:
-            raise ConfigError(source, f"{at}.name", f"unknown plugin {name!r} (known: {', '.join(registry.names())})")
+            raise ConfigError(
+                source, f"{at}.name", f"unknown plugin {clip(name)} (known: {', '.join(registry.names())})"
+            )
         if point not in spec.points():
             served = ", ".join(sorted(spec.points())) or "none"
             raise ConfigError(source, f"{at}.name", f"plugin {name} does not implement {point} (it serves: {served})")
@@ -83,7 +89,7 @@ def _plugin_refs(source: str, where: str, raw: Any, point: str, registry: Regist
         if point != "score" and "weight" in entry:
             raise ConfigError(source, f"{at}.weight", "weights apply to score plugins only")
         if not isinstance(weight, int) or isinstance(weight, bool) or weight < 1 or weight > 100:
-            raise ConfigError(source, f"{at}.weight", f"must be an integer from 1 to 100, got {weight!r}")
+            raise ConfigError(source, f"{at}.weight", f"must be an integer from 1 to 100, got {clip(weight)}")
         if any(r.name == name for r in refs):
             raise ConfigError(source, at, f"plugin {name} is listed twice")
         refs.append(PluginRef(name, weight))
@@ -97,7 +103,7 @@ def _profile(source: str, index: int, raw: Any, registry: Registry) -> ProfileCo
     unknown = set(raw) - {"schedulerName", "plugins", "pluginConfig"}
     if unknown:
         raise ConfigError(
-            source, f"{where}.{sorted(unknown)[0]}", "unknown key (accepted: schedulerName, plugins, pluginConfig)"
+            source, f"{where}.{_first_unknown(unknown)}", "unknown key (accepted: schedulerName, plugins, pluginConfig)"
         )
     name = raw.get("schedulerName")
     if not isinstance(name, str) or not name:
@@ -109,7 +115,7 @@ def _profile(source: str, index: int, raw: Any, registry: Registry) -> ProfileCo
     for point, refs in plugins_raw.items():
         if point not in POINTS:
             raise ConfigError(
-                source, f"{where}.plugins.{point}", f"unknown extension point (accepted: {', '.join(POINTS)})"
+                source, f"{where}.plugins.{key_text(point)}", f"unknown extension point (accepted: {', '.join(POINTS)})"
             )
         plugins[point] = _plugin_refs(source, f"{where}.plugins.{point}", refs or [], point, registry)
     if len(plugins.get("queueSort", ())) != 1:
@@ -118,13 +124,16 @@ def _profile(source: str, index: int, raw: Any, registry: Registry) -> ProfileCo
         raise ConfigError(source, f"{where}.plugins.bind", "at least one bind plugin is required (e.g. DefaultBinder)")
 
     args: dict[str, Mapping[str, Any]] = {}
-    for i, entry in enumerate(raw.get("pluginConfig") or []):
+    configs = raw.get("pluginConfig") or []
+    if not isinstance(configs, list):
+        raise ConfigError(source, f"{where}.pluginConfig", "must be a list of {name: PLUGIN, args: {...}}")
+    for i, entry in enumerate(configs):
         at = f"{where}.pluginConfig[{i}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise ConfigError(source, at, "must be a mapping {name: PLUGIN, args: {...}}")
         spec = registry.get(entry["name"])
         if spec is None:
-            raise ConfigError(source, f"{at}.name", f"unknown plugin {entry['name']!r}")
+            raise ConfigError(source, f"{at}.name", f"unknown plugin {clip(entry['name'])}")
         if entry["name"] in args:
             raise ConfigError(source, at, f"args for {entry['name']} given twice")
         plugin_args = entry.get("args") or {}
@@ -143,13 +152,13 @@ def parse_config(data: Any, source: str, registry: Registry) -> SchedulerConfig:
         raise ConfigError(source, "profiles", "a non-empty list of profiles is required")
     unknown = set(data) - {"profiles", "apiVersion", "kind"}
     if unknown:
-        raise ConfigError(source, sorted(unknown)[0], "unknown key (accepted: profiles)")
+        raise ConfigError(source, _first_unknown(unknown), "unknown key (accepted: profiles)")
     profiles = tuple(_profile(source, i, p, registry) for i, p in enumerate(data["profiles"]))
     seen: set[str] = set()
     for i, profile in enumerate(profiles):
         if profile.scheduler_name in seen:
             raise ConfigError(
-                source, f"profiles[{i}].schedulerName", f"{profile.scheduler_name!r} is used by two profiles"
+                source, f"profiles[{i}].schedulerName", f"{clip(profile.scheduler_name)} is used by two profiles"
             )
         seen.add(profile.scheduler_name)
         if profile.queue_sort != profiles[0].queue_sort:
@@ -164,16 +173,9 @@ def parse_config(data: Any, source: str, registry: Registry) -> SchedulerConfig:
 def load_config(path: str | Path, registry: Registry) -> SchedulerConfig:
     source = str(path)
     try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise ConfigError(source, "", f"cannot read: {err.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "YAML"
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError(source, where, f"invalid YAML: {problem}") from None
+        data = load_yaml(path)
+    except InputError as err:
+        raise ConfigError(source, f"line {err.line}" if err.line else "", err.problem) from None
     return parse_config(data, source, registry)
 
 

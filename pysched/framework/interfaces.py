@@ -188,10 +188,17 @@ class PostBindPlugin(Plugin, Protocol):
     def post_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> None: ...
 
 
+# The range of a reconcile interval (seconds): the simulator moves its clock by it, so a tiny one
+# never ends a run; 0.1 s still lets tests against a real API server reconcile quickly.
+MIN_RECONCILE_INTERVAL_S = 0.1
+MAX_RECONCILE_INTERVAL_S = 86_400.0
+
+
 @runtime_checkable
 class ReconcilePlugin(Plugin, Protocol):
     """Acts on the profile's running pods on a clock interval (restarts, autoscaling): the
-    scheduler calls it every `reconcile_interval` seconds with the bound, running pods."""
+    scheduler calls it every `reconcile_interval` seconds with the bound, running pods.
+    An interval below MIN_RECONCILE_INTERVAL_S is taken as that minimum."""
 
     @property
     def reconcile_interval(self) -> float: ...

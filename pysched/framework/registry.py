@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from pysched.api.inputs import out_of_range
+from pysched.api.limits import clip
 from pysched.framework.interfaces import Handle, Plugin
 
 A = TypeVar("A")
@@ -29,14 +31,28 @@ def camel_case(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
+_INT64 = 2**63
+MAX_ARGS_SECONDS = 366 * 86_400.0  # the longest duration an arg may name (a cooldown, a restart cost)
+
+
+def check_range(args: object, name: str, low: float, high: float, *, above: bool = False, below: bool = False) -> None:
+    """ArgsError (camelCase key, the accepted range) unless `low <= args.name <= high`; `above`
+    and `below` make the bounds strict. NaN is never in range."""
+    problem = out_of_range(getattr(args, name), low, high, above=above, below=below)
+    if problem is not None:
+        raise ArgsError(camel_case(name), problem)
+
+
 def _accepts(value: object, hint: Any) -> bool:
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         return any(_accepts(value, arg) for arg in typing.get_args(hint))
+    # Numbers are finite and fit an int64 whatever the field: YAML reads `.inf`, `.nan` and
+    # 400-digit integers, and no arg means any of them.
     if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
+        return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < _INT64
     if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return isinstance(value, int) and not isinstance(value, bool) and abs(value) < _INT64
     if origin is tuple:
         return isinstance(value, list | tuple)
     if origin in (dict, Mapping):
@@ -60,11 +76,18 @@ def parse_args(args_type: type[A], raw: Mapping[str, Any] | None) -> A:
             continue
         value = raw.pop(key)
         if not _accepts(value, hints[f.name]):
-            raise ArgsError(key, f"expected {getattr(hints[f.name], '__name__', hints[f.name])}, got {value!r}")
+            wanted = getattr(hints[f.name], "__name__", hints[f.name])
+            if isinstance(value, int | float) and not isinstance(value, bool) and _accepts(1, hints[f.name]):
+                wanted = f"a finite {wanted} below 2**63 in size"
+            raise ArgsError(key, f"expected {wanted}, got {clip(value)}")
         values[f.name] = tuple(value) if isinstance(value, list) else value
     if raw:
         known = ", ".join(camel_case(f.name) for f in dataclasses.fields(args_type)) or "none"  # type: ignore[arg-type]
-        raise ArgsError(next(iter(raw)), f"unknown argument (accepted: {known})")
+        first = next(iter(raw))
+        raise ArgsError(
+            first if isinstance(first, str) and len(first) <= 40 else clip(first),
+            f"unknown argument (accepted: {known})",
+        )
     parsed = args_type(**values)
     validate = getattr(parsed, "validate", None)
     if validate is not None:
@@ -131,4 +154,4 @@ class Registry:
         return name in self._specs
 
 
-__all__ = ["ArgsError", "NoArgs", "PluginSpec", "Registry", "parse_args"]
+__all__ = ["MAX_ARGS_SECONDS", "ArgsError", "NoArgs", "PluginSpec", "Registry", "check_range", "parse_args"]

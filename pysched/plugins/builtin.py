@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-import yaml
-
+from pysched.api.inputs import parse_yaml
 from pysched.framework.config import SchedulerConfig, parse_config
 from pysched.framework.registry import Registry
 
@@ -19,7 +18,7 @@ def builtin_config(registry: Registry) -> SchedulerConfig:
     plugin; a process running several profiles together must pick ones that do, as a profile file
     must (`parse_config` checks it).
     """
-    data = yaml.safe_load(resources.files(__package__).joinpath("builtin.yaml").read_text())
+    data = parse_yaml(resources.files(__package__).joinpath("builtin.yaml").read_text(), SOURCE)
     profiles = tuple(
         parse_config({"profiles": [raw]}, f"{SOURCE} profiles[{i}]", registry).profiles[0]
         for i, raw in enumerate(data["profiles"])

@@ -24,7 +24,7 @@ from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
 from pysched.framework.incidents import REASON as INCIDENT_REASON
 from pysched.framework.incidents import Incidents
-from pysched.framework.interfaces import Handle, QueuedPod
+from pysched.framework.interfaces import MIN_RECONCILE_INTERVAL_S, Handle, QueuedPod
 from pysched.framework.lifecycle import PodLifecycle
 from pysched.framework.registry import Registry
 from pysched.framework.status import SUCCESS, Code, Status
@@ -133,7 +133,8 @@ class Scheduler:
         self._side_tasks = BackgroundTasks()  # events and conditions, never awaited by a cycle
         self._stopping = False
         intervals = [p.reconcile_interval for f in self.frameworks.values() for p in f.reconcile]
-        self._reconcile_interval = min(intervals) if intervals else None
+        # Clamped so that a plugin outside pysched cannot make the clock stand still (args are checked).
+        self._reconcile_interval = max(min(intervals), MIN_RECONCILE_INTERVAL_S) if intervals else None
         self._next_reconcile = clock.now() + (self._reconcile_interval or 0.0)
         self.last_tick = clock.now()  # the live loop's heartbeat (liveness)
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pysched.api.builders import node_dict
-from pysched.api.resources import QuantityError, parse_quantity
+from pysched.api.inputs import InputError, brief, key_text, load_yaml
+from pysched.api.limits import MAX_UNITS, clip
+from pysched.api.resources import CPU, GPU, MEMORY, QuantityError, to_scheduler_units
 from pysched.workload.catalogue import Catalogue, builtin_catalogue
 from pysched.workload.job import GPU_TAINT, Job
 from pysched.workload.traces import DeadlineRule, make_job, synthetic
@@ -53,46 +53,82 @@ def gpu_pool(count: int, gpus: int = 8, cpu: str = "64", memory: str = "512Gi") 
 
 
 CLUSTER_FORMS = "nodes=8,cpu=32,memory=128Gi,gpu=0 or a YAML file with groups: [{count, cpu, memory, gpu}]"
+# A simulated cluster holds every node in memory (about 3 KB each) and sums each resource over
+# the nodes as an integer the node table and the metrics carry exactly.
+MAX_CLUSTER_NODES = 100_000
+MAX_CLUSTER_GROUPS = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    count: int
+    cpu: str
+    memory: str
+    gpu: int
+    units: tuple[int, int, int]  # cpu millicores, memory bytes, GPUs of one node
 
 
 def parse_cluster(spec: str) -> Nodes:
-    """`nodes=N,cpu=Q,memory=Q,gpu=N`, or a YAML file of node groups; ValueError names the forms."""
+    """`nodes=N,cpu=Q,memory=Q,gpu=N`, or a YAML file of node groups; ValueError names the forms.
+    Every group is checked, and the whole cluster against the limits above, before a node is built."""
     if "=" not in spec and Path(spec).is_file():
         try:
-            data = yaml.safe_load(Path(spec).read_text())
-        except (OSError, yaml.YAMLError) as err:
-            raise ValueError(f"--cluster: cannot read {spec}: {err}") from None
-        groups = data.get("groups") if isinstance(data, dict) else None
-        if not isinstance(groups, list) or not groups:
+            data = load_yaml(spec)
+        except InputError as err:
+            raise ValueError(f"--cluster: {err}") from None
+        raw_groups = data.get("groups") if isinstance(data, dict) else None
+        if not isinstance(raw_groups, list) or not raw_groups:
             raise ValueError(f"--cluster: {spec}: groups: a non-empty list is required ({CLUSTER_FORMS})")
-        nodes: list[dict[str, Any]] = []
-        for i, group in enumerate(groups):
-            if not isinstance(group, dict):
-                raise ValueError(f"--cluster: {spec}: groups[{i}] must be a mapping ({CLUSTER_FORMS})")
-            fields = ",".join(f"{'nodes' if k == 'count' else k}={v}" for k, v in group.items())
-            nodes += [
-                {**n, "metadata": {**n["metadata"], "name": f"g{i}-{n['metadata']['name']}"}}
-                for n in _parse_spec(fields, f"{spec}: groups[{i}]")
-            ]
-        return tuple(nodes)
-    return _parse_spec(spec, spec)
+        if len(raw_groups) > MAX_CLUSTER_GROUPS:
+            raise ValueError(f"--cluster: {spec}: groups: more than {MAX_CLUSTER_GROUPS:,} groups")
+        groups = [_group_of(group, f"{spec}: groups[{i}]") for i, group in enumerate(raw_groups)]
+    else:
+        groups = [_parse_spec(spec, spec)]
+    where = spec if len(groups) == 1 else f"{spec}: groups"
+    count = sum(g.count for g in groups)
+    if count > MAX_CLUSTER_NODES:
+        raise ValueError(f"--cluster: {where}: {count:,} nodes, more than {MAX_CLUSTER_NODES:,}")
+    for k, name in enumerate((CPU, MEMORY, GPU)):
+        if sum(g.count * g.units[k] for g in groups) > MAX_UNITS:  # of each resource, summed over the nodes
+            raise ValueError(f"--cluster: {where}: the nodes' {name} adds up to more than 2**53 units")
+    if len(groups) == 1:
+        (only,) = groups
+        return cpu_nodes(only.count, only.cpu, only.memory, only.gpu)
+    return tuple(
+        {**n, "metadata": {**n["metadata"], "name": f"g{i}-{n['metadata']['name']}"}}
+        for i, g in enumerate(groups)
+        for n in cpu_nodes(g.count, g.cpu, g.memory, g.gpu)
+    )
 
 
-def _parse_spec(spec: str, where: str) -> Nodes:
+def _group_of(group: Any, where: str) -> _Group:
+    if not isinstance(group, dict):
+        raise ValueError(f"--cluster: {where} must be a mapping ({CLUSTER_FORMS})")
+    for key, value in group.items():
+        if isinstance(value, bool) or not isinstance(value, str | int | float) or "," in str(value):
+            raise ValueError(f"--cluster: {where}.{key_text(key)}: {clip(value)} is not a number or quantity")
+    return _parse_spec(",".join(f"{'nodes' if k == 'count' else k}={v}" for k, v in group.items()), where)
+
+
+def _parse_spec(spec: str, where: str) -> _Group:
     values = {"nodes": "8", "cpu": "32", "memory": "128Gi", "gpu": "0"}
     for part in spec.split(","):
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or key not in values:
-            raise ValueError(f"--cluster: {where}: bad part {part!r} (accepted: {CLUSTER_FORMS})")
+            raise ValueError(f"--cluster: {where}: bad part {clip(part)} (accepted: {CLUSTER_FORMS})")
         values[key] = value.strip()
     try:
+        units = (to_scheduler_units(CPU, values["cpu"]), to_scheduler_units(MEMORY, values["memory"]))
+    except QuantityError as err:  # not a quantity, or more than the scheduler counts
+        raise ValueError(f"--cluster: {where}: {brief(err)} (accepted: {CLUSTER_FORMS})") from None
+    try:
         count, gpu = int(values["nodes"]), int(values["gpu"])
-        if count < 1 or gpu < 0 or parse_quantity(values["cpu"]) <= 0 or parse_quantity(values["memory"]) <= 0:
+        if count < 1 or gpu < 0 or units[0] <= 0 or units[1] <= 0:
             raise ValueError
-    except (ValueError, QuantityError):
+    except ValueError:
         raise ValueError(f"--cluster: {where}: bad value (accepted: {CLUSTER_FORMS})") from None
-    return cpu_nodes(count, values["cpu"], values["memory"], gpu)
+    return _Group(count, values["cpu"], values["memory"], gpu, (*units, gpu))
 
 
 def _paper_jobs(count: int, seed: int, span_s: float, catalogue: Catalogue, rule: DeadlineRule) -> tuple[Job, ...]:

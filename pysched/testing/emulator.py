@@ -72,18 +72,20 @@ from typing import Any
 
 from pysched.api.annotations import PROGRESS, PROGRESS_INTERVAL, format_progress
 from pysched.api.containers import restarts_on_cpu_resize
+from pysched.api.inputs import out_of_range
 from pysched.api.resources import CPU, QuantityError, to_scheduler_units
 from pysched.api.times import format_rfc3339
 from pysched.testing.controlplane import FAKE_NODE_LABEL
 from pysched.testing.kube import JSON, KubeAPI, KubeAPIError
 from pysched.workload.catalogue import Catalogue, CatalogueError, builtin_catalogue, load_catalogue
 from pysched.workload.pod import EMULATE_MODEL, PodJob, job_from_pod
-from pysched.workload.progress import last_write
+from pysched.workload.progress import MAX_PROGRESS_INTERVAL_S, MIN_PROGRESS_INTERVAL_S, last_write
 from pysched.workload.segment import Run, noise_rng, retime, segment_step_seconds, start_run
 
 log = logging.getLogger(__name__)
 
 RUN_SECONDS_ANNOTATION = "pysched.io/emulate-run-seconds"
+MAX_TIME_SCALE = 100_000.0  # emulated seconds per wall second: a day in under a second
 RESIZE_CONDITIONS = ("PodResizePending", "PodResizeInProgress")
 
 
@@ -153,10 +155,9 @@ class KubeletEmulator:
         progress_interval: float = PROGRESS_INTERVAL,
         catalogue: Catalogue | None = None,
     ) -> None:
-        if not (time_scale > 0 and math.isfinite(time_scale)):
-            raise ValueError(f"time_scale must be a positive number, got {time_scale!r}")
-        if not (progress_interval > 0 and math.isfinite(progress_interval)):
-            raise ValueError(f"progress_interval must be a positive number, got {progress_interval!r}")
+        problem = _settings_problem(time_scale, progress_interval)
+        if problem:
+            raise ValueError(problem)
         self.api = api
         self.time_scale = float(time_scale)
         self.progress_interval = float(progress_interval)
@@ -678,6 +679,17 @@ class KubeletEmulator:
                     raise
 
 
+def _settings_problem(time_scale: float, progress_interval: float) -> str | None:
+    """The emulator's numbers out of range, as `--flag: must be ...`, or None."""
+    for flag, problem in (
+        ("--time-scale", out_of_range(time_scale, 0, MAX_TIME_SCALE, above=True)),
+        ("--progress-interval", out_of_range(progress_interval, MIN_PROGRESS_INTERVAL_S, MAX_PROGRESS_INTERVAL_S)),
+    ):
+        if problem:
+            return f"{flag}: {problem}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pysched.testing.emulator", description=__doc__)
     parser.add_argument("--kubeconfig", type=Path, required=True)
@@ -690,9 +702,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--catalogue", type=Path, default=None, help="a model catalogue merged over the built-ins")
     args = parser.parse_args(argv)
-    for flag, value in (("--time-scale", args.time_scale), ("--progress-interval", args.progress_interval)):
-        if not (value > 0 and math.isfinite(value)):
-            parser.error(f"{flag} must be a positive number, got {value:g}")
+    problem = _settings_problem(args.time_scale, args.progress_interval)
+    if problem:
+        parser.error(problem)
     try:
         catalogue = load_catalogue(args.catalogue) if args.catalogue is not None else None
     except CatalogueError as err:

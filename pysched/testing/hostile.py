@@ -232,3 +232,14 @@ def hostile_node(draw: st.DrawFn, index: int) -> dict[str, Any]:
         "spec": spec,
         "status": {"capacity": allocatable, "allocatable": allocatable},
     }
+
+
+# Hostile files, for tests of the bounded readers (`pysched.api.inputs`).
+
+
+def alias_bomb(levels: int = 9, fan: int = 10, top: str = "bomb") -> str:
+    """YAML "billion laughs": anchors `l0`..`l{levels}`, each a list of `fan` aliases of the one
+    below, then `top: *l{levels}`; expanded, fan**levels strings. A few hundred bytes of text."""
+    lines = ['l0: &l0 ["lol"]']
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * fan)}]" for i in range(1, levels + 1)]
+    return "\n".join([*lines, f"{top}: *l{levels}"]) + "\n"

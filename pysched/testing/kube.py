@@ -20,6 +20,7 @@ from urllib.parse import quote, urlencode
 import urllib3
 from kubernetes import client as k8s_client
 
+from pysched.api.inputs import load_yaml
 from pysched.backend.live.kubeclient import STRATEGIC_MERGE_PATCH
 
 JSON = dict[str, Any]
@@ -72,13 +73,7 @@ class KubeAPI:
     @classmethod
     def from_kubeconfig(cls, path: Path) -> KubeAPI:
         """Read a kubeconfig written by :class:`LocalControlPlane` (JSON or YAML)."""
-        text = path.read_text()
-        try:
-            data = json.loads(text)
-        except ValueError:
-            import yaml
-
-            data = yaml.safe_load(text)
+        data = load_yaml(path)  # JSON is YAML too; bounded like every file pysched reads
         ctx_name = data["current-context"]
         ctx = next(c["context"] for c in data["contexts"] if c["name"] == ctx_name)
         cluster = next(c["cluster"] for c in data["clusters"] if c["name"] == ctx["cluster"])

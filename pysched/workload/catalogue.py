@@ -1,13 +1,13 @@
 """The model catalogue: named training models and the hidden truth each simulated job draws.
 
 Built-ins live in `catalogue.yaml` beside this module; a user catalogue (same shape) adds or
-replaces models. Reading a catalogue is I/O: problems raise CatalogueError with the file and key.
+replaces models. Reading a catalogue is I/O (bounded, `api.inputs`): problems raise CatalogueError
+with the file and key.
 """
 
 from __future__ import annotations
 
 import csv
-import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,9 +15,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from pysched.api.inputs import InputError, brief, load_yaml, parse_yaml, read_text
+from pysched.api.limits import MAX_STEPS, clip
 from pysched.workload.speed import Amdahl, Throughput
+
+MAX_STEP_SECONDS = 86_400.0  # a model's t1, seconds per step on one CPU
+MAX_MODEL_NUMBER = 2**31  # a batch size, a p_max, a GPU count in a table
 
 
 class CatalogueError(ValueError):
@@ -81,28 +84,45 @@ class Catalogue:
 
 def read_table(text: str, where: str) -> dict[int, Throughput]:
     """An A100-style CSV: `global_batch_size,1,2,4,...`; empty or zero cells are not offered."""
-    rows = list(csv.reader(text.splitlines()))
+    try:
+        rows = list(csv.reader(text.splitlines()))
+    except csv.Error as err:
+        raise CatalogueError(f"{where}: not a throughput table: {err}") from None
     if len(rows) < 2:
         raise CatalogueError(f"{where}: a header and at least one row are required")
     try:
-        counts = [int(c) for c in rows[0][1:]]
+        counts = [_table_int(c) for c in rows[0][1:]]
         tables: dict[int, Throughput] = {}
         for row in rows[1:]:
             if not row:
                 continue
-            points = [(g, float(v)) for g, v in zip(counts, row[1:], strict=False) if v.strip() and float(v) > 0]
-            tables[int(row[0])] = Throughput(tuple(g for g, _ in points), tuple(r for _, r in points))
+            points = [(g, _rate(v)) for g, v in zip(counts, row[1:], strict=False) if v.strip() and _rate(v) > 0]
+            tables[_table_int(row[0])] = Throughput(tuple(g for g, _ in points), tuple(r for _, r in points))
     except ValueError as err:
-        raise CatalogueError(f"{where}: not a throughput table: {err}") from None
+        raise CatalogueError(f"{where}: not a throughput table: {brief(err)}") from None
     return tables
 
 
-def _number(raw: Mapping[str, Any], key: str, where: str, kind: type[int] | type[float]) -> Any:
+def _table_int(text: str) -> int:
+    value = int(text)
+    if not 0 < value <= MAX_MODEL_NUMBER:
+        raise ValueError(f"{clip(text)} is not an integer from 1 to {MAX_MODEL_NUMBER}")
+    return value
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1e9:  # iterations a second; NaN and inf are out
+        raise ValueError(f"{clip(text)} is not a rate from 0 to 1e9")
+    return value
+
+
+def _number(raw: Mapping[str, Any], key: str, where: str, kind: type[int] | type[float], maximum: float) -> Any:
     value = raw.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise CatalogueError(f"{where}.{key}: must be a positive number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= maximum:
+        raise CatalogueError(f"{where}.{key}: must be a number above 0 and at most {maximum:g}, got {clip(value)}")
     if kind is int and value != int(value):
-        raise CatalogueError(f"{where}.{key}: must be an integer, got {value!r}")
+        raise CatalogueError(f"{where}.{key}: must be an integer, got {clip(value)}")
     return kind(value)
 
 
@@ -112,6 +132,10 @@ def parse_catalogue(data: Any, source: str, read: Any) -> Catalogue:
         raise CatalogueError(f"{source}: models: a mapping of model name to model is required")
     models: dict[str, Model] = {}
     for name, raw in data["models"].items():
+        if not isinstance(name, str) or not 0 < len(name) <= 253:
+            raise CatalogueError(
+                f"{source}: models: a model name must be a string of 1 to 253 characters, got {clip(name)}"
+            )
         where = f"{source}: models.{name}"
         if not isinstance(raw, dict):
             raise CatalogueError(f"{where}: must be a mapping")
@@ -119,11 +143,11 @@ def parse_catalogue(data: Any, source: str, read: Any) -> Catalogue:
         if kind == "cpu":
             models[name] = CpuModel(
                 name,
-                _number(raw, "steps", where, int),
-                _number(raw, "batch_size", where, int) if "batch_size" in raw else 0,
-                _number(raw, "t1", where, float),
-                min(_number(raw, "f", where, float), 1.0),
-                _number(raw, "p_max", where, int),
+                _number(raw, "steps", where, int, MAX_STEPS),
+                _number(raw, "batch_size", where, int, MAX_MODEL_NUMBER) if "batch_size" in raw else 0,
+                _number(raw, "t1", where, float, MAX_STEP_SECONDS),
+                min(_number(raw, "f", where, float, 1e9), 1.0),
+                _number(raw, "p_max", where, int, MAX_MODEL_NUMBER),
             )
         elif kind == "gpu":
             table = raw.get("table")
@@ -131,19 +155,19 @@ def parse_catalogue(data: Any, source: str, read: Any) -> Catalogue:
                 raise CatalogueError(f"{where}.table: a CSV file of iterations/s by batch size and GPU count")
             try:
                 text = read(table)
-            except OSError as err:
-                raise CatalogueError(f"{where}.table: cannot read {table}: {err.strerror}") from None
+            except InputError as err:
+                raise CatalogueError(f"{where}.table: {err}") from None
             tables = read_table(text, f"{where}.table")
-            steps = _number(raw, "steps", where, int) if "steps" in raw else 10_000
+            steps = _number(raw, "steps", where, int, MAX_STEPS) if "steps" in raw else 10_000
             models[name] = GpuModel(name, steps, tables)
         else:
-            raise CatalogueError(f"{where}.kind: must be cpu or gpu, got {kind!r}")
+            raise CatalogueError(f"{where}.kind: must be cpu or gpu, got {clip(kind)}")
     return Catalogue(models)
 
 
 def builtin_catalogue() -> Catalogue:
     root = resources.files(__package__)
-    data = yaml.safe_load(root.joinpath("catalogue.yaml").read_text())
+    data = parse_yaml(root.joinpath("catalogue.yaml").read_text(), "<built-in catalogue>")
     return parse_catalogue(data, "<built-in catalogue>", lambda p: root.joinpath(p).read_text())
 
 
@@ -151,9 +175,7 @@ def load_catalogue(path: str | Path) -> Catalogue:
     """A user catalogue merged over the built-ins."""
     file = Path(path)
     try:
-        data = yaml.safe_load(file.read_text())
-    except OSError as err:
-        raise CatalogueError(f"{path}: cannot read: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise CatalogueError(f"{path}: invalid YAML: {str(err).splitlines()[0]}") from None
-    return builtin_catalogue().merged(parse_catalogue(data, str(path), lambda p: (file.parent / p).read_text()))
+        data = load_yaml(file)
+    except InputError as err:
+        raise CatalogueError(str(err)) from None
+    return builtin_catalogue().merged(parse_catalogue(data, str(path), lambda p: read_text(file.parent / str(p))))

@@ -3,6 +3,11 @@ the run starts)."""
 
 from __future__ import annotations
 
+# The range of a progress interval (`simulate --progress-interval`, the emulator's): at most one
+# write a second, at least one a day.
+MIN_PROGRESS_INTERVAL_S = 1.0
+MAX_PROGRESS_INTERVAL_S = 86_400.0
+
 
 def last_write(run_start: float, now: float, interval: float) -> float | None:
     """When the helper last wrote, writing every `interval` s after the run started; None if not yet."""

@@ -1,21 +1,26 @@
 """Trace input: CSV (the published deadline-trace columns), SWF, and a seeded synthetic generator.
 
-Bad rows are reported as `file:line: problem` (the header is line 1) and skipped; the caller
-decides what an empty result means (the CLI exits 2).
+Files are streamed line by line (`api.inputs.read_lines`). Bad rows, numbers out of bounds
+included, are reported as `file:line: problem` (the header is line 1) and skipped; the caller
+decides what an empty result means (the CLI exits 2). A file that cannot be read as a whole
+(not text, a line or cell over its limit, too many rows) is a TraceError naming the line.
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 import random
 import re
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pysched.api.resources import QuantityError, parse_quantity
+from pysched.api.inputs import InputError, read_lines
+from pysched.api.limits import MAX_STEPS, clip
+from pysched.api.resources import MEMORY, QuantityError, to_scheduler_units
 from pysched.workload.catalogue import Catalogue, CpuModel, GpuModel, Model
 from pysched.workload.job import Job
 from pysched.workload.speed import SpeedModel
@@ -26,6 +31,15 @@ DEFAULT_CPU_MIX: Mapping[int, float] = {1: 0.10, 2: 0.35, 4: 0.25, 8: 0.20, 16: 
 CPU_PER_GPU = 4
 DEFAULT_CPU = 2  # the founding paper's pods: 2 CPU, about 1 GiB
 DEFAULT_MEMORY = "1Gi"
+
+# Bounds of a trace. Times are seconds (epoch seconds fit); a job's run time at its request and its
+# deadline must fit too, so that every time the simulator derives stays a date it can write.
+MAX_TRACE_ROWS = 1_000_000  # rows read, skipped ones included
+MAX_TRACE_SECONDS = 1e10
+MAX_JOB_GPUS = 4096
+MAX_JOB_CPUS = 100_000
+MAX_BATCH_SIZE = 2**31
+MAX_DEADLINE_FACTOR = 10.0  # HI of --deadline-rule
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +64,11 @@ def parse_deadline_rule(text: str) -> DeadlineRule | None:
     try:
         lo, hi = (float(p) for p in parts)
     except ValueError:
-        raise ValueError(f"--deadline-rule: {text!r} is not accepted ({DEADLINE_RULE_FORMS})") from None
-    if not (0 < lo <= hi) or not math.isfinite(hi):
-        raise ValueError(f"--deadline-rule: need 0 < LO <= HI, got {text!r} ({DEADLINE_RULE_FORMS})")
+        raise ValueError(f"--deadline-rule: {clip(text)} is not accepted ({DEADLINE_RULE_FORMS})") from None
+    if not (0 < lo <= hi <= MAX_DEADLINE_FACTOR):
+        raise ValueError(
+            f"--deadline-rule: need 0 < LO <= HI <= {MAX_DEADLINE_FACTOR:g}, got {clip(text)} ({DEADLINE_RULE_FORMS})"
+        )
     return DeadlineRule(lo, hi)
 
 
@@ -79,25 +95,27 @@ def _rng(seed: int, *parts: object) -> random.Random:
     return random.Random(zlib.crc32(repr((seed, *parts)).encode()))
 
 
-def _float(row: Mapping[str, str], key: str, *, minimum: float = 0.0) -> float | None:
+def _float(
+    row: Mapping[str, str], key: str, *, minimum: float = 0.0, maximum: float = MAX_TRACE_SECONDS
+) -> float | None:
     text = (row.get(key) or "").strip()
     if not text:
         return None
     try:
         value = float(text)
     except ValueError:
-        raise _BadRow(f"{key} {text!r} is not a number") from None
-    if not math.isfinite(value) or value < minimum:
-        raise _BadRow(f"{key} {text!r} must be a finite number >= {minimum:g}")
+        raise _BadRow(f"{key} {clip(text)} is not a number") from None
+    if not minimum <= value <= maximum:  # NaN is never in range; inf and 1e300 are out of it
+        raise _BadRow(f"{key} {clip(text)} must be a number from {minimum:g} to {maximum:g}")
     return value
 
 
-def _int(row: Mapping[str, str], key: str, *, minimum: int = 0) -> int | None:
-    value = _float(row, key, minimum=minimum)
+def _int(row: Mapping[str, str], key: str, *, minimum: int = 0, maximum: int) -> int | None:
+    value = _float(row, key, minimum=minimum, maximum=maximum)
     if value is None:
         return None
     if value != int(value):
-        raise _BadRow(f"{key} {row[key].strip()!r} must be an integer")
+        raise _BadRow(f"{key} {clip(row[key].strip())} must be an integer")
     return int(value)
 
 
@@ -149,8 +167,11 @@ def make_job(
     if steps is None:
         assert duration is not None
         steps = max(1, round(duration / step_s))
+    run_s = duration if duration is not None else steps * step_s
+    if not run_s <= MAX_TRACE_SECONDS:
+        raise _BadRow(f"runs {run_s:.3g} s at its request, more than {MAX_TRACE_SECONDS:g}")
     if deadline is None and rule is not None:
-        deadline = rule.draw(rng, submit, duration if duration is not None else steps * step_s)
+        deadline = rule.draw(rng, submit, run_s)
     return Job(
         f"job-{index:05d}",
         submit,
@@ -173,32 +194,32 @@ def _row_job(
     submit = _float(row, "submission_time")
     if submit is None:
         raise _BadRow("submission_time is missing")
-    steps = _int(row, "num_iteration", minimum=1)
+    steps = _int(row, "num_iteration", minimum=1, maximum=MAX_STEPS)
     duration = _float(row, "duration")
     if steps is None and (duration is None or duration <= 0):
         raise _BadRow("needs num_iteration or a positive duration")
-    gpus = _int(row, "num_gpu") or 0
+    gpus = _int(row, "num_gpu", maximum=MAX_JOB_GPUS) or 0
     deadline = _float(row, "deadline")
-    batch = _int(row, "batch_size", minimum=1)
+    batch = _int(row, "batch_size", minimum=1, maximum=MAX_BATCH_SIZE)
     rng = _rng(seed, row["job_id"], index)
     name = (row.get("model_name") or "").strip()
     if name:
         found = catalogue.get(name)
         if found is None:
-            raise _BadRow(f"unknown model {name!r} (known: {', '.join(catalogue.names())})")
+            raise _BadRow(f"unknown model {clip(name)} (known: {', '.join(catalogue.names())})")
         model = found
     else:
         model = _pick_model(catalogue, gpus, rng)
-    cpu = _float(row, "num_cpu")
-    if cpu is not None and cpu <= 0:
-        raise _BadRow("num_cpu must be positive")
+    cpu = _float(row, "num_cpu", maximum=MAX_JOB_CPUS)
+    if cpu is not None and cpu < 0.001:
+        raise _BadRow("num_cpu must be at least 0.001")
     cpu_milli = round(1000 * (cpu if cpu is not None else (CPU_PER_GPU * gpus if gpus else DEFAULT_CPU)))
     memory = (row.get("memory") or "").strip() or (f"{8 * gpus}Gi" if gpus else DEFAULT_MEMORY)
     try:
-        if parse_quantity(memory) <= 0:
-            raise _BadRow(f"memory {memory!r} must be positive")
-    except QuantityError:
-        raise _BadRow(f"memory {memory!r} is not a Kubernetes quantity") from None
+        if to_scheduler_units(MEMORY, memory) <= 0:
+            raise _BadRow(f"memory {clip(memory)} must be positive")
+    except QuantityError:  # not a quantity, or beyond what the scheduler counts
+        raise _BadRow(f"memory {clip(memory)} is not a Kubernetes quantity the scheduler can count") from None
     truth = _truth(model, gpus, batch, rng)
     return make_job(
         index,
@@ -217,35 +238,59 @@ def _row_job(
     )
 
 
+class _Lines:
+    """A trace's lines: read errors as TraceError, at most MAX_TRACE_ROWS, the last line's number kept."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = path
+        self.number = 0
+        self._lines = read_lines(path)
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        self.number += 1
+        if self.number > MAX_TRACE_ROWS + 1:  # + the header
+            raise TraceError(f"{self.path}:{self.number}: more than {MAX_TRACE_ROWS:,} rows")
+        try:
+            return next(self._lines)
+        except InputError as err:
+            raise TraceError(str(err)) from None
+
+
 def read_csv(
     path: str | Path, catalogue: Catalogue, rule: DeadlineRule | None = DeadlineRule(), seed: int = 7
 ) -> Trace:
-    """A CSV trace with a header; extra columns are ignored, `num_iteration` wins over `duration`."""
-    try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise TraceError(f"{path}: cannot read: {err.strerror}") from None
-    if text.lstrip().startswith(";"):
+    """A CSV trace with a header; extra columns are ignored, `num_iteration` wins over `duration`.
+    A file whose first text starts with `;` is read as SWF."""
+    lines = _Lines(path)
+    head = next(lines, "")
+    if head.lstrip().startswith(";"):
         return read_swf(path, catalogue, rule, seed)
-    reader = csv.DictReader(text.splitlines())
-    header = [h.strip() for h in reader.fieldnames or ()]
-    reader.fieldnames = header
-    missing = [c for c in ("job_id", "submission_time") if c not in header]
-    if missing or not ({"duration", "num_iteration"} & set(header)):
-        raise TraceError(
-            f"{path}:1: header needs job_id, submission_time and duration or num_iteration (got: {', '.join(header)})"
-        )
+    reader = csv.DictReader(itertools.chain([head], lines))
     jobs: list[Job] = []
     problems: list[str] = []
-    for row in reader:
-        where = f"{path}:{reader.line_num}"
-        if None in row:  # more cells than the header: a broken row, not an extra column
-            problems.append(f"{where}: more cells than header columns")
-            continue
-        try:
-            jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed))
-        except _BadRow as err:
-            problems.append(f"{where}: {err}")
+    try:
+        header = [h.strip() for h in reader.fieldnames or ()]
+        reader.fieldnames = header
+        missing = [c for c in ("job_id", "submission_time") if c not in header]
+        if missing or not ({"duration", "num_iteration"} & set(header)):
+            raise TraceError(
+                f"{path}:1: header needs job_id, submission_time and duration or num_iteration "
+                f"(got: {clip(', '.join(header))})"
+            )
+        for row in reader:
+            where = f"{path}:{reader.line_num}"
+            if None in row:  # more cells than the header: a broken row, not an extra column
+                problems.append(f"{where}: more cells than header columns")
+                continue
+            try:
+                jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed))
+            except _BadRow as err:
+                problems.append(f"{where}: {err}")
+    except csv.Error as err:  # a cell over csv's field limit (128 KiB), a NUL byte
+        raise TraceError(f"{path}:{lines.number}: {err}") from None
     return Trace(tuple(sorted(jobs, key=lambda j: j.submit)), tuple(problems))
 
 
@@ -262,11 +307,7 @@ def read_swf(
     """
     jobs: list[Job] = []
     problems: list[str] = []
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as err:
-        raise TraceError(f"{path}: cannot read: {err.strerror}") from None
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(_Lines(path), start=1):
         text = line.split(";", 1)[0].strip()
         if not text:
             continue

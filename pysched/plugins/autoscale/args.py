@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pysched.api.labels import selector_problem
+from pysched.api.limits import clip
 from pysched.deadline.predictor import BAND_Z
-from pysched.framework.registry import ArgsError, camel_case
+from pysched.framework.interfaces import MAX_RECONCILE_INTERVAL_S, MIN_RECONCILE_INTERVAL_S
+from pysched.framework.registry import MAX_ARGS_SECONDS, ArgsError, check_range
 
 MEMORY_MODES = ("fixed", "withCpu")
 
@@ -34,23 +35,18 @@ class AutoscaleArgs:
     deadline_namespaces: Mapping[str, Any] | None = None
 
     def validate(self) -> None:
-        checks = {
-            "interval_seconds": self.interval_seconds > 0,
-            "cooldown_seconds": self.cooldown_seconds >= 0,
-            "safety_margin": self.safety_margin >= 0,
-            "down_slack": 0 <= self.down_slack < 1,
-            "max_step_factor": self.max_step_factor > 1,
-            "cpu_min": self.cpu_min > 0,
-            "restart_seconds": self.restart_seconds >= 0,
-            "band_z": 0 <= self.band_z <= BAND_Z,
-            "prior_step_seconds": 0 <= self.prior_step_seconds < math.inf,
-            "prior_uncertainty": 0 < self.prior_uncertainty <= 10,
-        }
-        for name, ok in checks.items():
-            if not ok:
-                raise ArgsError(camel_case(name), f"out of range: {getattr(self, name)}")
+        check_range(self, "interval_seconds", MIN_RECONCILE_INTERVAL_S, MAX_RECONCILE_INTERVAL_S)
+        check_range(self, "cooldown_seconds", 0, MAX_ARGS_SECONDS)
+        check_range(self, "safety_margin", 0, 10)
+        check_range(self, "down_slack", 0, 1, below=True)
+        check_range(self, "max_step_factor", 1, 1000, above=True)
+        check_range(self, "cpu_min", 0, 1_000_000, above=True)
+        check_range(self, "restart_seconds", 0, MAX_ARGS_SECONDS)
+        check_range(self, "band_z", 0, BAND_Z)
+        check_range(self, "prior_step_seconds", 0, MAX_ARGS_SECONDS)
+        check_range(self, "prior_uncertainty", 0, 10, above=True)
         if self.memory not in MEMORY_MODES:
-            raise ArgsError("memory", f"must be one of {', '.join(MEMORY_MODES)}, got {self.memory!r}")
+            raise ArgsError("memory", f"must be one of {', '.join(MEMORY_MODES)}, got {clip(self.memory)}")
         if self.deadline_namespaces is not None:
             problem = selector_problem(self.deadline_namespaces)
             if problem is not None:

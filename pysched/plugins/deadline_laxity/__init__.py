@@ -25,7 +25,6 @@ the live pods, not every pod ever seen.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -46,7 +45,7 @@ from pysched.deadline.condition import CONDITION, DEMOTED_REASON, demoted_by_con
 from pysched.deadline.predictor import prior_step_ratio
 from pysched.framework.cluster import PodCondition
 from pysched.framework.interfaces import Handle, QueuedPod
-from pysched.framework.registry import ArgsError, PluginSpec
+from pysched.framework.registry import MAX_ARGS_SECONDS, ArgsError, PluginSpec, check_range
 from pysched.framework.status import SUCCESS, Status
 from pysched.framework.tasks import BackgroundTasks
 
@@ -67,8 +66,7 @@ class DeadlineLaxityArgs:
     deadline_namespaces: Mapping[str, Any] | None = None
 
     def validate(self) -> None:
-        if not (self.prior_step_seconds >= 0 and math.isfinite(self.prior_step_seconds)):
-            raise ArgsError("priorStepSeconds", f"must be a finite number >= 0, got {self.prior_step_seconds}")
+        check_range(self, "prior_step_seconds", 0, MAX_ARGS_SECONDS)
         if self.deadline_namespaces is not None:
             problem = selector_problem(self.deadline_namespaces)
             if problem is not None:

@@ -19,8 +19,8 @@ from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, GPU, format_resource
 from pysched.framework.cycle_state import CycleState
-from pysched.framework.interfaces import Handle
-from pysched.framework.registry import ArgsError, PluginSpec
+from pysched.framework.interfaces import MAX_RECONCILE_INTERVAL_S, MIN_RECONCILE_INTERVAL_S, Handle
+from pysched.framework.registry import ArgsError, PluginSpec, check_range
 
 NAME = "SeedRestart"
 
@@ -34,10 +34,8 @@ class SeedArgs:
     def validate(self) -> None:
         if self.warmup_steps < 1:
             raise ArgsError("warmupSteps", f"must be at least 1, got {self.warmup_steps}")
-        if self.factor < 1:
-            raise ArgsError("factor", f"must be at least 1, got {self.factor}")
-        if self.interval_seconds <= 0:
-            raise ArgsError("intervalSeconds", f"must be positive, got {self.interval_seconds}")
+        check_range(self, "factor", 1, 100)
+        check_range(self, "interval_seconds", MIN_RECONCILE_INTERVAL_S, MAX_RECONCILE_INTERVAL_S)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from pysched.framework.cycle_state import CycleState
 from pysched.framework.fused import URGENT_CLASS, FusedTerm, UrgencyParams
 from pysched.framework.interfaces import Handle
 from pysched.framework.nodetable import I64, Bools, NodeTable
-from pysched.framework.registry import ArgsError, PluginSpec
+from pysched.framework.registry import MAX_ARGS_SECONDS, ArgsError, PluginSpec, check_range
 from pysched.plugins.urgency_placement.reference import urgency_placement
 
 NAME = "UrgencyPlacement"
@@ -54,8 +54,7 @@ class UrgencyPlacementArgs:
                 raise ArgsError(field, f"must be an integer from 0 to 100, got {value}")
         if not 1 <= self.headroom_factor <= 100:
             raise ArgsError("headroomFactor", f"must be an integer from 1 to 100, got {self.headroom_factor}")
-        if self.urgent_within_seconds < 0:
-            raise ArgsError("urgentWithinSeconds", f"must be 0 or more, got {self.urgent_within_seconds}")
+        check_range(self, "urgent_within_seconds", 0, MAX_ARGS_SECONDS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ import pytest
 
 from pysched import __version__
 from pysched.cmd.cli import main
+from pysched.testing.hostile import alias_bomb
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -152,3 +153,62 @@ def test_trace_run_reports_skipped_rows_and_writes_plots(tmp_path: Path) -> None
         assert data["policies"][policy]["jobs"] == 2 and data["policies"][policy]["skipped"] == 2
     assert data["cluster"] == {"nodes": 2, "cpu": 64.0, "gpu": 16}
     assert sorted(p.name for p in plots.iterdir()) == ["cpu_allocated_vs_used.png", "deadline_met.png", "jct_cdf.png"]
+
+
+def test_an_alias_bomb_profile_exits_2_in_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "bomb.yaml"
+    config.write_text(alias_bomb(top="profiles"))
+    result = _cli("simulate", "--config", str(config))
+    _one_line_exit_2(result, str(config), "aliases expand to more than 10,000 nodes")
+    assert "Traceback" not in result.stderr and "MemoryError" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "a binary file, not text"),
+        ("profiles: [{schedulerName: caf\xe9}]\n".encode("latin-1"), "not UTF-8 text"),
+        (("[" * 50_000).encode(), "nest"),
+    ],
+)
+def test_unreadable_profile_files_exit_2_in_one_line(tmp_path: Path, content: bytes, needle: str) -> None:
+    config = tmp_path / "p.yaml"
+    config.write_bytes(content)
+    result = _cli("simulate", "--config", str(config))
+    _one_line_exit_2(result, str(config), needle)
+    assert "Traceback" not in result.stderr
+
+
+def test_a_tiny_reconcile_interval_is_refused_before_the_simulation(tmp_path: Path) -> None:
+    config = tmp_path / "p.yaml"
+    config.write_text(
+        "profiles:\n  - schedulerName: fast\n    plugins:\n"
+        "      queueSort: [{name: EarliestDeadline}]\n      bind: [{name: DefaultBinder}]\n"
+        "      reconcile: [{name: SeedRestart}]\n"
+        "    pluginConfig: [{name: SeedRestart, args: {intervalSeconds: 1.0e-300}}]\n"
+    )
+    _one_line_exit_2(_cli("simulate", "--config", str(config)), "args.intervalSeconds: must be >= 0.1 and <= 86400")
+
+
+@pytest.mark.parametrize(
+    ("cluster", "needle"),
+    [
+        ("cpu=1Ei", "--cluster: cpu=1Ei: "),
+        ("nodes=1000000000", "1,000,000,000 nodes, more than 100,000"),
+        ("nodes=99999,memory=1Pi", "memory adds up to more than 2**53 units"),
+    ],
+)
+def test_huge_clusters_exit_2_before_any_node_is_built(
+    cluster: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["simulate", "--policy", "default", "--cluster", cluster]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and needle in err
+
+
+def test_traces_with_oversized_cells_or_bad_bytes_exit_2_naming_the_line(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text('job_id,submission_time,duration\n1,0,600\n2,0,"' + "x" * 200_000 + '"\n')
+    _one_line_exit_2(_cli("simulate", "--trace", str(trace)), f"{trace}:3: field larger than field limit")
+    trace.write_bytes(b"job_id,submission_time,duration\n1,0,600\n2,0,6\xff0\n")
+    _one_line_exit_2(_cli("simulate", "--trace", str(trace)), f"{trace}:3: not UTF-8 text")

@@ -4,6 +4,7 @@ import pytest
 
 from pysched.framework.config import ConfigError, load_config
 from pysched.plugins import default_registry
+from pysched.testing.hostile import alias_bomb
 
 GOOD = """
 profiles:
@@ -108,3 +109,47 @@ def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "absent.yaml", default_registry())
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (alias_bomb() + GOOD, r"profiles\.yaml: line \d+: invalid YAML: aliases expand to more than 10,000 nodes"),
+        ("[" * 100_000, r"profiles\.yaml: line 1: invalid YAML: .*nest"),
+        (
+            GOOD.replace("weight: 3", "weight: [" + ", ".join(["x" * 1000] * 50) + "]"),
+            r"weight: must be an integer from 1 to 100, got \[",
+        ),
+        (GOOD.replace("cpuWeight: 2", "cpuWeight: .nan"), r"cpuWeight: expected a finite int below 2\*\*63"),
+        (GOOD.replace("cpuWeight: 2", "cpuWeight: " + "9" * 30), r"cpuWeight: expected a finite int below 2\*\*63"),
+        (
+            GOOD.replace(
+                "    pluginConfig:\n      - name: MostAllocated\n        args: {cpuWeight: 2, memoryWeight: 1}\n",
+                "    pluginConfig: 5\n",
+            ),
+            r"profiles\[0\]\.pluginConfig: must be a list",
+        ),
+        (
+            GOOD.replace("    pluginConfig:\n      - name", "    7: x\n    pluginConfig:\n      - name"),
+            r"\.7: unknown key",
+        ),
+        (
+            GOOD.replace("plugins:\n      queueSort", "plugins:\n      " + "p" * 1000 + ": []\n      queueSort", 1),
+            r"plugins\.'p+\.\.\. \(1000 chars\): unknown extension point",
+        ),
+    ],
+)
+def test_hostile_files_fail_fast_in_one_short_line(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        _load(tmp_path, text)
+    assert "\n" not in str(info.value) and len(str(info.value)) < 400
+
+
+def test_binary_and_non_utf8_profile_files(tmp_path: Path) -> None:
+    path = tmp_path / "profiles.yaml"
+    path.write_bytes(b"\x00\x01\x02 gzip or an image")
+    with pytest.raises(ConfigError, match=r"profiles\.yaml: a binary file, not text"):
+        load_config(path, default_registry())
+    path.write_bytes(b"profiles: [\xff]")
+    with pytest.raises(ConfigError, match=r"profiles\.yaml: not UTF-8 text"):
+        load_config(path, default_registry())

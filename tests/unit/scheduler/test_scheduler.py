@@ -16,7 +16,7 @@ from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import parse_config
 from pysched.framework.cycle_state import CycleState
-from pysched.framework.interfaces import Handle
+from pysched.framework.interfaces import MIN_RECONCILE_INTERVAL_S, Handle
 from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
@@ -322,3 +322,35 @@ def test_plugins_subscribed_to_deletions_hear_of_each_deleted_pod_of_their_profi
         await scheduler.stop()
 
     loop.run_until_complete(run())
+
+
+@dataclass(slots=True)
+class Hasty:
+    """A reconcile plugin from outside pysched whose interval nothing checked."""
+
+    NAME: ClassVar[str] = "Hasty"
+    reconcile_interval: float = 1.0e-300
+
+    async def reconcile(self, pods: object) -> None:
+        return None
+
+
+def test_a_reconcile_interval_below_the_minimum_is_clamped_so_virtual_time_advances() -> None:
+    registry = default_registry()
+    registry.register(PluginSpec("Hasty", NoArgs, lambda args, handle: Hasty(), Hasty))
+    profile = {
+        "profiles": [
+            {
+                "schedulerName": "h",
+                "plugins": {
+                    "queueSort": [{"name": "PrioritySort"}],
+                    "bind": [{"name": "DefaultBinder"}],
+                    "reconcile": [{"name": "Hasty"}],
+                },
+            }
+        ]
+    }
+    clock = VirtualClock(1000.0)
+    scheduler = Scheduler(parse_config(profile, "t", registry), SimulatedCluster(clock), clock, registry)
+    wakeup = scheduler.next_wakeup()
+    assert wakeup is not None and wakeup - clock.now() == pytest.approx(MIN_RECONCILE_INTERVAL_S)

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pysched.workload import traces
 from pysched.workload.catalogue import builtin_catalogue
 from pysched.workload.job import Job
 from pysched.workload.traces import (
@@ -132,3 +133,74 @@ def test_cpu_jobs_over_provision() -> None:
     jobs: tuple[Job, ...] = synthetic(500, CATALOGUE, seed=5, gpu_share=0.0)
     assert all(j.gpu == 0 for j in jobs)
     assert sum(1 for j in jobs if j.cpu_milli >= 8000) > 100
+
+
+HEADER = "job_id,submission_time,duration,num_gpu,num_iteration,deadline,num_cpu,batch_size,memory\n"
+
+
+@pytest.mark.parametrize(
+    ("cells", "problem"),
+    [
+        ("a,1e300,600,0,,,,,", "submission_time '1e300' must be a number from 0 to 1e+10"),
+        ("a,inf,600,0,,,,,", "submission_time 'inf' must be a number"),
+        ("a,nan,600,0,,,,,", "submission_time 'nan' must be a number"),
+        ("a,0,-600,0,,,,,", "duration '-600' must be a number from 0"),
+        ("a,0,1e300,0,,,,,", "duration '1e300'"),
+        ("a,0,600,1e30,,,,,", "num_gpu '1e30' must be a number from 0 to 4096"),
+        ("a,0,,0,1e300,,,,", "num_iteration '1e300' must be a number from 1 to 1e+16"),
+        ("a,0,,0,99999999999999999999,,,,", "num_iteration"),
+        ("a,0,600,0,,nan,,,", "deadline 'nan'"),
+        ("a,0,600,0,,,1e300,,", "num_cpu '1e300'"),
+        ("a,0,600,0,,,,9e18,", "batch_size '9e18'"),
+        ("a,0,,0,1000000000000,,,,", "runs"),  # 1e12 steps of a CPU model: beyond 1e10 s
+        ("a,0,600,0,,,,,1e300", "memory '1e300' is not a Kubernetes quantity the scheduler can count"),
+    ],
+)
+def test_numeric_cells_are_finite_and_bounded(tmp_path: Path, cells: str, problem: str) -> None:
+    path = _write(tmp_path, HEADER + "ok,0,600,0,,,,,\n" + cells + "\n")
+    trace = read_csv(path, CATALOGUE)
+    assert len(trace.jobs) == 1 and len(trace.problems) == 1
+    assert trace.problems[0].startswith(f"{path}:3: ") and problem in trace.problems[0], trace.problems[0]
+
+
+def test_a_cell_over_128_kib_is_an_error_naming_the_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, HEADER + "ok,0,600,0,,,,,\n" + 'big,0,600,0,,,,,"' + "x" * (128 * 1024 + 1) + '"\n')
+    with pytest.raises(TraceError, match=rf"{path}:3: field larger than field limit \(131072\)"):
+        read_csv(path, CATALOGUE)
+
+
+def test_binary_and_non_utf8_traces_are_errors(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"PK\x03\x04\x00\x00 a zip archive")
+    with pytest.raises(TraceError, match="a binary file, not text"):
+        read_csv(path, CATALOGUE)
+    path.write_bytes(HEADER.encode() + b"ok,0,600,0,,,,,\nb\xe9,0,600,0,,,,,\n")
+    with pytest.raises(TraceError, match=rf"{path}:3: not UTF-8 text"):
+        read_csv(path, CATALOGUE)
+    path.write_text(HEADER + "x" * (2 * 1024 * 1024) + "\n")
+    with pytest.raises(TraceError, match=rf"{path}:2: line longer than"):
+        read_csv(path, CATALOGUE)
+
+
+def test_swf_numbers_are_bounded_too(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "; SWF\n1 0 10 3600 4 -1 -1 4 7200 -1 1 1 1 -1 1 -1 -1 -1\n"
+        "2 1e300 5 inf -1 -1 -1 nan 3600 -1 1 1 1 -1 1 -1 -1 -1\n",
+        "t.swf",
+    )
+    trace = read_swf(path, CATALOGUE)
+    assert len(trace.jobs) == 1 and trace.problems[0].startswith(f"{path}:3: submission_time '1e300'")
+
+
+def test_the_row_count_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(traces, "MAX_TRACE_ROWS", 3)
+    path = _write(tmp_path, HEADER + "".join(f"j{i},0,600,0,,,,,\n" for i in range(4)))
+    with pytest.raises(TraceError, match=rf"{path}:5: more than 3 rows"):
+        read_csv(path, CATALOGUE)
+
+
+def test_deadline_rule_factors_are_bounded() -> None:
+    for bad in ("1,1e300", "0.5,inf", "nan,1", "1,11"):
+        with pytest.raises(ValueError, match=r"need 0 < LO <= HI <= 10|not accepted"):
+            parse_deadline_rule(bad)

@@ -14,7 +14,7 @@ from pysched.cmd.metrics import SchedulerMetrics, plugin_metrics
 from pysched.framework.clock import VirtualClock
 from pysched.framework.cluster import PodCondition
 from pysched.framework.config import ConfigError, SchedulerConfig, parse_config
-from pysched.framework.registry import camel_case
+from pysched.framework.registry import ArgsError, camel_case, parse_args
 from pysched.framework.status import Code, Status
 from pysched.plugins import default_registry
 from pysched.plugins.autoscale import NAME, Autoscale, AutoscaleArgs
@@ -548,3 +548,24 @@ def test_a_put_back_the_apiserver_refuses_is_tried_again_only_after_the_cooldown
 
     up = asyncio.run(refused_up())
     assert [e.note for e in up.cluster.events if e.reason == "RescaleFailed"] == ["cpu 2 -> 4: etcd is unhappy"]
+
+
+@pytest.mark.parametrize(
+    ("args", "key"),
+    [
+        ({"intervalSeconds": 1.0e-300}, "intervalSeconds: must be >= 0.1 and <= 86400"),
+        ({"intervalSeconds": float("inf")}, "intervalSeconds"),
+        ({"cooldownSeconds": 1e9}, "cooldownSeconds: must be >= 0"),
+        ({"cooldownSeconds": 1e300}, "cooldownSeconds: expected a finite float"),
+        ({"cooldownSeconds": float("nan")}, "cooldownSeconds"),
+        ({"restartSeconds": -1}, "restartSeconds"),
+        ({"priorStepSeconds": float("inf")}, "priorStepSeconds"),
+        ({"safetyMargin": 1e300}, "safetyMargin"),
+        ({"maxStepFactor": 1e300}, "maxStepFactor"),
+        ({"cpuMin": float("nan")}, "cpuMin"),
+    ],
+)
+def test_intervals_and_durations_are_bounded(args: dict[str, float], key: str) -> None:
+    with pytest.raises(ArgsError, match=key):
+        parse_args(AutoscaleArgs, args)
+    assert parse_args(AutoscaleArgs, {"intervalSeconds": 0.2, "cooldownSeconds": 0}).interval_seconds == 0.2

@@ -14,6 +14,7 @@ from pysched.framework.clock import VirtualClock
 from pysched.framework.config import ConfigError, parse_config
 from pysched.framework.interfaces import Handle, QueuedPod
 from pysched.framework.nodetable import NodeTable
+from pysched.framework.registry import ArgsError, parse_args
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.plugins.deadline_laxity import NAME, DeadlineLaxity, DeadlineLaxityArgs
@@ -263,3 +264,17 @@ def test_deleting_an_old_pod_keeps_a_demotion_of_the_pod_recreated_under_its_nam
     assert plugin.is_demoted(new) and not plugin.is_demoted(old)
     plugin.pod_deleted(new)
     assert not plugin.is_demoted(new)
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -1.0, 1e300])
+def test_prior_step_seconds_is_finite_and_bounded(value: float) -> None:
+    with pytest.raises(ArgsError, match="priorStepSeconds"):
+        parse_args(DeadlineLaxityArgs, {"priorStepSeconds": value})
+
+
+def test_a_huge_selector_is_quoted_short() -> None:
+    with pytest.raises(ArgsError, match="deadlineNamespaces") as info:
+        parse_args(DeadlineLaxityArgs, {"deadlineNamespaces": {"matchExpressions": [{"values": ["x" * 10**6] * 100}]}})
+    assert len(str(info.value)) < 200
+    with pytest.raises(ArgsError, match="unknown selector field"):
+        parse_args(DeadlineLaxityArgs, {"deadlineNamespaces": {1: "a", "b" * 10**6: "c"}})

@@ -7,6 +7,7 @@ from pysched.api.ids import PodKey
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import ConfigError, parse_config
+from pysched.framework.registry import ArgsError, parse_args
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.plugins.seed_restart import SeedArgs, decide
@@ -37,7 +38,7 @@ def test_args_are_checked() -> None:
             }
         ]
     }
-    with pytest.raises(ConfigError, match="factor: must be at least 1"):
+    with pytest.raises(ConfigError, match=r"factor: must be >= 1 and <= 100, got 0\.5"):
         parse_config(raw, "t", registry)
     assert SeedArgs().warmup_steps == 300
 
@@ -64,3 +65,17 @@ def test_seed_places_on_the_least_cpu_loaded_node() -> None:
     placed = asyncio.run(run())
     assert placed[PodKey("default/job-seed")] == "b"  # least CPU-loaded, memory ignored
     assert placed[PodKey("default/job-default")] == "a"  # LeastAllocated over cpu and memory
+
+
+@pytest.mark.parametrize("interval", [1.0e-300, 0.0, -1.0, 0.05, 1e9, float("inf"), float("nan")])
+def test_the_reconcile_interval_is_bounded(interval: float) -> None:
+    with pytest.raises(ArgsError, match="intervalSeconds"):
+        parse_args(SeedArgs, {"intervalSeconds": interval})
+
+
+def test_sane_intervals_and_factors_load() -> None:
+    assert parse_args(SeedArgs, {"intervalSeconds": 0.1, "factor": 1.0}).interval_seconds == 0.1
+    assert parse_args(SeedArgs, {"intervalSeconds": 86_400}).interval_seconds == 86_400
+    for factor in (float("inf"), float("nan"), 1e300):
+        with pytest.raises(ArgsError, match="factor"):
+            parse_args(SeedArgs, {"factor": factor})

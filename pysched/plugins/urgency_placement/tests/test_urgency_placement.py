@@ -17,6 +17,7 @@ from pysched.framework.config import ConfigError, parse_config
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.fused import URGENT_CLASS
 from pysched.framework.interfaces import Handle
+from pysched.framework.registry import ArgsError, parse_args
 from pysched.plugins import default_registry
 from pysched.plugins.urgency_placement import UrgencyPlacement, UrgencyPlacementArgs
 from pysched.plugins.urgency_placement.reference import urgency_placement
@@ -282,3 +283,12 @@ def test_a_malformed_urgency_gets_one_event_and_is_scored_as_if_absent() -> None
             assert f"{URGENCY}: 'hurry'" in event.note and URGENCY_FORMS in event.note
 
     asyncio.run(run())
+
+
+def test_urgent_within_seconds_is_bounded() -> None:
+    for value in (-1, 10**12):
+        with pytest.raises(ArgsError, match="urgentWithinSeconds"):
+            parse_args(UrgencyPlacementArgs, {"urgentWithinSeconds": value})
+    with pytest.raises(ArgsError, match="expected a finite int below"):
+        parse_args(UrgencyPlacementArgs, {"urgentWithinSeconds": 10**30})
+    assert parse_args(UrgencyPlacementArgs, {"urgentWithinSeconds": 0}).urgent_within_seconds == 0

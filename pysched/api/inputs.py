@@ -1,0 +1,227 @@
+"""Bounded reading of what a user hands pysched: YAML files and text, and text files line by line.
+
+Profiles, scenarios, catalogues, kubeconfigs and traces all come through here, so a hostile or
+broken file costs at most a bounded amount of time and memory and ends in one `InputError` line,
+never a traceback, a MemoryError or a RecursionError.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Iterator
+from io import BufferedReader
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.resolver import Resolver
+
+from pysched.api.limits import SHOWN_CHARS, clip
+
+try:  # libyaml's parser (PyYAML's wheels carry it) gives the same events about 5x faster
+    from yaml._yaml import CParser as _EventParser
+except ImportError:  # pragma: no cover - a PyYAML built without libyaml
+    from yaml.parser import Parser
+    from yaml.reader import Reader
+    from yaml.scanner import Scanner
+
+    class _EventParser(Reader, Scanner, Parser):  # type: ignore[no-redef]
+        def __init__(self, stream: str) -> None:
+            Reader.__init__(self, stream)
+            Scanner.__init__(self)
+            Parser.__init__(self)
+
+
+MAX_FILE_BYTES = 4 * 1024 * 1024  # a whole-file input (YAML, a catalogue's table): far above any real one
+MAX_LINE_CHARS = 1024 * 1024  # one line of a file read line by line (traces)
+MAX_YAML_NODES = 100_000  # values in one document (~1.5 s, ~60 MB to load); a profile has hundreds
+MAX_YAML_ALIASES = 100  # real files use a handful (builtin.yaml: 8)
+MAX_YAML_ALIAS_NODES = 10_000  # nodes the aliases may add once expanded: stops "billion laughs"
+MAX_YAML_DEPTH = 100  # nesting levels, aliases expanded; far below Python's recursion limit
+_SNIFF_BYTES = 8192  # a NUL byte in the first block means a binary file
+
+
+def out_of_range(value: float, low: float, high: float, *, above: bool = False, below: bool = False) -> str | None:
+    """Why `value` is not within [low, high] (`above` / `below`: strict bounds), or None. NaN, inf and
+    every other non-finite value are never within: the one range check of flags and args."""
+    if (value > low if above else value >= low) and (value < high if below else value <= high):
+        return None
+    return f"must be {'>' if above else '>='} {low:g} and {'<' if below else '<='} {high:g}, got {value:g}"
+
+
+def key_text(key: object) -> str:
+    """A mapping key as a field path writes it (`groups[0].cpu`): keys of any YAML type, cut when long."""
+    text = str(key) if isinstance(key, str | int | float | bool) or key is None else clip(key)
+    return text if len(text) <= 40 else clip(text)
+
+
+def brief(message: object) -> str:
+    """A message (an exception's, say) for quoting in another: first line, whitespace folded, cut."""
+    text = " ".join(str(message).split())
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
+
+
+class InputError(ValueError):
+    """A file or text that cannot be read within bounds; its message is one line.
+
+    `source` names the file (or `<text>`), `line` is 1-based when known, `problem` says what is wrong.
+    """
+
+    def __init__(self, source: str, problem: str, line: int | None = None) -> None:
+        self.source = source
+        self.problem = " ".join(problem.split()) or "cannot be read"
+        self.line = line
+        super().__init__(f"{source}:{line}: {self.problem}" if line else f"{source}: {self.problem}")
+
+
+def _decode_error(source: str, err: UnicodeDecodeError, line: int | None = None) -> InputError:
+    byte = err.object[err.start : err.start + 1].hex()
+    return InputError(source, f"not UTF-8 text (byte 0x{byte} cannot be decoded)", line)
+
+
+def _open(path: str | Path) -> BufferedReader:
+    try:
+        return Path(path).open("rb")
+    except OSError as err:
+        raise InputError(str(path), f"cannot read: {err.strerror or err}") from None
+
+
+def read_text(path: str | Path, *, limit: int = MAX_FILE_BYTES) -> str:
+    """A whole UTF-8 text file of at most `limit` bytes; its size is checked before it is read."""
+    source = str(path)
+    with _open(path) as file:
+        try:
+            size = file.seek(0, 2)  # a pipe or device cannot seek: then the read below is bounded
+            file.seek(0)
+        except OSError:
+            size = 0
+        if size > limit:
+            raise InputError(source, f"{size:,} bytes, more than the limit of {limit:,}")
+        try:
+            data = file.read(limit + 1)
+        except OSError as err:
+            raise InputError(source, f"cannot read: {err.strerror or err}") from None
+    if len(data) > limit:
+        raise InputError(source, f"more than the limit of {limit:,} bytes")
+    if b"\0" in data[:_SNIFF_BYTES]:
+        raise InputError(source, "a binary file, not text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise _decode_error(source, err) from None
+
+
+def read_lines(path: str | Path, *, limit: int = MAX_LINE_CHARS) -> Iterator[str]:
+    """The lines of a UTF-8 text file (newlines kept), streamed; a line over `limit` characters, a
+    binary file or bytes that are not UTF-8 raise InputError naming the line."""
+    source = str(path)
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    with _open(path) as file:
+        if b"\0" in file.peek(_SNIFF_BYTES)[:_SNIFF_BYTES]:
+            raise InputError(source, "a binary file, not text")
+        number = 0
+        while True:
+            number += 1
+            try:
+                raw = file.readline(limit * 4 + 1)  # a UTF-8 character is at most 4 bytes
+            except OSError as err:
+                raise InputError(source, f"cannot read: {err.strerror or err}", number) from None
+            try:
+                line = decoder.decode(raw, final=not raw)
+            except UnicodeDecodeError as err:
+                raise _decode_error(source, err, number) from None
+            if not raw:
+                return
+            if len(raw) > limit * 4 or len(line.rstrip("\r\n")) > limit:
+                raise InputError(source, f"line longer than {limit:,} characters", number)
+            yield line
+
+
+def _refused(problem: str, event: Any) -> yaml.MarkedYAMLError:
+    return yaml.MarkedYAMLError(problem=problem, problem_mark=event.start_mark)
+
+
+class _BoundedLoader(_EventParser, Composer, SafeConstructor, Resolver):
+    """A safe loader whose document is composed in Python from the parser's events, measured on the
+    way: aliases are counted with the nodes they stand for, and nesting (through aliases too) is
+    bounded before Python's stack is."""
+
+    get_single_node = Composer.get_single_node  # not libyaml's composer, which cannot be measured
+    compose_document = Composer.compose_document
+
+    def __init__(self, stream: str) -> None:
+        _EventParser.__init__(self, stream)
+        Composer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+        self._nodes = 0
+        self._aliases = 0
+        self._alias_nodes = 0
+        self._depth = 0
+        self._measured: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, height), aliases expanded
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        event: Any = self.peek_event()  # libyaml's events and PyYAML's have the same fields
+        if isinstance(event, yaml.AliasEvent):
+            anchored = self.anchors.get(event.anchor)
+            if anchored is not None:  # an undefined alias is the composer's error
+                self._count_alias(event, anchored)
+        else:
+            self._nodes += 1
+            if self._nodes > MAX_YAML_NODES:
+                raise _refused(f"more than {MAX_YAML_NODES:,} values", event)
+            if self._depth >= MAX_YAML_DEPTH:
+                raise _refused(f"nested deeper than {MAX_YAML_DEPTH} levels", event)
+        self._depth += 1
+        node = Composer.compose_node(self, parent, index)
+        self._depth -= 1
+        assert node is not None
+        if id(node) not in self._measured:
+            self._measured[id(node)] = self._measure(node)
+        return node
+
+    def _count_alias(self, event: Any, anchored: Node) -> None:
+        measured = self._measured.get(id(anchored))
+        if measured is None:  # the anchored node is still open: the alias would contain itself
+            raise _refused(f"alias *{event.anchor} refers to itself", event)
+        nodes, height = measured
+        self._aliases += 1
+        self._alias_nodes += nodes
+        if self._aliases > MAX_YAML_ALIASES:
+            raise _refused(f"more than {MAX_YAML_ALIASES} aliases", event)
+        if self._alias_nodes > MAX_YAML_ALIAS_NODES:
+            raise _refused(f"aliases expand to more than {MAX_YAML_ALIAS_NODES:,} nodes", event)
+        if self._depth + height > MAX_YAML_DEPTH:
+            raise _refused(f"nested deeper than {MAX_YAML_DEPTH} levels", event)
+
+    def _measure(self, node: Node) -> tuple[int, int]:
+        if isinstance(node, SequenceNode):
+            children = [self._measured[id(child)] for child in node.value]
+        elif isinstance(node, MappingNode):
+            children = [self._measured[id(part)] for pair in node.value for part in pair]
+        else:
+            return 1, 1
+        return 1 + sum(n for n, _ in children), 1 + max((h for _, h in children), default=0)
+
+
+def parse_yaml(text: str, source: str = "<text>") -> Any:
+    """One YAML document, safely (no Python tags) and within the limits above."""
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise InputError(source, f"invalid YAML: {problem}", mark.line + 1 if mark is not None else None) from None
+    except (ValueError, OverflowError) as err:  # a scalar the constructor refuses (a 5,000-digit int, a bad date)
+        raise InputError(source, f"invalid YAML value: {brief(err)}") from None
+    finally:
+        loader.dispose()
+
+
+def load_yaml(path: str | Path) -> Any:
+    """A YAML file: at most MAX_FILE_BYTES of UTF-8 text, one document, within the limits above."""
+    return parse_yaml(read_text(path), str(path))

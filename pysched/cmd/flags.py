@@ -1,0 +1,58 @@
+"""Checks of a command's flags before it starts work: numbers finite and in range, outputs writable.
+
+Each returns the problem as one line for `errors.bad_input`, or None, so that a run of minutes
+never ends in a traceback about its last step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from pysched.api.inputs import out_of_range
+
+# `pysched run`'s ranges
+MAX_QPS = 100_000  # --qps, --burst and the event ones: far above what one API server takes
+MAX_BINDS_IN_FLIGHT = 10_000  # one task each
+MAX_LEASE_SECONDS = 3_600.0  # past an hour a dead leader would hold scheduling up that long
+MIN_RETRY_PERIOD_S = 0.01  # a Lease update at most 100 times a second
+
+
+def number_problem(flag: str, value: float, low: float, high: float, *, above: bool = False) -> str | None:
+    """`--flag: must be ...` when `value` is not finite and within [low, high] (`above`: > low)."""
+    problem = out_of_range(value, low, high, above=above)
+    return None if problem is None else f"{flag}: {problem}"
+
+
+def first_problem(*problems: str | None) -> str | None:
+    return next((p for p in problems if p is not None), None)
+
+
+def output_problem(flag: str, path: str, *, folder: bool = False) -> str | None:
+    """Why `path` cannot be written, as a file or (`folder`) as a folder to write files in; None
+    when it can. Missing parent folders are fine when they can be created, as the writers create
+    them. Checked by creating and removing a probe, so nothing is left behind."""
+    target = Path(path)
+    try:
+        if target.exists():
+            if target.is_dir() != folder:
+                return f"{flag}: {path} is {'not ' if folder else ''}a folder"
+            if folder:
+                tempfile.TemporaryFile(dir=target).close()
+            else:  # append without blocking (a FIFO), so nothing is truncated before the run
+                os.close(os.open(target, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
+            return None
+        parent = next((p for p in target.parents if p.exists()), Path("."))
+        if not parent.is_dir():
+            return f"{flag}: {path}: {parent} is not a folder"
+        if parent == target.parent and not folder:
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL))  # the file itself, then gone
+            with contextlib.suppress(OSError):
+                target.unlink()
+        else:
+            os.rmdir(tempfile.mkdtemp(dir=parent))  # the folders that will be created can be
+    except OSError as err:
+        return f"{flag}: cannot write {path}: {err.strerror or err}"
+    return None

@@ -1,0 +1,160 @@
+import math
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pysched.api.inputs import (
+    MAX_FILE_BYTES,
+    MAX_YAML_ALIASES,
+    MAX_YAML_DEPTH,
+    MAX_YAML_NODES,
+    InputError,
+    brief,
+    load_yaml,
+    out_of_range,
+    parse_yaml,
+    read_lines,
+    read_text,
+)
+from pysched.api.limits import SHOWN_CHARS, clip
+from pysched.testing.hostile import alias_bomb
+
+
+def _one_line(err: InputError) -> str:
+    text = str(err)
+    assert "\n" not in text and len(text) < 300, text
+    return text
+
+
+def test_an_alias_bomb_is_refused_while_composing_without_memory_growth() -> None:
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError) as info:
+            parse_yaml(alias_bomb(), "bomb.yaml")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 2**20  # the expansion would be 10**9 nodes
+    assert "aliases expand to more than 10,000 nodes" in _one_line(info.value)
+    assert str(info.value).startswith("bomb.yaml:")
+
+
+def test_alias_count_is_bounded_and_ordinary_aliases_load() -> None:
+    ok = "a: &a 1\nb: [" + ", ".join(["*a"] * MAX_YAML_ALIASES) + "]\n"
+    assert parse_yaml(ok)["b"] == [1] * MAX_YAML_ALIASES
+    with pytest.raises(InputError, match=f"more than {MAX_YAML_ALIASES} aliases"):
+        parse_yaml(ok.replace("]", ", *a]"))
+    merged = parse_yaml("base: &base {x: 1}\nuse: {<<: *base, y: 2}\n")
+    assert merged["use"] == {"x": 1, "y": 2}
+
+
+def test_a_self_referring_alias_is_refused() -> None:
+    with pytest.raises(InputError, match=r"alias \*a refers to itself"):
+        parse_yaml("a: &a [1, *a]\n")
+
+
+@pytest.mark.parametrize("depth", [MAX_YAML_DEPTH + 1, 10_000, 200_000])
+def test_deep_nesting_is_refused_without_recursion_error(depth: int) -> None:
+    with pytest.raises(InputError, match="nest"):
+        parse_yaml("[" * depth + "]" * depth)
+    with pytest.raises(InputError, match="nest"):
+        parse_yaml("".join(f"{'  ' * i}k:\n" for i in range(min(depth, 2000))))
+
+
+def test_nesting_up_to_the_limit_loads_and_aliases_count_their_depth() -> None:
+    value = parse_yaml("[" * MAX_YAML_DEPTH + "]" * MAX_YAML_DEPTH)
+    for _ in range(MAX_YAML_DEPTH - 1):
+        value = value[0]
+    assert value == []
+    deep = "[" * (MAX_YAML_DEPTH - 5) + "]" * (MAX_YAML_DEPTH - 5)
+    with pytest.raises(InputError, match=f"nested deeper than {MAX_YAML_DEPTH} levels"):
+        parse_yaml(f"a: &a {deep}\nb: [[[[[[*a]]]]]]\n")
+
+
+def test_the_number_of_values_is_bounded() -> None:
+    with pytest.raises(InputError, match=f"more than {MAX_YAML_NODES:,} values"):
+        parse_yaml("[" + "1," * MAX_YAML_NODES + "1]")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("x: " + "9" * 5000, "invalid YAML value"),  # int() refuses so many digits
+        ("d: 2001-13-45", "invalid YAML value"),
+        ("a: 1\n---\nb: 2\n", "invalid YAML"),
+        ("a: [1, 2\n", "invalid YAML"),
+        ("a: !!python/object:os.system x\n", "invalid YAML"),
+        ("a: \x07\n", "invalid YAML"),
+    ],
+)
+def test_bad_documents_are_one_line(text: str, problem: str) -> None:
+    with pytest.raises(InputError, match=problem) as info:
+        parse_yaml(text, "f.yaml")
+    _one_line(info.value)
+
+
+def test_files_binary_not_utf8_or_too_large_are_refused(tmp_path: Path) -> None:
+    binary = tmp_path / "b.yaml"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)))
+    with pytest.raises(InputError, match="a binary file, not text"):
+        load_yaml(binary)
+    latin = tmp_path / "l.yaml"
+    latin.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(InputError, match=r"not UTF-8 text \(byte 0xe9"):
+        load_yaml(latin)
+    huge = tmp_path / "huge.yaml"
+    with huge.open("wb") as f:  # sparse: refused on its size alone, never read
+        f.truncate(64 * MAX_FILE_BYTES)
+    with pytest.raises(InputError, match="more than the limit of 4,194,304"):
+        read_text(huge)
+    with pytest.raises(InputError, match="cannot read"):
+        load_yaml(tmp_path / "absent.yaml")
+    with pytest.raises(InputError, match="cannot read"):
+        load_yaml(tmp_path)
+    bom = tmp_path / "bom.yaml"
+    bom.write_bytes(b"\xef\xbb\xbfa: 1\n")
+    assert load_yaml(bom) == {"a": 1}
+
+
+def test_read_lines_streams_and_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"a,b\n1,2\n3,\xff\n")
+    lines = read_lines(path)
+    assert next(lines) == "a,b\n" and next(lines) == "1,2\n"
+    with pytest.raises(InputError, match=r"t\.csv:3: not UTF-8"):
+        next(lines)
+    path.write_text("a\n" + "x" * 50 + "\n")
+    with pytest.raises(InputError, match=r":2: line longer than 40 characters"):
+        list(read_lines(path, limit=40))
+    path.write_bytes(b"a\x00b\n")
+    with pytest.raises(InputError, match="binary"):
+        list(read_lines(path))
+
+
+def test_shown_is_bounded_on_any_value() -> None:
+    level: object = ["lol"]
+    for _ in range(30):  # 10**30 leaves if walked
+        level = [level] * 10
+    assert len(clip(level)) <= SHOWN_CHARS
+    assert len(clip("x" * 10**6)) <= SHOWN_CHARS
+    assert clip("short") == "'short'"
+    assert brief("a\n  b" + "c" * 500).startswith("a b") and len(brief("c" * 500)) == SHOWN_CHARS
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, 1e300, -1.0])
+def test_out_of_range_refuses_non_finite_and_outside(value: float) -> None:
+    assert out_of_range(value, 0, 100) is not None
+    assert out_of_range(50, 0, 100) is None
+    assert out_of_range(0, 0, 100, above=True) == "must be > 0 and <= 100, got 0"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_any_text_loads_or_is_one_input_error(text: str) -> None:
+    try:
+        parse_yaml(text)
+    except InputError as err:
+        _one_line(err)

@@ -1,0 +1,130 @@
+from pathlib import Path
+
+import pytest
+
+from pysched.cmd.cli import main
+from pysched.cmd.flags import number_problem, output_problem
+from pysched.cmd.run import main as run_main
+from pysched.testing.hostile import alias_bomb
+
+
+def _exit_2_one_line(code: int, capsys: pytest.CaptureFixture[str], *needles: str) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, captured.err
+    assert "Traceback" not in captured.err and captured.out == ""  # refused before any work
+    for needle in needles:
+        assert needle in lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "0", "1e-300", "1e300"])
+def test_simulate_progress_interval_must_be_finite_and_in_range(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["simulate", f"--progress-interval={value}"])
+    _exit_2_one_line(code, capsys, "--progress-interval: must be >= 1 and <= 86400")
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--nodes", "1000000000", "--pods", "1"], "--nodes: must be >= 1 and <= 100000"),
+        (["--nodes", "1", "--pods", "100000000000"], "--pods: must be >= 1 and <= 200000"),
+        (["--nodes", "0", "--pods", "1"], "--nodes: must be >= 1"),
+    ],
+)
+def test_bench_sizes_are_capped_before_anything_is_built(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _exit_2_one_line(main(["bench", *argv]), capsys, needle)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--qps", "nan"], "--qps: must be >= 0 and <= 100000, got nan"),
+        (["--qps", "-1"], "--qps: must be >= 0"),
+        (["--qps", "1e300"], "--qps: must be >= 0 and <= 100000"),
+        (["--burst", "0"], "--burst: must be >= 1"),
+        (["--event-qps", "inf"], "--event-qps: must be >= 0 and <= 100000, got inf"),
+        (["--event-burst", "10000000000"], "--event-burst"),
+        (["--max-binds-in-flight", "1000000000"], "--max-binds-in-flight: must be >= 1 and <= 10000"),
+        (["--lease-duration", "inf"], "--lease-duration: must be >= 1 and <= 3600, got inf"),
+        (["--lease-duration", "nan"], "--lease-duration"),
+        (["--renew-deadline", "0"], "--renew-deadline: must be > 0"),
+        (["--renew-deadline=-inf"], "--renew-deadline"),
+        (["--retry-period", "1e-300"], "--retry-period: must be >= 0.01"),
+        (["--retry-period", "nan"], "--retry-period"),
+    ],
+)
+def test_run_float_flags_are_finite_and_in_range(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _exit_2_one_line(run_main(argv), capsys, "pysched run: error: ", needle)
+
+
+def test_run_refuses_a_kubeconfig_bomb_before_the_client_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(alias_bomb())
+    _exit_2_one_line(run_main(["--kubeconfig", str(kubeconfig)]), capsys, "--kubeconfig: ", "aliases expand")
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--emulate-time-scale", "inf"], "--emulate-time-scale: must be > 0"),
+        (["--emulate-time-scale", "nan"], "--emulate-time-scale"),
+        (["--emulate-time-scale", "0"], "--emulate-time-scale"),
+        (["--nodes", "1000000"], "--nodes: must be >= 0 and <= 5000"),
+        (["--node-cpu", "-1"], "--node-cpu must be a non-negative quantity"),
+        (["--node-memory", "lots"], "--node-memory must be a non-negative quantity"),
+    ],
+)
+def test_dev_cluster_flags_are_checked_first(
+    tmp_path: Path, argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["dev-cluster", "up", "--dir", str(tmp_path / "dev"), *argv])
+    _exit_2_one_line(code, capsys, needle)
+    assert not (tmp_path / "dev").exists()
+
+
+def test_number_problem_names_the_flag() -> None:
+    assert number_problem("--x", 5, 0, 10) is None
+    assert number_problem("--x", float("nan"), 0, 10) == "--x: must be >= 0 and <= 10, got nan"
+
+
+def test_output_paths_that_cannot_be_written(tmp_path: Path) -> None:
+    regular = tmp_path / "file.txt"
+    regular.write_text("keep")
+    assert (
+        output_problem("--json", str(regular / "out.json"))
+        == f"--json: {regular / 'out.json'}: {regular} is not a folder"
+    )
+    assert "is not a folder" in str(output_problem("--json", str(regular / "deeper" / "out.json")))
+    assert output_problem("--json", str(tmp_path)) == f"--json: {tmp_path} is a folder"
+    assert output_problem("--plot", str(regular), folder=True) == f"--plot: {regular} is not a folder"
+    assert "is not a folder" in str(output_problem("--plot", str(regular / "plots"), folder=True))
+    assert regular.read_text() == "keep"
+
+
+def test_writable_outputs_leave_nothing_behind(tmp_path: Path) -> None:
+    assert output_problem("--json", str(tmp_path / "out.json")) is None
+    assert output_problem("--json", str(tmp_path / "new" / "dir" / "out.json")) is None  # created by the writer
+    assert output_problem("--plot", str(tmp_path / "plots"), folder=True) is None
+    assert list(tmp_path.iterdir()) == []
+    existing = tmp_path / "old.json"
+    existing.write_text("previous run")
+    assert output_problem("--json", str(existing)) is None
+    assert existing.read_text() == "previous run"  # not truncated by the check
+
+
+def test_unwritable_outputs_exit_2_before_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    regular = tmp_path / "file.txt"
+    regular.write_text("")
+    code = main(["simulate", "--policy", "default", "--json", str(regular / "sim.json")])
+    _exit_2_one_line(code, capsys, "--json: ", "is not a folder")
+    code = main(["simulate", "--policy", "default", "--plot", str(regular)])
+    _exit_2_one_line(code, capsys, "--plot: ", "is not a folder")
+    code = main(["bench", "--nodes", "1", "--pods", "1", "--json", str(tmp_path)])
+    _exit_2_one_line(code, capsys, "--json: ", "is a folder")

@@ -1,0 +1,46 @@
+from pathlib import Path
+
+import pytest
+
+from pysched.sim.scenario import MAX_CLUSTER_GROUPS, MAX_CLUSTER_NODES, parse_cluster
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("cpu=1Ei", "cpu=1Ei: "),
+        ("cpu=1e300", "cpu=1e300: "),
+        (f"nodes={MAX_CLUSTER_NODES + 1}", f"{MAX_CLUSTER_NODES + 1:,} nodes, more than {MAX_CLUSTER_NODES:,}"),
+        ("nodes=" + "9" * 5000, "bad value"),
+        ("nodes=50000,memory=1Pi", "memory adds up to more than 2**53 units"),
+        ("nodes=2,gpu=9007199254740992", "nvidia.com/gpu adds up to more than 2**53 units"),
+    ],
+)
+def test_cluster_specs_are_capped_before_nodes_are_built(spec: str, needle: str) -> None:
+    with pytest.raises(ValueError, match="--cluster: ") as info:
+        parse_cluster(spec)
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_group_files_are_capped_in_total_and_values_must_be_scalars(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("groups: [" + ", ".join(["{count: 60000, cpu: 4}"] * 2) + "]\n")
+    with pytest.raises(ValueError, match=r"groups: 120,000 nodes, more than 100,000"):
+        parse_cluster(str(path))
+    path.write_text("groups: [" + ", ".join(["{count: 1}"] * (MAX_CLUSTER_GROUPS + 1)) + "]\n")
+    with pytest.raises(ValueError, match="more than 1,000 groups"):
+        parse_cluster(str(path))
+    path.write_text("x: &x [" + ", ".join(["y" * 1000] * 50) + "]\ngroups: [{count: 1, cpu: *x}]\n")
+    with pytest.raises(ValueError, match=r"groups\[0\]\.cpu: \[") as info:
+        parse_cluster(str(path))
+    assert len(str(info.value)) < 300
+    path.write_text("groups: [{count: 2, cpu: 4, memory: 8Gi}, {count: 1, gpu: 8}]\n")
+    names = [n["metadata"]["name"] for n in parse_cluster(str(path))]
+    assert names == ["g0-node-0", "g0-node-1", "g1-node-0"]
+
+
+def test_an_unreadable_cluster_file_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"groups: [{count: \xff}]\n")
+    with pytest.raises(ValueError, match=r"--cluster: .*c\.yaml: not UTF-8 text"):
+        parse_cluster(str(path))

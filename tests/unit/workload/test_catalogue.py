@@ -1,0 +1,54 @@
+from pathlib import Path
+
+import pytest
+
+from pysched.testing.hostile import alias_bomb
+from pysched.workload.catalogue import CatalogueError, load_catalogue
+
+
+def _catalogue(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "models.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("model", "needle"),
+    [
+        ("{kind: cpu, steps: 1.0e300, t1: 1, f: 0.1, p_max: 4}", "steps: must be a number above 0 and at most 1e+16"),
+        ("{kind: cpu, steps: 100, t1: .inf, f: 0.1, p_max: 4}", "t1: must be a number above 0"),
+        ("{kind: cpu, steps: 100, t1: 1, f: .nan, p_max: 4}", "f: must be a number above 0"),
+        ("{kind: cpu, steps: 100, t1: 1, f: 0.1, p_max: 1.0e30}", "p_max: must be a number above 0"),
+        ("{kind: [" + ", ".join(["k" * 500] * 40) + "]}", "kind: must be cpu or gpu, got ["),
+    ],
+)
+def test_model_numbers_are_bounded_and_quoted_short(tmp_path: Path, model: str, needle: str) -> None:
+    with pytest.raises(CatalogueError, match=r"models\.m") as info:
+        load_catalogue(_catalogue(tmp_path, f"models:\n  m: {model}\n"))
+    assert needle in str(info.value) and len(str(info.value)) < 300
+
+
+@pytest.mark.parametrize(
+    ("table", "needle"),
+    [
+        ("global_batch_size,1,2\n64,inf,2\n", "not a rate from 0 to 1e9"),
+        ("global_batch_size,1,2\n64,nan,2\n", "not a rate from 0 to 1e9"),
+        ("global_batch_size,1,99999999999999\n64,1,2\n", "not an integer from 1 to"),
+        ('global_batch_size,1\n64,"' + "9" * 200_000 + '"\n', "field larger than field limit"),
+    ],
+)
+def test_throughput_tables_are_bounded(tmp_path: Path, table: str, needle: str) -> None:
+    (tmp_path / "t.csv").write_text(table)
+    with pytest.raises(CatalogueError, match=r"models\.g\.table: not a throughput table") as info:
+        load_catalogue(_catalogue(tmp_path, "models:\n  g: {kind: gpu, table: t.csv}\n"))
+    assert needle in str(info.value)
+
+
+def test_unreadable_catalogue_files_are_one_line(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_bytes(b"\x00\x01binary")
+    with pytest.raises(CatalogueError, match=r"models\.g\.table: .*t\.csv: a binary file, not text"):
+        load_catalogue(_catalogue(tmp_path, "models:\n  g: {kind: gpu, table: t.csv}\n"))
+    with pytest.raises(CatalogueError, match="aliases expand to more than 10,000 nodes"):
+        load_catalogue(_catalogue(tmp_path, alias_bomb(top="models")))
+    with pytest.raises(CatalogueError, match="a model name must be a string"):
+        load_catalogue(_catalogue(tmp_path, "models: {7: {kind: cpu}}\n"))
