@@ -430,6 +430,12 @@ def _add_sources(
             ),
             gauge("pysched_leader", "1 while this replica holds the Lease.", {(): float(state.leader)}, []),
             counter(
+                "pysched_informer_relists",
+                "Full lists after a watch expired (410 Gone), delivered as a diff, by resource.",
+                {(i.resource,): float(i.relists) for i in backend.informers},
+                ["resource"],
+            ),
+            counter(
                 "pysched_internal_errors",
                 "Bugs contained to the pod that hit them (logged with a traceback), by where they were caught.",
                 {(stage,): float(n) for stage, n in scheduler.incidents.counts.items()},

@@ -606,6 +606,17 @@ class LocalControlPlane:
             raise PortInUse(f"{proc.name}: address already in use; last lines of {proc.log_path}:\n{tail}")
         proc.check()
 
+    def stop_apiserver(self) -> None:
+        """Kill kube-apiserver alone, etcd keeping the data: an API outage for fault tests that
+        starts now (a graceful stop would keep serving open watches for seconds)."""
+        proc = next(p for p in self.processes if p.name == "kube-apiserver")
+        proc.stop(timeout=0.0)
+        self.processes.remove(proc)
+
+    def start_apiserver(self) -> None:
+        """Start kube-apiserver again after `stop_apiserver`: same port, certificates, token and data."""
+        self._start_apiserver()
+
     def _write_kubeconfig(self) -> None:
         ca = self.ca_file if self.ca_file.exists() else None
         self.kubeconfig_path.write_text(json.dumps(kubeconfig_dict(self.server, self.token, ca), indent=2) + "\n")
