@@ -274,8 +274,8 @@ async def _serve(
         config, backend, clock, registry, max_binds_in_flight=args.max_binds_in_flight, observer=metrics
     )
     state = _State(leader=lease is None)
-    backend.writable = lambda: state.leader and not state.lost
     elector = LeaderElector(client, lease, lambda leader: _on_leadership(state, leader)) if lease else None
+    backend.writable = lambda: state.leader and not state.lost and (elector is None or elector.fresh())
     _add_sources(metrics, scheduler, backend, client, state)
 
     def not_live() -> str | None:
@@ -392,7 +392,7 @@ async def _teardown(
     await backend.stop()
     await server.stop()
     await client.close()
-    log.info("stopped", lost_lease=state.lost)
+    log.info("stopped", lost_lease=state.lost, binds=dict(backend.binds))
 
 
 def _add_sources(

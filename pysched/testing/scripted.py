@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from pysched.backend.live.kubeclient import JSON, ApiResponse
@@ -50,6 +50,7 @@ class ScriptedApi:
         body: Any = None,
         content_type: str = "application/json",
         rate_limited: bool = True,
+        only_if: Callable[[], bool] | None = None,
     ) -> ApiResponse:
         self.requests.append((method, path))
         if method != "GET":

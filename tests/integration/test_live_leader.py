@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -120,3 +122,42 @@ def test_sigkill_mid_run_then_restart_binds_every_pod_once(
         assert not overcommitted(kube, list_pods(kube, namespace))
     finally:
         assert second.stop() == 0, second.log()
+
+
+def test_a_frozen_leader_writes_nothing_after_it_thaws(
+    control_plane: LocalControlPlane, kube: KubeAPI, namespace: str, nodes: list[str], tmp_path: Path
+) -> None:
+    """SIGSTOP the leader while its binds wait in its rate limiter, let the follower take over and
+    bind everything, then SIGCONT it: it must send none of those binds (each would be a 409)."""
+    name = f"pysched-{namespace}"
+    profile = write_profile(tmp_path / "profiles.yaml", name)
+    fast_lease = ["--lease-duration=4", "--renew-deadline=3", "--retry-period=0.5"]
+    first = start_scheduler(
+        control_plane, f"{name}-0", config=profile, leader_elect=True, lease_name=name,
+        args=[*fast_lease, "--qps=4", "--burst=1"],  # binds queue up behind the rate limiter
+    )  # fmt: skip
+    wait_for(first.is_leader, bool, timeout=20, what="first leads")
+    second = start_scheduler(control_plane, f"{name}-1", config=profile, leader_elect=True, lease_name=name,
+                             args=[*fast_lease, "--qps=1000", "--burst=1000"])  # fmt: skip
+    try:
+        create_pods(kube, namespace, [pod_for(f"p{i:02d}", name, namespace, "250m") for i in range(60)])
+        wait_for(lambda: bound_count(kube, namespace), lambda n: n >= 4, what="the first leader binding")
+        assert first.process.popen is not None
+        first.process.popen.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(second.is_leader, bool, timeout=20, what="the follower takes over")
+            wait_for(lambda: bound_count(kube, namespace), lambda n: n == 60, timeout=60, what="all bound")
+        finally:
+            first.process.popen.send_signal(signal.SIGCONT)
+        first.process.popen.wait(30)
+        assert first.process.popen.returncode == 1  # it learnt it had lost the Lease and exited
+        stopped = [json.loads(line) for line in first.log(200).splitlines() if '"event": "stopped"' in line]
+        assert stopped, first.log()
+        binds = stopped[-1]["binds"]
+        assert "409" not in binds, binds  # not one stale bind reached the API
+        assert binds.get("refused", 0) >= 1, binds  # and some were held when it thawed
+        assert second.metric('pysched_bind_calls_total{result="409"}') == 0
+        assert not overcommitted(kube, list_pods(kube, namespace))
+    finally:
+        second.stop()
+        first.stop()  # reaps it and tells the control plane its exit was expected

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -64,11 +64,14 @@ class AsyncKubeClient:
         body: Any = None,
         content_type: str = "application/json",
         rate_limited: bool = True,
+        only_if: Callable[[], bool] | None = None,
     ) -> ApiResponse:
         """`rate_limited=False` is for events, which have their own bucket (as kube-scheduler's
         separate event client has), so a burst of events never delays binds."""
         if rate_limited:
             await self._bucket.acquire()
+        if only_if is not None and not only_if():
+            return ApiResponse(0, {"message": "not sent: this replica may no longer write"})
         try:
             resp = await self._send(method, path, query, body, content_type, self._timeout)
             try:

@@ -325,7 +325,10 @@ class LiveCluster:
             "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        resp = await self.client.request("POST", _pod_path(pod, "binding"), body=body)
+        resp = await self.client.request("POST", _pod_path(pod, "binding"), body=body, only_if=self.writable)
+        if resp.status == 0 and not self.writable():
+            self.binds["refused"] += 1  # the Lease went while the bind waited for the rate limiter
+            return error("not the leader: bind refused")
         if resp.status in (200, 201):  # the answer is a Status; there is nothing else to read
             self.binds["ok"] += 1
             return SUCCESS
@@ -360,7 +363,7 @@ class LiveCluster:
         }
         body = {"metadata": {"uid": pod.uid}, "status": {"conditions": [entry]}}
         resp = await self.client.request(
-            "PATCH", _pod_path(pod, "status"), body=body, content_type=STRATEGIC_MERGE_PATCH
+            "PATCH", _pod_path(pod, "status"), body=body, content_type=STRATEGIC_MERGE_PATCH, only_if=self.writable
         )
         if not resp.ok and resp.status != 404:
             log.warning("pod condition not written", pod=pod.key, error=resp.message())
@@ -373,7 +376,7 @@ class LiveCluster:
         before = self.pods.get(pod.key)
         resp = await self.client.request(
             "PATCH", _pod_path(pod, "resize"), body={"spec": {"containers": body}},
-            content_type=STRATEGIC_MERGE_PATCH,
+            content_type=STRATEGIC_MERGE_PATCH, only_if=self.writable,
         )  # fmt: skip
         if resp.ok:
             self._read_own_write(pod.key, before, resp.body)
@@ -467,8 +470,9 @@ class LiveCluster:
             },
         }
         resp = await self.client.request(
-            "POST", f"/apis/events.k8s.io/v1/namespaces/{event.namespace}/events", body=body, rate_limited=False
-        )
+            "POST", f"/apis/events.k8s.io/v1/namespaces/{event.namespace}/events", body=body, rate_limited=False,
+            only_if=self.writable,
+        )  # fmt: skip
         if not resp.ok:
             log.warning("event not created", reason=event.reason, pod=event.pod_name, error=resp.message())
             return None
@@ -477,6 +481,8 @@ class LiveCluster:
     async def _patch_event(self, event: EventRecord, series: Series) -> None:
         body = {"series": {"count": series.count, "lastObservedTime": format_micro_time(series.last_seen_wall)}}
         path = f"/apis/events.k8s.io/v1/namespaces/{event.namespace}/events/{series.name}"
-        resp = await self.client.request("PATCH", path, body=body, content_type=MERGE_PATCH, rate_limited=False)
+        resp = await self.client.request(
+            "PATCH", path, body=body, content_type=MERGE_PATCH, rate_limited=False, only_if=self.writable
+        )
         if not resp.ok:
             log.warning("event series not updated", reason=event.reason, pod=event.pod_name, error=resp.message())

@@ -7,7 +7,7 @@ leader election speak only this protocol, so the library stays in one module.
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -50,9 +50,12 @@ class KubeClient(Protocol):
         body: Any = None,
         content_type: str = "application/json",
         rate_limited: bool = True,
+        only_if: Callable[[], bool] | None = None,
     ) -> ApiResponse:
         """One request, through the client's rate limiter unless `rate_limited` is False (events have
-        a bucket of their own); never raises for HTTP or transport failures."""
+        a bucket of their own); never raises for HTTP or transport failures. With `only_if`, the
+        request is sent only if it still holds once the rate limiter let it through (a leader's
+        writes: it may have lost its Lease while waiting); otherwise the answer is status 0."""
         ...
 
     def watch(self, path: str, query: Mapping[str, str], inactivity: float) -> AsyncIterator[JSON]:

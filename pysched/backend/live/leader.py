@@ -67,6 +67,7 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
         self._version = ""
+        self._last_renew = -float("inf")  # on this replica's monotonic clock
         self.transitions_seen = 0
 
     @property
@@ -125,6 +126,12 @@ class LeaderElector:
             self._observed_at = self._now()
         return updated.ok
 
+    def fresh(self) -> bool:
+        """Leader, and renewed within the renew deadline by this replica's own clock. A leader
+        frozen (SIGSTOP, a VM pause) past the deadline may write nothing when it thaws, even before
+        its next renewal attempt tells it the Lease is gone: another replica may hold it by now."""
+        return self.is_leader and self._now() - self._last_renew < self.config.renew_deadline
+
     def _set(self, leader: bool) -> None:
         if leader != self.is_leader:
             self.is_leader = leader
@@ -135,19 +142,21 @@ class LeaderElector:
         """Acquire, then renew until `stop` is set or the lease is lost (then return)."""
         c = self.config
         while not stop.is_set():
+            started = self._now()
             if await self._attempt(c.retry_period):
+                self._last_renew = started  # the write may have reached the API at any time since
                 self._set(True)
                 break
             await self._sleep(stop, c.retry_period * random.uniform(1.0, 1.2))
-        last_renew = self._now()
         while not stop.is_set():
             await self._sleep(stop, c.retry_period)
             if stop.is_set():
                 return
-            remaining = c.renew_deadline - (self._now() - last_renew)
+            remaining = c.renew_deadline - (self._now() - self._last_renew)
+            started = self._now()
             if await self._attempt(max(remaining, 0.01)):
-                last_renew = self._now()
-            elif self._now() - last_renew >= c.renew_deadline:
+                self._last_renew = started
+            elif self._now() - self._last_renew >= c.renew_deadline:
                 log.error("lease lost", lease=c.name, identity=c.identity)
                 self._set(False)
                 return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ class FakeClient:
         body: Any = None,
         content_type: str = "application/json",
         rate_limited: bool = True,
+        only_if: Callable[[], bool] | None = None,
     ) -> ApiResponse:
         self.requests.append((method, path))
         if self.down:
@@ -186,6 +187,23 @@ async def test_leader_release_frees_the_lease() -> None:
     assert client.objects["lease"]["spec"]["holderIdentity"] is None
     other = LeaderElector(client, LeaseConfig("ns", "l", "b"), lambda v: None)
     assert await other.try_acquire_or_renew()
+
+
+async def test_a_frozen_leader_is_no_longer_fresh_before_it_learns_it_lost_the_lease() -> None:
+    client = FakeClient()
+    now = [100.0]
+    stop = asyncio.Event()
+    elector = LeaderElector(client, LeaseConfig("ns", "l", "a", 3.0, 2.0, 0.1), lambda v: None, now=lambda: now[0])
+    task = asyncio.create_task(elector.run(stop))
+    for _ in range(100):
+        if elector.is_leader:
+            break
+        await asyncio.sleep(0.01)
+    assert elector.is_leader and elector.fresh()
+    now[0] += 2.5  # frozen past the renew deadline: no renewal attempt has run since
+    assert elector.is_leader and not elector.fresh()  # writes are refused from this instant
+    stop.set()
+    await task
 
 
 def test_lease_timings_are_checked() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ class ReviewingApi:
         body: Any = None,
         content_type: str = "application/json",
         rate_limited: bool = True,
+        only_if: Callable[[], bool] | None = None,
     ) -> ApiResponse:
         assert method == "POST" and not rate_limited
         self.reviews.append((path, body["spec"]))
