@@ -89,6 +89,20 @@ def write_profile(path: Path, scheduler_name: str) -> Path:
     return path
 
 
+def pysched_profile(path: Path, name: str) -> Path:
+    """The built-in `pysched` profile under `name`, reconciling every second."""
+    from pysched.plugins import builtin
+
+    raw = yaml.safe_load((Path(builtin.__file__).parent / "builtin.yaml").read_text())
+    (profile,) = [p for p in raw["profiles"] if p["schedulerName"] == "pysched"]
+    profile["schedulerName"] = name
+    for entry in profile["pluginConfig"]:
+        if entry["name"] == "Autoscale":
+            entry["args"] = {**entry["args"], "intervalSeconds": 1, "priorStepSeconds": 0.2}
+    path.write_text(yaml.safe_dump({"profiles": [profile]}))
+    return path
+
+
 def parse_metrics(text: str) -> dict[str, float]:
     """Prometheus text to {"name{labels}": value} (labels as printed)."""
     out: dict[str, float] = {}

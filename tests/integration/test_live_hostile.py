@@ -11,13 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from pysched.api.annotations import CPU_MAX, CPU_MIN, DEADLINE, PROGRESS, TOTAL_STEPS, format_progress
-from pysched.plugins import builtin
 from pysched.testing import KubeAPI, LocalControlPlane, NodeSpec, create_fake_nodes, wait_for
 from pysched.testing.emulator import KubeletEmulator
-from pysched.testing.scheduler import TEST_LABEL, SchedulerProcess, events, pod_for, start_scheduler
+from pysched.testing.scheduler import TEST_LABEL, SchedulerProcess, events, pod_for, pysched_profile, start_scheduler
 
 pytestmark = pytest.mark.integration
 
@@ -29,18 +27,6 @@ def nodes(kube: KubeAPI, namespace: str) -> Iterator[list[str]]:
     yield names
     for name in names:
         kube.delete(f"/api/v1/nodes/{name}")
-
-
-def pysched_profile(path: Path, name: str) -> Path:
-    """The built-in `pysched` profile under `name`, reconciling every second."""
-    raw = yaml.safe_load((Path(builtin.__file__).parent / "builtin.yaml").read_text())
-    (profile,) = [p for p in raw["profiles"] if p["schedulerName"] == "pysched"]
-    profile["schedulerName"] = name
-    for entry in profile["pluginConfig"]:
-        if entry["name"] == "Autoscale":
-            entry["args"] = {**entry["args"], "intervalSeconds": 1, "priorStepSeconds": 0.2}
-    path.write_text(yaml.safe_dump({"profiles": [profile]}))
-    return path
 
 
 def pod(name: str, scheduler: str, namespace: str, cpu: str = "500m", memory: str = "64Mi", **notes: str) -> Any:
