@@ -231,7 +231,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 @dataclass(slots=True)
-class _State:
+class RunState:
     warmed: bool = False
     leader: bool = False
     shutting_down: bool = False
@@ -273,18 +273,13 @@ async def _serve(
     scheduler = Scheduler(
         config, backend, clock, registry, max_binds_in_flight=args.max_binds_in_flight, observer=metrics
     )
-    state = _State(leader=lease is None)
+    state = RunState(leader=lease is None)
     elector = LeaderElector(client, lease, lambda leader: _on_leadership(state, leader)) if lease else None
     backend.writable = lambda: state.leader and not state.lost and (elector is None or elector.fresh())
     _add_sources(metrics, scheduler, backend, client, state)
 
     def not_live() -> str | None:
-        if state.failed:
-            return f"the scheduling loop stopped: {state.failed}"
-        stalled = clock.now() - scheduler.last_tick
-        if state.scheduling and stalled > LOOP_STALL_SECONDS:
-            return f"the scheduling loop has not run for {stalled:.0f} s"
-        return None
+        return liveness_problem(state, clock.now() - scheduler.last_tick)
 
     def not_ready() -> str | None:
         if (dead := not_live()) is not None:
@@ -314,7 +309,7 @@ async def _serve(
         await _until(state.stop, started)
         if not state.stop.is_set():
             log.info("ready", nodes=len(backend.nodes), pods=len(backend.pods))
-            await _lead_and_schedule(scheduler, backend, elector, state)
+            await lead_and_schedule(scheduler, backend, elector, state)
     finally:
         await _teardown(scheduler, backend, elector, server, client, state)
     if state.failed:
@@ -322,7 +317,17 @@ async def _serve(
     return EXIT_LOST_LEASE if state.lost else 0
 
 
-def _on_leadership(state: _State, leader: bool) -> None:
+def liveness_problem(state: RunState, since_tick: float) -> str | None:
+    """Why /healthz must fail: the scheduling loop stopped on a bug, or a leader's loop has not
+    ticked for LOOP_STALL_SECONDS (an await that never returns); None when healthy."""
+    if state.failed:
+        return f"the scheduling loop stopped: {state.failed}"
+    if state.scheduling and since_tick > LOOP_STALL_SECONDS:
+        return f"the scheduling loop has not run for {since_tick:.0f} s"
+    return None
+
+
+def _on_leadership(state: RunState, leader: bool) -> None:
     state.leader = leader
     if leader:
         state.leading.set()
@@ -331,7 +336,7 @@ def _on_leadership(state: _State, leader: bool) -> None:
         state.stop.set()
 
 
-def _shutdown(state: _State) -> None:
+def _shutdown(state: RunState) -> None:
     log.info("shutting down")
     state.shutting_down = True
     state.stop.set()
@@ -348,8 +353,8 @@ async def _until(stop: asyncio.Event, task: asyncio.Task[None]) -> None:
         await task
 
 
-async def _lead_and_schedule(
-    scheduler: Scheduler, backend: LiveCluster, elector: LeaderElector | None, state: _State
+async def lead_and_schedule(
+    scheduler: Scheduler, backend: LiveCluster, elector: LeaderElector | None, state: RunState
 ) -> None:
     election: asyncio.Task[None] | None = None
     if elector is not None:
@@ -382,7 +387,7 @@ async def _teardown(
     elector: LeaderElector | None,
     server: OpsServer,
     client: AsyncKubeClient,
-    state: _State,
+    state: RunState,
 ) -> None:
     if not state.lost:
         await scheduler.stop()  # finish in-flight binds while still the leader
@@ -396,7 +401,7 @@ async def _teardown(
 
 
 def _add_sources(
-    metrics: SchedulerMetrics, scheduler: Scheduler, backend: LiveCluster, client: AsyncKubeClient, state: _State
+    metrics: SchedulerMetrics, scheduler: Scheduler, backend: LiveCluster, client: AsyncKubeClient, state: RunState
 ) -> None:
     from pysched.cmd.metrics import counter, gauge, plugin_metrics
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import structlog
 
-from pysched.api.limits import clip
+from pysched.api.inputs import brief
 from pysched.api.objects import PodInfo
 
 log = structlog.get_logger("pysched.incidents")
@@ -26,7 +26,7 @@ Notify = Callable[[PodInfo, str], None]
 
 def describe(error: BaseException) -> str:
     """The exception as one short line (its message may quote a huge value)."""
-    return f"{type(error).__name__}: {clip(str(error), 200)}"
+    return f"{type(error).__name__}: {brief(error)}"
 
 
 class Incidents:
