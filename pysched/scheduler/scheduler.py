@@ -69,7 +69,6 @@ class SchedulerStats:
     unschedulable: int = 0
     errors: int = 0
     bind_failures: int = 0
-    internal_errors: int = 0
     cycle_seconds: list[float] = field(default_factory=list)
 
 
@@ -166,7 +165,6 @@ class Scheduler:
 
     # ----- contained bugs
     def _notify_incident(self, pod: PodInfo, message: str) -> None:
-        self.stats.internal_errors += 1
         self._side_tasks.spawn(self._report_failure(pod, INCIDENT_REASON, message))
 
     def _queue_contained(self, queued: QueuedPod, stage: str, err: Exception) -> None:

@@ -83,7 +83,7 @@ def test_a_crash_in_the_scheduling_cycle_parks_the_pod_and_frees_its_room() -> N
         assert cluster.pods[PodKey("default/bad-0")].node_name is None
         assert scheduler.queue.where(PodKey("default/bad-0")) == "parked"
         assert scheduler.incidents.counts["scheduling cycle"] == 1
-        assert scheduler.stats.internal_errors == 1
+        assert scheduler.incidents.total == 1
         notes = [e.note for e in cluster.events if e.pod == "default/bad-0" and e.reason == "FailedScheduling"]
         assert len(notes) == 1 and "OverflowError" in notes[0] and "parked" in notes[0]
         condition = cluster.conditions[PodKey("default/bad-0")]["PodScheduled"]
