@@ -40,6 +40,7 @@ class FakeClient:
         self.objects: dict[str, JSON] = {}
         self.requests: list[tuple[str, str]] = []
         self.down = False
+        self.bucket: TokenBucket | None = None  # the client-side rate limit, when one is set
 
     async def request(
         self,
@@ -51,6 +52,8 @@ class FakeClient:
         content_type: str = "application/json",
         rate_limited: bool = True,
     ) -> ApiResponse:
+        if rate_limited and self.bucket is not None:
+            await self.bucket.acquire()
         self.requests.append((method, path))
         if self.down:
             return ApiResponse(0, {"message": "unreachable"})
@@ -186,6 +189,30 @@ async def test_leader_release_frees_the_lease() -> None:
     assert client.objects["lease"]["spec"]["holderIdentity"] is None
     other = LeaderElector(client, LeaseConfig("ns", "l", "b"), lambda v: None)
     assert await other.try_acquire_or_renew()
+
+
+async def test_lease_renewals_never_wait_behind_rate_limited_requests() -> None:
+    """A new leader's burst of binds and resizes fills the client's rate limiter; its renewals must
+    not queue behind them, or it loses the Lease within the renew deadline of winning it."""
+    client = FakeClient()
+    client.bucket = TokenBucket(qps=0.01, burst=1)
+    await client.request("GET", PODS)  # the burst is spent: the next token is 100 s away
+    bind = asyncio.create_task(client.request("POST", "/api/v1/namespaces/ns/pods/p/binding"))
+    stop = asyncio.Event()
+    elector = LeaderElector(client, LeaseConfig("ns", "l", "a", 3.0, 2.0, 0.1), lambda v: None)
+    task = asyncio.create_task(elector.run(stop))
+    try:
+        for _ in range(200):
+            puts = sum(1 for method, path in client.requests if method == "PUT" and "leases" in path)
+            if elector.is_leader and puts >= 3:
+                break
+            await asyncio.sleep(0.01)
+        assert elector.is_leader and puts >= 3, client.requests  # acquired, then renewed twice
+        assert not bind.done()  # still waiting for its token
+    finally:
+        stop.set()
+        await task
+        bind.cancel()
 
 
 def test_lease_timings_are_checked() -> None:
