@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pysched.api.times import format_rfc3339
 from pysched.backend.live.cluster import LiveCluster, LiveOptions
 from pysched.backend.live.eventsink import NOTE_LIMIT, EventRecord, EventSink, Series
 from pysched.backend.live.informer import Informer
@@ -383,3 +385,41 @@ async def test_a_pod_that_ended_is_delivered_as_ended_before_it_leaves() -> None
     await api.expire(PODS)  # a relist without the pod: only a deletion
     await backend.stop()
     assert listener.seen[2:] == [("deleted", "Running")]
+
+
+async def test_a_new_leader_posts_the_missing_scheduled_events_of_running_and_ended_pods() -> None:
+    created = format_rfc3339(time.time() - 60)
+
+    def pod(name: str, phase: str, node: str | None = "n") -> JSON:
+        spec: JSON = {"schedulerName": "pysched", "containers": [{"name": "c", "resources": {}}]}
+        if node is not None:
+            spec["nodeName"] = node
+        meta = {"name": name, "namespace": "ns", "uid": name, "resourceVersion": "1", "creationTimestamp": created}
+        return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+    class Api(ScriptedApi):
+        """Answers the list of ended pods (a field selector ScriptedApi does not read) apart."""
+
+        async def request(self, method: str, path: str, **kwargs: Any) -> ApiResponse:
+            selector = (kwargs.get("query") or {}).get("fieldSelector", "")
+            if path == PODS and "status.phase!=Running" in selector:
+                return ApiResponse(200, {"metadata": {}, "items": [pod("done", "Succeeded")]})
+            return await super().request(method, path, **kwargs)
+
+    scheduled = {"reason": "Scheduled", "regarding": {"uid": "posted"}}
+    api = Api({PODS: [pod("running", "Running"), pod("posted", "Running"), pod("pending", "Pending", None)]})
+    api.items["/apis/events.k8s.io/v1/events"] = [scheduled]
+    backend = LiveCluster(api, LiveOptions(scheduler_names=frozenset({"pysched"})))
+    posted: list[str] = []
+
+    async def emit(pod: Any, event_type: str, reason: str, note: str) -> None:
+        posted.append(f"{pod.name} {reason}")
+
+    backend.emit_event = emit  # type: ignore[method-assign]
+    await backend.start(InvalidPods())
+    try:
+        # "done" finished before this leader took over: the informer (active pods) never held it.
+        assert await backend.post_missing_scheduled_events(time.time()) == 2
+    finally:
+        await backend.stop()
+    assert sorted(posted) == ["done Scheduled", "running Scheduled"]
