@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pysched.testing import KubeAPI, LocalControlPlane, NodeSpec, create_fake_nodes, wait_for
+from pysched.testing.chaos import leader_and_follower
 from pysched.testing.scheduler import (
     TEST_LABEL,
     create_pods,
@@ -48,19 +49,8 @@ def test_only_the_leader_binds_and_the_follower_takes_over(
     """Default timings (15 s lease, 10 s renew deadline, 2 s retry): the takeover is measured."""
     name = f"pysched-{namespace}"
     profile = write_profile(tmp_path / "profiles.yaml", name)
-    replicas = [
-        start_scheduler(
-            control_plane, f"{name}-{i}", config=profile, leader_elect=True, lease_namespace=namespace, wait=False
-        )
-        for i in range(2)
-    ]
+    leader, follower = leader_and_follower(control_plane, name, profile, namespace)
     try:
-        for replica in replicas:
-            replica.wait_ready()
-        leader = wait_for(
-            lambda: [r for r in replicas if r.is_leader()], lambda found: len(found) == 1, what="one leader"
-        )[0]
-        follower = next(r for r in replicas if r is not leader)
         create_pods(kube, namespace, [pod_for(f"a{i}", name, namespace, "100m") for i in range(20)])
         wait_for(lambda: bound_count(kube, namespace), lambda n: n == 20, what="20 pods bound")
         assert follower.binds() == 0
@@ -79,7 +69,7 @@ def test_only_the_leader_binds_and_the_follower_takes_over(
         with capsys.disabled():
             print(f"\nleader takeover after SIGKILL: {takeover:.1f}s (lease 15 s)")
     finally:
-        for replica in replicas:
+        for replica in (leader, follower):
             replica.kill()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import socket
 import time
@@ -414,16 +415,19 @@ class LiveCluster:
     async def post_missing_scheduled_events(self, now: float) -> int:
         """A leader killed between a bind and its `Scheduled` event leaves a bound pod without one.
         A new leader lists the `Scheduled` events once and posts the missing ones for pods of its
-        profiles bound within the events' lifetime; returns how many it posted."""
+        profiles bound within the events' lifetime, running or ended since (a short job may finish
+        before the Lease changes hands); returns how many it posted."""
         names = self.options.scheduler_names
-        bound = [
-            pod
-            for pod in self.pods.values()
-            if pod.node_name is not None
-            and not pod.terminated
-            and (names is None or pod.scheduler_name in names)
-            and _scheduled_at(pod) >= now - EVENT_TTL_SECONDS
-        ]
+        candidates = [*self.pods.values(), *await self._ended_pods()]
+        bound = list(
+            {
+                pod.uid: pod
+                for pod in candidates
+                if pod.node_name is not None
+                and (names is None or pod.scheduler_name in names)
+                and _scheduled_at(pod) >= now - EVENT_TTL_SECONDS
+            }.values()
+        )
         if not bound:
             return 0
         seen: set[str] = set()
@@ -447,6 +451,29 @@ class LiveCluster:
         if missing:
             log.info("scheduled events re-posted", pods=len(missing))
         return len(missing)
+
+    async def _ended_pods(self) -> list[PodInfo]:
+        """Bound pods of our profiles that ended: the pod informer no longer holds them
+        (ACTIVE_PODS). Listed once per leadership, paged; a failed list gives what it read."""
+        selector = "spec.nodeName!=,status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
+        names = self.options.scheduler_names
+        selectors = [selector] if names is None else [f"{selector},spec.schedulerName={n}" for n in sorted(names)]
+        found: list[PodInfo] = []
+        for field_selector in selectors:
+            query = {"fieldSelector": field_selector, "limit": str(self.options.page_size)}
+            while True:
+                resp = await self.client.request("GET", "/api/v1/pods", query=query)
+                if not resp.ok:
+                    log.warning("ended pods not listed; their scheduled events not checked", error=resp.message())
+                    return found
+                for raw in resp.body.get("items") or ():
+                    with contextlib.suppress(*MALFORMED):
+                        found.append(pod_from_dict(raw, self.job_created))
+                cont = str((resp.body.get("metadata") or {}).get("continue") or "")
+                if not cont:
+                    break
+                query = {**query, "continue": cont}
+        return found
 
     async def _create_event(self, event: EventRecord, when: float) -> str | None:
         name = f"{event.pod_name[:200]}.{uuid.uuid4().hex[:16]}"

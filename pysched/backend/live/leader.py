@@ -6,6 +6,10 @@ compared). The leader renews every `retry_period`; if no renewal succeeds within
 it gives up leadership at once, before another candidate may take the Lease (renew_deadline <
 lease_duration), so two leaders never write at the same time. Every update carries the
 resourceVersion it read, so two candidates cannot both win one round.
+
+Lease requests bypass the client's rate limiter (kube-scheduler gives leader election a client of
+its own): a new leader's burst of binds and resizes would otherwise hold its renewals past the
+renew deadline, and it would lose the Lease it had just won.
 """
 
 from __future__ import annotations
@@ -86,7 +90,7 @@ class LeaderElector:
 
     async def try_acquire_or_renew(self) -> bool:
         c = self.config
-        resp = await self._client.request("GET", self._path)
+        resp = await self._client.request("GET", self._path, rate_limited=False)
         if resp.status == 404:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
@@ -95,7 +99,7 @@ class LeaderElector:
                 "spec": self._spec(_micro_now(), 0),
             }
             created = await self._client.request(
-                "POST", f"/apis/coordination.k8s.io/v1/namespaces/{c.namespace}/leases", body=body
+                "POST", f"/apis/coordination.k8s.io/v1/namespaces/{c.namespace}/leases", body=body, rate_limited=False
             )
             return created.ok
         if not resp.ok:
@@ -116,7 +120,7 @@ class LeaderElector:
         else:
             new_spec = self._spec(_micro_now(), transitions + 1)
         body = {**lease, "spec": new_spec}  # carries metadata.resourceVersion: optimistic concurrency
-        updated = await self._client.request("PUT", self._path, body=body)
+        updated = await self._client.request("PUT", self._path, body=body, rate_limited=False)
         if updated.ok:
             spec = updated.body.get("spec") or {}
             self._observed = (
@@ -177,8 +181,8 @@ class LeaderElector:
         if not self.is_leader:
             return
         self._set(False)
-        resp = await self._client.request("GET", self._path)
+        resp = await self._client.request("GET", self._path, rate_limited=False)
         if not resp.ok or (resp.body.get("spec") or {}).get("holderIdentity") != self.config.identity:
             return
         spec = {**resp.body["spec"], "holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": _micro_now()}
-        await self._client.request("PUT", self._path, body={**resp.body, "spec": spec})
+        await self._client.request("PUT", self._path, body={**resp.body, "spec": spec}, rate_limited=False)

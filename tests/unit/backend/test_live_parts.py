@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pysched.api.times import format_rfc3339
 from pysched.backend.live.cluster import LiveCluster, LiveOptions
 from pysched.backend.live.eventsink import NOTE_LIMIT, EventRecord, EventSink, Series
 from pysched.backend.live.informer import Informer
@@ -40,6 +42,7 @@ class FakeClient:
         self.objects: dict[str, JSON] = {}
         self.requests: list[tuple[str, str]] = []
         self.down = False
+        self.bucket: TokenBucket | None = None  # the client-side rate limit, when one is set
 
     async def request(
         self,
@@ -52,6 +55,8 @@ class FakeClient:
         rate_limited: bool = True,
         only_if: Callable[[], bool] | None = None,
     ) -> ApiResponse:
+        if rate_limited and self.bucket is not None:
+            await self.bucket.acquire()
         self.requests.append((method, path))
         if self.down:
             return ApiResponse(0, {"message": "unreachable"})
@@ -204,6 +209,30 @@ async def test_a_frozen_leader_is_no_longer_fresh_before_it_learns_it_lost_the_l
     assert elector.is_leader and not elector.fresh()  # writes are refused from this instant
     stop.set()
     await task
+
+
+async def test_lease_renewals_never_wait_behind_rate_limited_requests() -> None:
+    """A new leader's burst of binds and resizes fills the client's rate limiter; its renewals must
+    not queue behind them, or it loses the Lease within the renew deadline of winning it."""
+    client = FakeClient()
+    client.bucket = TokenBucket(qps=0.01, burst=1)
+    await client.request("GET", PODS)  # the burst is spent: the next token is 100 s away
+    bind = asyncio.create_task(client.request("POST", "/api/v1/namespaces/ns/pods/p/binding"))
+    stop = asyncio.Event()
+    elector = LeaderElector(client, LeaseConfig("ns", "l", "a", 3.0, 2.0, 0.1), lambda v: None)
+    task = asyncio.create_task(elector.run(stop))
+    try:
+        for _ in range(200):
+            puts = sum(1 for method, path in client.requests if method == "PUT" and "leases" in path)
+            if elector.is_leader and puts >= 3:
+                break
+            await asyncio.sleep(0.01)
+        assert elector.is_leader and puts >= 3, client.requests  # acquired, then renewed twice
+        assert not bind.done()  # still waiting for its token
+    finally:
+        stop.set()
+        await task
+        bind.cancel()
 
 
 def test_lease_timings_are_checked() -> None:
@@ -374,3 +403,41 @@ async def test_a_pod_that_ended_is_delivered_as_ended_before_it_leaves() -> None
     await api.expire(PODS)  # a relist without the pod: only a deletion
     await backend.stop()
     assert listener.seen[2:] == [("deleted", "Running")]
+
+
+async def test_a_new_leader_posts_the_missing_scheduled_events_of_running_and_ended_pods() -> None:
+    created = format_rfc3339(time.time() - 60)
+
+    def pod(name: str, phase: str, node: str | None = "n") -> JSON:
+        spec: JSON = {"schedulerName": "pysched", "containers": [{"name": "c", "resources": {}}]}
+        if node is not None:
+            spec["nodeName"] = node
+        meta = {"name": name, "namespace": "ns", "uid": name, "resourceVersion": "1", "creationTimestamp": created}
+        return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+    class Api(ScriptedApi):
+        """Answers the list of ended pods (a field selector ScriptedApi does not read) apart."""
+
+        async def request(self, method: str, path: str, **kwargs: Any) -> ApiResponse:
+            selector = (kwargs.get("query") or {}).get("fieldSelector", "")
+            if path == PODS and "status.phase!=Running" in selector:
+                return ApiResponse(200, {"metadata": {}, "items": [pod("done", "Succeeded")]})
+            return await super().request(method, path, **kwargs)
+
+    scheduled = {"reason": "Scheduled", "regarding": {"uid": "posted"}}
+    api = Api({PODS: [pod("running", "Running"), pod("posted", "Running"), pod("pending", "Pending", None)]})
+    api.items["/apis/events.k8s.io/v1/events"] = [scheduled]
+    backend = LiveCluster(api, LiveOptions(scheduler_names=frozenset({"pysched"})))
+    posted: list[str] = []
+
+    async def emit(pod: Any, event_type: str, reason: str, note: str) -> None:
+        posted.append(f"{pod.name} {reason}")
+
+    backend.emit_event = emit  # type: ignore[method-assign]
+    await backend.start(InvalidPods())
+    try:
+        # "done" finished before this leader took over: the informer (active pods) never held it.
+        assert await backend.post_missing_scheduled_events(time.time()) == 2
+    finally:
+        await backend.stop()
+    assert sorted(posted) == ["done Scheduled", "running Scheduled"]
