@@ -112,7 +112,8 @@ class SchedulingQueue:
             self._contained(qp, stage, err)
 
     def _enqueue(self, qp: QueuedPod) -> None:
-        """Into active, or gated when a PreEnqueue plugin says not yet."""
+        """Into active, or gated when a PreEnqueue plugin says not yet: every way into the active
+        queue passes here, so PreEnqueue sees a pod changed while it waited (and warns of it)."""
         self._parked.pop(qp.pod.key, None)
         try:
             status = self._pre_enqueue(qp.pod)
@@ -135,7 +136,7 @@ class SchedulingQueue:
         if qp.backoff_until > self._clock.now():
             self._push_backoff(qp)
         else:
-            self._push_active(qp)
+            self._enqueue(qp)
 
     # ----- informer side
     def add(self, pod: PodInfo) -> None:
@@ -194,7 +195,7 @@ class SchedulingQueue:
         while self._backoff and self._backoff[0][0] <= now:
             _, token, key = heapq.heappop(self._backoff)
             if self._token.get(key) == token:
-                self._push_active(self._pods[key])
+                self._enqueue(self._pods[key])  # PreEnqueue again on the way in, as kube-scheduler
         if now >= self._next_flush:
             self._next_flush = now + self.timings.flush_interval
             for qp in list(self._unschedulable.values()):

@@ -19,6 +19,7 @@ from pysched.framework.interfaces import Handle
 from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.framework.status import SUCCESS, Status
 from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
 from pysched.scheduler.scheduler import Scheduler
 
 PROFILE = """
@@ -138,6 +139,33 @@ def test_a_raising_informer_handler_is_reported_against_its_pod() -> None:
         cluster.create_pod(pod_dict("q", cpu="1", scheduler_name="t"))
         await scheduler.run_until_idle()
         assert cluster.pods[PodKey("default/q")].node_name == "a"
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+def test_a_step_count_changed_to_a_superscript_while_the_pod_backs_off_is_only_warned_about() -> None:
+    """Once a ValueError in the queue's pop() (DeadlineLaxity's sort key) that killed the loop."""
+
+    async def run() -> None:
+        registry = default_registry()
+        clock = VirtualClock(1000.0)
+        cluster = SimulatedCluster(clock)
+        scheduler = Scheduler(builtin_config(registry).only("pysched"), cluster, clock, registry)
+        cluster.add_node(node_dict("a", cpu="2", memory="8Gi"))
+        await scheduler.start()
+        notes = {"pysched.io/deadline": "1h", "pysched.io/total-steps": "1000"}
+        cluster.create_pod(pod_dict("big", cpu="4", annotations=notes, created=clock.now()))
+        await scheduler.run_until_idle()
+        assert scheduler.queue.where(PodKey("default/big")) == "unschedulable"
+        cluster.set_annotations(PodKey("default/big"), {"pysched.io/total-steps": "\u00b2"})
+        cluster.add_node(node_dict("b", cpu="8", memory="8Gi"))
+        clock.advance(11.0)
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/big")].node_name == "b"
+        assert scheduler.incidents.total == 0
+        warned = [e.note for e in cluster.events if e.reason == "InvalidAnnotation"]
+        assert warned == ["pysched.io/total-steps: '\u00b2' is not a positive integer such as 10000; ignored"]
         await scheduler.stop()
 
     asyncio.run(run())
