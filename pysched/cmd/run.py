@@ -378,6 +378,8 @@ def _add_sources(
     def collect() -> list[Metric]:
         counts = scheduler.queue.counts()
         api = client.calls
+        cache = scheduler.cache
+        assumed = len(cache) - len(cache.bound_pods())  # O(pods), paid per scrape only
         return [
             gauge(
                 "scheduler_pending_pods",
@@ -401,6 +403,41 @@ def _add_sources(
                 "pysched_events_dropped",
                 "Events dropped because the event backlog was full.",
                 {(): float(backend.events.dropped)},
+                [],
+            ),
+            gauge(
+                "scheduler_cache_size",
+                "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+                {("nodes",): float(cache.nodes.count), ("pods",): float(len(cache)), ("assumed_pods",): float(assumed)},
+                ["type"],
+            ),
+            gauge(
+                "pysched_waiting_pods",
+                "Pods held at Permit, assumed on their node, waiting to be allowed.",
+                {(): float(len(scheduler.waiting_pods))},
+                [],
+            ),
+            gauge(
+                "pysched_informer_objects",
+                "Objects the informers hold, by resource.",
+                {
+                    ("pods",): float(len(backend.pods)),
+                    ("nodes",): float(len(backend.nodes)),
+                    ("namespaces",): float(len(backend.namespaces)),
+                    ("jobs",): float(len(backend.job_created)),
+                },
+                ["resource"],
+            ),
+            gauge(
+                "pysched_event_backlog",
+                "Events (creates and series updates) queued and not yet sent to the API server.",
+                {(): float(backend.events.backlog)},
+                [],
+            ),
+            gauge(
+                "pysched_event_series",
+                "Events remembered to count their repeats as a series (forgotten once quiet for the series window).",
+                {(): float(backend.events.series)},
                 [],
             ),
             gauge("pysched_leader", "1 while this replica holds the Lease.", {(): float(state.leader)}, []),
