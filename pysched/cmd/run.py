@@ -276,7 +276,7 @@ async def _serve(
     state = RunState(leader=lease is None)
     elector = LeaderElector(client, lease, lambda leader: _on_leadership(state, leader)) if lease else None
     backend.writable = lambda: state.leader and not state.lost and (elector is None or elector.fresh())
-    _add_sources(metrics, scheduler, backend, client, state)
+    add_sources(metrics, scheduler, backend, client, state)
 
     def not_live() -> str | None:
         return liveness_problem(state, clock.now() - scheduler.last_tick)
@@ -400,7 +400,7 @@ async def _teardown(
     log.info("stopped", lost_lease=state.lost, binds=dict(backend.binds))
 
 
-def _add_sources(
+def add_sources(
     metrics: SchedulerMetrics, scheduler: Scheduler, backend: LiveCluster, client: AsyncKubeClient, state: RunState
 ) -> None:
     from pysched.cmd.metrics import counter, gauge, plugin_metrics
@@ -408,6 +408,8 @@ def _add_sources(
     def collect() -> list[Metric]:
         counts = scheduler.queue.counts()
         api = client.calls
+        cache = scheduler.cache
+        assumed = len(cache) - len(cache.bound_pods())  # O(pods), paid per scrape only
         return [
             gauge(
                 "scheduler_pending_pods",
@@ -431,6 +433,41 @@ def _add_sources(
                 "pysched_events_dropped",
                 "Events dropped because the event backlog was full.",
                 {(): float(backend.events.dropped)},
+                [],
+            ),
+            gauge(
+                "scheduler_cache_size",
+                "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+                {("nodes",): float(cache.nodes.count), ("pods",): float(len(cache)), ("assumed_pods",): float(assumed)},
+                ["type"],
+            ),
+            gauge(
+                "pysched_waiting_pods",
+                "Pods held at Permit, assumed on their node, waiting to be allowed.",
+                {(): float(len(scheduler.waiting_pods))},
+                [],
+            ),
+            gauge(
+                "pysched_informer_objects",
+                "Objects the informers hold, by resource.",
+                {
+                    ("pods",): float(len(backend.pods)),
+                    ("nodes",): float(len(backend.nodes)),
+                    ("namespaces",): float(len(backend.namespaces)),
+                    ("jobs",): float(len(backend.job_created)),
+                },
+                ["resource"],
+            ),
+            gauge(
+                "pysched_event_backlog",
+                "Events (creates and series updates) queued and not yet sent to the API server.",
+                {(): float(backend.events.backlog)},
+                [],
+            ),
+            gauge(
+                "pysched_event_series",
+                "Events remembered to count their repeats as a series (forgotten once quiet for the series window).",
+                {(): float(backend.events.series)},
                 [],
             ),
             gauge("pysched_leader", "1 while this replica holds the Lease.", {(): float(state.leader)}, []),

@@ -103,6 +103,16 @@ class EventSink:
         self.patched = 0
         self.enabled: Callable[[], bool] = lambda: True
 
+    @property
+    def backlog(self) -> int:
+        """Creates and series patches queued, not yet sent."""
+        return len(self._jobs)
+
+    @property
+    def series(self) -> int:
+        """Events remembered for series (each forgotten once quiet for `series_window`)."""
+        return len(self._series)
+
     def record(self, event: EventRecord) -> None:
         """Queue an event (never blocks, never raises)."""
         if not self.enabled():
