@@ -21,7 +21,7 @@ def test_unreachable_api_is_retried_and_reported(control_plane: LocalControlPlan
     try:
         status, body = wait_for(
             lambda: proc.get("/readyz"),
-            lambda answer: "informers not synced" in answer[1],
+            lambda answer: "API server unreachable" in answer[1],
             timeout=60,
             what="/readyz to report the unreachable API server",
         )
