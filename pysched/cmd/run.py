@@ -128,6 +128,7 @@ def _parse_address(text: str) -> tuple[str, int] | None:
 
 def _listeners(args: argparse.Namespace) -> tuple[Listener, ...] | str:
     """The addresses to serve on, with the secure port's TLS context; a message when a flag is bad."""
+    from pysched.api.limits import clip
     from pysched.cmd.server import Listener
     from pysched.cmd.tls import TLSError, server_context
 
@@ -138,7 +139,7 @@ def _listeners(args: argparse.Namespace) -> tuple[Listener, ...] | str:
         ipaddress.ip_address(args.bind_address)
     except ValueError:
         hint = " (plain HTTP is --insecure-bind-address HOST:PORT)" if ":" in args.bind_address else ""
-        return f"--bind-address: expected the IP address of --secure-port, got {args.bind_address!r}{hint}"
+        return f"--bind-address: expected the IP address of --secure-port, got {clip(args.bind_address)}{hint}"
     if (args.tls_cert_file is None) != (args.tls_private_key_file is None):
         return "--tls-cert-file and --tls-private-key-file go together"
     if args.secure_port:
@@ -150,7 +151,7 @@ def _listeners(args: argparse.Namespace) -> tuple[Listener, ...] | str:
     if args.insecure_bind_address is not None:
         plain = _parse_address(args.insecure_bind_address)
         if plain is None:
-            return f"--insecure-bind-address: expected HOST:PORT, got {args.insecure_bind_address!r}"
+            return f"--insecure-bind-address: expected HOST:PORT, got {clip(args.insecure_bind_address)}"
         found.append(Listener(*plain))
     return tuple(found)
 
