@@ -3,6 +3,7 @@ HTTP on loopback for the tests' polling, and the secure port (HTTPS, delegated a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import ssl
@@ -10,7 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,14 @@ from typing import Any
 import yaml
 
 from pysched.api.resources import pod_requests
-from pysched.testing.controlplane import LocalControlPlane, ManagedProcess, free_port, log_tail
+from pysched.testing.controlplane import (
+    LocalControlPlane,
+    ManagedProcess,
+    NodeSpec,
+    create_fake_nodes,
+    free_port,
+    log_tail,
+)
 from pysched.testing.helpers import make_pod
 from pysched.testing.kube import KubeAPI
 
@@ -30,6 +38,21 @@ def pod_for(name: str, scheduler: str, namespace: str, cpu: str, memory: str = "
     pod = make_pod(name, cpu=cpu, memory=memory, cpu_limit=None, memory_limit=None, scheduler=scheduler)
     pod["spec"]["nodeSelector"] = {TEST_LABEL: namespace}
     return pod
+
+
+@contextlib.contextmanager
+def namespace_nodes(
+    kube: KubeAPI, namespace: str, count: int, *, cpu: str = "8", memory: str = "32Gi"
+) -> Iterator[list[str]]:
+    """Fake nodes labelled for `namespace` (the pods of `pod_for` select them), deleted afterwards:
+    on the shared control plane each test schedules onto its own nodes only."""
+    spec = NodeSpec(cpu=cpu, memory=memory, labels={TEST_LABEL: namespace})
+    names = create_fake_nodes(kube, count, spec, prefix=f"{namespace}-n")
+    try:
+        yield names
+    finally:
+        for name in names:
+            kube.delete(f"/api/v1/nodes/{name}")
 
 
 def create_pods(kube: KubeAPI, namespace: str, pods: list[dict[str, Any]]) -> None:

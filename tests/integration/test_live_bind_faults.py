@@ -24,9 +24,9 @@ from pysched.framework.clock import WallClock
 from pysched.framework.config import parse_config
 from pysched.plugins import default_registry
 from pysched.scheduler.scheduler import Scheduler
-from pysched.testing import KubeAPI, LocalControlPlane, NodeSpec, create_fake_nodes
+from pysched.testing import KubeAPI, LocalControlPlane
 from pysched.testing.helpers import eventually
-from pysched.testing.scheduler import TEST_LABEL, pod_for
+from pysched.testing.scheduler import namespace_nodes, pod_for
 
 pytestmark = pytest.mark.integration
 
@@ -86,57 +86,56 @@ async def test_deleted_stolen_and_slow_binds_leave_the_cache_equal_to_the_api(
     control_plane: LocalControlPlane, kube: KubeAPI, namespace: str
 ) -> None:
     name = f"faults-{namespace}"
-    spec = NodeSpec(cpu=str(NODE_CPUS), memory="32Gi", labels={TEST_LABEL: namespace})
-    nodes = await asyncio.to_thread(create_fake_nodes, kube, 2, spec, prefix=f"{namespace}-n")
-    client = await connect(str(control_plane.kubeconfig_path), qps=100, burst=100)
-    held = HeldBinds(client, {"deleted", "stolen", "slow"})
-    backend = LiveCluster(held, LiveOptions(scheduler_names=frozenset({name})))
-    registry = default_registry()
-    scheduler = Scheduler(parse_config(profile(name), "test", registry), backend, WallClock(), registry)
-    stop = asyncio.Event()
-    try:
-        await scheduler.start()
-        loop = asyncio.create_task(scheduler.run(stop, idle_poll=0.05))
-        for pod_name in ("deleted", "stolen", "slow", "plain"):
-            await asyncio.to_thread(kube.create_pod, namespace, pod_for(pod_name, name, namespace, "1"))
-        for event in held.arrived.values():
-            await asyncio.wait_for(event.wait(), 30)
+    with namespace_nodes(kube, namespace, 2, cpu=str(NODE_CPUS)) as nodes:  # created before the scheduler starts
+        client = await connect(str(control_plane.kubeconfig_path), qps=100, burst=100)
+        held = HeldBinds(client, {"deleted", "stolen", "slow"})
+        backend = LiveCluster(held, LiveOptions(scheduler_names=frozenset({name})))
+        registry = default_registry()
+        scheduler = Scheduler(parse_config(profile(name), "test", registry), backend, WallClock(), registry)
+        stop = asyncio.Event()
+        try:
+            await scheduler.start()
+            loop = asyncio.create_task(scheduler.run(stop, idle_poll=0.05))
+            for pod_name in ("deleted", "stolen", "slow", "plain"):
+                await asyncio.to_thread(kube.create_pod, namespace, pod_for(pod_name, name, namespace, "1"))
+            for event in held.arrived.values():
+                await asyncio.wait_for(event.wait(), 30)
 
-        # The faults, while the three binds are in flight (assumed in the cache).
-        await asyncio.to_thread(kube.force_delete_pod, namespace, "deleted")
-        await asyncio.to_thread(kube.bind_pod, namespace, "stolen", nodes[1])  # another scheduler won
-        held.release["deleted"].set()
-        held.release["stolen"].set()
-        await eventually(lambda: backend.binds["404"] + backend.binds["409"] == 2, "both binds refused")
-        held.release["slow"].set()
-        await eventually(lambda: backend.binds["ok"] == 2, "the slow and the plain pod bound")
+            # The faults, while the three binds are in flight (assumed in the cache).
+            await asyncio.to_thread(kube.force_delete_pod, namespace, "deleted")
+            await asyncio.to_thread(kube.bind_pod, namespace, "stolen", nodes[1])  # another scheduler won
+            held.release["deleted"].set()
+            held.release["stolen"].set()
+            await eventually(lambda: backend.binds["404"] + backend.binds["409"] == 2, "both binds refused")
+            held.release["slow"].set()
+            await eventually(lambda: backend.binds["ok"] == 2, "the slow and the plain pod bound")
 
-        # The cache is the API: per node, then by filling exactly what is left.
-        table = scheduler.cache.nodes
+            # The cache is the API: per node, then by filling exactly what is left.
+            table = scheduler.cache.nodes
 
-        def cache_requested() -> dict[str, int]:
-            return {
-                n: table.allocatable_and_free(NodeName(n), CPU)[0] - table.allocatable_and_free(NodeName(n), CPU)[1]
-                for n in nodes
-            }
+            def cache_requested() -> dict[str, int]:
+                return {
+                    n: table.allocatable_and_free(NodeName(n), CPU)[0] - table.allocatable_and_free(NodeName(n), CPU)[1]
+                    for n in nodes
+                }
 
-        expected = await asyncio.to_thread(api_requested, kube, namespace, nodes)
-        await eventually(lambda: cache_requested() == expected, f"cache {cache_requested()} == API {expected}")
-        assert sum(expected.values()) == 3000  # stolen, slow, plain
-        free = (2 * NODE_CPUS * 1000 - sum(expected.values())) // 1000
-        for i in range(free + 1):
-            await asyncio.to_thread(kube.create_pod, namespace, pod_for(f"fill-{i}", name, namespace, "1"))
-        await eventually(lambda: backend.binds["ok"] == 2 + free, f"{free} filling pods bound")
-        await eventually(lambda: scheduler.stats.unschedulable >= 1, "the extra pod refused")
-        assert backend.binds["ok"] == 2 + free
-        assert await asyncio.to_thread(api_requested, kube, namespace, nodes) == dict.fromkeys(nodes, NODE_CPUS * 1000)
-        scheduler.cache.check_consistency()
-        stop.set()
-        await loop
-    finally:
-        stop.set()
-        await scheduler.stop()
-        await backend.stop()
-        await client.close()
-        for node in nodes:
-            await asyncio.to_thread(kube.delete, f"/api/v1/nodes/{node}")
+            expected = await asyncio.to_thread(api_requested, kube, namespace, nodes)
+            await eventually(lambda: cache_requested() == expected, f"cache {cache_requested()} == API {expected}")
+            assert sum(expected.values()) == 3000  # stolen, slow, plain
+            free = (2 * NODE_CPUS * 1000 - sum(expected.values())) // 1000
+            for i in range(free + 1):
+                await asyncio.to_thread(kube.create_pod, namespace, pod_for(f"fill-{i}", name, namespace, "1"))
+            await eventually(lambda: backend.binds["ok"] == 2 + free, f"{free} filling pods bound")
+            await eventually(lambda: scheduler.stats.unschedulable >= 1, "the extra pod refused")
+            assert backend.binds["ok"] == 2 + free
+            assert await asyncio.to_thread(api_requested, kube, namespace, nodes) == dict.fromkeys(
+                nodes, NODE_CPUS * 1000
+            )
+            scheduler.cache.check_consistency()
+            stop.set()
+            await loop
+        finally:
+            stop.set()
+            await scheduler.stop()
+            await backend.stop()
+            await client.close()

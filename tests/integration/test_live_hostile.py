@@ -13,20 +13,24 @@ from typing import Any
 import pytest
 
 from pysched.api.annotations import CPU_MAX, CPU_MIN, DEADLINE, PROGRESS, TOTAL_STEPS, format_progress
-from pysched.testing import KubeAPI, LocalControlPlane, NodeSpec, create_fake_nodes, wait_for
+from pysched.testing import KubeAPI, LocalControlPlane, wait_for
 from pysched.testing.emulator import KubeletEmulator
-from pysched.testing.scheduler import TEST_LABEL, SchedulerProcess, events, pod_for, pysched_profile, start_scheduler
+from pysched.testing.scheduler import (
+    SchedulerProcess,
+    events,
+    namespace_nodes,
+    pod_for,
+    pysched_profile,
+    start_scheduler,
+)
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def nodes(kube: KubeAPI, namespace: str) -> Iterator[list[str]]:
-    spec = NodeSpec(cpu="8", memory="32Gi", labels={TEST_LABEL: namespace})
-    names = create_fake_nodes(kube, 2, spec, prefix=f"{namespace}-n")
-    yield names
-    for name in names:
-        kube.delete(f"/api/v1/nodes/{name}")
+    with namespace_nodes(kube, namespace, 2) as names:
+        yield names
 
 
 def pod(name: str, scheduler: str, namespace: str, cpu: str = "500m", memory: str = "64Mi", **notes: str) -> Any:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from pysched.testing import KubeAPI, LocalControlPlane, NodeSpec, create_fake_nodes, wait_for
+from pysched.testing import KubeAPI, LocalControlPlane, wait_for
 from pysched.testing.chaos import leader_and_follower
 from pysched.testing.scheduler import (
-    TEST_LABEL,
     create_pods,
     list_pods,
+    namespace_nodes,
     overcommitted,
     pod_for,
     start_scheduler,
@@ -27,11 +27,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def nodes(kube: KubeAPI, namespace: str) -> Iterator[list[str]]:
-    spec = NodeSpec(cpu="8", memory="32Gi", labels={TEST_LABEL: namespace})
-    names = create_fake_nodes(kube, 10, spec, prefix=f"{namespace}-n")
-    yield names
-    for name in names:
-        kube.delete(f"/api/v1/nodes/{name}")
+    with namespace_nodes(kube, namespace, 10) as names:
+        yield names
 
 
 def bound_count(kube: KubeAPI, namespace: str) -> int:

@@ -16,6 +16,7 @@ from pysched.testing.scheduler import (
     create_pods,
     events,
     list_pods,
+    namespace_nodes,
     overcommitted,
     pod_for,
     start_scheduler,
@@ -27,11 +28,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def nodes(kube: KubeAPI, namespace: str) -> Iterator[list[str]]:
-    spec = NodeSpec(cpu="4", memory="16Gi", pods="110", labels={TEST_LABEL: namespace})
-    names = create_fake_nodes(kube, 50, spec, prefix=f"{namespace}-n")
-    yield names
-    for name in names:
-        kube.delete(f"/api/v1/nodes/{name}")
+    with namespace_nodes(kube, namespace, 50, cpu="4", memory="16Gi") as names:
+        yield names
 
 
 @pytest.fixture
