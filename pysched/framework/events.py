@@ -14,6 +14,8 @@ class EventKind(enum.Enum):
     NODE_UPDATE = "NodeUpdate"  # labels, taints, cordon or resources changed (not a heartbeat)
     POD_DELETE = "PodDelete"  # a bound pod was deleted or finished, or a bind failed: room is free
     POD_RESIZE_DOWN = "PodResizeDown"  # a bound pod now asks for less
+    ASSIGNED_POD_ADD = "AssignedPodAdd"  # a pod is now bound to a node (by anyone)
+    ASSIGNED_POD_UPDATE = "AssignedPodUpdate"  # a bound pod's labels changed
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from pysched.framework.events import EventRegistration
 from pysched.framework.incidents import Incidents
 from pysched.framework.lifecycle import PodLifecycle
 from pysched.framework.nodetable import I64, Bools, NodeTable
+from pysched.framework.placed import PlacedPods
 from pysched.framework.status import Status
 from pysched.framework.waiting import WaitingPods
 
@@ -42,8 +43,8 @@ class QueuedPod:
 class Handle:
     """What a profile's plugins may reach of the running scheduler (kube-scheduler's
     framework.Handle): the cluster, the clock, the node table, the pods waiting at Permit (shared
-    by every profile), the profile's pod lifecycle notices, and where a plugin reports a bug it
-    contained to one pod (shared by every profile)."""
+    by every profile), the profile's pod lifecycle notices, where a plugin reports a bug it
+    contained to one pod (shared by every profile), and the pods placed on nodes."""
 
     cluster: ClusterBackend
     clock: Clock
@@ -51,6 +52,7 @@ class Handle:
     waiting_pods: WaitingPods = field(default_factory=WaitingPods)
     pod_lifecycle: PodLifecycle = field(default_factory=PodLifecycle)
     incidents: Incidents = field(default_factory=Incidents)
+    pods: PlacedPods = field(default_factory=PlacedPods)
 
 
 @runtime_checkable
@@ -141,7 +143,12 @@ class PostFilterPlugin(Plugin, Protocol):
 
 @runtime_checkable
 class PreScorePlugin(Plugin, Protocol):
-    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> Status: ...
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> Status:
+        """Before scoring. `feasible` holds the rows every filter passed except the resource fit,
+        which the kernel checks together with the scores; a plugin that returns Skip has its
+        score left out for this pod, and a profile whose extra scores are all skipped keeps the
+        kernel's incremental selection. NormalizeScore sees the exact feasible rows."""
+        ...
 
 
 @runtime_checkable

@@ -34,7 +34,7 @@ from pysched.framework.interfaces import (
     ScorePlugin,
 )
 from pysched.framework.nodetable import I64, Bools, NodeTable, RequestShape
-from pysched.framework.status import SUCCESS, Code, Status, error
+from pysched.framework.status import SUCCESS, Code, Status
 from pysched.scheduler.kernel import select_node
 from pysched.scheduler.selection import KernelWeights, ScoreCache, SelectionCache
 
@@ -197,19 +197,28 @@ class SchedulingAlgorithm:
             score_class = self._classify(pod)
             shape = (*shape, *req.gpu_shape, score_class)
             key = (signature, req.key, score_class)
-        extra = bool(self.extra_scores or self.pre_score)
-        if not self.batch_filters and not extra:
+        batch_filters = self.batch_filters
+        if batch_filters:
+            if state.skip_filter:
+                batch_filters = tuple(f for f in batch_filters if f.NAME not in state.skip_filter)
+            if batch_filters:
+                mask = mask.copy()
+                for batch_filter in batch_filters:
+                    mask &= batch_filter.filter_batch(state, pod, nodes).feasible
+                candidates = np.flatnonzero(mask).astype(np.int64)
+        for pre in self.pre_score:
+            status = pre.pre_score(state, pod, nodes, mask)
+            if status.code is Code.SKIP:
+                state.skip("score", pre.NAME)
+            elif not status.ok:
+                return ScheduleResult(None, status.with_plugin(pre.NAME), 0)
+        extra = any(score.plugin.NAME not in state.skip_score for score in self.extra_scores)
+        if not batch_filters and not extra:
             # Only mask filters, the fused fit and fused scores: the incremental arg-max answers.
             best, feasible = self.selection.select(
                 key, nodes, mask, candidates, request, columns, self.weights.resource_fit, shape
             )
         else:
-            if self.batch_filters:
-                mask = mask.copy()
-                for batch_filter in self.batch_filters:
-                    if batch_filter.NAME not in state.skip_filter:
-                        mask &= batch_filter.filter_batch(state, pod, nodes).feasible
-                candidates = np.flatnonzero(mask).astype(np.int64)
             size = nodes.size
             if self._scores.shape[0] < size:
                 self._scores = np.zeros(max(size, 2 * self._scores.shape[0]), np.int64)
@@ -229,8 +238,6 @@ class SchedulingAlgorithm:
             return self._unschedulable(state, pod)
         if extra:
             best = self._score_extra(state, pod, scores)
-            if best < 0:
-                return ScheduleResult(None, error("pre-score failed"), feasible)
         name = nodes.names[best]
         assert name is not None
         return ScheduleResult(name, SUCCESS, feasible, None, req)
@@ -238,12 +245,6 @@ class SchedulingAlgorithm:
     def _score_extra(self, state: CycleState, pod: PodInfo, scores: I64) -> int:
         nodes = self.nodes
         feasible = scores >= 0
-        for pre in self.pre_score:
-            status = pre.pre_score(state, pod, nodes, feasible)
-            if status.code is Code.SKIP:
-                state.skip("score", pre.NAME)
-            elif not status.ok:
-                return -1
         total = scores.copy()
         for score in self.extra_scores:
             plugin = score.plugin

@@ -16,6 +16,7 @@ from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.resources import nonzero_requests
 from pysched.framework.nodetable import POD_COLUMN, NodeTable, RequestShape
+from pysched.framework.placed import PlacedPods
 from pysched.scheduler.kernel import charge_row
 
 
@@ -32,8 +33,8 @@ class Cache:
 
     def __init__(self) -> None:
         self.nodes = NodeTable()
+        self.placed = PlacedPods()  # what plugins see of the pods below, with change notices
         self._pods: dict[PodKey, _PodEntry] = {}
-        self._by_node: dict[NodeName, set[PodKey]] = {}
         # Pods seen bound to a node we do not know yet; replayed when the node arrives.
         self._orphans: dict[NodeName, dict[PodKey, PodInfo]] = {}
 
@@ -50,14 +51,14 @@ class Cache:
             return
         entry = _PodEntry(pod, node, assumed, request or self.nodes.request_shape(pod.requests))
         self._pods[pod.key] = entry
-        self._by_node.setdefault(node, set()).add(pod.key)
         self._charge(entry, +1)
+        self.placed.placed(pod, self.nodes.row[node])
 
     def _unplace(self, key: PodKey) -> _PodEntry | None:
         entry = self._pods.pop(key, None)
         if entry is not None:
             self._charge(entry, -1)
-            self._by_node[entry.node].discard(key)
+            self.placed.removed(entry.pod, self.nodes.row[entry.node])
         return entry
 
     # ----- scheduler side
@@ -103,7 +104,9 @@ class Cache:
             return
         entry = self._pods.get(pod.key)
         if entry is not None and entry.node == pod.node_name and entry.pod.requests == pod.requests:
-            entry.pod = pod  # the informer confirms what we assumed, or a change that costs nothing
+            # The informer confirms what we assumed, or a change that costs nothing.
+            self.placed.replaced(entry.pod, pod, self.nodes.row[entry.node])
+            entry.pod = pod
             entry.assumed = False
             return
         self._unplace(pod.key)
@@ -137,16 +140,19 @@ class Cache:
     def remove_node(self, node: NodeInfo) -> None:
         if node.name not in self.nodes.row:
             return
-        for key in self._by_node.pop(node.name, set()):
-            entry = self._pods.pop(key)
+        row = self.nodes.row[node.name]
+        for pod in list(self.placed.on_row(row)):
+            entry = self._pods.pop(pod.key)
+            self.placed.removed(entry.pod, row)
             # A bound pod stays known so it is counted if the node comes back.
             if not entry.assumed:
-                self._orphans.setdefault(node.name, {})[key] = entry.pod
+                self._orphans.setdefault(node.name, {})[pod.key] = entry.pod
         self.nodes.remove(node.name)
 
     # ----- reads
     def pods_on(self, node: NodeName) -> list[PodInfo]:
-        return [self._pods[key].pod for key in self._by_node.get(node, ())]
+        row = self.nodes.row.get(node)
+        return [] if row is None else list(self.placed.on_row(row))
 
     def bound_pods(self) -> list[PodInfo]:
         """Pods the informer has confirmed on a node (assumed ones excluded)."""

@@ -24,7 +24,7 @@ from typing import Any
 from pysched.api.ids import PodKey
 from pysched.api.objects import PodInfo
 from pysched.framework.clock import Clock
-from pysched.framework.events import ClusterEvent, QueueingHint
+from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
 from pysched.framework.interfaces import QueuedPod
 from pysched.framework.status import Status
 
@@ -37,6 +37,10 @@ SortKey = Callable[[QueuedPod], tuple[Any, ...]]
 PreEnqueue = Callable[[PodInfo], Status]
 Hint = Callable[[QueuedPod, ClusterEvent], QueueingHint]
 Contained = Callable[[QueuedPod, str, Exception], None]  # (pod, stage, error): a plugin raised
+# The kinds of event that may help an unschedulable pod (None: any). An event is checked against
+# only the pods waiting for its kind, so a stream of binds costs nothing for pods that wait for
+# room elsewhere.
+Interest = Callable[[QueuedPod], frozenset[EventKind] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +63,10 @@ class SchedulingQueue:
         hint: Hint,
         timings: QueueTimings = DEFAULT_TIMINGS,
         contained: Contained | None = None,
+        interest: Interest = lambda _: None,
     ) -> None:
         self._clock = clock
+        self._interest = interest
         self._contained = contained
         self._sort_key = sort_key
         self._pre_enqueue = pre_enqueue
@@ -72,6 +78,8 @@ class SchedulingQueue:
         self._active: list[tuple[tuple[Any, ...], int, PodKey]] = []
         self._backoff: list[tuple[float, int, PodKey]] = []
         self._unschedulable: dict[PodKey, QueuedPod] = {}
+        self._waiting_for: dict[EventKind | None, dict[PodKey, QueuedPod]] = {}
+        self._kinds: dict[PodKey, tuple[EventKind | None, ...]] = {}
         self._parked: dict[PodKey, QueuedPod] = {}
         self._seq = itertools.count()
         self._event_seq = 0
@@ -102,7 +110,12 @@ class SchedulingQueue:
         self._where[qp.pod.key] = where
         self._token.pop(qp.pod.key, None)
         if where == UNSCHEDULABLE:
-            self._unschedulable[qp.pod.key] = qp
+            key = qp.pod.key
+            self._unschedulable[key] = qp
+            kinds = self._interest(qp)
+            self._kinds[key] = (None,) if kinds is None else tuple(kinds)
+            for kind in self._kinds[key]:
+                self._waiting_for.setdefault(kind, {})[key] = qp
         elif where == PARKED:
             self._parked[qp.pod.key] = qp
 
@@ -131,8 +144,13 @@ class SchedulingQueue:
         t = self.timings
         return float(min(t.initial_backoff * 2.0 ** min(max(attempts - 1, 0), MAX_DOUBLINGS), t.max_backoff))
 
+    def _drop_unschedulable(self, key: PodKey) -> None:
+        if self._unschedulable.pop(key, None) is not None:
+            for kind in self._kinds.pop(key, ()):
+                self._waiting_for[kind].pop(key, None)
+
     def _leave_unschedulable(self, qp: QueuedPod) -> None:
-        self._unschedulable.pop(qp.pod.key, None)
+        self._drop_unschedulable(qp.pod.key)
         if qp.backoff_until > self._clock.now():
             self._push_backoff(qp)
         else:
@@ -170,7 +188,7 @@ class SchedulingQueue:
         self._pods.pop(key, None)
         self._where.pop(key, None)
         self._token.pop(key, None)
-        self._unschedulable.pop(key, None)
+        self._drop_unschedulable(key)
         self._parked.pop(key, None)
         self._popped_at.pop(key, None)
 
@@ -178,7 +196,8 @@ class SchedulingQueue:
         """A cluster change: move the parked pods it may help. Returns how many moved."""
         self._event_seq += 1
         moved = 0
-        for qp in list(self._unschedulable.values()):
+        waiting = [*self._waiting_for.get(event.kind, {}).values(), *self._waiting_for.get(None, {}).values()]
+        for qp in waiting:
             try:
                 hint = self._hint(qp, event)
             except Exception as err:
@@ -249,7 +268,7 @@ class SchedulingQueue:
         """A bug hit this pod: hold it until it changes or the unschedulable timeout passes."""
         if qp.pod.key not in self._pods:
             return
-        self._unschedulable.pop(qp.pod.key, None)
+        self._drop_unschedulable(qp.pod.key)
         qp.last_failure = self._clock.now()
         self._popped_at.pop(qp.pod.key, None)
         self._park(qp, PARKED)

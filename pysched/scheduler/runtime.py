@@ -12,7 +12,7 @@ from pysched.api.ids import NodeName
 from pysched.api.objects import PodInfo
 from pysched.framework.config import ConfigError, ProfileConfig
 from pysched.framework.cycle_state import CycleState
-from pysched.framework.events import ClusterEvent, EventRegistration, QueueingHint
+from pysched.framework.events import ClusterEvent, EventKind, EventRegistration, QueueingHint
 from pysched.framework.interfaces import (
     BindPlugin,
     EnqueueExtensions,
@@ -89,6 +89,12 @@ class Framework:
             if isinstance(plugin, EnqueueExtensions):
                 out.extend(plugin.events_to_register())
         return out
+
+    def requeue_kinds(self, rejectors: frozenset[str]) -> frozenset[EventKind] | None:
+        """The kinds of event `requeue_hint` may queue a pod for (None: any)."""
+        if not rejectors:
+            return None
+        return frozenset(registration.kind for registration in self.registrations(rejectors))
 
     def requeue_hint(self, pod: PodInfo, rejectors: frozenset[str], event: ClusterEvent) -> QueueingHint:
         """Queue only if a plugin that rejected the pod says the event may help (kube-scheduler's rule).

@@ -110,7 +110,15 @@ class Scheduler:
             profile.scheduler_name: Framework(
                 profile,
                 registry,
-                Handle(backend, clock, self.cache.nodes, self.waiting_pods, PodLifecycle(), self.incidents),
+                Handle(
+                    backend,
+                    clock,
+                    self.cache.nodes,
+                    self.waiting_pods,
+                    PodLifecycle(),
+                    self.incidents,
+                    self.cache.placed,
+                ),
             )
             for profile in config.profiles
         }
@@ -122,7 +130,7 @@ class Scheduler:
             )
         queue_sort = next(iter(self.frameworks.values())).queue_sort
         self.queue = SchedulingQueue(
-            clock, queue_sort.sort_key, self._pre_enqueue, self._hint, timings, self._queue_contained
+            clock, queue_sort.sort_key, self._pre_enqueue, self._hint, timings, self._queue_contained, self._interest
         )
         self.stats = SchedulerStats()
         self._timer = timer
@@ -163,6 +171,16 @@ class Scheduler:
             return QueueingHint.SKIP
         return framework.requeue_hint(queued.pod, queued.unschedulable_plugins, event)
 
+    def _interest(self, queued: QueuedPod) -> frozenset[EventKind] | None:
+        framework = self.frameworks.get(queued.pod.scheduler_name)
+        if framework is None:
+            return frozenset()
+        try:
+            return framework.requeue_kinds(queued.unschedulable_plugins)
+        except Exception as err:  # a plugin's events_to_register raised: any event may help then
+            self.incidents.report("QueueingHint", queued.pod, err)
+            return None
+
     # ----- contained bugs
     def _notify_incident(self, pod: PodInfo, message: str) -> None:
         self._side_tasks.spawn(self._report_failure(pod, INCIDENT_REASON, message))
@@ -190,6 +208,8 @@ class Scheduler:
         if pod.node_name is not None:
             self.cache.add_pod(pod)
             self.queue.delete(pod.key)
+            if not pod.terminated:
+                self.queue.on_event(ClusterEvent(EventKind.ASSIGNED_POD_ADD, None, pod))
         elif self._ours(pod) and not pod.deleting and not pod.terminated:
             self.queue.add(pod)
 
@@ -209,8 +229,13 @@ class Scheduler:
         if new.terminated and not old.terminated:
             self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, old, new))
             self._pod_terminated(new)
-        elif old.node_name is not None and _shrank(old, new):
-            self.queue.on_event(ClusterEvent(EventKind.POD_RESIZE_DOWN, old, new))
+        elif old.node_name is None:
+            self.queue.on_event(ClusterEvent(EventKind.ASSIGNED_POD_ADD, old, new))
+        else:
+            if _shrank(old, new):
+                self.queue.on_event(ClusterEvent(EventKind.POD_RESIZE_DOWN, old, new))
+            if old.labels != new.labels:
+                self.queue.on_event(ClusterEvent(EventKind.ASSIGNED_POD_UPDATE, old, new))
 
     def _pod_terminated(self, pod: PodInfo) -> None:
         framework = self.frameworks.get(pod.scheduler_name)

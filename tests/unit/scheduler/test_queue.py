@@ -212,3 +212,29 @@ def test_a_raising_queueing_hint_parks_that_pod_and_moves_the_others() -> None:
     assert moved == 1 and caught == ["bad:QueueingHint"]
     assert q.where(make_pod("good").key) in ("active", "backoff")
     assert q.where(make_pod("bad").key) == "parked"
+
+
+def test_an_event_is_checked_only_against_pods_waiting_for_its_kind() -> None:
+    """A stream of binds must not walk every unschedulable pod: pods whose rejectors registered
+    other kinds are not even asked, pods rejected by no plugin in particular are asked always."""
+    clock = VirtualClock(0.0)
+    asked: list[str] = []
+
+    def hint(queued: QueuedPod, event: ClusterEvent) -> QueueingHint:
+        asked.append(queued.pod.name)
+        return QueueingHint.QUEUE
+
+    def interest(queued: QueuedPod) -> frozenset[EventKind] | None:
+        return None if not queued.unschedulable_plugins else frozenset({EventKind.NODE_ADD})
+
+    q = SchedulingQueue(clock, PrioritySort().sort_key, lambda _: SUCCESS, hint, QueueTimings(), interest=interest)
+    for name, rejectors in (("room", frozenset({"NodeResourcesFit"})), ("any", frozenset[str]())):
+        q.add(make_pod(name))
+        queued = q.pop()
+        assert queued is not None
+        q.requeue_unschedulable(queued, rejectors)
+    assert q.on_event(ClusterEvent(EventKind.ASSIGNED_POD_ADD, None, make_pod("bound"))) == 1
+    assert asked == ["any"]
+    assert q.on_event(ClusterEvent(EventKind.NODE_ADD, None, make_node("n"))) == 1
+    assert asked == ["any", "room"]
+    assert q.counts()["unschedulable"] == 0
