@@ -28,6 +28,7 @@ from pysched.scheduler.selection import warm_up
 from pysched.workload.job import GPU_TAINT
 
 ZONES = ("zone-a", "zone-b", "zone-c")
+ZONE_KEY = "topology.kubernetes.io/zone"
 MAX_BENCH_PODS = 200_000  # every pod is held in memory at once: about 6 KB each, 1.2 GB at the cap
 INFRA_TAINT = {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}
 
@@ -36,6 +37,7 @@ INFRA_TAINT = {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}
 class BenchResult:
     nodes: int
     pods: int
+    mix: str
     scheduled: int
     seconds: float
     pods_per_second: float
@@ -50,7 +52,7 @@ def bench_nodes(count: int, rng: random.Random) -> list[dict[str, Any]]:
     for i in range(count):
         gpu = i % 4 == 3
         infra = not gpu and i % 20 == 0
-        labels = {"topology.kubernetes.io/zone": ZONES[i % 3]}
+        labels = {ZONE_KEY: ZONES[i % 3]}
         taints = []
         extended = None
         if gpu:
@@ -79,17 +81,42 @@ def bench_pods(count: int, rng: random.Random) -> list[dict[str, Any]]:
                 "node_selector": {"accelerator": "nvidia-a100"},
             }
         elif kind < 0.20:
-            kwargs = {"node_selector": {"topology.kubernetes.io/zone": rng.choice(ZONES)}}
+            kwargs = {"node_selector": {ZONE_KEY: rng.choice(ZONES)}}
         elif kind < 0.23:
             kwargs = {"tolerations": [INFRA_TAINT], "node_selector": {"dedicated": "infra"}}
         pods.append(pod_dict(f"pod-{j:06d}", namespace="bench", cpu=cpu, memory=memory, created=float(j), **kwargs))
     return pods
 
 
+def constrain(pods: list[dict[str, Any]], rng: random.Random) -> None:
+    """The constrained mix: a fifth of the pods, in groups of 10-50 replicas that select each
+    other, keep apart by hostname (required anti-affinity) or spread over zones (maxSkew 1,
+    DoNotSchedule); every replica after the first of its group is refused by some node."""
+    target = len(pods) // 5
+    chosen = sorted(rng.sample(range(len(pods)), target))
+    group = 0
+    while chosen:
+        size = min(len(chosen), rng.randint(10, 50))
+        members, chosen = chosen[:size], chosen[size:]
+        app = f"group-{group:05d}"
+        selector = {"matchLabels": {"app": app}}
+        for index in members:
+            spec = pods[index]["spec"]
+            pods[index]["metadata"].setdefault("labels", {})["app"] = app
+            if group % 2 == 0:
+                term = {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+                spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+            else:
+                constraint = {"maxSkew": 1, "topologyKey": ZONE_KEY, "whenUnsatisfiable": "DoNotSchedule"}
+                spec["topologySpreadConstraints"] = [{**constraint, "labelSelector": selector}]
+        group += 1
+
+
 async def run_bench(
     nodes: int,
     pods: int,
     seed: int = 1,
+    mix: str = "plain",
     config: SchedulerConfig | None = None,
     profile: str = "default",
     configure: Callable[[Scheduler], None] | None = None,
@@ -104,6 +131,8 @@ async def run_bench(
     for node in bench_nodes(nodes, rng):
         cluster.add_node(node)
     manifests = bench_pods(pods, rng)
+    if mix == "constrained":
+        constrain(manifests, rng)
     for manifest in manifests:
         manifest["spec"]["schedulerName"] = profile
     warm_up()
@@ -121,6 +150,7 @@ async def run_bench(
     return BenchResult(
         nodes=nodes,
         pods=pods,
+        mix=mix,
         scheduled=scheduler.stats.scheduled,
         seconds=round(seconds, 3),
         pods_per_second=round(pods / seconds, 1),
@@ -130,5 +160,5 @@ async def run_bench(
     )
 
 
-def bench(nodes: int, pods: int, seed: int = 1) -> dict[str, Any]:
-    return asdict(asyncio.run(run_bench(nodes, pods, seed)))
+def bench(nodes: int, pods: int, seed: int = 1, mix: str = "plain") -> dict[str, Any]:
+    return asdict(asyncio.run(run_bench(nodes, pods, seed, mix=mix)))

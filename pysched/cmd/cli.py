@@ -126,7 +126,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     if problem:
         return _fail(problem)
-    result = bench(args.nodes, args.pods, args.seed)
+    result = bench(args.nodes, args.pods, args.seed, args.mix)
     print(json.dumps(result))
     if args.json:
         _write_json(args.json, result)
@@ -188,6 +188,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--nodes", type=int, required=True)
     bench.add_argument("--pods", type=int, required=True)
     bench.add_argument("--seed", type=int, default=1)
+    bench.add_argument(
+        "--mix",
+        choices=("plain", "constrained"),
+        default="plain",
+        help="plain: requests, GPUs, selectors, taints; constrained: also a fifth of the pods in groups "
+        "with hostname anti-affinity or zone spread",
+    )
     bench.add_argument("--json", metavar="OUT")
     bench.set_defaults(func=cmd_bench)
 

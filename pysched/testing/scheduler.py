@@ -94,31 +94,26 @@ def _alloc(kube: KubeAPI, node: str) -> dict[str, str]:
     return found
 
 
-DEFAULT_FILTERS = ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit"]
+def builtin_profile(name: str, scheduler_name: str) -> dict[str, Any]:
+    """A built-in profile's plugins (`pysched/plugins/builtin.yaml`) under another schedulerName."""
+    from pysched.plugins import builtin
+
+    raw = yaml.safe_load((Path(builtin.__file__).parent / "builtin.yaml").read_text())
+    (profile,) = [p for p in raw["profiles"] if p["schedulerName"] == name]
+    profile["schedulerName"] = scheduler_name
+    found: dict[str, Any] = profile
+    return found
 
 
 def write_profile(path: Path, scheduler_name: str) -> Path:
-    """A profile file with kube-scheduler's default plugins under `scheduler_name`."""
-    profile = {
-        "schedulerName": scheduler_name,
-        "plugins": {
-            "queueSort": [{"name": "PrioritySort"}],
-            "filter": [{"name": n} for n in DEFAULT_FILTERS],
-            "score": [{"name": "LeastAllocated", "weight": 1}, {"name": "BalancedAllocation", "weight": 1}],
-            "bind": [{"name": "DefaultBinder"}],
-        },
-    }
-    path.write_text(yaml.safe_dump({"profiles": [profile]}))
+    """The built-in `default` profile (kube-scheduler's default plugin set) under `scheduler_name`."""
+    path.write_text(yaml.safe_dump({"profiles": [builtin_profile("default", scheduler_name)]}))
     return path
 
 
 def pysched_profile(path: Path, name: str) -> Path:
     """The built-in `pysched` profile under `name`, reconciling every second."""
-    from pysched.plugins import builtin
-
-    raw = yaml.safe_load((Path(builtin.__file__).parent / "builtin.yaml").read_text())
-    (profile,) = [p for p in raw["profiles"] if p["schedulerName"] == "pysched"]
-    profile["schedulerName"] = name
+    profile = builtin_profile("pysched", name)
     for entry in profile["pluginConfig"]:
         if entry["name"] == "Autoscale":
             entry["args"] = {**entry["args"], "intervalSeconds": 1, "priorStepSeconds": 0.2}
