@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from pysched.testing import KubeAPI, LocalControlPlane, wait_for
-from pysched.testing.kube import JSON, KubeAPIError
 from pysched.testing.helpers import condition
+from pysched.testing.kube import JSON, KubeAPIError
 from pysched.testing.scheduler import (
     DEFAULT_FILTERS,
     SchedulerProcess,
