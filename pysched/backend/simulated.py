@@ -11,11 +11,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pysched.api.containers import ContainerResize
+from pysched.api.disruption import DisruptionBudget, budget_from_dict
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from pysched.framework.clock import Clock
@@ -55,6 +56,8 @@ class SimulatedCluster:
         self.owners: dict[str, float] = {}
         self._awaiting_owner: dict[str, set[PodKey]] = {}  # owner uid -> its pods created before it
         self.binds = 0
+        self.budgets: dict[str, DisruptionBudget] = {}  # "ns/name" -> PodDisruptionBudget
+        self.preempted: list[PodKey] = []  # pods deleted by the scheduler's preemption, in order
         self._record_events = record_events
         self._listener: ClusterListener | None = None
         self._versions = itertools.count(1)
@@ -112,12 +115,44 @@ class SimulatedCluster:
         if self._record_events:
             self.events.append(RecordedEvent(self.clock.now(), pod.key, event_type, reason, note))
 
+    async def delete_preempted(self, victim: PodInfo) -> Status:
+        current = self.pods.get(victim.key)
+        if current is None or current.uid != victim.uid:
+            return SUCCESS  # gone already: nothing to delete
+        self.preempted.append(victim.key)
+        self.delete_pod(victim.key)
+        return SUCCESS
+
+    async def set_nominated_node(self, pod: PodInfo, node: NodeName | None) -> Status:
+        current = self.pods.get(pod.key)
+        if current is None or current.uid != pod.uid:
+            return unschedulable(f"pod {pod.key} no longer exists")
+        status = {**(current.raw.get("status") or {})}
+        if node is None:
+            status.pop("nominatedNodeName", None)
+        else:
+            status["nominatedNodeName"] = node
+        updated = current.evolve(raw={**current.raw, "status": status}, resource_version=str(next(self._versions)))
+        self.pods[pod.key] = updated
+        if self._listener is not None:
+            self._listener.on_pod_updated(current, updated)
+        return SUCCESS
+
+    def disruption_budgets(self) -> Sequence[DisruptionBudget]:
+        return tuple(self.budgets.values())
+
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         return {**self.namespaces.get(namespace, {}), NAMESPACE_NAME_LABEL: namespace}
 
     # ----- the simulated world changes
     def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
         self.namespaces[name] = dict(labels)
+
+    def add_budget(self, budget: DisruptionBudget | Mapping[str, Any]) -> DisruptionBudget:
+        """Create or replace a PodDisruptionBudget (an API-shaped dict or a parsed one)."""
+        parsed = budget if isinstance(budget, DisruptionBudget) else budget_from_dict(budget)
+        self.budgets[f"{parsed.namespace}/{parsed.name}"] = parsed
+        return parsed
 
     def add_owner(self, uid: str, created: float) -> None:
         """Register a controlling owner (a Job) and its creation time. Pods naming it as their

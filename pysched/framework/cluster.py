@@ -6,11 +6,12 @@ same scheduler loop; the scheduler never knows which one it talks to.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from pysched.api.containers import ContainerResize
+from pysched.api.disruption import DisruptionBudget
 from pysched.api.ids import NodeName
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.framework.status import Status
@@ -57,6 +58,19 @@ class ClusterBackend(Protocol):
 
     async def emit_event(self, pod: PodInfo, event_type: str, reason: str, note: str) -> None:
         """An events.k8s.io/v1 Event regarding the pod (type Normal or Warning)."""
+        ...
+
+    async def delete_preempted(self, victim: PodInfo) -> Status:
+        """Delete a pod the scheduler preempted (the only deletion the scheduler makes); a pod
+        already gone is a success."""
+        ...
+
+    async def set_nominated_node(self, pod: PodInfo, node: NodeName | None) -> Status:
+        """Write `status.nominatedNodeName` (None clears it)."""
+        ...
+
+    def disruption_budgets(self) -> Sequence[DisruptionBudget]:
+        """The PodDisruptionBudgets as last seen (synchronous: preemption reads them in its cycle)."""
         ...
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:

@@ -21,7 +21,9 @@ from pysched.framework.incidents import Incidents
 from pysched.framework.lifecycle import PodLifecycle
 from pysched.framework.nodetable import I64, Bools, NodeTable
 from pysched.framework.placed import PlacedPods
+from pysched.framework.preemption import PreemptionSupport
 from pysched.framework.status import Status
+from pysched.framework.tasks import BackgroundTasks
 from pysched.framework.waiting import WaitingPods
 
 
@@ -44,7 +46,9 @@ class Handle:
     """What a profile's plugins may reach of the running scheduler (kube-scheduler's
     framework.Handle): the cluster, the clock, the node table, the pods waiting at Permit (shared
     by every profile), the profile's pod lifecycle notices, where a plugin reports a bug it
-    contained to one pod (shared by every profile), and the pods placed on nodes."""
+    contained to one pod (shared by every profile), the pods placed on nodes, what the engine
+    lends a preempting PostFilter (dry runs, the nominator), and where a plugin starts API work
+    from synchronous code (the scheduler's side tasks, joined by its drivers)."""
 
     cluster: ClusterBackend
     clock: Clock
@@ -53,6 +57,8 @@ class Handle:
     pod_lifecycle: PodLifecycle = field(default_factory=PodLifecycle)
     incidents: Incidents = field(default_factory=Incidents)
     pods: PlacedPods = field(default_factory=PlacedPods)
+    preemption: PreemptionSupport = field(default_factory=PreemptionSupport)
+    tasks: BackgroundTasks = field(default_factory=BackgroundTasks)
 
 
 @runtime_checkable
@@ -122,14 +128,19 @@ class Diagnosis:
     rejectors: frozenset[str]
     unresolvable: bool
     pre_filter_message: str = ""  # a PreFilter rejection speaks for every node at once
+    # Rows whose failure a change of pods may fix (every filter that rejected them said
+    # Unschedulable, none UnschedulableAndUnresolvable): preemption's potential nodes.
+    resolvable_rows: Bools | None = None
+    post_filter_message: str = ""  # what a PostFilter that could not help said, appended
 
     def message(self) -> str:
         """kube-scheduler's FailedScheduling text, capped at 1,024 bytes like its events."""
         text = f"0/{self.total_nodes} nodes are available"
+        after = f" {self.post_filter_message}" if self.post_filter_message else ""
         if self.pre_filter_message:
-            return f"{text}: {self.pre_filter_message}."[:1024]
+            return f"{text}: {self.pre_filter_message}.{after}"[:1024]
         parts = sorted(f"{count} {reason}" for reason, count in self.reasons.items())
-        return (f"{text}: {', '.join(parts)}." if parts else f"{text}.")[:1024]
+        return ((f"{text}: {', '.join(parts)}." if parts else f"{text}.") + after)[:1024]
 
 
 @runtime_checkable

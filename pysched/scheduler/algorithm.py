@@ -12,6 +12,7 @@ names a plugin.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from pysched.framework.interfaces import (
     ScoreNormalizer,
     ScorePlugin,
 )
-from pysched.framework.nodetable import I64, Bools, NodeTable, RequestShape
+from pysched.framework.nodetable import I64, POD_COLUMN, Bools, NodeTable, RequestShape
 from pysched.framework.status import SUCCESS, Code, Status
 from pysched.scheduler.kernel import select_node
 from pysched.scheduler.selection import KernelWeights, ScoreCache, SelectionCache
@@ -266,6 +267,7 @@ class SchedulingAlgorithm:
         reasons: dict[str, int] = {}
         rejectors: set[str] = set()
         unresolvable_nodes = 0
+        resolvable = np.zeros(alive.shape[0], np.bool_)
         for filter_plugin in self.filters:
             if filter_plugin.NAME in state.skip_filter:
                 continue
@@ -276,17 +278,50 @@ class SchedulingAlgorithm:
             rejectors.add(filter_plugin.NAME)
             if result.unresolvable:
                 unresolvable_nodes += int(failing.sum())
+            else:
+                resolvable |= failing
             for reason, where in result.reasons.items():
                 count = int((failing & where).sum())
                 if count:
                     reasons[reason] = reasons.get(reason, 0) + count
             alive &= result.feasible
-        return Diagnosis(total, reasons, frozenset(rejectors), total > 0 and unresolvable_nodes == total)
+        return Diagnosis(
+            total, reasons, frozenset(rejectors), total > 0 and unresolvable_nodes == total, resolvable_rows=resolvable
+        )
+
+    def fits_on_row(self, state: CycleState, pod: PodInfo, row: int) -> bool:
+        """Every filter of the profile passes the pod on one node as the table holds it now (the
+        mask filters from their cached mask, the fused fit on the row, batch filters at the row):
+        preemption's dry runs change the row's pods and ask again."""
+        nodes = self.nodes
+        mask, _ = self._node_mask(pod, self._signature(pod))
+        if row >= mask.shape[0] or not mask[row]:
+            return False
+        if self.weights.resource_fit:
+            req = nodes.request_shape(pod.requests)
+            free = nodes.allocatable[row] - nodes.requested[row]
+            if nodes.requested[row, POD_COLUMN] + 1 > nodes.allocatable[row, POD_COLUMN]:
+                return False
+            if (req.vector[req.columns] > free[req.columns]).any():
+                return False
+        for batch_filter in self.batch_filters:
+            if (
+                batch_filter.NAME not in state.skip_filter
+                and not batch_filter.filter_batch(state, pod, nodes).feasible[row]
+            ):
+                return False
+        return True
 
     def _unschedulable(self, state: CycleState, pod: PodInfo) -> ScheduleResult:
         diagnosis = self.diagnose(state, pod)
+        said: list[str] = []
         for plugin in self.post_filter:
-            if plugin.post_filter(state, pod, diagnosis).ok:
+            status = plugin.post_filter(state, pod, diagnosis)
+            if status.ok:
                 break
+            if status.message():
+                said.append(status.message())
+        if said:
+            diagnosis = dataclasses.replace(diagnosis, post_filter_message=" ".join(said))
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if diagnosis.unresolvable else Code.UNSCHEDULABLE
         return ScheduleResult(None, Status(code, (diagnosis.message(),)), 0, diagnosis)

@@ -26,6 +26,7 @@ class _PodEntry:
     node: NodeName
     assumed: bool
     shape: RequestShape
+    nominated: bool = False  # a preemptor's held room on its nominated node, not a placed pod
 
 
 class Cache:
@@ -93,6 +94,38 @@ class Cache:
         self._place(pod, node, assumed=True, request=shape)
         return True
 
+    # ----- preemption: nominated pods' room and dry runs
+    def hold(self, pod: PodInfo, node: NodeName) -> bool:
+        """Count a nominated (still pending) pod's requests on its node, so that others do not
+        take the room its preemption made. False when the pod is placed already or the node unknown."""
+        if pod.key in self._pods or node not in self.nodes.row:
+            return False
+        entry = _PodEntry(pod, node, True, self.nodes.request_shape(pod.requests), nominated=True)
+        self._pods[pod.key] = entry
+        self._charge(entry, +1)
+        self.placed.placed(pod, self.nodes.row[node])
+        return True
+
+    def release(self, key: PodKey) -> None:
+        """Drop a nominated pod's held room (it is being scheduled, bound or gone)."""
+        entry = self._pods.get(key)
+        if entry is not None and entry.nominated:
+            self._unplace(key)
+
+    def lift(self, key: PodKey) -> object | None:
+        """Take a placed pod off its node for a dry run; `put_back` undoes it exactly."""
+        return self._unplace(key)
+
+    def put_back(self, token: object) -> None:
+        assert isinstance(token, _PodEntry)
+        self._pods[token.pod.key] = token
+        self._charge(token, +1)
+        self.placed.placed(token.pod, self.nodes.row[token.node])
+
+    def is_nominated(self, key: PodKey) -> bool:
+        entry = self._pods.get(key)
+        return entry is not None and entry.nominated
+
     def is_assumed(self, key: PodKey) -> bool:
         entry = self._pods.get(key)
         return entry is not None and entry.assumed
@@ -108,6 +141,7 @@ class Cache:
             self.placed.replaced(entry.pod, pod, self.nodes.row[entry.node])
             entry.pod = pod
             entry.assumed = False
+            entry.nominated = False
             return
         self._unplace(pod.key)
         self._orphans.get(pod.node_name, {}).pop(pod.key, None)

@@ -14,6 +14,7 @@ from typing import Any, Concatenate, ParamSpec
 
 import structlog
 
+from pysched.api.disruption import nominated_node
 from pysched.api.ids import NodeName, PodUID, pod_key
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.times import parse_time
@@ -26,12 +27,15 @@ from pysched.framework.incidents import REASON as INCIDENT_REASON
 from pysched.framework.incidents import Incidents
 from pysched.framework.interfaces import MIN_RECONCILE_INTERVAL_S, Handle, QueuedPod
 from pysched.framework.lifecycle import PodLifecycle
+from pysched.framework.preemption import PreemptionSupport
 from pysched.framework.registry import Registry
 from pysched.framework.status import SUCCESS, Code, Status
 from pysched.framework.tasks import BackgroundTasks
 from pysched.framework.waiting import WaitingPods
+from pysched.scheduler.algorithm import SchedulingAlgorithm
 from pysched.scheduler.binding import BindPipeline
 from pysched.scheduler.cache import Cache
+from pysched.scheduler.nominator import Nominator
 from pysched.scheduler.observer import NullObserver, SchedulingObserver
 from pysched.scheduler.queue import DEFAULT_TIMINGS, QueueTimings, SchedulingQueue
 from pysched.scheduler.runtime import Framework
@@ -106,6 +110,7 @@ class Scheduler:
         self.waiting_pods = WaitingPods()
         self.incidents = Incidents()
         self.incidents.install(self._notify_incident)
+        self._side_tasks = BackgroundTasks()  # events and conditions, never awaited by a cycle
         self.frameworks = {
             profile.scheduler_name: Framework(
                 profile,
@@ -118,10 +123,15 @@ class Scheduler:
                     PodLifecycle(),
                     self.incidents,
                     self.cache.placed,
+                    PreemptionSupport(),
+                    self._side_tasks,
                 ),
             )
             for profile in config.profiles
         }
+        self.nominator = Nominator(self.cache, self._algorithm_of)
+        for framework in self.frameworks.values():
+            framework.handle.preemption.install(self.nominator)
         sorts = {f.profile.queue_sort for f in self.frameworks.values()}
         if len(sorts) != 1:
             # One queue for every profile: it cannot be ordered two ways (kube-scheduler's rule).
@@ -137,7 +147,6 @@ class Scheduler:
         self._record = record_cycle_times
         self.observer: SchedulingObserver = observer or NullObserver()
         self._binds: BindPipeline[_BindJob] = BindPipeline(self._run_binding_cycle, max_binds_in_flight)
-        self._side_tasks = BackgroundTasks()  # events and conditions, never awaited by a cycle
         self._stopping = False
         intervals = [p.reconcile_interval for f in self.frameworks.values() for p in f.reconcile]
         # Clamped so that a plugin outside pysched cannot make the clock stand still (args are checked).
@@ -158,6 +167,20 @@ class Scheduler:
             waiting.reject("", "the scheduler is stopping")
         await self._binds.stop()
         await self._side_tasks.join()
+
+    def _algorithm_of(self, scheduler_name: str) -> SchedulingAlgorithm | None:
+        framework = self.frameworks.get(scheduler_name)
+        return None if framework is None else framework.algorithm
+
+    def _observe_nomination(self, old: PodInfo | None, new: PodInfo) -> None:
+        """A pending pod's `status.nominatedNodeName` as the API has it (a nomination made by an
+        earlier leader, or cleared by someone): the nominator follows it."""
+        node = nominated_node(new)
+        if node is not None:
+            if self.nominator.nominated(new.key) is None:
+                self.nominator.nominate(new, NodeName(node))
+        elif old is not None and nominated_node(old) is not None:
+            self.nominator.drop(new.key)
 
     def _ours(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.frameworks
@@ -212,16 +235,21 @@ class Scheduler:
                 self.queue.on_event(ClusterEvent(EventKind.ASSIGNED_POD_ADD, None, pod))
         elif self._ours(pod) and not pod.deleting and not pod.terminated:
             self.queue.add(pod)
+            self._observe_nomination(None, pod)
 
     @_contained("PodUpdate")
     def on_pod_updated(self, old: PodInfo, new: PodInfo) -> None:
         if new.node_name is None:
             if self._ours(new) and not new.deleting and not new.terminated:
                 self.queue.update(new)
-            elif new.key in self.queue:
+                self._observe_nomination(old, new)
+                return
+            self.nominator.drop(new.key)
+            if new.key in self.queue:
                 self.queue.delete(new.key)
                 self._release_waiting(new, "the pod is being deleted")
             return
+        self.nominator.drop(new.key)
         self.cache.update_pod(new)
         # Bound (by us or by anyone else): it leaves the queue, even mid-binding-cycle.
         self.queue.delete(new.key)
@@ -244,6 +272,7 @@ class Scheduler:
 
     @_contained("PodDelete")
     def on_pod_deleted(self, pod: PodInfo) -> None:
+        self.nominator.drop(pod.key)
         if self.cache.pod_node(pod.key) is not None:
             self.cache.remove_pod(pod)
             if pod.node_name is not None:
@@ -284,10 +313,12 @@ class Scheduler:
             return False
         framework = self.frameworks[queued.pod.scheduler_name]
         state = CycleState()
+        self.nominator.release_for_cycle(queued.pod.key)  # its own held room is free to it
         try:
             self._scheduling_cycle(framework, state, queued)
         except Exception as err:
             self._cycle_crashed(framework, state, queued, err)
+        self.nominator.hold_after_failure(queued.pod.key)
         return True
 
     def _cycle_crashed(self, framework: Framework, state: CycleState, queued: QueuedPod, err: Exception) -> None:
@@ -312,6 +343,7 @@ class Scheduler:
             self._fail(queued, result.status, result.diagnosis.rejectors if result.diagnosis else frozenset(), started)
             return
         node = result.node
+        self.nominator.drop(pod.key)
         state.write(_RESERVING, node)  # from here a crash must unreserve
         if framework.reserve:
             status = framework.run_reserve(state, pod, node)

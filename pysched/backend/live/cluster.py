@@ -13,12 +13,13 @@ import dataclasses
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import structlog
 
 from pysched.api.containers import ContainerResize
+from pysched.api.disruption import DisruptionBudget, budget_from_dict
 from pysched.api.ids import NodeName
 from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from pysched.api.times import format_micro_time, format_rfc3339, parse_rfc3339, parse_time
@@ -63,6 +64,7 @@ def _keep_owner_time(old: PodInfo, new: PodInfo) -> PodInfo:
     return new
 
 
+_ACTIONS = {"Scheduled": "Binding", "Preempted": "Preempting"}  # the events' action, as kube-scheduler's
 EVENT_TTL_SECONDS = 3600.0  # the apiserver's default --event-ttl: older events are gone anyway
 
 
@@ -97,6 +99,7 @@ class LiveCluster:
         self._job_uids: dict[str, str] = {}  # "ns/name" -> uid (a relist deletes by key)
         self._pods_by_job: dict[str, set[str]] = {}  # Job uid -> keys of known pods it controls
         self._invalid: set[str] = set()
+        self.budgets: dict[str, DisruptionBudget] = {}  # "ns/name" -> policy/v1 PodDisruptionBudget
         self._listener: ClusterListener | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._reads = BackgroundTasks()  # how pods that left the watch ended
@@ -118,6 +121,10 @@ class LiveCluster:
             client, "/apis/batch/v1/jobs", self._job_upsert, self._job_delete,
             page_size=opts.page_size, inactivity=opts.inactivity, resource="jobs",
         )  # fmt: skip
+        self.budget_informer = Informer(
+            client, "/apis/policy/v1/poddisruptionbudgets", self._budget_upsert, self._budget_delete,
+            page_size=opts.page_size, inactivity=opts.inactivity, resource="poddisruptionbudgets",
+        )  # fmt: skip
         self.node_informer = Informer(
             client, "/api/v1/nodes", self._node_upsert, self._node_delete,
             page_size=opts.page_size, inactivity=opts.inactivity, resource="nodes",
@@ -137,6 +144,8 @@ class LiveCluster:
         await self.namespace_informer.synced.wait()
         self._tasks.append(asyncio.create_task(self.job_informer.run()))
         await self.job_informer.synced.wait()
+        self._tasks.append(asyncio.create_task(self.budget_informer.run()))
+        await self.budget_informer.synced.wait()
         self._tasks.append(asyncio.create_task(self.node_informer.run()))
         await self.node_informer.synced.wait()
         self._tasks.append(asyncio.create_task(self.pod_informer.run()))
@@ -154,7 +163,9 @@ class LiveCluster:
 
     @property
     def informers(self) -> tuple[Informer, ...]:
-        return (self.namespace_informer, self.job_informer, self.node_informer, self.pod_informer)
+        return (
+            self.namespace_informer, self.job_informer, self.budget_informer, self.node_informer, self.pod_informer
+        )  # fmt: skip
 
     @property
     def synced(self) -> bool:
@@ -170,6 +181,21 @@ class LiveCluster:
 
     def _namespace_delete(self, key: str, raw: JSON | None) -> None:
         self.namespaces.pop(key, None)
+
+    def disruption_budgets(self) -> Sequence[DisruptionBudget]:
+        return tuple(self.budgets.values())
+
+    def _budget_upsert(self, raw: JSON) -> None:
+        meta = raw.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        try:
+            self.budgets[key] = budget_from_dict(raw)
+        except MALFORMED as err:
+            log.warning("PodDisruptionBudget cannot be read, ignored", budget=key, problem=str(err))
+            self.budgets.pop(key, None)
+
+    def _budget_delete(self, key: str, raw: JSON | None) -> None:
+        self.budgets.pop(key, None)
 
     def _job_upsert(self, raw: JSON) -> None:
         meta = raw.get("metadata") or {}
@@ -386,6 +412,28 @@ class LiveCluster:
             return unschedulable(f"pod {pod.key} no longer exists")
         return error(f"resize of {pod.key} rejected: {resp.message()}")
 
+    async def delete_preempted(self, victim: PodInfo) -> Status:
+        if not self.writable():
+            return error("not the leader: deletion refused")
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": victim.uid}}
+        resp = await self.client.request("DELETE", _pod_path(victim), body=body, only_if=self.writable)
+        if resp.ok or resp.status in (404, 409):  # gone, or a new pod under the name: not ours to delete
+            return SUCCESS
+        return error(f"deleting {victim.key} failed: {resp.message()}")
+
+    async def set_nominated_node(self, pod: PodInfo, node: NodeName | None) -> Status:
+        if not self.writable():
+            return error("not the leader: nomination refused")
+        body = {"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": node}}
+        resp = await self.client.request(
+            "PATCH", _pod_path(pod, "status"), body=body, content_type=MERGE_PATCH, only_if=self.writable
+        )
+        if resp.ok:
+            return SUCCESS
+        if resp.status == 404:
+            return unschedulable(f"pod {pod.key} no longer exists")
+        return error(f"nominating {pod.key} failed: {resp.message()}")
+
     def _read_own_write(self, key: str, before: PodInfo | None, answer: JSON) -> None:
         """Take the pod the apiserver answered a write with at once (read your writes): the
         binding cycle that resized a pending pod then binds what the pod asks for now, and the
@@ -406,7 +454,7 @@ class LiveCluster:
                 pod_uid=pod.uid,
                 type=event_type,
                 reason=reason,
-                action="Binding" if reason == "Scheduled" else "Scheduling",
+                action=_ACTIONS.get(reason, "Scheduling"),
                 note=note,
                 controller=pod.scheduler_name or self.options.controller,
             )

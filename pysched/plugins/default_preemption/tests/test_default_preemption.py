@@ -1,0 +1,274 @@
+"""DefaultPreemption on the simulated backend: the same scheduler, plugin and backend calls as live."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pysched.api.builders import node_dict, pod_dict
+from pysched.api.disruption import budget_from_dict, nominated_node
+from pysched.api.ids import NodeName, PodKey
+from pysched.api.times import format_rfc3339
+from pysched.backend.simulated import SimulatedCluster
+from pysched.framework.clock import VirtualClock
+from pysched.framework.config import parse_config
+from pysched.plugins import default_registry
+from pysched.plugins.default_preemption.reference import RefBudget, RefPod, choose
+from pysched.scheduler.scheduler import Scheduler
+
+T0 = 1_000_000.0
+PROFILE = {
+    "profiles": [
+        {
+            "schedulerName": "pysched",
+            "plugins": {
+                "queueSort": [{"name": "PrioritySort"}],
+                "filter": [
+                    {"name": "NodeUnschedulable"},
+                    {"name": "TaintToleration"},
+                    {"name": "NodeResourcesFit"},
+                ],
+                "postFilter": [{"name": "DefaultPreemption"}],
+                "score": [{"name": "LeastAllocated", "weight": 1}],
+                "bind": [{"name": "DefaultBinder"}],
+            },
+        }
+    ]
+}
+
+
+def _world() -> tuple[SimulatedCluster, Scheduler]:
+    clock = VirtualClock(T0)
+    cluster = SimulatedCluster(clock)
+    registry = default_registry()
+    return cluster, Scheduler(parse_config(PROFILE, "t", registry), cluster, clock, registry)
+
+
+def _running(name: str, node: str, *, priority: int, cpu: str, started: float = T0 - 100, **kw: Any) -> dict[str, Any]:
+    raw = pod_dict(name, priority=priority, cpu=cpu, memory="1Gi", node_name=node, **kw)
+    raw["status"] = {"phase": "Running", "startTime": format_rfc3339(started)}
+    return raw
+
+
+def _run(cluster: SimulatedCluster, scheduler: Scheduler) -> None:
+    async def go() -> None:
+        await scheduler.start()
+        await scheduler.run_until_idle()
+        assert isinstance(scheduler.clock, VirtualClock)
+        scheduler.clock.advance(11.0)  # past the preemptor's backoff
+        await scheduler.run_until_idle()
+
+    asyncio.run(go())
+
+
+def _events(cluster: SimulatedCluster, reason: str) -> list[tuple[str, str, str]]:
+    return [(e.pod, e.type, e.note) for e in cluster.events if e.reason == reason]
+
+
+def test_a_high_priority_pod_evicts_the_minimal_lower_priority_set_on_the_best_node() -> None:
+    cluster, scheduler = _world()
+    for name in ("a", "b"):
+        cluster.add_node(node_dict(name, cpu="4", memory="64Gi"))
+    cluster.create_pod(_running("a1", "a", priority=1, cpu="2"))
+    cluster.create_pod(_running("a2", "a", priority=2, cpu="1"))
+    cluster.create_pod(_running("a3", "a", priority=3, cpu="1"))
+    cluster.create_pod(_running("b1", "b", priority=5, cpu="2"))
+    cluster.create_pod(_running("b2", "b", priority=5, cpu="2"))
+    preemptor = cluster.create_pod(pod_dict("hi", priority=10, cpu="2", memory="1Gi"))
+    assert preemptor is not None
+    _run(cluster, scheduler)
+    # node a's highest victim has priority 1, b's 5: only a1 goes, a2 and a3 are reprieved
+    assert cluster.preempted == [PodKey("default/a1")]
+    assert cluster.pods[PodKey("default/hi")].node_name == "a"
+    assert nominated_node(cluster.pods[PodKey("default/hi")]) == "a"
+    assert _events(cluster, "Preempted") == [("default/a1", "Normal", f"Preempted by pod {preemptor.uid} on node a")]
+    scheduler.cache.check_consistency()
+
+
+def test_equal_priority_is_never_preempted() -> None:
+    cluster, scheduler = _world()
+    cluster.add_node(node_dict("a", cpu="4", memory="64Gi"))
+    cluster.create_pod(_running("same", "a", priority=10, cpu="4"))
+    cluster.create_pod(_running("higher", "a", priority=11, cpu="0"))
+    cluster.create_pod(pod_dict("hi", priority=10, cpu="2", memory="1Gi"))
+    _run(cluster, scheduler)
+    assert cluster.preempted == []
+    assert cluster.pods[PodKey("default/hi")].node_name is None
+    (failure,) = {note for _, _, note in _events(cluster, "FailedScheduling")}
+    assert failure == (
+        "0/1 nodes are available: 1 Insufficient cpu. "
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    )
+
+
+def test_preemption_policy_never_forbids() -> None:
+    cluster, scheduler = _world()
+    cluster.add_node(node_dict("a", cpu="4", memory="64Gi"))
+    cluster.create_pod(_running("low", "a", priority=0, cpu="4"))
+    raw = pod_dict("hi", priority=10, cpu="2", memory="1Gi")
+    raw["spec"]["preemptionPolicy"] = "Never"
+    cluster.create_pod(raw)
+    _run(cluster, scheduler)
+    assert cluster.preempted == []
+    (failure,) = {note for _, _, note in _events(cluster, "FailedScheduling")}
+    assert failure.endswith("Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never.")
+
+
+def test_unresolvable_nodes_are_no_candidates() -> None:
+    cluster, scheduler = _world()
+    cluster.add_node(
+        node_dict("a", cpu="4", memory="64Gi", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}])
+    )
+    cluster.add_node(node_dict("b", cpu="4", memory="64Gi"))
+    cluster.create_pod(_running("la", "a", priority=0, cpu="4"))
+    cluster.create_pod(_running("lb", "b", priority=0, cpu="4"))
+    cluster.create_pod(pod_dict("hi", priority=10, cpu="2", memory="1Gi"))
+    _run(cluster, scheduler)
+    assert cluster.preempted == [PodKey("default/lb")]
+
+
+def test_a_budget_is_respected_when_another_node_has_none() -> None:
+    cluster, scheduler = _world()
+    for name in ("a", "b"):
+        cluster.add_node(node_dict(name, cpu="4", memory="64Gi"))
+    cluster.create_pod(_running("db", "a", priority=0, cpu="4", labels={"app": "db"}))
+    cluster.create_pod(_running("web", "b", priority=0, cpu="4", labels={"app": "web"}, started=T0 - 1000))
+    cluster.add_budget(
+        {
+            "metadata": {"name": "db", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "db"}}},
+            "status": {"disruptionsAllowed": 0},
+        }
+    )
+    cluster.create_pod(pod_dict("hi", priority=10, cpu="2", memory="1Gi"))
+    _run(cluster, scheduler)
+    assert cluster.preempted == [PodKey("default/web")]
+    assert cluster.pods[PodKey("default/hi")].node_name == "b"
+
+
+def test_the_deadline_tie_break_picks_the_best_effort_victim_when_kube_ties() -> None:
+    cluster, scheduler = _world()
+    for name in ("a", "b"):
+        cluster.add_node(node_dict(name, cpu="4", memory="64Gi"))
+    deadline = {"pysched.io/deadline": format_rfc3339(T0 + 3600)}
+    cluster.create_pod(_running("job", "a", priority=0, cpu="4", annotations=deadline))
+    cluster.create_pod(_running("batch", "b", priority=0, cpu="4"))
+    cluster.create_pod(pod_dict("hi", priority=10, cpu="2", memory="1Gi"))
+    _run(cluster, scheduler)
+    assert cluster.preempted == [PodKey("default/batch")]
+
+
+def test_among_deadline_victims_the_one_with_most_slack_goes() -> None:
+    cluster, scheduler = _world()
+    for name in ("a", "b"):
+        cluster.add_node(node_dict(name, cpu="4", memory="64Gi"))
+    started = T0 - 1000
+    tight = {
+        "pysched.io/deadline": format_rfc3339(T0 + 3600),
+        "pysched.io/total-steps": "1000",
+        "pysched.io/progress": f"500@{format_rfc3339(T0)}",  # 2 s a step: 2,000 s to redo, 1,600 s spare
+    }
+    loose = {"pysched.io/deadline": format_rfc3339(T0 + 3000)}  # no progress: 3,000 s spare
+    cluster.create_pod(_running("tight", "a", priority=0, cpu="4", annotations=tight, started=started))
+    cluster.create_pod(_running("loose", "b", priority=0, cpu="4", annotations=loose, started=started))
+    cluster.create_pod(pod_dict("hi", priority=10, cpu="2", memory="1Gi"))
+    _run(cluster, scheduler)
+    assert cluster.preempted == [PodKey("default/loose")]
+
+
+def test_a_nominated_pod_holds_its_room_from_lower_priority_pods() -> None:
+    cluster, scheduler = _world()
+    cluster.add_node(node_dict("a", cpu="4", memory="64Gi"))
+    _run(cluster, scheduler)
+    nominated = cluster.create_pod(pod_dict("nom", priority=10, cpu="4", memory="1Gi", scheduler_name="other"))
+    assert nominated is not None
+    scheduler.nominator.nominate(nominated, NodeName("a"))
+    cluster.create_pod(pod_dict("low", priority=0, cpu="2", memory="1Gi"))
+    _run(cluster, scheduler)
+    assert cluster.pods[PodKey("default/low")].node_name is None
+    cluster.delete_pod(PodKey("default/nom"))  # the nomination goes with it
+    _run(cluster, scheduler)
+    assert cluster.pods[PodKey("default/low")].node_name == "a"
+    scheduler.cache.check_consistency()
+
+
+def test_budgets_parse_bounded_and_bad_selectors_match_nothing() -> None:
+    bad = budget_from_dict(
+        {"metadata": {"name": "x"}, "spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "Bogus"}]}}}
+    )
+    assert bad.selector is None and bad.disruptions_allowed == 0
+    try:
+        budget_from_dict({"metadata": {"name": "x"}, "status": {"disruptionsAllowed": "many"}})
+    except TypeError as err:
+        assert "disruptionsAllowed" in str(err)
+    else:
+        raise AssertionError("a non-integer disruptionsAllowed was read")
+
+
+# ----- the whole stack against the plain reference on small random clusters
+_pods = st.lists(
+    st.tuples(st.integers(0, 3), st.integers(1, 3), st.integers(0, 3), st.booleans(), st.booleans()),
+    max_size=4,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    nodes=st.lists(_pods, min_size=1, max_size=4),
+    preemptor=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    budget_allowed=st.integers(0, 1),
+)
+def test_the_plugin_equals_the_reference(
+    nodes: list[list[tuple[int, int, int, bool, bool]]], preemptor: tuple[int, int], budget_allowed: int
+) -> None:
+    cluster, scheduler = _world()
+    ref_nodes = []
+    for n, pods in enumerate(nodes):
+        name = f"n{n}"
+        cluster.add_node(node_dict(name, cpu="4", memory="64Gi", pods=8))
+        placed: list[RefPod] = []
+        used = 0
+        for i, (priority, cpu, age, guarded, deadline) in enumerate(pods):
+            if used + cpu > 4:
+                continue
+            used += cpu
+            labels = {"app": "guarded"} if guarded else {"app": "free"}
+            annotations = {"pysched.io/deadline": format_rfc3339(T0 + 1000 * (age + 1))} if deadline else {}
+            pod = f"{name}-{i}"
+            started = T0 - 10 * age
+            cluster.create_pod(
+                _running(
+                    pod, name, priority=priority, cpu=str(cpu), started=started, labels=labels, annotations=annotations
+                )
+            )
+            slack = 1000.0 * (age + 1) if deadline else None
+            placed.append(RefPod(f"default/{pod}", priority, started, {"cpu": cpu * 1000}, labels, slack))
+        ref_nodes.append((name, {"cpu": 4000, "pods": 8}, placed))
+    cluster.add_budget(
+        {
+            "metadata": {"name": "g", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "guarded"}}},
+            "status": {"disruptionsAllowed": budget_allowed},
+        }
+    )
+    priority, cpu = preemptor
+    cluster.create_pod(pod_dict("hi", priority=priority, cpu=str(cpu), memory="1Gi"))
+    fits_somewhere = any(sum(p.requests["cpu"] for p in pods) + cpu * 1000 <= 4000 for _, _, pods in ref_nodes)
+    _run(cluster, scheduler)
+    if fits_somewhere:
+        assert cluster.preempted == []
+        return
+    expected = choose(
+        ref_nodes, RefPod("hi", priority, T0, {"cpu": cpu * 1000}), [RefBudget({"app": "guarded"}, budget_allowed)]
+    )
+    if expected is None:
+        assert cluster.preempted == []
+        assert cluster.pods[PodKey("default/hi")].node_name is None
+        return
+    node, victims = expected
+    assert cluster.preempted == [PodKey(v.name) for v in victims]
+    assert cluster.pods[PodKey("default/hi")].node_name == node
+    scheduler.cache.check_consistency()

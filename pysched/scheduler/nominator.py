@@ -1,0 +1,100 @@
+"""The engine's side of preemption: nominated pods' held room and dry runs on one node.
+
+A preemptor nominated to a node has its requests counted there (`Cache.hold`) until it binds,
+is deleted or loses its nomination, so pods scheduled meanwhile do not take the room its victims
+leave. Its own scheduling cycle releases the hold first and takes it again if the pod still does
+not fit. Dry runs take pods off a node in the cache itself (placement notices included, so
+plugins that count pods per node see the node as it would be) and put them back exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from pysched.api.ids import NodeName, PodKey
+from pysched.api.objects import PodInfo
+from pysched.framework.cycle_state import CycleState
+from pysched.scheduler.algorithm import SchedulingAlgorithm
+from pysched.scheduler.cache import Cache
+
+
+class _NodeDryRun:
+    def __init__(self, cache: Cache, algorithm: SchedulingAlgorithm, state: CycleState, pod: PodInfo, row: int) -> None:
+        self._cache = cache
+        self._algorithm = algorithm
+        self._state = state
+        self._pod = pod
+        self._row = row
+        self._lifted: dict[PodKey, object] = {}
+        # Nominated pods of lower priority do not count against the preemptor (kube-scheduler's
+        # filters with nominated pods add only those of equal or higher priority).
+        for other in list(cache.placed.on_row(row)):
+            if cache.is_nominated(other.key) and other.priority < pod.priority and other.key != pod.key:
+                self.remove(other)
+
+    def remove(self, pod: PodInfo) -> None:
+        if pod.key in self._lifted:
+            return
+        token = self._cache.lift(pod.key)
+        if token is not None:
+            self._lifted[pod.key] = token
+
+    def add(self, pod: PodInfo) -> None:
+        token = self._lifted.pop(pod.key, None)
+        if token is not None:
+            self._cache.put_back(token)
+
+    def fits(self) -> bool:
+        return self._algorithm.fits_on_row(self._state, self._pod, self._row)
+
+    def close(self) -> None:
+        for token in self._lifted.values():
+            self._cache.put_back(token)
+        self._lifted.clear()
+
+
+class Nominator:
+    """Implements `framework.preemption.PreemptionEngine` for every profile of one scheduler."""
+
+    def __init__(self, cache: Cache, algorithm_of: Callable[[str], SchedulingAlgorithm | None]) -> None:
+        self._cache = cache
+        self._algorithm_of = algorithm_of
+        self._nominated: dict[PodKey, tuple[NodeName, PodInfo]] = {}
+
+    def dry_run(self, state: CycleState, pod: PodInfo, row: int) -> _NodeDryRun:
+        algorithm = self._algorithm_of(pod.scheduler_name)
+        assert algorithm is not None, "a dry run for a pod of a profile this scheduler runs"
+        return _NodeDryRun(self._cache, algorithm, state, pod, row)
+
+    def nominate(self, pod: PodInfo, node: NodeName | None) -> None:
+        current = self._nominated.get(pod.key)
+        if current is not None and current[0] == node:
+            return
+        self.drop(pod.key)
+        if node is not None and node in self._cache.nodes.row:
+            self._nominated[pod.key] = (node, pod)
+            self._cache.hold(pod, node)
+
+    def nominated(self, key: PodKey) -> NodeName | None:
+        found = self._nominated.get(key)
+        return None if found is None else found[0]
+
+    def nominated_on(self, node: NodeName) -> Sequence[PodInfo]:
+        return [pod for where, pod in self._nominated.values() if where == node]
+
+    def drop(self, key: PodKey) -> None:
+        """The pod bound, was deleted or lost its nomination."""
+        if self._nominated.pop(key, None) is not None:
+            self._cache.release(key)
+
+    # ----- around the nominated pod's own scheduling cycle
+    def release_for_cycle(self, key: PodKey) -> None:
+        if key in self._nominated:
+            self._cache.release(key)
+
+    def hold_after_failure(self, key: PodKey) -> None:
+        found = self._nominated.get(key)
+        if found is not None and not self._cache.is_nominated(key) and self._cache.pod_node(key) is None:
+            node, pod = found
+            if not self._cache.hold(pod, node):
+                del self._nominated[key]
