@@ -42,9 +42,6 @@ class Taint:
     value: str
     effect: str
 
-    def describe(self) -> str:
-        return f"{{{self.key}: {self.value}}}"
-
 
 @dataclass(frozen=True, slots=True)
 class Requirement:

@@ -12,10 +12,13 @@ from pysched.api.objects import PodInfo, Taint, Toleration
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import PLACEMENT_EVENTS, EventRegistration
 from pysched.framework.interfaces import FilterResult, Handle
+from pysched.framework.masks import mask_result
 from pysched.framework.nodetable import I64, MAX_NODE_SCORE, Bools, NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
 
 NAME = "TaintToleration"
+# kube-scheduler v1.36 no longer names the taint (its key and value may be private).
+REASON = "node(s) had untolerated taint(s)"
 FILTER_EFFECTS = ("NoSchedule", "NoExecute")
 
 
@@ -48,16 +51,7 @@ class TaintToleration:
         return ok[nodes.taint_set[: nodes.size]]
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult:
-        per_set = self._per_set(pod, nodes)
-        sets = nodes.taint_set[: nodes.size]
-        reasons: dict[str, Bools] = {}
-        for set_id, taint in enumerate(per_set):
-            if taint is not None:
-                reason = f"node(s) had untolerated taint {taint.describe()}"
-                rows = sets == set_id
-                reasons[reason] = reasons[reason] | rows if reason in reasons else rows
-        feasible = np.array([t is None for t in per_set], np.bool_)[sets]
-        return FilterResult(feasible, reasons, unresolvable=True)
+        return mask_result(self.node_mask(pod, nodes), REASON, unresolvable=True)
 
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> I64:
         """Raw score: how many PreferNoSchedule taints the pod does not tolerate (normalized, reversed)."""

@@ -33,8 +33,7 @@ def test_filter_rejects_untolerated_noschedule_and_noexecute_only() -> None:
     result = plugin.filter_batch(CycleState(), make_pod("p"), table)
     assert list(result.feasible) == [True, False, False, True]  # PreferNoSchedule does not filter
     assert result.unresolvable
-    assert list(result.reasons["node(s) had untolerated taint {gpu: a100}"]) == [False, True, False, False]
-    assert list(result.reasons["node(s) had untolerated taint {maint: }"]) == [False, False, True, False]
+    assert list(result.reasons["node(s) had untolerated taint(s)"]) == [False, True, True, False]
     gpu_pod = make_pod("g", tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}])
     np.testing.assert_array_equal(plugin.node_mask(gpu_pod, table), [True, True, False, True])
 
