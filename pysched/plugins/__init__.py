@@ -20,12 +20,14 @@ def default_registry() -> Registry:
         priority_sort,
         seed_restart,
         taint_toleration,
+        unsupported_fields,
         urgency_placement,
     )
 
     return Registry(
         (
             priority_sort.SPEC,
+            unsupported_fields.SPEC,
             *node_resources.SPECS,
             node_name.SPEC,
             node_unschedulable.SPEC,
