@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pysched.api.ids import NodeName, OwnerUID, PodKey, PodUID, pod_key
+from pysched.api.images import NodeImage, node_images
 from pysched.api.ports import HostPort, host_ports
 from pysched.api.resources import PODS, ResourceMap, nonzero_requests, parse_resource_list, pod_requests
 from pysched.api.times import parse_time
@@ -138,6 +139,7 @@ class NodeInfo:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     resource_version: str = ""
+    images: tuple[NodeImage, ...] = ()  # status.images, bounded (api/images.py)
 
 
 def _requirements(raw: Any) -> tuple[Requirement, ...]:
@@ -253,4 +255,5 @@ def node_from_dict(obj: Mapping[str, Any]) -> NodeInfo:
         ),
         unschedulable=bool(spec.get("unschedulable")),
         resource_version=str(meta.get("resourceVersion") or ""),
+        images=node_images(status),
     )
