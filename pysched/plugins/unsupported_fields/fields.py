@@ -8,7 +8,7 @@ place a pod while silently ignoring something the default scheduler would have h
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 REFUSED: Final = "refused"
@@ -84,30 +84,38 @@ def refusal(path: str) -> str:
     return f"pysched does not support {path}; use the default scheduler"
 
 
-def _values(node: object, steps: list[str]) -> Iterator[object]:
-    """Every value at `steps` below `node` (lists stepped into at `[]`); wrong shapes yield nothing."""
-    if not steps:
-        yield node
-        return
-    step, rest = steps[0], steps[1:]
-    many = step.endswith("[]")
-    name = step[:-2] if many else step
-    child = node.get(name) if isinstance(node, Mapping) else None
-    if child is None:
-        return
-    if not many:
-        yield from _values(child, rest)
-    elif isinstance(child, list):
-        for item in child:
-            yield from _values(item, rest)
+def _steps(path: str) -> tuple[tuple[str, bool], ...]:
+    """`spec.containers[].resources` -> (("spec", False), ("containers", True), ("resources", False))."""
+    return tuple((step.removesuffix("[]"), step.endswith("[]")) for step in path.split("."))
+
+
+def _set_below(node: object, steps: tuple[tuple[str, bool], ...], at: int) -> bool:
+    """Some value at `steps[at:]` below `node` is non-empty (lists stepped into where marked);
+    a wrong shape on the way sets nothing."""
+    while at < len(steps):
+        if not isinstance(node, Mapping):
+            return False
+        name, many = steps[at]
+        node = node.get(name)
+        at += 1
+        if node is None:
+            return False
+        if many:
+            if isinstance(node, list):
+                for item in node:
+                    if _set_below(item, steps, at):
+                        return True
+            return False
+    return node not in ("", [], {})
 
 
 def is_set(pod: Mapping[str, Any], path: str) -> bool:
     """The pod gives `path` a non-empty value (an empty list or map asks for nothing)."""
-    return any(v not in (None, "", [], {}) for v in _values(pod, path.split(".")))
+    return _set_below(pod, _steps(path), 0)
 
 
-_ROOTS: Final = frozenset(path.split(".")[1].removesuffix("[]") for path in REFUSED_PATHS)
+_COMPILED: Final = tuple((path, _steps(path)) for path in REFUSED_PATHS)
+_ROOTS: Final = frozenset(steps[1][0] for _, steps in _COMPILED)
 
 
 def refused_fields(pod: Mapping[str, Any]) -> list[str]:
@@ -115,4 +123,4 @@ def refused_fields(pod: Mapping[str, Any]) -> list[str]:
     spec = pod.get("spec")
     if not isinstance(spec, Mapping) or _ROOTS.isdisjoint(spec):
         return []
-    return [path for path in REFUSED_PATHS if is_set(pod, path)]
+    return [path for path, steps in _COMPILED if steps[1][0] in spec and _set_below(spec, steps, 1)]
