@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pysched.api.ids import NodeName, OwnerUID, PodKey, PodUID, pod_key
+from pysched.api.images import NodeImage, node_images
+from pysched.api.ports import HostPort, host_ports
 from pysched.api.resources import PODS, ResourceMap, nonzero_requests, parse_resource_list, pod_requests
 from pysched.api.times import parse_time
 
@@ -98,6 +100,7 @@ class PodInfo:
     # The controller's creation time (epoch s) when the backend knows it: deadline durations count
     # from it, so a pod its Job recreates keeps the Job's deadline.
     owner_created: float | None = None
+    host_ports: tuple[HostPort, ...] = ()  # containers' and sidecars' hostPorts (api/ports.py)
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -133,6 +136,7 @@ class NodeInfo:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     resource_version: str = ""
+    images: tuple[NodeImage, ...] = ()  # status.images, bounded (api/images.py)
 
 
 def _requirements(raw: Any) -> tuple[Requirement, ...]:
@@ -225,6 +229,7 @@ def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | Non
         deleting=meta.get("deletionTimestamp") is not None,
         controller=controller,
         owner_created=owner_created,
+        host_ports=host_ports(spec),
         raw=obj,
     )
 
@@ -247,4 +252,5 @@ def node_from_dict(obj: Mapping[str, Any]) -> NodeInfo:
         ),
         unschedulable=bool(spec.get("unschedulable")),
         resource_version=str(meta.get("resourceVersion") or ""),
+        images=node_images(status),
     )

@@ -80,6 +80,10 @@ class NodeTable:
         self._change_count = 0
         self._log_base = 0
         self._request_memo: dict[tuple[tuple[str, int], ...], RequestShape] = {}
+        # Image name (as nodes report it) -> rows holding it, and its size as first reported
+        # (kube-scheduler's image states). Written only for nodes that report images.
+        self.image_rows: dict[str, dict[int, None]] = {}
+        self.image_size: dict[str, int] = {}
 
     # ----- change log
     @property
@@ -202,7 +206,24 @@ class NodeTable:
             self._taint_set_ids[key] = found
         return found
 
+    def _index_images(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
+        if old is not None:
+            for image in old.images:
+                for name in image.names:
+                    rows = self.image_rows.get(name)
+                    if rows is not None and rows.pop(row, 0) is None and not rows:
+                        del self.image_rows[name]
+                        del self.image_size[name]
+        if new is not None:
+            for image in new.images:
+                for name in image.names:
+                    self.image_rows.setdefault(name, {})[row] = None
+                    self.image_size.setdefault(name, image.size)
+
     def _write_node(self, row: int, node: NodeInfo, placement_changed: bool = True) -> None:
+        old = self.infos[row]
+        if node.images or (old is not None and old.images):
+            self._index_images(row, old, node)
         self.ensure_resources(node.allocatable)
         self.ensure_resources(node.capacity)
         self.allocatable[row] = 0
@@ -260,12 +281,15 @@ class NodeTable:
             node.unschedulable,
         )
         if not placement_changed and (old.allocatable, old.capacity) == (node.allocatable, node.capacity):
+            if old.images != node.images:
+                self._index_images(row, old, node)
             self.infos[row] = node
             return
         self._write_node(row, node, placement_changed)
 
     def remove(self, name: NodeName) -> None:
         row = self.row.pop(name)
+        self._index_images(row, self.infos[row], None)
         self.present[row] = False
         self.names[row] = None
         self.infos[row] = None

@@ -1,0 +1,126 @@
+"""The one table of PodSpec fields: which pysched plugin handles each, which are refused, and
+which no default kube-scheduler v1.36 plugin reads (so ignoring them is what kube-scheduler does).
+
+A path is JSON field names joined by dots, `[]` stepping into every item of a list. A pod that
+sets a refused path (a non-empty value) is left Pending with `refusal(path)`: pysched must never
+place a pod while silently ignoring something the default scheduler would have honoured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+REFUSED: Final = "refused"
+NOT_READ: Final = "not read by kube-scheduler"
+
+# path -> the pysched plugin(s) that handle it, REFUSED, or NOT_READ. Plugins marked "(landing)"
+# are built by other engineers for the same release.
+FIELDS: Final[Mapping[str, str]] = {
+    # read by default plugins, handled
+    "spec.nodeName": "NodeName",
+    "spec.nodeSelector": "NodeAffinity",
+    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution": "NodeAffinity",
+    "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution": REFUSED,
+    "spec.affinity.podAffinity": "InterPodAffinity (landing)",
+    "spec.affinity.podAntiAffinity": "InterPodAffinity (landing)",
+    "spec.tolerations": "TaintToleration",
+    "spec.containers[].resources": "NodeResourcesFit, BalancedAllocation, LeastAllocated, MostAllocated",
+    "spec.initContainers[].resources": "NodeResourcesFit",
+    "spec.initContainers[].restartPolicy": "NodeResourcesFit, NodePorts (sidecars)",
+    "spec.overhead": "NodeResourcesFit",
+    "spec.resources": "NodeResourcesFit (pod-level resources)",
+    "spec.containers[].ports": "NodePorts",
+    "spec.initContainers[].ports": "NodePorts (sidecars)",
+    "spec.containers[].image": "ImageLocality",
+    "spec.initContainers[].image": "ImageLocality",
+    "spec.schedulerName": "profiles",
+    "spec.priority": "PrioritySort, DefaultPreemption (landing)",
+    "spec.preemptionPolicy": "DefaultPreemption (landing)",
+    "spec.topologySpreadConstraints": "PodTopologySpread (landing)",
+    "spec.volumes": "VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits (landing)",
+    "spec.schedulingGates": REFUSED,
+    # read by default plugins, not implemented by pysched
+    "spec.resourceClaims": REFUSED,  # DynamicResources
+    "spec.containers[].resources.claims": REFUSED,  # DynamicResources
+    "spec.initContainers[].resources.claims": REFUSED,  # DynamicResources
+    # no default plugin reads these (admission turns priorityClassName into priority and
+    # runtimeClassName into overhead and a node selector before the scheduler sees the pod)
+    "spec.containers": NOT_READ,  # beyond the container fields above
+    "spec.initContainers": NOT_READ,
+    "spec.ephemeralContainers": NOT_READ,
+    "spec.restartPolicy": NOT_READ,
+    "spec.terminationGracePeriodSeconds": NOT_READ,
+    "spec.activeDeadlineSeconds": NOT_READ,
+    "spec.dnsPolicy": NOT_READ,
+    "spec.dnsConfig": NOT_READ,
+    "spec.serviceAccountName": NOT_READ,
+    "spec.serviceAccount": NOT_READ,
+    "spec.automountServiceAccountToken": NOT_READ,
+    "spec.hostNetwork": NOT_READ,  # its ports arrive as containers[].ports[].hostPort
+    "spec.hostPID": NOT_READ,
+    "spec.hostIPC": NOT_READ,
+    "spec.shareProcessNamespace": NOT_READ,
+    "spec.securityContext": NOT_READ,
+    "spec.imagePullSecrets": NOT_READ,
+    "spec.hostname": NOT_READ,
+    "spec.hostnameOverride": NOT_READ,
+    "spec.subdomain": NOT_READ,
+    "spec.setHostnameAsFQDN": NOT_READ,
+    "spec.hostAliases": NOT_READ,
+    "spec.priorityClassName": NOT_READ,
+    "spec.readinessGates": NOT_READ,
+    "spec.runtimeClassName": NOT_READ,
+    "spec.enableServiceLinks": NOT_READ,
+    "spec.os": NOT_READ,
+    "spec.hostUsers": NOT_READ,
+    "spec.workloadRef": NOT_READ,  # read only by the alpha GangScheduling plugin, off by default
+}
+
+REFUSED_PATHS: Final = tuple(path for path, handler in FIELDS.items() if handler == REFUSED)
+
+
+def refusal(path: str) -> str:
+    return f"pysched does not support {path}; use the default scheduler"
+
+
+def _steps(path: str) -> tuple[tuple[str, bool], ...]:
+    """`spec.containers[].resources` -> (("spec", False), ("containers", True), ("resources", False))."""
+    return tuple((step.removesuffix("[]"), step.endswith("[]")) for step in path.split("."))
+
+
+def _set_below(node: object, steps: tuple[tuple[str, bool], ...], at: int) -> bool:
+    """Some value at `steps[at:]` below `node` is non-empty (lists stepped into where marked);
+    a wrong shape on the way sets nothing."""
+    while at < len(steps):
+        if not isinstance(node, Mapping):
+            return False
+        name, many = steps[at]
+        node = node.get(name)
+        at += 1
+        if node is None:
+            return False
+        if many:
+            if isinstance(node, list):
+                for item in node:
+                    if _set_below(item, steps, at):
+                        return True
+            return False
+    return node not in ("", [], {})
+
+
+def is_set(pod: Mapping[str, Any], path: str) -> bool:
+    """The pod gives `path` a non-empty value (an empty list or map asks for nothing)."""
+    return _set_below(pod, _steps(path), 0)
+
+
+_COMPILED: Final = tuple((path, _steps(path)) for path in REFUSED_PATHS)
+_ROOTS: Final = frozenset(steps[1][0] for _, steps in _COMPILED)
+
+
+def refused_fields(pod: Mapping[str, Any]) -> list[str]:
+    """The refused paths the pod sets, in table order."""
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping) or _ROOTS.isdisjoint(spec):
+        return []
+    return [path for path, steps in _COMPILED if steps[1][0] in spec and _set_below(spec, steps, 1)]
