@@ -16,10 +16,14 @@ def default_registry() -> Registry:
         node_name,
         node_resources,
         node_unschedulable,
+        node_volume_limits,
         priority_sort,
         seed_restart,
         taint_toleration,
         urgency_placement,
+        volume_binding,
+        volume_restrictions,
+        volume_zone,
     )
 
     return Registry(
@@ -36,5 +40,9 @@ def default_registry() -> Registry:
             seed_restart.SPEC,
             deadline_laxity.SPEC,
             autoscale.SPEC,
+            volume_binding.SPEC,
+            volume_zone.SPEC,
+            volume_restrictions.SPEC,
+            node_volume_limits.SPEC,
         )
     )
