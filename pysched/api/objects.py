@@ -15,7 +15,10 @@ from pysched.api.ids import NodeName, OwnerUID, PodKey, PodUID, pod_key
 from pysched.api.images import NodeImage, node_images
 from pysched.api.ports import HostPort, host_ports
 from pysched.api.resources import PODS, ResourceMap, nonzero_requests, parse_resource_list, pod_requests
+from pysched.api.selectors import Requirement as Requirement  # re-exported: their home was here
+from pysched.api.selectors import SelectorTerm as SelectorTerm
 from pysched.api.times import parse_time
+from pysched.api.volumes import PodVolumes, pod_volumes
 
 DEFAULT_SCHEDULER = "default-scheduler"
 
@@ -43,21 +46,6 @@ class Taint:
     key: str
     value: str
     effect: str
-
-
-@dataclass(frozen=True, slots=True)
-class Requirement:
-    """One node selector requirement (`matchExpressions` or `matchFields` entry)."""
-
-    key: str
-    operator: str
-    values: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class SelectorTerm:
-    match_expressions: tuple[Requirement, ...] = ()
-    match_fields: tuple[Requirement, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +89,7 @@ class PodInfo:
     # from it, so a pod its Job recreates keeps the Job's deadline.
     owner_created: float | None = None
     host_ports: tuple[HostPort, ...] = ()  # containers' and sidecars' hostPorts (api/ports.py)
+    volumes: PodVolumes | None = None  # PVCs and inline disks, None for pods without either
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -230,6 +219,7 @@ def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | Non
         controller=controller,
         owner_created=owner_created,
         host_ports=host_ports(spec),
+        volumes=pod_volumes(spec, name) if "volumes" in spec else None,
         raw=obj,
     )
 

@@ -19,9 +19,24 @@ from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget, budget_from_dict
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict
+from pysched.api.volumes import (
+    ANN_BIND_COMPLETED,
+    ANN_BOUND_BY_CONTROLLER,
+    ANN_SELECTED_NODE,
+    NO_PROVISIONER,
+    STORAGE,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Storage,
+    csi_node_from_dict,
+    pv_from_dict,
+    pvc_from_dict,
+    storage_class_from_dict,
+)
 from pysched.framework.clock import Clock
 from pysched.framework.cluster import ClusterListener, PodCondition
 from pysched.framework.status import SUCCESS, Status, error, unschedulable
+from pysched.framework.storage import StorageView, storage_kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +73,10 @@ class SimulatedCluster:
         self.binds = 0
         self.budgets: dict[str, DisruptionBudget] = {}  # "ns/name" -> PodDisruptionBudget
         self.preempted: list[PodKey] = []  # pods deleted by the scheduler's preemption, in order
+        self._storage = StorageView()
+        # Emulate kube-controller-manager's PV controller: a PV pointed at a claim binds it, a
+        # claim given a selected node gets a provisioned PV. Off: claims stay as the binder left them.
+        self.pv_controller = True
         self._record_events = record_events
         self._listener: ClusterListener | None = None
         self._versions = itertools.count(1)
@@ -143,6 +162,116 @@ class SimulatedCluster:
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         return {**self.namespaces.get(namespace, {}), NAMESPACE_NAME_LABEL: namespace}
+
+    @property
+    def storage(self) -> StorageView:
+        return self._storage
+
+    async def bind_volume(self, pv: PersistentVolume, claim: PersistentVolumeClaim) -> Status:
+        current = self._storage.pv(pv.name)
+        if current is None:
+            return error(f'persistentvolume "{pv.name}" not found')
+        if current.claim_ref is not None and not current.bound_to(claim):
+            return error(f"persistentvolume {pv.name!r} is already bound to another claim")
+        raw = copy.deepcopy(dict(current.raw))
+        raw.setdefault("spec", {})["claimRef"] = {
+            "kind": "PersistentVolumeClaim",
+            "namespace": claim.namespace,
+            "name": claim.name,
+            "uid": claim.uid,
+        }
+        raw.setdefault("metadata", {}).setdefault("annotations", {})[ANN_BOUND_BY_CONTROLLER] = "yes"
+        bound = self.add_pv(raw)
+        if self.pv_controller:
+            self._complete_binding(bound, claim)
+        return SUCCESS
+
+    async def select_node(self, claim: PersistentVolumeClaim, node: NodeName) -> Status:
+        current = self._storage.pvc(claim.namespace, claim.name)
+        if current is None:
+            return error(f'persistentvolumeclaim "{claim.name}" not found')
+        raw = copy.deepcopy(dict(current.raw))
+        raw.setdefault("metadata", {}).setdefault("annotations", {})[ANN_SELECTED_NODE] = node
+        updated = self.add_pvc(raw)
+        storage_class = self._storage.storage_class(updated.storage_class)
+        if self.pv_controller and storage_class is not None and storage_class.provisioner != NO_PROVISIONER:
+            hostname = self.nodes[node].labels.get("kubernetes.io/hostname", node) if node in self.nodes else node
+            name = f"pvc-{updated.uid or updated.name}"
+            pv = self.add_pv(
+                {
+                    "metadata": {"name": name},
+                    "spec": {
+                        "storageClassName": updated.storage_class,
+                        "capacity": {STORAGE: str(updated.request)},
+                        "accessModes": list(updated.access_modes),
+                        "volumeMode": updated.volume_mode,
+                        "claimRef": {"namespace": updated.namespace, "name": updated.name, "uid": updated.uid},
+                        "csi": {"driver": storage_class.provisioner, "volumeHandle": name},
+                        "nodeAffinity": {
+                            "required": {
+                                "nodeSelectorTerms": [
+                                    {
+                                        "matchExpressions": [
+                                            {"key": "kubernetes.io/hostname", "operator": "In", "values": [hostname]}
+                                        ]
+                                    }
+                                ]
+                            }
+                        },
+                    },
+                    "status": {"phase": "Bound"},
+                }
+            )
+            self._complete_binding(pv, updated)
+        return SUCCESS
+
+    def _complete_binding(self, pv: PersistentVolume, claim: PersistentVolumeClaim) -> None:
+        """What the PV controller does once a PV's claimRef names a claim: both sides Bound."""
+        current = self._storage.pvc(claim.namespace, claim.name)
+        if current is None:
+            return
+        raw = copy.deepcopy(dict(current.raw))
+        raw.setdefault("spec", {})["volumeName"] = pv.name
+        annotations = raw.setdefault("metadata", {}).setdefault("annotations", {})
+        annotations[ANN_BIND_COMPLETED] = "yes"
+        annotations[ANN_BOUND_BY_CONTROLLER] = "yes"
+        raw.setdefault("status", {})["phase"] = "Bound"
+        self.add_pvc(raw)
+        pv_raw = copy.deepcopy(dict(pv.raw))
+        pv_raw.setdefault("status", {})["phase"] = "Bound"
+        self.add_pv(pv_raw)
+
+    # ----- storage objects (the simulated world's PVCs, PVs, StorageClasses, CSINodes)
+    def _store(self, obj: Storage) -> None:
+        old = self._storage.upsert(obj)
+        if self._listener is not None:
+            self._listener.on_storage_changed(storage_kind(obj), old, obj)
+
+    def _versioned(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        out = dict(raw)
+        out["metadata"] = {**(raw.get("metadata") or {}), "resourceVersion": str(next(self._versions))}
+        return out
+
+    def add_pvc(self, raw: Mapping[str, Any]) -> PersistentVolumeClaim:
+        claim = pvc_from_dict(self._versioned(raw))
+        self._store(claim)
+        return claim
+
+    def add_pv(self, raw: Mapping[str, Any]) -> PersistentVolume:
+        pv = pv_from_dict(self._versioned(raw))
+        self._store(pv)
+        return pv
+
+    def add_storage_class(self, raw: Mapping[str, Any]) -> None:
+        self._store(storage_class_from_dict(raw))
+
+    def add_csi_node(self, raw: Mapping[str, Any]) -> None:
+        self._store(csi_node_from_dict(raw))
+
+    def delete_storage(self, obj: Storage) -> None:
+        old = self._storage.remove(obj)
+        if old is not None and self._listener is not None:
+            self._listener.on_storage_changed(storage_kind(obj), old, None)
 
     # ----- the simulated world changes
     def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:

@@ -14,7 +14,10 @@ from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget
 from pysched.api.ids import NodeName
 from pysched.api.objects import NodeInfo, PodInfo
+from pysched.api.volumes import PersistentVolume, PersistentVolumeClaim, Storage
+from pysched.framework.events import EventKind
 from pysched.framework.status import Status
+from pysched.framework.storage import StorageView
 
 
 class ClusterListener(Protocol):
@@ -28,6 +31,11 @@ class ClusterListener(Protocol):
     def on_pod_deleted(self, pod: PodInfo) -> None: ...
     def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:
         """A pod of ours that cannot be read (e.g. a malformed quantity)."""
+        ...
+
+    def on_storage_changed(self, kind: EventKind, old: Storage | None, new: Storage | None) -> None:
+        """A PVC, PV, StorageClass or CSINode was added (old None), updated or deleted (new None);
+        the backend's `storage` view already holds the change."""
         ...
 
 
@@ -71,6 +79,21 @@ class ClusterBackend(Protocol):
 
     def disruption_budgets(self) -> Sequence[DisruptionBudget]:
         """The PodDisruptionBudgets as last seen (synchronous: preemption reads them in its cycle)."""
+        ...
+
+    @property
+    def storage(self) -> StorageView:
+        """PVCs, PVs, StorageClasses and CSINodes as last seen (kept in memory, like namespaces)."""
+        ...
+
+    async def bind_volume(self, pv: PersistentVolume, claim: PersistentVolumeClaim) -> Status:
+        """Point the PV's claimRef at the claim (the binder's static binding; the PV controller
+        completes the claim's side)."""
+        ...
+
+    async def select_node(self, claim: PersistentVolumeClaim, node: NodeName) -> Status:
+        """Annotate the claim with the node chosen for it (`volume.kubernetes.io/selected-node`):
+        the provisioner creates its volume there."""
         ...
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pysched.api.objects import NodeInfo, PodInfo
+from pysched.api.volumes import Storage
 
 
 class EventKind(enum.Enum):
@@ -16,13 +17,17 @@ class EventKind(enum.Enum):
     POD_RESIZE_DOWN = "PodResizeDown"  # a bound pod now asks for less
     ASSIGNED_POD_ADD = "AssignedPodAdd"  # a pod is now bound to a node (by anyone)
     ASSIGNED_POD_UPDATE = "AssignedPodUpdate"  # a bound pod's labels changed
+    PVC_CHANGE = "PersistentVolumeClaimChange"  # a PVC was added, updated or deleted
+    PV_CHANGE = "PersistentVolumeChange"
+    STORAGE_CLASS_CHANGE = "StorageClassChange"
+    CSI_NODE_CHANGE = "CSINodeChange"
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterEvent:
     kind: EventKind
-    old: NodeInfo | PodInfo | None = None
-    new: NodeInfo | PodInfo | None = None
+    old: NodeInfo | PodInfo | Storage | None = None
+    new: NodeInfo | PodInfo | Storage | None = None
 
 
 class QueueingHint(enum.Enum):

@@ -19,11 +19,15 @@ def default_registry() -> Registry:
         node_ports,
         node_resources,
         node_unschedulable,
+        node_volume_limits,
         priority_sort,
         seed_restart,
         taint_toleration,
         unsupported_fields,
         urgency_placement,
+        volume_binding,
+        volume_restrictions,
+        volume_zone,
     )
 
     return Registry(
@@ -44,5 +48,9 @@ def default_registry() -> Registry:
             seed_restart.SPEC,
             deadline_laxity.SPEC,
             autoscale.SPEC,
+            volume_binding.SPEC,
+            volume_zone.SPEC,
+            volume_restrictions.SPEC,
+            node_volume_limits.SPEC,
         )
     )

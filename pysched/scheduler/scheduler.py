@@ -18,6 +18,7 @@ from pysched.api.disruption import nominated_node
 from pysched.api.ids import NodeName, PodUID, pod_key
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.times import parse_time
+from pysched.api.volumes import Storage
 from pysched.framework.clock import Clock
 from pysched.framework.cluster import ClusterBackend, PodCondition
 from pysched.framework.config import ConfigError, SchedulerConfig
@@ -282,6 +283,10 @@ class Scheduler:
         framework = self.frameworks.get(pod.scheduler_name)
         if framework is not None:
             framework.handle.pod_lifecycle.deleted(pod)
+
+    @_contained("StorageChange")
+    def on_storage_changed(self, kind: EventKind, old: Storage | None, new: Storage | None) -> None:
+        self.queue.on_event(ClusterEvent(kind, old, new))
 
     @_contained("InvalidPod")
     def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:

@@ -171,3 +171,22 @@ def test_what_the_helper_writes_the_policy_admits_and_the_scheduler_reads(value:
 def test_the_policy_refuses_other_forms(value: str) -> None:
     _, pattern = progress_rule()
     assert len(value) > PROGRESS_MAX_LENGTH or not pattern.match(value)
+
+
+def test_the_role_lets_the_volume_plugins_read_storage_and_the_binder_write_it() -> None:
+    from pysched.backend.live.cluster import LiveCluster
+    from pysched.testing.scripted import ScriptedApi
+
+    docs = list(yaml.safe_load_all((MANIFESTS / "rbac.yaml").read_text()))
+    role = next(d for d in docs if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] == "pysched")
+    allowed = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    for informer in LiveCluster(ScriptedApi()).storage_informers:
+        group = "" if informer._path.startswith("/api/v1") else "storage.k8s.io"
+        assert {(group, informer.resource, "list"), (group, informer.resource, "watch")} <= allowed
+    assert {("", "persistentvolumes", "patch"), ("", "persistentvolumeclaims", "patch")} <= allowed

@@ -23,11 +23,23 @@ from pysched.api.disruption import DisruptionBudget, budget_from_dict
 from pysched.api.ids import NodeName
 from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from pysched.api.times import format_micro_time, format_rfc3339, parse_rfc3339, parse_time
+from pysched.api.volumes import (
+    ANN_BOUND_BY_CONTROLLER,
+    ANN_SELECTED_NODE,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Storage,
+    csi_node_from_dict,
+    pv_from_dict,
+    pvc_from_dict,
+    storage_class_from_dict,
+)
 from pysched.backend.live.eventsink import EventRecord, EventSink, Series
 from pysched.backend.live.informer import Informer
 from pysched.backend.live.kubeclient import JSON, MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeClient
 from pysched.framework.cluster import ClusterListener, PodCondition
 from pysched.framework.status import SUCCESS, Status, error, unschedulable
+from pysched.framework.storage import StorageView, storage_kind
 from pysched.framework.tasks import BackgroundTasks
 
 log = structlog.get_logger("pysched.live")
@@ -129,6 +141,26 @@ class LiveCluster:
             client, "/api/v1/nodes", self._node_upsert, self._node_delete,
             page_size=opts.page_size, inactivity=opts.inactivity, resource="nodes",
         )  # fmt: skip
+        self._storage = StorageView()
+        # What the volume plugins read: claims, volumes, classes and CSI nodes (kube-scheduler's
+        # listers of the same objects).
+        self.storage_informers = tuple(
+            Informer(
+                client,
+                path,
+                self._storage_upsert(parse),
+                self._storage_delete(parse),
+                page_size=opts.page_size,
+                inactivity=opts.inactivity,
+                resource=resource,
+            )
+            for path, resource, parse in (
+                ("/api/v1/persistentvolumeclaims", "persistentvolumeclaims", pvc_from_dict),
+                ("/api/v1/persistentvolumes", "persistentvolumes", pv_from_dict),
+                ("/apis/storage.k8s.io/v1/storageclasses", "storageclasses", storage_class_from_dict),
+                ("/apis/storage.k8s.io/v1/csinodes", "csinodes", csi_node_from_dict),
+            )
+        )
         self.pod_informer = Informer(
             client, "/api/v1/pods", self._pod_upsert, self._pod_delete,
             field_selector=ACTIVE_PODS, page_size=opts.page_size, inactivity=opts.inactivity, resource="pods",
@@ -148,6 +180,10 @@ class LiveCluster:
         await self.budget_informer.synced.wait()
         self._tasks.append(asyncio.create_task(self.node_informer.run()))
         await self.node_informer.synced.wait()
+        for informer in self.storage_informers:
+            self._tasks.append(asyncio.create_task(informer.run()))
+        for informer in self.storage_informers:
+            await informer.synced.wait()
         self._tasks.append(asyncio.create_task(self.pod_informer.run()))
         await self.pod_informer.synced.wait()
         log.info("informers synced", nodes=len(self.nodes), pods=len(self.pods))
@@ -164,8 +200,13 @@ class LiveCluster:
     @property
     def informers(self) -> tuple[Informer, ...]:
         return (
-            self.namespace_informer, self.job_informer, self.budget_informer, self.node_informer, self.pod_informer
-        )  # fmt: skip
+            self.namespace_informer,
+            self.job_informer,
+            self.budget_informer,
+            self.node_informer,
+            *self.storage_informers,
+            self.pod_informer,
+        )
 
     @property
     def synced(self) -> bool:
@@ -173,6 +214,82 @@ class LiveCluster:
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         return self.namespaces.get(namespace)
+
+    # ----- storage: informers into the StorageView, and the binder's writes
+    @property
+    def storage(self) -> StorageView:
+        return self._storage
+
+    def _storage_upsert(self, parse: Callable[[JSON], Storage]) -> Callable[[JSON], None]:
+        def upsert(raw: JSON) -> None:
+            try:
+                obj = parse(raw)
+            except MALFORMED as err:
+                meta = raw.get("metadata") or {}
+                log.warning(
+                    "storage object not readable", kind=raw.get("kind"), name=meta.get("name"), problem=str(err)
+                )
+                return
+            old = self._storage.upsert(obj)
+            if self._listener is not None:
+                self._listener.on_storage_changed(storage_kind(obj), old, obj)
+
+        return upsert
+
+    def _storage_delete(self, parse: Callable[[JSON], Storage]) -> Callable[[str, JSON | None], None]:
+        def delete(key: str, raw: JSON | None) -> None:
+            namespace, _, name = key.rpartition("/")
+            stub: JSON = {"metadata": {"name": name, "namespace": namespace or None}}
+            try:
+                obj = parse(raw if raw is not None else stub)
+            except MALFORMED:
+                obj = parse(stub)
+            old = self._storage.remove(obj)
+            if old is not None and self._listener is not None:
+                self._listener.on_storage_changed(storage_kind(obj), old, None)
+
+        return delete
+
+    async def bind_volume(self, pv: PersistentVolume, claim: PersistentVolumeClaim) -> Status:
+        if not self.writable():
+            return error("not the leader: volume binding refused")
+        # The binder's static binding: claimRef (with the PV's resourceVersion, so a PV someone
+        # else took meanwhile is a conflict), as kube's GetBindVolumeToClaim writes it.
+        body = {
+            "metadata": {
+                "resourceVersion": pv.resource_version,
+                "annotations": {ANN_BOUND_BY_CONTROLLER: "yes"},
+            },
+            "spec": {
+                "claimRef": {
+                    "kind": "PersistentVolumeClaim",
+                    "apiVersion": "v1",
+                    "namespace": claim.namespace,
+                    "name": claim.name,
+                    "uid": claim.uid,
+                    "resourceVersion": claim.resource_version,
+                }
+            },
+        }
+        resp = await self.client.request(
+            "PATCH", f"/api/v1/persistentvolumes/{pv.name}", body=body, content_type=MERGE_PATCH,
+            only_if=self.writable,
+        )  # fmt: skip
+        if not resp.ok:
+            return error(f"binding persistentvolume {pv.name!r}: {resp.message()}")
+        self._storage_upsert(pv_from_dict)(resp.body)
+        return SUCCESS
+
+    async def select_node(self, claim: PersistentVolumeClaim, node: NodeName) -> Status:
+        if not self.writable():
+            return error("not the leader: volume provisioning refused")
+        body = {"metadata": {"resourceVersion": claim.resource_version, "annotations": {ANN_SELECTED_NODE: node}}}
+        path = f"/api/v1/namespaces/{claim.namespace}/persistentvolumeclaims/{claim.name}"
+        resp = await self.client.request("PATCH", path, body=body, content_type=MERGE_PATCH, only_if=self.writable)
+        if not resp.ok:
+            return error(f"selecting node for persistentvolumeclaim {claim.name!r}: {resp.message()}")
+        self._storage_upsert(pvc_from_dict)(resp.body)
+        return SUCCESS
 
     def _namespace_upsert(self, raw: JSON) -> None:
         meta = raw.get("metadata") or {}

@@ -1,0 +1,195 @@
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from pysched.api.builders import node_dict, pod_dict
+from pysched.api.ids import PodKey
+from pysched.api.storage_builders import claim_volume, pv_dict, pvc_dict, storage_class_dict, with_volumes
+from pysched.backend.simulated import SimulatedCluster
+from pysched.framework.clock import VirtualClock
+from pysched.framework.config import parse_config
+from pysched.plugins import default_registry
+from pysched.plugins.volume_binding import VolumeBinding
+from pysched.scheduler.scheduler import Scheduler
+
+PROFILE = """
+profiles:
+  - schedulerName: vol
+    plugins:
+      queueSort: [{name: PrioritySort}]
+      preFilter: [{name: VolumeBinding}, {name: VolumeZone}, {name: VolumeRestrictions}, {name: NodeVolumeLimits}]
+      filter:
+        - {name: NodeUnschedulable}
+        - {name: NodeResourcesFit}
+        - {name: VolumeBinding}
+        - {name: VolumeZone}
+        - {name: VolumeRestrictions}
+        - {name: NodeVolumeLimits}
+      score: [{name: LeastAllocated, weight: 1}]
+      reserve: [{name: VolumeBinding}]
+      preBind: [{name: VolumeBinding}]
+      bind: [{name: DefaultBinder}]
+    pluginConfig:
+      - name: VolumeBinding
+        args: {bindTimeoutSeconds: 0.3}
+"""
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def setup(nodes: int = 3) -> tuple[SimulatedCluster, Scheduler]:
+    clock = VirtualClock(1000.0)
+    cluster = SimulatedCluster(clock)
+    registry = default_registry()
+    scheduler = Scheduler(parse_config(yaml.safe_load(PROFILE), "t", registry), cluster, clock, registry)
+    for i in range(nodes):
+        cluster.add_node(node_dict(f"n{i}", labels={"topology.kubernetes.io/zone": f"z{i % 2}"}))
+    cluster.add_storage_class(storage_class_dict("local"))
+    return cluster, scheduler
+
+
+def volume_pod(name: str, *claims: str) -> dict[str, object]:
+    return with_volumes(pod_dict(name, scheduler_name="vol"), [claim_volume(c) for c in claims])
+
+
+def last_note(cluster: SimulatedCluster, pod: str) -> str:
+    return [e for e in cluster.events if e.pod == f"default/{pod}"][-1].note
+
+
+def test_missing_claim_is_unresolvable_with_kubes_message(loop: asyncio.AbstractEventLoop) -> None:
+    async def run() -> None:
+        cluster, scheduler = setup()
+        await scheduler.start()
+        cluster.create_pod(volume_pod("p", "nope"))
+        cluster.create_pod(pod_dict("plain", scheduler_name="vol"))
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/p")].node_name is None
+        assert last_note(cluster, "p") == '0/3 nodes are available: persistentvolumeclaim "nope" not found.'
+        assert cluster.pods[PodKey("default/plain")].node_name is not None  # others unaffected
+        # The claim appears: the pod is tried again and binds (PVC_CHANGE wakes it).
+        cluster.add_pv(pv_dict("pv1", node="n2"))
+        cluster.add_pvc(pvc_dict("nope"))
+        scheduler.clock.advance(2.0)  # type: ignore[attr-defined]
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/p")].node_name == "n2"
+
+    loop.run_until_complete(run())
+
+
+def test_wait_for_first_consumer_picks_the_pvs_node_and_binds_the_claim(loop: asyncio.AbstractEventLoop) -> None:
+    async def run() -> None:
+        cluster, scheduler = setup()
+        cluster.add_pv(pv_dict("small", node="n1", size="1Gi"))
+        cluster.add_pv(pv_dict("big", node="n2", size="10Gi"))
+        cluster.add_pvc(pvc_dict("data", size="5Gi"))
+        await scheduler.start()
+        cluster.create_pod(volume_pod("p", "data"))
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/p")].node_name == "n2"
+        claim = cluster.storage.pvc("default", "data")
+        assert claim is not None and claim.fully_bound and claim.volume_name == "big"
+        pv = cluster.storage.pv("big")
+        assert pv is not None and pv.claim_ref is not None and pv.claim_ref.name == "data"
+
+    loop.run_until_complete(run())
+
+
+def test_two_pods_do_not_take_one_pv(loop: asyncio.AbstractEventLoop) -> None:
+    async def run() -> None:
+        cluster, scheduler = setup()
+        cluster.pv_controller = False  # the claims stay unbound: the PV is only assumed
+        cluster.add_pv(pv_dict("only", node="n0"))
+        cluster.add_pvc(pvc_dict("a"))
+        cluster.add_pvc(pvc_dict("b"))
+        await scheduler.start()
+        cluster.create_pod(volume_pod("pa", "a"))
+        cluster.create_pod(volume_pod("pb", "b"))
+        scheduler.schedule_one()
+        scheduler.schedule_one()  # pa is still in PreBind: its PV is assumed
+        note = last_note(cluster, "pb") if any(e.pod == "default/pb" for e in cluster.events) else ""
+        await scheduler.run_until_idle()
+        assert "didn't find available persistent volumes to bind" in (note or last_note(cluster, "pb"))
+        # pa's binding timed out (no PV controller): its failure event says so, the PV is free again.
+        assert "binding volumes: context deadline exceeded" in last_note(cluster, "pa")
+        plugin = scheduler.frameworks["vol"].plugins["VolumeBinding"]
+        assert isinstance(plugin, VolumeBinding) and plugin.assumed == {}
+
+    loop.run_until_complete(run())
+
+
+def test_bound_pv_node_affinity_and_immediate_claims(loop: asyncio.AbstractEventLoop) -> None:
+    async def run() -> None:
+        cluster, scheduler = setup()
+        cluster.add_pv(pv_dict("pinned", node="n1", claim=("default", "bound")))
+        cluster.add_pvc(pvc_dict("bound", volume_name="pinned", bound=True))
+        cluster.add_storage_class(storage_class_dict("fast", provisioner="csi.example", mode="Immediate"))
+        cluster.add_pvc(pvc_dict("later", storage_class="fast"))
+        cluster.add_pvc(pvc_dict("noclass", storage_class="missing"))
+        await scheduler.start()
+        cluster.create_pod(volume_pod("p", "bound"))
+        cluster.create_pod(volume_pod("q", "later"))
+        cluster.create_pod(volume_pod("r", "noclass"))
+        cluster.add_node(node_dict("n9", cpu="0"))
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/p")].node_name == "n1"
+        assert last_note(cluster, "q") == "0/4 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+        assert last_note(cluster, "r") == '0/4 nodes are available: storageclass.storage.k8s.io "missing" not found.'
+
+    loop.run_until_complete(run())
+
+
+def test_node_affinity_conflict_message(loop: asyncio.AbstractEventLoop) -> None:
+    async def run() -> None:
+        cluster, scheduler = setup()
+        cluster.add_pv(pv_dict("pinned", node="elsewhere", claim=("default", "bound")))
+        cluster.add_pvc(pvc_dict("bound", volume_name="pinned", bound=True))
+        await scheduler.start()
+        cluster.create_pod(volume_pod("p", "bound"))
+        await scheduler.run_until_idle()
+        assert last_note(cluster, "p") == "0/3 nodes are available: 3 node(s) had volume node affinity conflict."
+
+    loop.run_until_complete(run())
+
+
+def test_dynamic_provisioning_follows_allowed_topologies(loop: asyncio.AbstractEventLoop) -> None:
+    async def run() -> None:
+        cluster, scheduler = setup()
+        cluster.add_storage_class(storage_class_dict("zonal", provisioner="csi.example", zones=["z1"]))
+        cluster.add_pvc(pvc_dict("dyn", storage_class="zonal"))
+        cluster.add_storage_class(storage_class_dict("nowhere", provisioner="csi.example", zones=["z7"]))
+        cluster.add_pvc(pvc_dict("stuck", storage_class="nowhere"))
+        await scheduler.start()
+        cluster.create_pod(volume_pod("p", "dyn"))
+        cluster.create_pod(volume_pod("q", "stuck"))
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/p")].node_name == "n1"  # the only z1 node
+        claim = cluster.storage.pvc("default", "dyn")
+        assert claim is not None and claim.annotations["volume.kubernetes.io/selected-node"] == "n1"
+        assert claim.fully_bound
+        assert last_note(cluster, "q") == (
+            "0/3 nodes are available: 3 node(s) didn't find available persistent volumes to bind."
+        )
+
+    loop.run_until_complete(run())
+
+
+def test_malformed_claim_does_not_break_other_pods(loop: asyncio.AbstractEventLoop) -> None:
+    async def run() -> None:
+        cluster, scheduler = setup()
+        cluster.add_pv(pv_dict("pv", node="n0"))
+        cluster.add_pvc(pvc_dict("weird", selector={"matchExpressions": [{"key": "a", "operator": "Bogus"}]}))
+        await scheduler.start()
+        cluster.create_pod(volume_pod("p", "weird"))
+        cluster.create_pod(pod_dict("plain", scheduler_name="vol"))
+        await scheduler.run_until_idle()
+        assert "matchExpressions operator 'Bogus'" in last_note(cluster, "p")
+        assert cluster.pods[PodKey("default/plain")].node_name is not None
+
+    loop.run_until_complete(run())
