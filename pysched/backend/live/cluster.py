@@ -13,7 +13,7 @@ import dataclasses
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 import structlog
@@ -162,6 +162,9 @@ class LiveCluster:
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         return self.namespaces.get(namespace)
+
+    def namespace_names(self) -> Collection[str]:
+        return self.namespaces.keys()
 
     def _namespace_upsert(self, raw: JSON) -> None:
         meta = raw.get("metadata") or {}
