@@ -28,6 +28,7 @@ from pysched.plugins.inter_pod_affinity.counts import (
     Clause,
     Matcher,
     Matches,
+    Placements,
     RowCounts,
     any_on_labelled,
     domain_sums,
@@ -285,8 +286,7 @@ class InterPodAffinity:
 def factory(args: InterPodAffinityArgs, handle: Handle) -> InterPodAffinity:
     matches = Matches(handle.pods)
     carried = CarriedTerms(args.hard_pod_affinity_weight)
-    handle.pods.subscribe(matches)
-    handle.pods.subscribe(carried)
+    handle.pods.subscribe(Placements(matches, carried))
     return InterPodAffinity(handle.cluster, handle.nodes, args, matches, carried)
 
 

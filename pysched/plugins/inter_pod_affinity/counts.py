@@ -89,6 +89,10 @@ class Matches:
         self._used[matcher] = self._tick
         return found
 
+    @property
+    def in_use(self) -> bool:
+        return bool(self._rows)
+
     def pod_placed(self, pod: PodInfo, row: int) -> None:
         for matcher, rows in self._rows.items():
             if matches_all(matcher, pod):
@@ -132,6 +136,26 @@ class CarriedTerms:
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         self._update(pod, row, -1)
+
+
+class Placements:
+    """One subscription for both: a plain pod placed while no matcher is in use costs two checks."""
+
+    def __init__(self, matches: Matches, carried: CarriedTerms) -> None:
+        self.matches = matches
+        self.carried = carried
+
+    def pod_placed(self, pod: PodInfo, row: int) -> None:
+        if self.matches.in_use:
+            self.matches.pod_placed(pod, row)
+        if pod.pod_affinity is not None:
+            self.carried.pod_placed(pod, row)
+
+    def pod_removed(self, pod: PodInfo, row: int) -> None:
+        if self.matches.in_use:
+            self.matches.pod_removed(pod, row)
+        if pod.pod_affinity is not None:
+            self.carried.pod_removed(pod, row)
 
 
 def row_arrays(rows: RowCounts, size: int) -> tuple[np.ndarray, np.ndarray]:
