@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pysched.api.affinity import PodAffinity, parse_pod_affinity
 from pysched.api.ids import NodeName, OwnerUID, PodKey, PodUID, pod_key
 from pysched.api.images import NodeImage, node_images
 from pysched.api.ports import HostPort, host_ports
@@ -90,6 +91,7 @@ class PodInfo:
     owner_created: float | None = None
     host_ports: tuple[HostPort, ...] = ()  # containers' and sidecars' hostPorts (api/ports.py)
     volumes: PodVolumes | None = None  # PVCs and inline disks, None for pods without either
+    pod_affinity: PodAffinity | None = None  # spec.affinity.podAffinity / podAntiAffinity
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -220,6 +222,7 @@ def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | Non
         owner_created=owner_created,
         host_ports=host_ports(spec),
         volumes=pod_volumes(spec, name) if "volumes" in spec else None,
+        pod_affinity=parse_pod_affinity(spec.get("affinity"), namespace, meta.get("labels")),
         raw=obj,
     )
 

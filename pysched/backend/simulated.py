@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,8 +63,8 @@ class SimulatedCluster:
         self.conditions: dict[PodKey, dict[str, PodCondition]] = {}
         self.bind_hooks: list[BindHook] = []
         self.resize_hooks: list[ResizeHook] = []
-        # Labels of namespaces created with `set_namespace`; any other namespace a pod uses exists
-        # with only the label the apiserver gives every namespace (kubernetes.io/metadata.name).
+        # Labels of namespaces created with `set_namespace`; a namespace a pod uses is added with
+        # none, and has only the label the apiserver gives every namespace (kubernetes.io/metadata.name).
         self.namespaces: dict[str, dict[str, str]] = {}
         # Controlling owners' creation times (owner uid -> epoch s), as the live backend's Job
         # informer knows them: deadline durations of their pods count from these.
@@ -273,6 +273,9 @@ class SimulatedCluster:
         if old is not None and self._listener is not None:
             self._listener.on_storage_changed(storage_kind(obj), old, None)
 
+    def namespace_names(self) -> Collection[str]:
+        return self.namespaces.keys()
+
     # ----- the simulated world changes
     def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
         self.namespaces[name] = dict(labels)
@@ -333,6 +336,7 @@ class SimulatedCluster:
         if pod.key in self.pods:
             raise ValueError(f"pod {pod.key} already exists")
         self.pods[pod.key] = pod
+        self.namespaces.setdefault(pod.namespace, {})  # a pod's namespace exists from then on
         if pod.controller is not None and pod.owner_created is None:
             self._awaiting_owner.setdefault(pod.controller.uid, set()).add(pod.key)
         if self._listener is not None:

@@ -6,7 +6,7 @@ same scheduler loop; the scheduler never knows which one it talks to.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -102,4 +102,9 @@ class ClusterBackend(Protocol):
         Synchronous on purpose: queue ordering asks it (DeadlineLaxity's `deadlineNamespaces`), so
         backends keep namespaces in memory (the live one through a namespace informer).
         """
+        ...
+
+    def namespace_names(self) -> Collection[str]:
+        """Every namespace known (with `namespace_labels`), for the namespaces a namespaceSelector
+        of an inter-pod affinity term selects."""
         ...

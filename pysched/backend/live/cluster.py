@@ -13,7 +13,7 @@ import dataclasses
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -290,6 +290,9 @@ class LiveCluster:
             return error(f"selecting node for persistentvolumeclaim {claim.name!r}: {resp.message()}")
         self._storage_upsert(pvc_from_dict)(resp.body)
         return SUCCESS
+
+    def namespace_names(self) -> Collection[str]:
+        return self.namespaces.keys()
 
     def _namespace_upsert(self, raw: JSON) -> None:
         meta = raw.get("metadata") or {}
