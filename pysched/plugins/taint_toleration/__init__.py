@@ -12,18 +12,11 @@ from pysched.api.objects import PodInfo, Taint, Toleration
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import PLACEMENT_EVENTS, EventRegistration
 from pysched.framework.interfaces import FilterResult, Handle
+from pysched.framework.masks import first_untolerated
 from pysched.framework.nodetable import I64, MAX_NODE_SCORE, Bools, NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
 
 NAME = "TaintToleration"
-FILTER_EFFECTS = ("NoSchedule", "NoExecute")
-
-
-def first_untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
-    for taint in taints:
-        if taint.effect in FILTER_EFFECTS and not any(t.tolerates(taint) for t in tolerations):
-            return taint
-    return None
 
 
 def intolerable_preferred(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> int:
