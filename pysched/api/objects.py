@@ -13,6 +13,7 @@ from typing import Any
 
 from pysched.api.ids import NodeName, OwnerUID, PodKey, PodUID, pod_key
 from pysched.api.resources import PODS, ResourceMap, nonzero_requests, parse_resource_list, pod_requests
+from pysched.api.spread import SpreadConstraint, spread_constraints
 from pysched.api.times import parse_time
 
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -101,6 +102,7 @@ class PodInfo:
     # The controller's creation time (epoch s) when the backend knows it: deadline durations count
     # from it, so a pod its Job recreates keeps the Job's deadline.
     owner_created: float | None = None
+    spread: tuple[SpreadConstraint, ...] = ()  # spec.topologySpreadConstraints
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -228,6 +230,7 @@ def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | Non
         deleting=meta.get("deletionTimestamp") is not None,
         controller=controller,
         owner_created=owner_created,
+        spread=spread_constraints(spec.get("topologySpreadConstraints")),
         raw=obj,
     )
 
