@@ -6,9 +6,9 @@ same scheduler loop; the scheduler never knows which one it talks to.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from pysched.api.containers import ContainerResize
 from pysched.api.ids import NodeName
@@ -65,4 +65,16 @@ class ClusterBackend(Protocol):
         Synchronous on purpose: queue ordering asks it (DeadlineLaxity's `deadlineNamespaces`), so
         backends keep namespaces in memory (the live one through a namespace informer).
         """
+        ...
+
+    def service_selectors(self, namespace: str) -> Sequence[Mapping[str, str]]:
+        """The `spec.selector` of each Service in the namespace that has one, as last seen.
+
+        Synchronous like `namespace_labels`: PodTopologySpread's default constraints select the
+        pods of the Services and controllers a pod belongs to, so backends keep these in memory."""
+        ...
+
+    def controller_selector(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
+        """The label selector (`matchLabels` / `matchExpressions`) of a ReplicationController (its
+        map selector as matchLabels), ReplicaSet or StatefulSet, as last seen; None when unknown."""
         ...
