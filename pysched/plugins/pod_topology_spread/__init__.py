@@ -184,6 +184,8 @@ class PodTopologySpread:
 
     # ----- PreFilter / Filter
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
+        if not pod.spread and not self._hard_defaults:
+            return SKIP
         if pod.spread:
             for index, constraint in enumerate(pod.spread):
                 if constraint.problem:
@@ -232,6 +234,10 @@ class PodTopologySpread:
 
     # ----- PreScore / Score / NormalizeScore
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> Status:
+        if not pod.spread and (
+            not self._soft_defaults or (pod.controller is None and not self._cluster.service_selectors(pod.namespace))
+        ):
+            return SKIP  # a plain pod: nothing to spread it by (the common case, kept cheap)
         soft = self._constraints(pod, hard=False)
         if not soft or nodes.count == 0:
             return SKIP
