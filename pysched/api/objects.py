@@ -18,6 +18,7 @@ from pysched.api.ports import HostPort, host_ports
 from pysched.api.resources import PODS, ResourceMap, nonzero_requests, parse_resource_list, pod_requests
 from pysched.api.selectors import Requirement as Requirement  # re-exported: their home was here
 from pysched.api.selectors import SelectorTerm as SelectorTerm
+from pysched.api.spread import SpreadConstraint, spread_constraints
 from pysched.api.times import parse_time
 from pysched.api.volumes import PodVolumes, pod_volumes
 
@@ -92,6 +93,7 @@ class PodInfo:
     host_ports: tuple[HostPort, ...] = ()  # containers' and sidecars' hostPorts (api/ports.py)
     volumes: PodVolumes | None = None  # PVCs and inline disks, None for pods without either
     pod_affinity: PodAffinity | None = None  # spec.affinity.podAffinity / podAntiAffinity
+    spread: tuple[SpreadConstraint, ...] = ()  # spec.topologySpreadConstraints
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -223,6 +225,7 @@ def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | Non
         host_ports=host_ports(spec),
         volumes=pod_volumes(spec, name) if "volumes" in spec else None,
         pod_affinity=parse_pod_affinity(spec.get("affinity"), namespace, meta.get("labels")),
+        spread=spread_constraints(spec.get("topologySpreadConstraints")),
         raw=obj,
     )
 

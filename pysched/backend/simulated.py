@@ -69,6 +69,11 @@ class SimulatedCluster:
         # Controlling owners' creation times (owner uid -> epoch s), as the live backend's Job
         # informer knows them: deadline durations of their pods count from these.
         self.owners: dict[str, float] = {}
+        # Service selectors (namespace -> service name -> selector) and ReplicationController /
+        # ReplicaSet / StatefulSet label selectors ((namespace, kind, name) -> selector), as the
+        # live backend's informers know them: PodTopologySpread's default constraints read them.
+        self.services: dict[str, dict[str, dict[str, str]]] = {}
+        self.controllers: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         self._awaiting_owner: dict[str, set[PodKey]] = {}  # owner uid -> its pods created before it
         self.binds = 0
         self.budgets: dict[str, DisruptionBudget] = {}  # "ns/name" -> PodDisruptionBudget
@@ -276,7 +281,28 @@ class SimulatedCluster:
     def namespace_names(self) -> Collection[str]:
         return self.namespaces.keys()
 
+    def service_selectors(self, namespace: str) -> Sequence[Mapping[str, str]]:
+        return list(self.services.get(namespace, {}).values())
+
+    def controller_selector(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
+        return self.controllers.get((namespace, kind, name))
+
     # ----- the simulated world changes
+    def set_service(self, namespace: str, name: str, selector: Mapping[str, str] | None) -> None:
+        """A Service and its selector (None or {}: a Service without one, which selects no pod)."""
+        services = self.services.setdefault(namespace, {})
+        if selector:
+            services[name] = dict(selector)
+        else:
+            services.pop(name, None)
+
+    def set_controller(self, namespace: str, kind: str, name: str, selector: Mapping[str, Any] | None) -> None:
+        """A ReplicationController (selector as matchLabels), ReplicaSet or StatefulSet; None removes it."""
+        if selector is None:
+            self.controllers.pop((namespace, kind, name), None)
+        else:
+            self.controllers[(namespace, kind, name)] = selector
+
     def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
         self.namespaces[name] = dict(labels)
 

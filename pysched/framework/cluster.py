@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget
@@ -107,4 +107,15 @@ class ClusterBackend(Protocol):
     def namespace_names(self) -> Collection[str]:
         """Every namespace known (with `namespace_labels`), for the namespaces a namespaceSelector
         of an inter-pod affinity term selects."""
+
+    def service_selectors(self, namespace: str) -> Sequence[Mapping[str, str]]:
+        """The `spec.selector` of each Service in the namespace that has one, as last seen.
+
+        Synchronous like `namespace_labels`: PodTopologySpread's default constraints select the
+        pods of the Services and controllers a pod belongs to, so backends keep these in memory."""
+        ...
+
+    def controller_selector(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
+        """The label selector (`matchLabels` / `matchExpressions`) of a ReplicationController (its
+        map selector as matchLabels), ReplicaSet or StatefulSet, as last seen; None when unknown."""
         ...

@@ -26,8 +26,8 @@ class PlacementListener(Protocol):
 
 
 class PlacedPods:
-    """Pods per node-table row. A pod whose labels change while placed is reported removed,
-    then placed again, so a listener's counts never hold a stale label set."""
+    """Pods per node-table row. A pod whose labels or deletion state change while placed is
+    reported removed, then placed again, so a listener's counts never hold a stale label set."""
 
     def __init__(self) -> None:
         self._rows: dict[int, dict[PodKey, PodInfo]] = {}
@@ -68,8 +68,9 @@ class PlacedPods:
             listener.pod_removed(pod, row)
 
     def replaced(self, old: PodInfo, new: PodInfo, row: int) -> None:
-        """The same placed pod, newer: listeners hear of it only when its labels changed."""
-        if old.labels == new.labels:
+        """The same placed pod, newer: listeners hear of it only when its labels changed or it
+        started terminating (pod counts such as topology spread leave terminating pods out)."""
+        if old.labels == new.labels and old.deleting == new.deleting:
             self._rows[row][new.key] = new
             return
         self.removed(old, row)

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -46,6 +47,14 @@ log = structlog.get_logger("pysched.live")
 
 # Succeeded and Failed pods hold no resources; a pod that leaves this selection arrives as DELETED.
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+# The workload kinds whose selectors PodTopologySpread's default constraints read: kind, list path, resource.
+_CONTROLLERS = (
+    ("ReplicationController", "/api/v1/replicationcontrollers", "replicationcontrollers"),
+    ("ReplicaSet", "/apis/apps/v1/replicasets", "replicasets"),
+    ("StatefulSet", "/apis/apps/v1/statefulsets", "statefulsets"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +119,11 @@ class LiveCluster:
         self.job_created: dict[str, float] = {}
         self._job_uids: dict[str, str] = {}  # "ns/name" -> uid (a relist deletes by key)
         self._pods_by_job: dict[str, set[str]] = {}  # Job uid -> keys of known pods it controls
+        # Label selectors of Services (namespace -> name -> selector) and of ReplicationControllers,
+        # ReplicaSets and StatefulSets ((namespace, kind, name) -> selector): PodTopologySpread's
+        # default constraints select the pods of the workloads a pod belongs to.
+        self.services: dict[str, dict[str, dict[str, str]]] = {}
+        self.controllers: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         self._invalid: set[str] = set()
         self.budgets: dict[str, DisruptionBudget] = {}  # "ns/name" -> policy/v1 PodDisruptionBudget
         self._listener: ClusterListener | None = None
@@ -137,6 +151,22 @@ class LiveCluster:
             client, "/apis/policy/v1/poddisruptionbudgets", self._budget_upsert, self._budget_delete,
             page_size=opts.page_size, inactivity=opts.inactivity, resource="poddisruptionbudgets",
         )  # fmt: skip
+        self.service_informer = Informer(
+            client, "/api/v1/services", self._service_upsert, self._service_delete,
+            page_size=opts.page_size, inactivity=opts.inactivity, resource="services",
+        )  # fmt: skip
+        self.controller_informers = tuple(
+            Informer(
+                client,
+                path,
+                self._controller_upsert(kind),
+                self._controller_delete(kind),
+                page_size=opts.page_size,
+                inactivity=opts.inactivity,
+                resource=resource,
+            )
+            for kind, path, resource in _CONTROLLERS
+        )
         self.node_informer = Informer(
             client, "/api/v1/nodes", self._node_upsert, self._node_delete,
             page_size=opts.page_size, inactivity=opts.inactivity, resource="nodes",
@@ -178,6 +208,10 @@ class LiveCluster:
         await self.job_informer.synced.wait()
         self._tasks.append(asyncio.create_task(self.budget_informer.run()))
         await self.budget_informer.synced.wait()
+        for informer in (self.service_informer, *self.controller_informers):
+            self._tasks.append(asyncio.create_task(informer.run()))
+        for informer in (self.service_informer, *self.controller_informers):
+            await informer.synced.wait()
         self._tasks.append(asyncio.create_task(self.node_informer.run()))
         await self.node_informer.synced.wait()
         for informer in self.storage_informers:
@@ -203,6 +237,8 @@ class LiveCluster:
             self.namespace_informer,
             self.job_informer,
             self.budget_informer,
+            self.service_informer,
+            *self.controller_informers,
             self.node_informer,
             *self.storage_informers,
             self.pod_informer,
@@ -316,6 +352,51 @@ class LiveCluster:
 
     def _budget_delete(self, key: str, raw: JSON | None) -> None:
         self.budgets.pop(key, None)
+
+    def service_selectors(self, namespace: str) -> Sequence[Mapping[str, str]]:
+        return list(self.services.get(namespace, {}).values())
+
+    def controller_selector(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
+        return self.controllers.get((namespace, kind, name))
+
+    def _service_upsert(self, raw: JSON) -> None:
+        meta = raw.get("metadata") or {}
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        selector = (raw.get("spec") or {}).get("selector")
+        services = self.services.setdefault(namespace, {})
+        if isinstance(selector, Mapping) and selector:
+            services[name] = {str(k): str(v) for k, v in selector.items()}
+        else:
+            services.pop(name, None)  # no selector: it selects no pod
+
+    def _service_delete(self, key: str, raw: JSON | None) -> None:
+        namespace, _, name = key.partition("/")
+        services = self.services.get(namespace)
+        if services is not None:
+            services.pop(name, None)
+            if not services:
+                del self.services[namespace]
+
+    def _controller_upsert(self, kind: str) -> Callable[[JSON], None]:
+        def upsert(raw: JSON) -> None:
+            meta = raw.get("metadata") or {}
+            key = (str(meta.get("namespace")), kind, str(meta.get("name")))
+            selector = (raw.get("spec") or {}).get("selector")
+            if kind == "ReplicationController" and isinstance(selector, Mapping):
+                selector = {"matchLabels": selector}  # a plain map: the same as matchLabels
+            if isinstance(selector, Mapping):
+                self.controllers[key] = selector
+            else:
+                self.controllers.pop(key, None)
+
+        return upsert
+
+    def _controller_delete(self, kind: str) -> Callable[[str, JSON | None], None]:
+        def delete(key: str, raw: JSON | None) -> None:
+            namespace, _, name = key.partition("/")
+            self.controllers.pop((namespace, kind, name), None)
+
+        return delete
 
     def _job_upsert(self, raw: JSON) -> None:
         meta = raw.get("metadata") or {}

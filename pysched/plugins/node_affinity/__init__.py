@@ -6,78 +6,16 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
-
-from pysched.api.objects import PodInfo, Requirement, SelectorTerm
+from pysched.api.objects import PodInfo
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import PLACEMENT_EVENTS, EventRegistration
 from pysched.framework.interfaces import FilterResult, Handle
-from pysched.framework.masks import mask_result
+from pysched.framework.masks import affinity_mask, mask_result
 from pysched.framework.nodetable import Bools, NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
 
 NAME = "NodeAffinity"
 REASON = "node(s) didn't match Pod's node affinity/selector"
-
-
-def _as_int(value: str) -> int | None:
-    try:
-        return int(value)
-    except ValueError:
-        return None
-
-
-def _label_ids(nodes: NodeTable, key: str, values: Sequence[str]) -> list[int]:
-    return [nodes.label_value_id(key, v) for v in values]
-
-
-def requirement_mask(req: Requirement, nodes: NodeTable) -> Bools:
-    """Rows whose labels satisfy one matchExpressions requirement (k8s labels.Selector semantics)."""
-    column = nodes.label_column(req.key)
-    if req.operator == "In":
-        return np.isin(column, _label_ids(nodes, req.key, req.values))
-    if req.operator == "NotIn":
-        return ~np.isin(column, _label_ids(nodes, req.key, req.values))
-    if req.operator == "Exists":
-        return column >= 0
-    if req.operator == "DoesNotExist":
-        return column < 0
-    if req.operator in ("Gt", "Lt"):
-        bound = _as_int(req.values[0]) if len(req.values) == 1 else None
-        if bound is None:
-            return np.zeros(nodes.size, np.bool_)
-        # One comparison per distinct label value, then a lookup per node.
-        ids = nodes.label_values.get(req.key, {})
-        passing = np.zeros(len(ids) + 1, np.bool_)  # the extra slot is "label absent" (-1)
-        for value, value_id in ids.items():
-            number = _as_int(value)
-            if number is not None:
-                passing[value_id] = number > bound if req.operator == "Gt" else number < bound
-        return passing[column]
-    return np.zeros(nodes.size, np.bool_)  # unknown operator: the API would have refused it
-
-
-def field_mask(req: Requirement, nodes: NodeTable) -> Bools:
-    """matchFields supports only metadata.name with In / NotIn."""
-    if req.key != "metadata.name" or req.operator not in ("In", "NotIn"):
-        return np.zeros(nodes.size, np.bool_)
-    hit = np.zeros(nodes.size, np.bool_)
-    for name in req.values:
-        row = nodes.row.get(name)  # type: ignore[call-overload]
-        if row is not None:
-            hit[row] = True
-    return hit if req.operator == "In" else ~hit
-
-
-def term_mask(term: SelectorTerm, nodes: NodeTable) -> Bools:
-    if not term.match_expressions and not term.match_fields:
-        return np.zeros(nodes.size, np.bool_)  # an empty term matches no node
-    mask = np.ones(nodes.size, np.bool_)
-    for req in term.match_expressions:
-        mask &= requirement_mask(req, nodes)
-    for req in term.match_fields:
-        mask &= field_mask(req, nodes)
-    return mask
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,15 +26,7 @@ class NodeAffinity:
         return (pod.node_selector, pod.required_terms)
 
     def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools:
-        mask = np.ones(nodes.size, np.bool_)
-        for key, value in pod.node_selector:
-            mask &= nodes.label_column(key) == nodes.label_value_id(key, value)
-        if pod.required_terms is not None:
-            any_term = np.zeros(nodes.size, np.bool_)
-            for term in pod.required_terms:
-                any_term |= term_mask(term, nodes)
-            mask &= any_term
-        return mask
+        return affinity_mask(pod, nodes)
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult:
         return mask_result(self.node_mask(pod, nodes), REASON, unresolvable=True)

@@ -12,21 +12,13 @@ from pysched.api.objects import PodInfo, Taint, Toleration
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import PLACEMENT_EVENTS, EventRegistration
 from pysched.framework.interfaces import FilterResult, Handle
-from pysched.framework.masks import mask_result
+from pysched.framework.masks import mask_result, tolerated_mask
 from pysched.framework.nodetable import I64, MAX_NODE_SCORE, Bools, NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
 
 NAME = "TaintToleration"
 # kube-scheduler v1.36 no longer names the taint (its key and value may be private).
 REASON = "node(s) had untolerated taint(s)"
-FILTER_EFFECTS = ("NoSchedule", "NoExecute")
-
-
-def first_untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
-    for taint in taints:
-        if taint.effect in FILTER_EFFECTS and not any(t.tolerates(taint) for t in tolerations):
-            return taint
-    return None
 
 
 def intolerable_preferred(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> int:
@@ -40,15 +32,11 @@ def intolerable_preferred(taints: Sequence[Taint], tolerations: Sequence[Tolerat
 class TaintToleration:
     NAME: ClassVar[str] = NAME
 
-    def _per_set(self, pod: PodInfo, nodes: NodeTable) -> list[Taint | None]:
-        return [first_untolerated(taints, pod.tolerations) for taints in nodes.taint_sets]
-
     def mask_key(self, pod: PodInfo) -> tuple[Toleration, ...]:
         return pod.tolerations
 
     def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools:
-        ok = np.array([t is None for t in self._per_set(pod, nodes)], np.bool_)
-        return ok[nodes.taint_set[: nodes.size]]
+        return tolerated_mask(pod, nodes)
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult:
         return mask_result(self.node_mask(pod, nodes), REASON, unresolvable=True)

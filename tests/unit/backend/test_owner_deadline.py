@@ -239,5 +239,18 @@ async def test_live_start_lists_jobs_before_pods() -> None:
     backend, _ = await live_backend(listener, api)
     await backend.stop()
     lists = [path for method, path in api.requests if method == "GET"]
-    assert lists == ["/api/v1/namespaces", JOBS, "/apis/policy/v1/poddisruptionbudgets", "/api/v1/nodes", PODS]
+    workloads = [
+        "/api/v1/services",
+        "/api/v1/replicationcontrollers",
+        "/apis/apps/v1/replicasets",
+        "/apis/apps/v1/statefulsets",
+    ]
+    assert lists == [
+        "/api/v1/namespaces",
+        JOBS,
+        "/apis/policy/v1/poddisruptionbudgets",
+        *workloads,
+        "/api/v1/nodes",
+        PODS,
+    ]
     assert listener.added["ns/p"].owner_created == JOB_CREATED and not listener.updated

@@ -1,0 +1,202 @@
+"""Pod topology spread constraints (`spec.topologySpreadConstraints`), read with bounds.
+
+A constraint of the wrong shape (a wrong type, a maxSkew out of range, too many constraints or
+selector terms) is malformed: `spread_constraints` raises one of `objects.MALFORMED` and the pod
+gets the invalid-pod event. A selector or topology key that is well typed but does not parse as
+Kubernetes would parse it is kept with its `problem`, so PodTopologySpread rejects the pod as
+unresolvable with that message while other pods go on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pysched.api.labels import selector_matches, selector_problem
+from pysched.api.limits import clip
+
+MAX_CONSTRAINTS = 16  # per pod (kube sets no number; a real pod has one or two)
+MAX_SKEW = 2**31 - 1  # int32, as the API types it
+MAX_SELECTOR_TERMS = 64  # matchLabels pairs plus matchExpressions
+MAX_SELECTOR_VALUES = 256  # values of one expression
+MAX_MATCH_LABEL_KEYS = 32
+
+DO_NOT_SCHEDULE = "DoNotSchedule"
+SCHEDULE_ANYWAY = "ScheduleAnyway"
+HONOR = "Honor"
+IGNORE = "Ignore"
+
+_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+Expression = tuple[str, str, tuple[str, ...]]  # (key, operator, values)
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why `key` is not a valid label key (an optional DNS-subdomain prefix and a name), or None."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _PREFIX.match(prefix)):
+        return f"label key {clip(key)}: the prefix must be a DNS subdomain"
+    if not name or len(name) > 63 or not _NAME.match(name):
+        return f"label key {clip(key)}: the name must be 63 characters or fewer, alphanumeric, '-', '_' or '.'"
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    if value and (len(value) > 63 or not _NAME.match(value)):
+        return f"label value {clip(value)} must be 63 characters or fewer, alphanumeric, '-', '_' or '.'"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadSelector:
+    """A parsed label selector; `nothing` is a missing selector, which matches no pod."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Expression, ...] = ()
+    nothing: bool = False
+
+    @property
+    def empty(self) -> bool:
+        """`{}`: matches every pod, yet kube counts no pod for it (only the incoming one)."""
+        return not self.nothing and not self.match_labels and not self.match_expressions
+
+    def as_mapping(self) -> dict[str, Any]:
+        return {
+            "matchLabels": dict(self.match_labels),
+            "matchExpressions": [{"key": k, "operator": op, "values": list(v)} for k, op, v in self.match_expressions],
+        }
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return not self.nothing and selector_matches(self.as_mapping(), labels)
+
+    def with_labels(self, pairs: Mapping[str, str]) -> SpreadSelector:
+        """matchLabelKeys merged in: the pod's values of those keys become requirements too."""
+        if self.nothing or not pairs:
+            return self
+        merged = sorted({*self.match_labels, *pairs.items()})
+        return SpreadSelector(tuple(merged), self.match_expressions)
+
+
+NOTHING = SpreadSelector(nothing=True)
+
+
+def parse_selector(raw: object) -> tuple[SpreadSelector, str]:
+    """(selector, problem): a selector that does not parse comes back as NOTHING with why.
+
+    Raises TypeError for a value that is not a map and ValueError beyond the size bounds."""
+    if raw is None:
+        return NOTHING, ""
+    if not isinstance(raw, Mapping):
+        raise TypeError("labelSelector must be a map")
+    labels = raw.get("matchLabels") or {}
+    expressions = raw.get("matchExpressions") or []
+    if not isinstance(labels, Mapping) or not isinstance(expressions, list | tuple):
+        raise TypeError("labelSelector.matchLabels must be a map and matchExpressions a list")
+    if len(labels) + len(expressions) > MAX_SELECTOR_TERMS:
+        raise ValueError(f"labelSelector has more than {MAX_SELECTOR_TERMS} terms")
+    problem = selector_problem(raw)
+    if problem is not None:
+        return NOTHING, problem
+    pairs = []
+    for key, value in labels.items():
+        problem = label_key_problem(str(key)) or label_value_problem(value)
+        if problem is not None:
+            return NOTHING, problem
+        pairs.append((str(key), value))
+    parsed: list[Expression] = []
+    for expr in expressions:
+        values = expr.get("values") or ()
+        if len(values) > MAX_SELECTOR_VALUES:
+            raise ValueError(f"labelSelector expression has more than {MAX_SELECTOR_VALUES} values")
+        if not all(isinstance(v, str) for v in values):
+            raise TypeError("labelSelector expression values must be strings")
+        problem = label_key_problem(expr["key"]) or next(filter(None, map(label_value_problem, values)), None)
+        if problem is not None:
+            return NOTHING, problem
+        parsed.append((expr["key"], expr["operator"], tuple(sorted(set(values)))))
+    return SpreadSelector(tuple(sorted(pairs)), tuple(sorted(parsed))), ""
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """One topologySpreadConstraint with kube's defaults filled in (minDomains 1, affinity Honor,
+    taints Ignore). `problem` is set when its selector or topology key does not parse."""
+
+    max_skew: int
+    topology_key: str
+    hard: bool  # whenUnsatisfiable: DoNotSchedule (filter) rather than ScheduleAnyway (score)
+    selector: SpreadSelector = NOTHING
+    min_domains: int = 1
+    honor_affinity: bool = True
+    honor_taints: bool = False
+    match_label_keys: tuple[str, ...] = ()
+    problem: str = ""
+
+    def selector_for(self, pod_labels: Mapping[str, str]) -> SpreadSelector:
+        """The selector with matchLabelKeys merged from the incoming pod's labels."""
+        if not self.match_label_keys:
+            return self.selector
+        return self.selector.with_labels({k: pod_labels[k] for k in self.match_label_keys if k in pod_labels})
+
+
+def _int(raw: Mapping[str, Any], key: str, default: int | None) -> int:
+    value = raw.get(key, default)
+    if value is None and default is not None:
+        value = default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"topologySpreadConstraints {key} must be an integer, not {clip(value)}")
+    if not 1 <= value <= MAX_SKEW:
+        raise ValueError(f"topologySpreadConstraints {key} {value} is out of range (1..{MAX_SKEW})")
+    return value
+
+
+def _policy(raw: Mapping[str, Any], key: str, default: str) -> bool:
+    value = raw.get(key) or default
+    if value not in (HONOR, IGNORE):
+        raise ValueError(f"topologySpreadConstraints {key} {clip(value)} is not Honor or Ignore")
+    return bool(value == HONOR)
+
+
+def parse_constraint(raw: object) -> SpreadConstraint:
+    if not isinstance(raw, Mapping):
+        raise TypeError("a topologySpreadConstraints entry must be a map")
+    when = raw.get("whenUnsatisfiable")
+    if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+        raise ValueError(
+            f"topologySpreadConstraints whenUnsatisfiable {clip(when)} is not DoNotSchedule or ScheduleAnyway"
+        )
+    key = raw.get("topologyKey")
+    if not isinstance(key, str):
+        raise TypeError("topologySpreadConstraints topologyKey must be a string")
+    keys = raw.get("matchLabelKeys") or []
+    if not isinstance(keys, list | tuple) or not all(isinstance(k, str) for k in keys):
+        raise TypeError("topologySpreadConstraints matchLabelKeys must be a list of strings")
+    if len(keys) > MAX_MATCH_LABEL_KEYS:
+        raise ValueError(f"topologySpreadConstraints has more than {MAX_MATCH_LABEL_KEYS} matchLabelKeys")
+    selector, problem = parse_selector(raw.get("labelSelector"))
+    problem = problem or label_key_problem(key) or next(filter(None, map(label_key_problem, keys)), None) or ""
+    return SpreadConstraint(
+        max_skew=_int(raw, "maxSkew", None),
+        topology_key=key,
+        hard=when == DO_NOT_SCHEDULE,
+        selector=selector,
+        min_domains=_int(raw, "minDomains", 1),
+        honor_affinity=_policy(raw, "nodeAffinityPolicy", HONOR),
+        honor_taints=_policy(raw, "nodeTaintsPolicy", IGNORE),
+        match_label_keys=tuple(keys),
+        problem=problem,
+    )
+
+
+def spread_constraints(raw: object) -> tuple[SpreadConstraint, ...]:
+    """`spec.topologySpreadConstraints` parsed (() when absent); raises MALFORMED exceptions."""
+    if not raw:
+        return ()
+    if not isinstance(raw, list | tuple):
+        raise TypeError("spec.topologySpreadConstraints must be a list")
+    if len(raw) > MAX_CONSTRAINTS:
+        raise ValueError(f"spec.topologySpreadConstraints has more than {MAX_CONSTRAINTS} entries")
+    return tuple(parse_constraint(c) for c in raw)
