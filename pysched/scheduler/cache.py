@@ -48,8 +48,9 @@ class Cache:
 
     def _place(self, pod: PodInfo, node: NodeName, assumed: bool, request: RequestShape | None = None) -> None:
         if node not in self.nodes.row:
-            self._orphans.setdefault(node, {})[pod.key] = pod
-            return
+            if not assumed:  # bound to a node not seen yet: counted when it arrives
+                self._orphans.setdefault(node, {})[pod.key] = pod
+            return  # an assumption on a node that is gone holds nothing: its bind will fail
         entry = _PodEntry(pod, node, assumed, request or self.nodes.request_shape(pod.requests))
         self._pods[pod.key] = entry
         self._charge(entry, +1)

@@ -251,6 +251,10 @@ async def test_live_start_lists_jobs_before_pods() -> None:
         "/apis/policy/v1/poddisruptionbudgets",
         *workloads,
         "/api/v1/nodes",
+        "/api/v1/persistentvolumeclaims",
+        "/api/v1/persistentvolumes",
+        "/apis/storage.k8s.io/v1/storageclasses",
+        "/apis/storage.k8s.io/v1/csinodes",
         PODS,
     ]
     assert listener.added["ns/p"].owner_created == JOB_CREATED and not listener.updated

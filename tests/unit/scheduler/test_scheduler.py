@@ -53,7 +53,10 @@ def test_binds_reports_and_requeues_when_room_frees(loop: asyncio.AbstractEventL
         assert bound == {"default/p1": "a", "default/p2": "a", "default/p3": None, "default/other": None}
         failed = [e for e in cluster.events if e.pod == "default/p3"]
         assert failed[-1].reason == "FailedScheduling"
-        assert failed[-1].note == "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s)."
+        assert failed[-1].note == (
+            "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s). preemption: 0/2 nodes "
+            "are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
+        )
         condition = cluster.conditions[PodKey("default/p3")]["PodScheduled"]
         assert (condition.status, condition.reason) == ("False", "Unschedulable")
         assert scheduler.queue.where(PodKey("default/p3")) == "unschedulable"
