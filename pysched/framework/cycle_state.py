@@ -7,6 +7,9 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 class CycleState:
     """Typed key/value store living for one scheduling cycle (plus its binding cycle)."""
 
@@ -15,15 +18,21 @@ class CycleState:
     def __init__(self) -> None:
         # Created on first use: most cycles never write, and one is made per pod.
         self._data: dict[str, Any] | None = None
-        self.skip_filter: frozenset[str] = frozenset()
-        self.skip_score: frozenset[str] = frozenset()
+        # Shared and empty until a plugin skips: most pods see several Skips, so a set is made
+        # once per point, not once per Skip.
+        self.skip_filter: set[str] | frozenset[str] = _NONE
+        self.skip_score: set[str] | frozenset[str] = _NONE
 
     def skip(self, point: str, plugin: str) -> None:
         """A PreFilter/PreScore plugin returned Skip: its Filter/Score is not run for this pod."""
         if point == "filter":
-            self.skip_filter = self.skip_filter | {plugin}
+            if not isinstance(self.skip_filter, set):
+                self.skip_filter = set()
+            self.skip_filter.add(plugin)
         else:
-            self.skip_score = self.skip_score | {plugin}
+            if not isinstance(self.skip_score, set):
+                self.skip_score = set()
+            self.skip_score.add(plugin)
 
     def write(self, key: str, value: object) -> None:
         if self._data is None:

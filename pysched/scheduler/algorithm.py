@@ -138,6 +138,7 @@ class SchedulingAlgorithm:
         self.weights = plan.weights
         self.batch_filters = plan.batch_filters
         self.extra_scores = plan.extra_scores
+        self._extra_names = tuple(score.plugin.NAME for score in plan.extra_scores)  # read per cycle
         self._classify = plan.classify
         self._masks: dict[int, tuple[Bools, I64]] = {}  # signature -> (mask, candidate rows)
         self._mask_generation = -1
@@ -213,7 +214,12 @@ class SchedulingAlgorithm:
                 state.skip("score", pre.NAME)
             elif not status.ok:
                 return ScheduleResult(None, status.with_plugin(pre.NAME), 0)
-        extra = any(score.plugin.NAME not in state.skip_score for score in self.extra_scores)
+        skipped = state.skip_score
+        extra = False
+        for score_name in self._extra_names:
+            if score_name not in skipped:
+                extra = True
+                break
         if not batch_filters and not extra:
             # Only mask filters, the fused fit and fused scores: the incremental arg-max answers.
             best, feasible = self.selection.select(

@@ -93,18 +93,19 @@ def _set_below(node: object, steps: tuple[tuple[str, bool], ...], at: int) -> bo
     """Some value at `steps[at:]` below `node` is non-empty (lists stepped into where marked);
     a wrong shape on the way sets nothing."""
     while at < len(steps):
-        if not isinstance(node, Mapping):
+        if type(node) is not dict and not isinstance(node, Mapping):  # API objects are dicts: no ABC check
             return False
         name, many = steps[at]
         node = node.get(name)
         at += 1
         if node is None:
             return False
-        if many:
-            if isinstance(node, list):
-                for item in node:
-                    if _set_below(item, steps, at):
-                        return True
+        if many:  # loops, not generators: this runs for every pod, and garbage costs GC time
+            if type(node) is not list:
+                return False
+            for item in node:  # noqa: SIM110 (no generator per pod)
+                if _set_below(item, steps, at):
+                    return True
             return False
     return node not in ("", [], {})
 
@@ -123,4 +124,8 @@ def refused_fields(pod: Mapping[str, Any]) -> list[str]:
     spec = pod.get("spec")
     if not isinstance(spec, Mapping) or _ROOTS.isdisjoint(spec):
         return []
-    return [path for path, steps in _COMPILED if steps[1][0] in spec and _set_below(spec, steps, 1)]
+    found: list[str] = []
+    for path, steps in _COMPILED:
+        if steps[1][0] in spec and _set_below(spec, steps, 1):
+            found.append(path)
+    return found
