@@ -11,10 +11,12 @@ import pytest
 from pysched.api.containers import ContainerResize
 from pysched.api.ids import NodeName, PodUID, pod_key
 from pysched.api.objects import NodeInfo, PodInfo
+from pysched.api.volumes import Storage
 from pysched.backend.live.client import connect
 from pysched.backend.live.cluster import LiveCluster, LiveOptions
 from pysched.backend.live.kubeclient import STRATEGIC_MERGE_PATCH
 from pysched.framework.cluster import PodCondition
+from pysched.framework.events import EventKind
 from pysched.framework.status import Code
 from pysched.testing import KubeAPI, LocalControlPlane
 from pysched.testing.helpers import condition, container, eventually, fake_node, make_pod
@@ -49,6 +51,9 @@ class Listener:
 
     def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:
         raise AssertionError(problem)
+
+    def on_storage_changed(self, kind: EventKind, old: Storage | None, new: Storage | None) -> None:
+        pass  # these tests watch pods and nodes only
 
 
 async def test_live_cluster_reads_and_writes(control_plane: LocalControlPlane, kube: KubeAPI, namespace: str) -> None:

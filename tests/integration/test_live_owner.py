@@ -14,9 +14,11 @@ import pytest
 from pysched.api.annotations import DEADLINE, deadline_of
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.times import parse_time
+from pysched.api.volumes import Storage
 from pysched.backend.live.client import AsyncKubeClient, connect
 from pysched.backend.live.cluster import LiveCluster, LiveOptions
 from pysched.backend.live.kubeclient import ApiResponse
+from pysched.framework.events import EventKind
 from pysched.testing import KubeAPI, LocalControlPlane
 from pysched.testing.helpers import eventually, make_pod
 from pysched.testing.kube import JSON, KubeAPIError
@@ -47,6 +49,9 @@ class Listener:
 
     def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:
         raise AssertionError(problem)
+
+    def on_storage_changed(self, kind: EventKind, old: Storage | None, new: Storage | None) -> None:
+        pass  # these tests watch pods and nodes only
 
 
 def create_job(kube: KubeAPI, namespace: str, name: str) -> JSON:

@@ -6,28 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from pysched.testing import KubeAPI, LocalControlPlane, NodeSpec, create_fake_nodes, wait_for
-from pysched.testing.scheduler import DEFAULT_FILTERS, TEST_LABEL, events, list_pods, pod_for, start_scheduler
+from pysched.testing.scheduler import TEST_LABEL, events, list_pods, pod_for, start_scheduler, write_profile
 
 pytestmark = pytest.mark.integration
-
-
-def _profile(path: Path, name: str) -> Path:
-    profile = {
-        "schedulerName": name,
-        "plugins": {
-            "queueSort": [{"name": "PrioritySort"}],
-            "preFilter": [{"name": "InterPodAffinity"}],
-            "filter": [*({"name": n} for n in DEFAULT_FILTERS), {"name": "InterPodAffinity"}],
-            "preScore": [{"name": "InterPodAffinity"}],
-            "score": [{"name": "LeastAllocated", "weight": 1}, {"name": "InterPodAffinity", "weight": 2}],
-            "bind": [{"name": "DefaultBinder"}],
-        },
-    }
-    path.write_text(yaml.safe_dump({"profiles": [profile]}))
-    return path
 
 
 def _apart(name: str, scheduler: str, namespace: str) -> dict[str, Any]:
@@ -49,7 +32,7 @@ def test_required_anti_affinity_pending_then_apart(
     name = f"pysched-{namespace}"
     spec = NodeSpec(cpu="4", memory="16Gi", labels={TEST_LABEL: namespace})
     nodes = create_fake_nodes(kube, 1, spec, prefix=f"{namespace}-n")
-    proc = start_scheduler(control_plane, name, config=_profile(tmp_path / "profiles.yaml", name))
+    proc = start_scheduler(control_plane, name, config=write_profile(tmp_path / "profiles.yaml", name))
     try:
         kube.create_pod(namespace, _apart("first", name, namespace))
         wait_for(

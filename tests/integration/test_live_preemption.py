@@ -8,19 +8,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pysched.testing import KubeAPI, LocalControlPlane, wait_for
 from pysched.testing.helpers import condition
 from pysched.testing.kube import JSON, KubeAPIError
 from pysched.testing.scheduler import (
-    DEFAULT_FILTERS,
     SchedulerProcess,
     create_pods,
     events,
     namespace_nodes,
     pod_for,
     start_scheduler,
+    write_profile,
 )
 
 pytestmark = pytest.mark.integration
@@ -52,18 +51,7 @@ def classes(kube: KubeAPI) -> Iterator[tuple[str, str]]:
 @pytest.fixture
 def scheduler(control_plane: LocalControlPlane, namespace: str, tmp_path: Path) -> Iterator[SchedulerProcess]:
     name = f"pysched-{namespace}"
-    profile = {
-        "schedulerName": name,
-        "plugins": {
-            "queueSort": [{"name": "PrioritySort"}],
-            "filter": [{"name": n} for n in DEFAULT_FILTERS],
-            "postFilter": [{"name": "DefaultPreemption"}],
-            "score": [{"name": "LeastAllocated", "weight": 1}],
-            "bind": [{"name": "DefaultBinder"}],
-        },
-    }
-    path = tmp_path / "profiles.yaml"
-    path.write_text(yaml.safe_dump({"profiles": [profile]}))
+    path = write_profile(tmp_path / "profiles.yaml", name)  # the default profile: DefaultPreemption included
     proc = start_scheduler(control_plane, name, config=path, args=["--qps=1000", "--burst=1000"])
     yield proc
     assert proc.stop() == 0, proc.log()

@@ -8,11 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from pysched.testing import KubeAPI, LocalControlPlane, NodeSpec, create_fake_nodes, wait_for
 from pysched.testing.scheduler import (
-    DEFAULT_FILTERS,
     TEST_LABEL,
     SchedulerProcess,
     create_pods,
@@ -20,6 +18,7 @@ from pysched.testing.scheduler import (
     list_pods,
     pod_for,
     start_scheduler,
+    write_profile,
 )
 
 pytestmark = pytest.mark.integration
@@ -48,20 +47,7 @@ def zone_nodes(kube: KubeAPI, namespace: str) -> Iterator[dict[str, str]]:
 @pytest.fixture
 def scheduler(control_plane: LocalControlPlane, namespace: str, tmp_path: Path) -> Iterator[SchedulerProcess]:
     name = f"pysched-{namespace}"
-    spread = {"name": "PodTopologySpread"}
-    profile = {
-        "schedulerName": name,
-        "plugins": {
-            "queueSort": [{"name": "PrioritySort"}],
-            "preFilter": [spread],
-            "filter": [*({"name": n} for n in DEFAULT_FILTERS), spread],
-            "preScore": [spread],
-            "score": [{"name": "LeastAllocated", "weight": 1}, {**spread, "weight": 2}],
-            "bind": [{"name": "DefaultBinder"}],
-        },
-    }
-    path = tmp_path / "profiles.yaml"
-    path.write_text(yaml.safe_dump({"profiles": [profile]}))
+    path = write_profile(tmp_path / "profiles.yaml", name)  # the default profile: PodTopologySpread included
     proc = start_scheduler(control_plane, name, config=path, args=["--qps=1000", "--burst=1000"])
     yield proc
     assert proc.stop() == 0, proc.log()
