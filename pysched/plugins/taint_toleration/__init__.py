@@ -15,6 +15,7 @@ from pysched.framework.interfaces import FilterResult, Handle
 from pysched.framework.masks import mask_result, tolerated_mask
 from pysched.framework.nodetable import I64, MAX_NODE_SCORE, Bools, NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
+from pysched.framework.status import SKIP, SUCCESS, Status
 
 NAME = "TaintToleration"
 # kube-scheduler v1.36 no longer names the taint (its key and value may be private).
@@ -40,6 +41,13 @@ class TaintToleration:
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult:
         return mask_result(self.node_mask(pod, nodes), REASON, unresolvable=True)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> Status:
+        """Skip when no node has a PreferNoSchedule taint the pod does not tolerate: every node
+        would score the same, and the pod keeps the kernel's incremental selection."""
+        if any(intolerable_preferred(taints, pod.tolerations) for taints in nodes.taint_sets):
+            return SUCCESS
+        return SKIP
 
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> I64:
         """Raw score: how many PreferNoSchedule taints the pod does not tolerate (normalized, reversed)."""

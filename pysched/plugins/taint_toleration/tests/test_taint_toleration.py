@@ -4,6 +4,7 @@ from pysched.api.builders import make_node, make_pod
 from pysched.api.objects import Taint, Toleration
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.nodetable import NodeTable
+from pysched.framework.status import Code
 from pysched.plugins.taint_toleration import TaintToleration
 
 
@@ -50,3 +51,19 @@ def test_score_prefers_nodes_without_intolerable_prefer_no_schedule_taints() -> 
     scores = plugin.score_batch(CycleState(), tolerant, table, feasible)
     plugin.normalize_scores(CycleState(), tolerant, scores, feasible)
     assert list(scores) == [100, 100, 100, 100]
+
+
+def test_pre_score_skips_unless_a_node_has_an_untolerated_prefer_no_schedule_taint() -> None:
+    """Skipping keeps plain clusters on the kernel's incremental selection; it must never skip
+    where the score would tell nodes apart."""
+    plugin = TaintToleration()
+    plain = NodeTable()
+    plain.add(make_node("a", taints=[{"key": "gpu", "value": "a100", "effect": "NoSchedule"}]))
+    plain.add(make_node("b"))
+    feasible = np.ones(2, np.bool_)
+    assert plugin.pre_score(CycleState(), make_pod("p"), plain, feasible).code is Code.SKIP
+    table = _table()
+    rows = np.ones(table.size, np.bool_)
+    assert plugin.pre_score(CycleState(), make_pod("p"), table, rows).ok
+    tolerant = make_pod("t", tolerations=[{"operator": "Exists", "effect": "PreferNoSchedule"}])
+    assert plugin.pre_score(CycleState(), tolerant, table, rows).code is Code.SKIP
