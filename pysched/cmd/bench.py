@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from pysched.api.builders import node_dict, pod_dict
+from pysched.api.storage_builders import pvc_dict, storage_class_dict
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import SchedulerConfig
@@ -88,10 +89,14 @@ def bench_pods(count: int, rng: random.Random) -> list[dict[str, Any]]:
     return pods
 
 
-def constrain(pods: list[dict[str, Any]], rng: random.Random) -> None:
+BENCH_STORAGE_CLASS = "bench-local"  # WaitForFirstConsumer, provisioned on the node chosen
+
+
+def constrain(pods: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
     """The constrained mix: a fifth of the pods, in groups of 10-50 replicas that select each
     other, keep apart by hostname (required anti-affinity) or spread over zones (maxSkew 1,
-    DoNotSchedule); every replica after the first of its group is refused by some node."""
+    DoNotSchedule); every replica after the first of its group is refused by some node. A tenth
+    of all pods mount a claim of their own, provisioned where the pod goes. Returns the claims."""
     target = len(pods) // 5
     chosen = sorted(rng.sample(range(len(pods)), target))
     group = 0
@@ -110,6 +115,13 @@ def constrain(pods: list[dict[str, Any]], rng: random.Random) -> None:
                 constraint = {"maxSkew": 1, "topologyKey": ZONE_KEY, "whenUnsatisfiable": "DoNotSchedule"}
                 spec["topologySpreadConstraints"] = [{**constraint, "labelSelector": selector}]
         group += 1
+    claims = []
+    for index in rng.sample(range(len(pods)), len(pods) // 10):
+        pod = pods[index]
+        claim = f"data-{pod['metadata']['name']}"
+        claims.append(pvc_dict(claim, namespace=pod["metadata"]["namespace"], storage_class=BENCH_STORAGE_CLASS))
+        pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    return claims
 
 
 async def run_bench(
@@ -132,7 +144,9 @@ async def run_bench(
         cluster.add_node(node)
     manifests = bench_pods(pods, rng)
     if mix == "constrained":
-        constrain(manifests, rng)
+        cluster.add_storage_class(storage_class_dict(BENCH_STORAGE_CLASS, provisioner="bench.csi/local"))
+        for claim in constrain(manifests, rng):
+            cluster.add_pvc(claim)
     for manifest in manifests:
         manifest["spec"]["schedulerName"] = profile
     warm_up()
