@@ -92,6 +92,7 @@ def test_indexed_counts_follow_placements_and_label_changes() -> None:
         nodes.add(make_node(f"n{i}", cpu="64", memory="64Gi"))
     pods = PlacedPods()
     counts = SelectorCounts(pods, nodes)
+    rescanned = SelectorCounts(pods, nodes, kept=3)  # evicts, so each read rebuilds from its pod index
     selectors = _selectors()
     namespaces = ["default", "other"]
     for namespace in namespaces:
@@ -119,6 +120,11 @@ def test_indexed_counts_follow_placements_and_label_changes() -> None:
             for selector in selectors:
                 expected = _recount(placed, namespace, selector, nodes.size)
                 assert counts.of(namespace, selector).tolist() == expected, (step, namespace, selector)
+                assert rescanned.of(namespace, selector).tolist() == expected, (step, namespace, selector)
+    late = SelectorCounts(pods, nodes)  # subscribed after the pods: built from the replay
+    for namespace in namespaces:
+        for selector in selectors:
+            assert late.of(namespace, selector).tolist() == _recount(placed, namespace, selector, nodes.size)
 
 
 def test_eviction_drops_the_index_entries() -> None:
