@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from pysched.api.labels import selector_matches, selector_problem
+from pysched.api.labels import selector_problem
 from pysched.api.limits import clip
 
 MAX_CONSTRAINTS = 16  # per pod (kube sets no number; a real pod has one or two)
@@ -52,11 +52,24 @@ def label_value_problem(value: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class SpreadSelector:
-    """A parsed label selector; `nothing` is a missing selector, which matches no pod."""
+    """A parsed label selector; `nothing` is a missing selector, which matches no pod.
+
+    Frozen: its hash and the expressions with value sets are computed once, when it is built,
+    so matching and dict lookups (the counts key their arrays by selector) cost no rebuild."""
 
     match_labels: tuple[tuple[str, str], ...] = ()
     match_expressions: tuple[Expression, ...] = ()
     nothing: bool = False
+    _hash: int = field(init=False, repr=False, compare=False)
+    _checks: tuple[tuple[str, str, frozenset[str]], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.match_labels, self.match_expressions, self.nothing)))
+        checks = tuple((k, op, frozenset(v)) for k, op, v in self.match_expressions)
+        object.__setattr__(self, "_checks", checks)
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def empty(self) -> bool:
@@ -70,7 +83,45 @@ class SpreadSelector:
         }
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        return not self.nothing and selector_matches(self.as_mapping(), labels)
+        """`labels.selector_matches(self.as_mapping(), labels)` (False for `nothing`), without
+        building the mapping."""
+        if self.nothing:
+            return False
+        for key, value in self.match_labels:
+            if key not in labels or labels[key] != value:
+                return False
+        for key, op, values in self._checks:
+            present = key in labels
+            if op == "In":
+                if not (present and labels[key] in values):
+                    return False
+            elif op == "NotIn":
+                if present and labels[key] in values:
+                    return False
+            elif op == "Exists":
+                if not present:
+                    return False
+            elif op == "DoesNotExist" and present:
+                return False
+        return True
+
+    def index_terms(self) -> tuple[tuple[str, str | None], ...]:
+        """One requirement every matching pod satisfies, as the (key, value) label pairs of which
+        a matching pod carries exactly one: a matchLabels pair, else an In expression (one pair
+        per value), else an Exists expression as (key, None) for "any value". () when no such
+        requirement exists (only NotIn / DoesNotExist, `{}`, `nothing`)."""
+        if self.nothing:
+            return ()
+        if self.match_labels:
+            return (self.match_labels[0],)
+        ins = [(k, v) for k, op, v in self.match_expressions if op == "In"]
+        if ins:
+            key, values = min(ins, key=lambda kv: len(kv[1]))
+            return tuple((key, value) for value in values)
+        for key, op, _ in self.match_expressions:
+            if op == "Exists":
+                return ((key, None),)
+        return ()
 
     def with_labels(self, pairs: Mapping[str, str]) -> SpreadSelector:
         """matchLabelKeys merged in: the pod's values of those keys become requirements too."""

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
+from pysched.api.ids import PodKey
 from pysched.api.objects import PodInfo
 from pysched.api.spread import SpreadSelector
 from pysched.framework.nodetable import I64, NodeTable
@@ -14,17 +17,80 @@ from pysched.framework.placed import PlacedPods
 SELECTORS_KEPT = 256  # distinct (namespace, selector) count arrays before the least recent goes
 
 
+class _Namespace:
+    """The count arrays of one namespace and an inverted index over their selectors: each
+    selector sits in the buckets of one requirement it must satisfy (`index_terms`), so a placed
+    pod is matched only against the selectors in the buckets of its own labels, plus those with
+    no such requirement (`unindexed`, matched against every pod)."""
+
+    __slots__ = ("arrays", "by_key", "by_pair", "unindexed")
+
+    def __init__(self) -> None:
+        self.arrays: dict[SpreadSelector, I64] = {}
+        self.by_pair: dict[tuple[str, str], dict[SpreadSelector, None]] = {}  # matchLabels / In
+        self.by_key: dict[str, dict[SpreadSelector, None]] = {}  # Exists
+        self.unindexed: dict[SpreadSelector, None] = {}
+
+    def _buckets(self, selector: SpreadSelector) -> list[dict[SpreadSelector, None]]:
+        terms = selector.index_terms()
+        if not terms:
+            return [self.unindexed]
+        out = []
+        for key, value in terms:
+            if value is None:
+                out.append(self.by_key.setdefault(key, {}))
+            else:
+                out.append(self.by_pair.setdefault((key, value), {}))
+        return out
+
+    def add(self, selector: SpreadSelector, counts: I64) -> None:
+        self.arrays[selector] = counts
+        for bucket in self._buckets(selector):
+            bucket[selector] = None
+
+    def drop(self, selector: SpreadSelector) -> None:
+        del self.arrays[selector]
+        for key, value in selector.index_terms():
+            index: dict[Any, dict[SpreadSelector, None]] = self.by_key if value is None else self.by_pair
+            term = key if value is None else (key, value)
+            bucket = index[term]
+            del bucket[selector]
+            if not bucket:
+                del index[term]
+        self.unindexed.pop(selector, None)
+
+    def candidates(self, labels: Mapping[str, str]) -> list[SpreadSelector]:
+        """Every selector that may match `labels` (a superset of those that do)."""
+        found = list(self.unindexed)
+        by_pair, by_key = self.by_pair, self.by_key
+        for pair in labels.items():
+            bucket = by_pair.get(pair)
+            if bucket:
+                found += bucket
+            if by_key:
+                bucket = by_key.get(pair[0])
+                if bucket:
+                    found += bucket
+        return found
+
+
 class SelectorCounts:
     """`of(namespace, selector)[row]`: the placed, non-terminating pods of the namespace on that
     row that the selector matches. An array is built by one scan of the placed pods on first use,
-    then kept up to date by `pod_placed` / `pod_removed`; the least recently used go first."""
+    then kept up to date by `pod_placed` / `pod_removed` (which visit only the selectors the
+    inverted index of `_Namespace` offers for the pod's labels); the least recently used go
+    first."""
 
     def __init__(self, pods: PlacedPods, nodes: NodeTable, kept: int = SELECTORS_KEPT) -> None:
         self._pods = pods
         self._nodes = nodes
         self._kept = kept
-        self._by_namespace: dict[str, dict[SpreadSelector, I64]] = {}
+        self._by_namespace: dict[str, _Namespace] = {}
         self._recent: OrderedDict[tuple[str, SpreadSelector], None] = OrderedDict()
+        # The counted (non-terminating) placed pods by (namespace, label key, value), so the
+        # first use of a selector with index terms reads only the pods carrying one of them.
+        self._counted: dict[tuple[PodKey, int], PodInfo] = {}
+        self._pods_by_pair: dict[tuple[str, str, str], dict[tuple[PodKey, int], PodInfo]] = {}
         pods.subscribe(self)
 
     def __len__(self) -> int:
@@ -32,19 +98,57 @@ class SelectorCounts:
 
     # ----- PlacementListener
     def pod_placed(self, pod: PodInfo, row: int) -> None:
+        if pod.deleting:
+            return  # terminating pods never count (kube-scheduler #87621)
+        self._unindex_pod((pod.key, row))
+        self._counted[pod.key, row] = pod
+        namespace, by_pair = pod.namespace, self._pods_by_pair
+        for key, value in pod.labels.items():
+            by_pair.setdefault((namespace, key, value), {})[pod.key, row] = pod
         self._count(pod, row, 1)
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
+        if pod.deleting:
+            return
+        self._unindex_pod((pod.key, row))
         self._count(pod, row, -1)
 
-    def _count(self, pod: PodInfo, row: int, delta: int) -> None:
-        if pod.deleting:
-            return  # terminating pods never count (kube-scheduler #87621)
-        arrays = self._by_namespace.get(pod.namespace)
-        if not arrays:
+    def _unindex_pod(self, at: tuple[PodKey, int]) -> None:
+        """Drop the pod at `at` from the pod index under the labels it was indexed with."""
+        indexed = self._counted.pop(at, None)
+        if indexed is None:
             return
-        for selector, counts in arrays.items():
-            if selector.matches(pod.labels):
+        namespace, by_pair = indexed.namespace, self._pods_by_pair
+        for key, value in indexed.labels.items():
+            term = (namespace, key, value)
+            bucket = by_pair.get(term)
+            if bucket is not None:
+                bucket.pop(at, None)
+                if not bucket:
+                    del by_pair[term]
+
+    def _candidate_pods(self, namespace: str, selector: SpreadSelector) -> Iterator[tuple[PodInfo, int]]:
+        """The counted pods the selector may match: those carrying one of its index terms, or
+        every counted pod of the namespace when it has no term with a value."""
+        terms = selector.index_terms()
+        if not terms or terms[0][1] is None:
+            for (_, row), pod in self._counted.items():
+                if pod.namespace == namespace:
+                    yield pod, row
+            return
+        for key, value in terms:
+            for (_, row), pod in self._pods_by_pair.get((namespace, key, str(value)), {}).items():
+                yield pod, row
+
+    def _count(self, pod: PodInfo, row: int, delta: int) -> None:
+        space = self._by_namespace.get(pod.namespace)
+        if space is None:
+            return
+        labels = pod.labels
+        arrays = space.arrays
+        for selector in space.candidates(labels):
+            if selector.matches(labels):
+                counts = arrays[selector]
                 if row >= counts.shape[0]:
                     counts = arrays[selector] = _grown(counts, row + 1)
                 counts[row] += delta
@@ -54,28 +158,31 @@ class SelectorCounts:
         size = self._nodes.size
         if selector.empty or selector.nothing:
             return np.zeros(size, np.int64)  # kube counts no pod for these
-        arrays = self._by_namespace.setdefault(namespace, {})
+        space = self._by_namespace.get(namespace)
+        if space is None:
+            space = self._by_namespace[namespace] = _Namespace()
         key = (namespace, selector)
-        counts = arrays.get(selector)
+        counts = space.arrays.get(selector)
         if counts is None:
             counts = np.zeros(max(size, 64), np.int64)
-            for pod, row in self._pods:
-                if pod.namespace == namespace and not pod.deleting and selector.matches(pod.labels):
+            for pod, row in self._candidate_pods(namespace, selector):
+                if selector.matches(pod.labels):
                     if row >= counts.shape[0]:
                         counts = _grown(counts, row + 1)
                     counts[row] += 1
-            arrays[selector] = counts
+            space.add(selector, counts)
             self._recent[key] = None
             while len(self._recent) > self._kept:
                 (old_ns, old_selector), _ = self._recent.popitem(last=False)
                 old = self._by_namespace[old_ns]
-                del old[old_selector]
-                if not old:
+                old.drop(old_selector)
+                if not old.arrays:
                     del self._by_namespace[old_ns]
         else:
             self._recent.move_to_end(key)
         if counts.shape[0] < size:
-            counts = arrays[selector] = _grown(counts, size)
+            counts = _grown(counts, size)
+            space.arrays[selector] = counts
         return counts[:size]
 
 
