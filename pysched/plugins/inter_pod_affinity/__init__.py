@@ -96,8 +96,9 @@ class InterPodAffinity:
         nodes = self.nodes
         own = self._ns_labels(pod.namespace)
         blocked: Bools | None = None
-        for term, rows in self.carried.required_anti.items():
+        for term in self.carried.anti_index.candidates(pod.labels):
             if term.matches(pod.namespace, pod.labels, own):
+                rows = self.carried.required_anti[term]
                 hit = domains_hit(rows, *_column(nodes, term.topology_key))
                 if hit.any():
                     blocked = hit if blocked is None else blocked | hit
@@ -177,9 +178,10 @@ class InterPodAffinity:
                         by_key.setdefault(w.term.topology_key, []).append((rows, sign * w.weight))
         if with_existing:
             own = self._ns_labels(pod.namespace)
-            for (term, weight), rows in self.carried.scoring.items():
+            for carried in self.carried.scoring_index.candidates(pod.labels):
+                term, weight = carried
                 if term.matches(pod.namespace, pod.labels, own):
-                    by_key.setdefault(term.topology_key, []).append((rows, weight))
+                    by_key.setdefault(term.topology_key, []).append((self.carried.scoring[carried], weight))
         scores = np.zeros(nodes.size, np.int64)
         for key, contributions in by_key.items():
             scores += domain_sums(contributions, *_column(nodes, key))

@@ -10,13 +10,16 @@
   +hardPodAffinityWeight).
 
 Per cycle a term then costs one pass over its rows and one over the node table's label column,
-never a scan of the pods.
+never a scan of the pods. Both are found through a `LabelIndex`: a pod (incoming or placed) is
+matched only against the matchers / terms filed under one of its own labels, plus the few whose
+selectors require no label value, never against all of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -28,6 +31,65 @@ from pysched.framework.placed import PlacedPods
 MAX_MATCHERS = 512
 
 RowCounts = dict[int, int]  # node row -> pods (only rows with pods)
+LabelPair = tuple[str, str]
+T = TypeVar("T", bound=Hashable)
+
+
+def index_keys(selectors: Iterable[Selector]) -> tuple[LabelPair, ...] | None:
+    """Label pairs one of which every pod matching all of `selectors` carries: the values of
+    the `In` requirement (matchLabels included) with the fewest of them. () when no pod can match
+    (a selector that matches nothing); None when no such requirement exists."""
+    best: tuple[LabelPair, ...] | None = None
+    for selector in selectors:
+        if selector.nothing:
+            return ()
+        for requirement in selector.requirements:
+            if requirement.operator == "In" and (best is None or len(requirement.values) < len(best)):
+                best = tuple((requirement.key, value) for value in sorted(requirement.values))
+    return best
+
+
+class LabelIndex(Generic[T]):
+    """Items (matchers, terms) filed by the label pairs of `index_keys`: `candidates(labels)` is
+    every item that may match a pod with `labels`, each once (a pod has one value per key, so
+    it meets at most one of an item's pairs); the caller still checks the whole match."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[LabelPair, dict[T, None]] = {}
+        self._always: dict[T, None] = {}  # no required label value: a candidate for every pod
+
+    def add(self, item: T, selectors: Iterable[Selector]) -> None:
+        keys = index_keys(selectors)
+        if keys is None:
+            self._always[item] = None
+            return
+        for pair in keys:
+            self._buckets.setdefault(pair, {})[item] = None
+
+    def remove(self, item: T, selectors: Iterable[Selector]) -> None:
+        keys = index_keys(selectors)
+        if keys is None:
+            self._always.pop(item, None)
+            return
+        for pair in keys:
+            bucket = self._buckets.get(pair)
+            if bucket is not None:
+                bucket.pop(item, None)
+                if not bucket:
+                    del self._buckets[pair]
+
+    def candidates(self, labels: Mapping[str, str]) -> Iterator[T]:
+        yield from self._always
+        buckets = self._buckets
+        if buckets:
+            for pair in labels.items():
+                bucket = buckets.get(pair)
+                if bucket is not None:
+                    yield from bucket
+
+    def items(self) -> set[T]:
+        """Every item filed (tests)."""
+        return {*self._always, *(item for bucket in self._buckets.values() for item in bucket)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +107,10 @@ class Clause:
 
 
 Matcher = tuple[Clause, ...]  # a pod matches when it matches every clause
+
+
+def _selectors(matcher: Matcher) -> list[Selector]:
+    return [clause.selector for clause in matcher]
 
 
 def matches_all(matcher: Matcher, pod: PodInfo) -> bool:
@@ -69,6 +135,7 @@ class Matches:
         self._pods = pods
         self._rows: dict[Matcher, RowCounts] = {}
         self._used: dict[Matcher, int] = {}
+        self._index: LabelIndex[Matcher] = LabelIndex()
         self._tick = 0
         self.scans = 0  # matchers built by a scan (tests)
 
@@ -80,11 +147,13 @@ class Matches:
                 oldest = sorted(self._used, key=self._used.__getitem__)[: MAX_MATCHERS // 4]
                 for old in oldest:
                     del self._rows[old], self._used[old]
+                    self._index.remove(old, _selectors(old))
             found = {}
             for pod, row in self._pods:
                 if matches_all(matcher, pod):
                     _add(found, row, 1)
             self._rows[matcher] = found
+            self._index.add(matcher, _selectors(matcher))
             self.scans += 1
         self._used[matcher] = self._tick
         return found
@@ -93,15 +162,16 @@ class Matches:
     def in_use(self) -> bool:
         return bool(self._rows)
 
-    def pod_placed(self, pod: PodInfo, row: int) -> None:
-        for matcher, rows in self._rows.items():
+    def _count(self, pod: PodInfo, row: int, delta: int) -> None:
+        for matcher in self._index.candidates(pod.labels):
             if matches_all(matcher, pod):
-                _add(rows, row, 1)
+                _add(self._rows[matcher], row, delta)
+
+    def pod_placed(self, pod: PodInfo, row: int) -> None:
+        self._count(pod, row, 1)
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
-        for matcher, rows in self._rows.items():
-            if matches_all(matcher, pod):
-                _add(rows, row, -1)
+        self._count(pod, row, -1)
 
 
 class CarriedTerms:
@@ -111,25 +181,35 @@ class CarriedTerms:
         self.hard_weight = hard_weight
         self.required_anti: dict[AffinityTerm, RowCounts] = {}
         self.scoring: dict[tuple[AffinityTerm, int], RowCounts] = {}
+        self.anti_index: LabelIndex[AffinityTerm] = LabelIndex()  # the keys of required_anti
+        self.scoring_index: LabelIndex[tuple[AffinityTerm, int]] = LabelIndex()  # those of scoring
 
     def _update(self, pod: PodInfo, row: int, delta: int) -> None:
         affinity = pod.pod_affinity
         if affinity is None:
             return
         for term in affinity.required_anti_affinity:
-            rows = self.required_anti.setdefault(term, {})
+            rows = self.required_anti.get(term)
+            if rows is None:
+                rows = self.required_anti[term] = {}
+                self.anti_index.add(term, (term.selector,))
             _add(rows, row, delta)
             if not rows:
                 del self.required_anti[term]
+                self.anti_index.remove(term, (term.selector,))
         keys: list[tuple[AffinityTerm, int]] = [(w.term, w.weight) for w in affinity.preferred_affinity]
         keys += [(w.term, -w.weight) for w in affinity.preferred_anti_affinity]
         if self.hard_weight > 0:
             keys += [(term, self.hard_weight) for term in affinity.required_affinity]
         for key in keys:
-            rows = self.scoring.setdefault(key, {})
+            rows = self.scoring.get(key)
+            if rows is None:
+                rows = self.scoring[key] = {}
+                self.scoring_index.add(key, (key[0].selector,))
             _add(rows, row, delta)
             if not rows:
                 del self.scoring[key]
+                self.scoring_index.remove(key, (key[0].selector,))
 
     def pod_placed(self, pod: PodInfo, row: int) -> None:
         self._update(pod, row, 1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -20,6 +20,7 @@ from pysched.framework.status import SKIP, SUCCESS, Status
 NAME = "TaintToleration"
 # kube-scheduler v1.36 no longer names the taint (its key and value may be private).
 REASON = "node(s) had untolerated taint(s)"
+MAX_MEMO = 1024  # pre_score answers kept per node-table state
 
 
 def intolerable_preferred(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> int:
@@ -32,6 +33,9 @@ def intolerable_preferred(taints: Sequence[Taint], tolerations: Sequence[Tolerat
 @dataclass(frozen=True, slots=True)
 class TaintToleration:
     NAME: ClassVar[str] = NAME
+    # pre_score's answer per pod tolerations, for the node-table state in `_memo_state`.
+    _memo: dict[tuple[Toleration, ...], bool] = field(default_factory=dict, compare=False, repr=False)
+    _memo_state: list[tuple[NodeTable, int, int]] = field(default_factory=list, compare=False, repr=False)
 
     def mask_key(self, pod: PodInfo) -> tuple[Toleration, ...]:
         return pod.tolerations
@@ -44,10 +48,18 @@ class TaintToleration:
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> Status:
         """Skip when no node has a PreferNoSchedule taint the pod does not tolerate: every node
-        would score the same, and the pod keeps the kernel's incremental selection."""
-        if any(intolerable_preferred(taints, pod.tolerations) for taints in nodes.taint_sets):
-            return SUCCESS
-        return SKIP
+        would score the same, and the pod keeps the kernel's incremental selection. The answer
+        is kept per tolerations until the node table's taints may have changed."""
+        memo, kept = self._memo, self._memo_state
+        generation, sets = nodes.generation, len(nodes.taint_sets)
+        if not kept or kept[0][0] is not nodes or kept[0][1:] != (generation, sets) or len(memo) >= MAX_MEMO:
+            memo.clear()
+            kept[:] = [(nodes, generation, sets)]
+        found = memo.get(pod.tolerations)
+        if found is None:
+            found = any(intolerable_preferred(taints, pod.tolerations) for taints in nodes.taint_sets)
+            memo[pod.tolerations] = found
+        return SUCCESS if found else SKIP
 
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> I64:
         """Raw score: how many PreferNoSchedule taints the pod does not tolerate (normalized, reversed)."""

@@ -1,7 +1,7 @@
 import numpy as np
 
 from pysched.api.builders import make_node, make_pod
-from pysched.api.objects import Taint, Toleration
+from pysched.api.objects import PodInfo, Taint, Toleration
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.nodetable import NodeTable
 from pysched.framework.status import Code
@@ -67,3 +67,31 @@ def test_pre_score_skips_unless_a_node_has_an_untolerated_prefer_no_schedule_tai
     assert plugin.pre_score(CycleState(), make_pod("p"), table, rows).ok
     tolerant = make_pod("t", tolerations=[{"operator": "Exists", "effect": "PreferNoSchedule"}])
     assert plugin.pre_score(CycleState(), tolerant, table, rows).code is Code.SKIP
+
+
+def test_pre_score_memo_follows_taint_changes() -> None:
+    """The answer is kept per tolerations, but never past a taint change of the node table:
+    it stays that of a plugin with no memo."""
+    plugin = TaintToleration()
+    table = NodeTable()
+    table.add(make_node("a"))
+    pod = make_pod("p")
+
+    def check(p: PodInfo, nodes: NodeTable) -> Code:
+        rows = np.ones(nodes.size, np.bool_)
+        code = plugin.pre_score(CycleState(), p, nodes, rows).code
+        assert code is TaintToleration().pre_score(CycleState(), p, nodes, rows).code
+        return code
+
+    assert check(pod, table) is Code.SKIP
+    table.update(make_node("a", taints=[{"key": "spot", "value": "yes", "effect": "PreferNoSchedule"}]))
+    assert check(pod, table) is Code.SUCCESS
+    table.update(make_node("a", taints=[{"key": "spot", "value": "no", "effect": "NoSchedule"}]))
+    check(pod, table)
+    plain = NodeTable()  # another table, with its own answer
+    plain.add(make_node("b"))
+    assert check(pod, plain) is Code.SKIP
+    for i in range(1100):  # bounded
+        tolerant = make_pod(f"t{i}", tolerations=[{"key": f"k{i}", "operator": "Exists"}])
+        assert check(tolerant, table) is Code.SUCCESS
+    assert len(plugin._memo) <= 1024
