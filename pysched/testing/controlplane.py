@@ -38,7 +38,8 @@ from pysched.backend.live.kubeclient import MERGE_PATCH
 K8S_VERSION = "v1.36.3"
 BIN_ENV = "PYSCHED_CONTROL_PLANE_BIN"
 REQUIRED_BINARIES = ("etcd", "kube-apiserver")
-ALL_BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl")
+# What hack/build-control-plane.sh builds, and lists on the `binaries=` line of its `.complete` marker.
+ALL_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 FAKE_NODE_LABEL = "pysched.io/fake-node"
 BUILD_HINT = "build them with `bash hack/build-control-plane.sh` (or `make control-plane`)"
 
@@ -66,7 +67,9 @@ def find_bin_dir(bin_dir: Path | str | None = None, *, need: Iterable[str] = REQ
     """Return a folder holding the control-plane binaries, or raise :class:`BinariesNotFound`.
 
     Order: the argument, ``$PYSCHED_CONTROL_PLANE_BIN``, then the newest complete
-    build for Kubernetes ``K8S_VERSION`` in the cache folder.
+    build for Kubernetes ``K8S_VERSION`` in the cache folder. A build holds a binary when it is
+    executable there and, if its ``.complete`` marker lists what was built (``binaries=...``),
+    listed: the build script rebuilds a folder whose marker lacks one.
     """
     need = tuple(need)
     candidates: list[Path] = []
@@ -85,12 +88,23 @@ def find_bin_dir(bin_dir: Path | str | None = None, *, need: Iterable[str] = REQ
                 f"{BUILD_HINT}, or set {BIN_ENV}"
             )
     for cand in candidates:
-        missing = [b for b in need if not os.access(cand / b, os.X_OK)]
-        if not missing:
+        if not _missing(cand, need):
             return cand
     where = candidates[0]
-    missing = [b for b in need if not os.access(where / b, os.X_OK)]
-    raise BinariesNotFound(f"control-plane binaries missing in {where}: {', '.join(missing)}; {BUILD_HINT}")
+    raise BinariesNotFound(
+        f"control-plane binaries missing in {where}: {', '.join(_missing(where, need))}; {BUILD_HINT}"
+    )
+
+
+def _missing(bin_dir: Path, need: Sequence[str]) -> list[str]:
+    """The binaries of ``need`` that ``bin_dir`` lacks (see :func:`find_bin_dir`)."""
+    listed: set[str] | None = None
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for line in (bin_dir.parent / ".complete").read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "binaries":
+                listed = set(value.split())
+    return [b for b in need if not os.access(bin_dir / b, os.X_OK) or (listed is not None and b not in listed)]
 
 
 # -- ports and processes --------------------------------------------------------------------
