@@ -34,6 +34,7 @@ from typing import Any
 from pysched import cache_dir
 from pysched.api.times import format_rfc3339
 from pysched.backend.live.kubeclient import MERGE_PATCH
+from pysched.testing.heartbeat import create_node_lease
 
 K8S_VERSION = "v1.36.3"
 BIN_ENV = "PYSCHED_CONTROL_PLANE_BIN"
@@ -334,10 +335,13 @@ class NodeSpec:
 
 
 def create_fake_node(api: Any, name: str, spec: NodeSpec) -> dict[str, Any]:
-    """Create one Ready fake node: the Node, its taints cleared, then ``nodes/status``.
+    """Create one Ready fake node: the Node, its taints cleared, ``nodes/status``, then its Lease.
 
     The ``TaintNodesByCondition`` admission plugin adds ``node.kubernetes.io/not-ready``
-    on create; with no node-lifecycle controller nothing removes it, so we do.
+    on create; without a node-lifecycle controller nothing removes it, so we do (with one, it
+    would once it read the Ready condition). The Lease in ``kube-node-lease`` is what a kubelet
+    creates and renews; :class:`~pysched.testing.heartbeat.NodeHeartbeat` renews it for every node
+    labelled ``FAKE_NODE_LABEL=true`` (a ``spec.labels`` value other than ``true`` opts out).
     """
     labels = {
         "kubernetes.io/hostname": name,
@@ -347,7 +351,7 @@ def create_fake_node(api: Any, name: str, spec: NodeSpec) -> dict[str, Any]:
         FAKE_NODE_LABEL: "true",
         **dict(spec.labels),
     }
-    api.post(
+    node = api.post(
         "/api/v1/nodes",
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}},
     )
@@ -406,6 +410,7 @@ def create_fake_node(api: Any, name: str, spec: NodeSpec) -> dict[str, Any]:
         }
     }
     result: dict[str, Any] = api.patch(f"/api/v1/nodes/{name}/status", status, content_type=MERGE_PATCH)
+    create_node_lease(api, name, node["metadata"]["uid"])
     return result
 
 
