@@ -38,14 +38,14 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_a_build_listing_every_binary_is_found(cache: Path) -> None:
     bin_dir = fake_build(cache, ALL_BINARIES, ALL_BINARIES)
-    assert find_bin_dir(need=ALL_BINARIES) == bin_dir
+    assert find_bin_dir() == bin_dir
 
 
 def test_a_build_from_before_the_controller_manager_is_missing_it(cache: Path) -> None:
     old = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl")
     bin_dir = fake_build(cache, old, None)  # the marker of the older script had no binaries= line
     with pytest.raises(BinariesNotFound, match="kube-controller-manager; build them"):
-        find_bin_dir(need=ALL_BINARIES)
+        find_bin_dir()
     assert find_bin_dir(need=("etcd", "kube-apiserver")) == bin_dir
 
 
@@ -53,7 +53,7 @@ def test_a_binary_the_marker_does_not_list_is_missing(cache: Path) -> None:
     listed = tuple(b for b in ALL_BINARIES if b != "kube-controller-manager")
     fake_build(cache, ALL_BINARIES, listed)  # a stray file the build did not make
     with pytest.raises(BinariesNotFound, match="kube-controller-manager"):
-        find_bin_dir(need=ALL_BINARIES)
+        find_bin_dir()
 
 
 # -- the heartbeat -------------------------------------------------------------------------------
