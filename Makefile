@@ -17,7 +17,7 @@ install: $(VENV)/.installed
 simulate: install
 	$(BIN)/pysched simulate
 
-# etcd, kube-apiserver, kube-scheduler and kubectl from Go modules, cached under
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from Go modules, cached under
 # ~/.cache/pysched (PYSCHED_CACHE_DIR); skipped when the cached build is complete.
 control-plane:
 	bash hack/build-control-plane.sh

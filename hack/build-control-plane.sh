@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Build the test control plane (etcd, kube-apiserver, kube-scheduler, kubectl)
-# from Go modules into a cache folder outside the clone.
+# Build the test control plane (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl) from Go modules into a cache folder outside the clone.
 #
 #   bash hack/build-control-plane.sh          # build (or reuse) and print the bin dir
 #
 # The cache folder is keyed by the Kubernetes, etcd and Go versions:
 #   ${PYSCHED_CACHE_DIR:-$HOME/.cache/pysched}/control-plane/k8s-vK_etcd-vE_goG/bin
-# A `.complete` marker is written last; without it the folder is rebuilt, so an
-# interrupted build is never mistaken for a finished one. The last line on
+# A `.complete` marker is written last and lists the binaries built
+# (`binaries=etcd kube-apiserver ...`); without it, or when it lacks one of
+# BINARIES below, the folder is rebuilt, so neither an interrupted build nor a
+# build from an older script is mistaken for a finished one. The last line on
 # stdout is always the bin dir. Progress goes to stderr.
 set -euo pipefail
 
@@ -38,7 +40,21 @@ OUT="$CACHE_ROOT/control-plane/k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_go${GO_VE
 BIN="$OUT/bin"
 MARKER="$OUT/.complete"
 
-if [[ -f "$MARKER" ]]; then
+# Every binary this script builds: etcd from its module, the rest from one `go build`.
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+BINARIES=(etcd "${K8S_CMDS[@]}")
+
+# True when the marker exists, names every binary in BINARIES and each is in place.
+complete() {
+    [[ -f "$MARKER" ]] || return 1
+    local listed b
+    listed=" $(awk -F= '$1 == "binaries" {print $2}' "$MARKER") "
+    for b in "${BINARIES[@]}"; do
+        [[ "$listed" == *" $b "* && -x "$BIN/$b" ]] || return 1
+    done
+}
+
+if complete; then
     echo "build-control-plane: cached, skipping build ($OUT)" >&2
     echo "$BIN"
     exit 0
@@ -57,7 +73,7 @@ mkdir -p "$(dirname "$OUT")"
 if command -v flock >/dev/null 2>&1; then
     exec 9>"$OUT.lock"
     flock 9
-    if [[ -f "$MARKER" ]]; then
+    if complete; then
         echo "build-control-plane: built by another process ($OUT)" >&2
         echo "$BIN"
         exit 0
@@ -87,27 +103,29 @@ echo "build-control-plane: building etcd $ETCD_VERSION (go $GO_VERSION, -p $PAR)
 (cd "$ETCD_MOD" && "${NICE[@]}" go build -p "$PAR" -trimpath -ldflags "-s -w" \
     -o "$OUT.tmp/bin/etcd" go.etcd.io/etcd/server/v3)
 
-echo "build-control-plane: building kube-apiserver, kube-scheduler, kubectl $K8S_VERSION" >&2
+echo "build-control-plane: building ${K8S_CMDS[*]} $K8S_VERSION" >&2
 (cd "$CP_MOD" && "${NICE[@]}" go build -p "$PAR" -trimpath -ldflags "$K8S_LDFLAGS" \
     -o "$OUT.tmp/bin/" \
-    k8s.io/kubernetes/cmd/kube-apiserver \
-    k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/cmd/kubectl)
+    "${K8S_CMDS[@]/#/k8s.io/kubernetes/cmd/}")
 
-for b in etcd kube-apiserver kube-scheduler kubectl; do
+for b in "${BINARIES[@]}"; do
     if [[ ! -x "$OUT.tmp/bin/$b" ]]; then
         echo "build-control-plane: $b was not produced" >&2
         exit 1
     fi
 done
 
-# Publish atomically: move the finished tree into place, then write the marker.
-rm -rf "$OUT"
+# Publish: move the finished tree into place (two renames, so a plane starting from the
+# previous build meanwhile finds its binaries), then write the marker.
+rm -rf "$OUT.old"
+if [[ -e "$OUT" ]]; then mv "$OUT" "$OUT.old"; fi
 mv "$OUT.tmp" "$OUT"
+rm -rf "$OUT.old"
 {
     echo "kubernetes=$K8S_VERSION"
     echo "etcd=$ETCD_VERSION"
     echo "go=$GO_VERSION"
+    echo "binaries=${BINARIES[*]}"
     echo "built=$BUILD_DATE"
     echo "seconds=$(( $(date +%s) - start ))"
 } > "$MARKER.tmp"

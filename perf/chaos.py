@@ -1,13 +1,13 @@
 """Crash safety at scale: SIGKILL the scheduler's leader again and again while deadline jobs run.
 
-Starts a control plane of its own (etcd + kube-apiserver, the apiserver auditing every bind), fake
-nodes, the kubelet emulator (pods run, report training progress, are resized in place), and two
-`pysched run` replicas on one Lease. Creates the deadline jobs, then SIGKILLs the leader (sometimes
-the follower) at seeded random moments, restarting the killed replica each time under a new
-identity, until every pod is bound. Then checks: each pod bound by exactly one bind and no 409
-(audit log and every replica's pysched_bind_calls_total), no node ever overcommitted (checked at
-every pod event, resizes counted), no pending pod that fits, no resize half-applied and actual
-resources caught up with the spec, a Scheduled event for every bound pod. Prints the figures;
+Starts a control plane of its own (etcd + kube-apiserver + kube-controller-manager, the apiserver
+auditing every bind), fake nodes, the kubelet emulator (pods run, report training progress, are
+resized in place), and two `pysched run` replicas on one Lease. Creates the deadline jobs, then
+SIGKILLs the leader (sometimes the follower) at seeded random moments, restarting the killed replica
+each time under a new identity, until every pod is bound. Then checks: each pod bound by exactly one
+bind and no 409 (audit log and every replica's pysched_bind_calls_total), no node ever overcommitted
+(checked at every pod event, resizes counted), no pending pod that fits, no resize half-applied and
+actual resources caught up with the spec, a Scheduled event for every bound pod. Prints the figures;
 exit status 1 when an invariant broke.
 
     .venv/bin/python perf/chaos.py [--pods 1000] [--kills 20] [--seed 1] [--json chaos.json]

@@ -1,14 +1,14 @@
 """A bounded soak of `pysched run` with a trend check (perf/README.md, "Soak").
 
-Starts its own etcd + kube-apiserver, fake nodes, the kubelet emulator and one `pysched run` on
-the built-in `pysched` profile; creates deadline pods at a steady rate (a share of them emulated
-training jobs whose deadline makes Autoscale resize them in place) and deletes each one once it
-finished. Every interval it prints one line: the scheduler's RSS and the sizes of its queues,
-cache, informer store, Permit waits, event backlog and series and Autoscale's per-job state, pods
-bound and alive (--out also writes each as a JSON row). After the churn it waits until every pod
-is gone and the structures emptied, then fits a least-squares slope of each size against time
-over the second half of the churn. Exit 1 when RSS rises beyond its noise (the counts' slopes
-are reported; they are checked exactly after the drain), or when something was left over.
+Starts its own etcd + kube-apiserver + kube-controller-manager, fake nodes, the kubelet emulator and
+one `pysched run` on the built-in `pysched` profile; creates deadline pods at a steady rate (a share
+of them emulated training jobs whose deadline makes Autoscale resize them in place) and deletes each
+one once it finished. Every interval it prints one line: the scheduler's RSS and the sizes of its
+queues, cache, informer store, Permit waits, event backlog and series and Autoscale's per-job state,
+pods bound and alive (--out also writes each as a JSON row). After the churn it waits until every
+pod is gone and the structures emptied, then fits a least-squares slope of each size against time
+over the second half of the churn. Exit 1 when RSS rises beyond its noise (the counts' slopes are
+reported; they are checked exactly after the drain), or when something was left over.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """``pysched dev-cluster up|down``: a local control plane left running in the background.
 
-``up`` starts etcd and kube-apiserver on loopback (see
-:mod:`pysched.testing.controlplane`), writes ``DIR/kubeconfig``, creates fake
-Ready nodes, optionally starts the stock kube-scheduler and the kubelet
-emulator, records every pid in ``DIR/pids.json`` and returns. ``down`` stops
-every recorded process by pid and leaves nothing running.
+``up`` starts etcd, kube-apiserver and kube-controller-manager (unless
+``--no-controller-manager``) on loopback (see :mod:`pysched.testing.controlplane`),
+writes ``DIR/kubeconfig``, creates fake Ready nodes (with the controller manager,
+a heartbeat process renews their Leases so they stay Ready), optionally starts
+the stock kube-scheduler and the kubelet emulator, records every pid in
+``DIR/pids.json`` and returns. ``down`` stops every recorded process by pid and
+leaves nothing running.
 
 Bad input (busy DIR, missing binaries, port clash, a crashing process) ends with
 one line on stderr and exit code 2, after stopping whatever had been started.
@@ -15,7 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -31,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     dev = subparsers.add_parser("dev-cluster", help="run a local Kubernetes control plane for development")
     sub = dev.add_subparsers(dest="dev_cluster_command", required=True)
 
-    up = sub.add_parser("up", help="start etcd, kube-apiserver and fake nodes in the background")
+    up = sub.add_parser(
+        "up", help="start etcd, kube-apiserver, kube-controller-manager and fake nodes in the background"
+    )
     up.add_argument("--dir", required=True, type=Path, help="state folder (kubeconfig, logs, pids)")
     up.add_argument("--nodes", type=int, default=3, help="fake Ready nodes to create (default 3)")
     up.add_argument("--node-cpu", default="8", help="allocatable cpu per node (default 8)")
@@ -39,6 +42,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.add_argument("--node-gpu", default="0", help="allocatable nvidia.com/gpu per node (default 0)")
     up.add_argument("--node-pods", default="110", help="allocatable pods per node (default 110)")
     up.add_argument("--kube-scheduler", action="store_true", help="also run the stock kube-scheduler")
+    up.add_argument(
+        "--no-controller-manager",
+        action="store_true",
+        help="no kube-controller-manager (no Job, Deployment, PV binding or garbage collection; no node heartbeat)",
+    )
     up.add_argument("--emulate", action="store_true", help="also run the kubelet emulator")
     up.add_argument(
         "--emulate-time-scale",
@@ -110,7 +118,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     except ImportError as err:
         return _fail(f"dev-cluster needs the `kubernetes` package: {err}")
 
-    need = ["etcd", "kube-apiserver"] + (["kube-scheduler"] if args.kube_scheduler else [])
+    need = ["etcd", "kube-apiserver"]
+    need += [] if args.no_controller_manager else ["kube-controller-manager"]
+    need += ["kube-scheduler"] if args.kube_scheduler else []
     try:
         bin_dir = find_bin_dir(need=need)
     except ControlPlaneError as err:
@@ -128,6 +138,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         bin_dir=bin_dir,
         etcd_port=args.etcd_port,
         apiserver_port=args.apiserver_port,
+        controller_manager=not args.no_controller_manager,
         perf=args.perf,
         die_with_parent=False,  # they outlive `up` until `down`
     )
@@ -139,21 +150,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         if args.kube_scheduler:
             plane.start_kube_scheduler()
         if args.emulate:
-            env = dict(os.environ)
-            root = str(Path(__file__).resolve().parent.parent)
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-            plane.spawn(
+            plane.spawn_python(
                 "emulator",
-                [
-                    sys.executable,
-                    "-m",
-                    "pysched.testing.emulator",
-                    "--kubeconfig",
-                    str(plane.kubeconfig_path),
-                    "--time-scale",
-                    repr(args.emulate_time_scale),
-                ],
-                env=env,
+                "pysched.testing.emulator",
+                ["--kubeconfig", str(plane.kubeconfig_path), "--time-scale", repr(args.emulate_time_scale)],
             )
         plane.check()
         records = plane.detach()

@@ -1,4 +1,5 @@
-"""A real etcd + kube-apiserver on loopback, for tests, perf runs and ``dev-cluster``.
+"""A real etcd + kube-apiserver + kube-controller-manager on loopback, for tests, perf runs and
+``dev-cluster``.
 
 The binaries are built from Go modules by ``hack/build-control-plane.sh`` into
 ``${PYSCHED_CACHE_DIR:-~/.cache/pysched}/control-plane/k8s-V_etcd-V_goV/bin``;
@@ -34,12 +35,25 @@ from typing import Any
 from pysched import cache_dir
 from pysched.api.times import format_rfc3339
 from pysched.backend.live.kubeclient import MERGE_PATCH
+from pysched.testing.heartbeat import (
+    HEARTBEAT_INTERVAL_S,
+    NodeHeartbeat,
+    create_node_lease,
+)
 
 K8S_VERSION = "v1.36.3"
 BIN_ENV = "PYSCHED_CONTROL_PLANE_BIN"
-REQUIRED_BINARIES = ("etcd", "kube-apiserver")
-ALL_BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl")
+# What a default plane starts; without its controller manager, etcd and kube-apiserver alone.
+REQUIRED_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
+# What hack/build-control-plane.sh builds, and lists on the `binaries=` line of its `.complete` marker.
+ALL_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 FAKE_NODE_LABEL = "pysched.io/fake-node"
+FAKE_NODE_SELECTOR = f"{FAKE_NODE_LABEL}=true"  # the nodes the heartbeat keeps Ready
+# kube-controller-manager's --node-monitor-grace-period: how long a node may go without a renewed
+# Lease before it is marked Unknown and tainted unreachable. Kubernetes' default is 50 s; 10 minutes
+# lets the heartbeat renew big sets slowly (2,000 fake nodes at 10 a second, 5,000 at 25, each
+# within a third of the grace period) and survive a starved test box or a fault test's API outage.
+NODE_MONITOR_GRACE_S = 600.0
 BUILD_HINT = "build them with `bash hack/build-control-plane.sh` (or `make control-plane`)"
 
 
@@ -66,7 +80,9 @@ def find_bin_dir(bin_dir: Path | str | None = None, *, need: Iterable[str] = REQ
     """Return a folder holding the control-plane binaries, or raise :class:`BinariesNotFound`.
 
     Order: the argument, ``$PYSCHED_CONTROL_PLANE_BIN``, then the newest complete
-    build for Kubernetes ``K8S_VERSION`` in the cache folder.
+    build for Kubernetes ``K8S_VERSION`` in the cache folder. A build holds a binary when it is
+    executable there and, if its ``.complete`` marker lists what was built (``binaries=...``),
+    listed: the build script rebuilds a folder whose marker lacks one.
     """
     need = tuple(need)
     candidates: list[Path] = []
@@ -85,12 +101,23 @@ def find_bin_dir(bin_dir: Path | str | None = None, *, need: Iterable[str] = REQ
                 f"{BUILD_HINT}, or set {BIN_ENV}"
             )
     for cand in candidates:
-        missing = [b for b in need if not os.access(cand / b, os.X_OK)]
-        if not missing:
+        if not _missing(cand, need):
             return cand
     where = candidates[0]
-    missing = [b for b in need if not os.access(where / b, os.X_OK)]
-    raise BinariesNotFound(f"control-plane binaries missing in {where}: {', '.join(missing)}; {BUILD_HINT}")
+    raise BinariesNotFound(
+        f"control-plane binaries missing in {where}: {', '.join(_missing(where, need))}; {BUILD_HINT}"
+    )
+
+
+def _missing(bin_dir: Path, need: Sequence[str]) -> list[str]:
+    """The binaries of ``need`` that ``bin_dir`` lacks (see :func:`find_bin_dir`)."""
+    listed: set[str] | None = None
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for line in (bin_dir.parent / ".complete").read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "binaries":
+                listed = set(value.split())
+    return [b for b in need if not os.access(bin_dir / b, os.X_OK) or (listed is not None and b not in listed)]
 
 
 # -- ports and processes --------------------------------------------------------------------
@@ -320,10 +347,13 @@ class NodeSpec:
 
 
 def create_fake_node(api: Any, name: str, spec: NodeSpec) -> dict[str, Any]:
-    """Create one Ready fake node: the Node, its taints cleared, then ``nodes/status``.
+    """Create one Ready fake node: the Node, its taints cleared, ``nodes/status``, then its Lease.
 
     The ``TaintNodesByCondition`` admission plugin adds ``node.kubernetes.io/not-ready``
-    on create; with no node-lifecycle controller nothing removes it, so we do.
+    on create; without a node-lifecycle controller nothing removes it, so we do (with one, it
+    would once it read the Ready condition). The Lease in ``kube-node-lease`` is what a kubelet
+    creates and renews; :class:`~pysched.testing.heartbeat.NodeHeartbeat` renews it for every node
+    labelled ``FAKE_NODE_LABEL=true`` (a ``spec.labels`` value other than ``true`` opts out).
     """
     labels = {
         "kubernetes.io/hostname": name,
@@ -333,7 +363,7 @@ def create_fake_node(api: Any, name: str, spec: NodeSpec) -> dict[str, Any]:
         FAKE_NODE_LABEL: "true",
         **dict(spec.labels),
     }
-    api.post(
+    node = api.post(
         "/api/v1/nodes",
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}},
     )
@@ -392,6 +422,7 @@ def create_fake_node(api: Any, name: str, spec: NodeSpec) -> dict[str, Any]:
         }
     }
     result: dict[str, Any] = api.patch(f"/api/v1/nodes/{name}/status", status, content_type=MERGE_PATCH)
+    create_node_lease(api, name, node["metadata"]["uid"])
     return result
 
 
@@ -416,11 +447,21 @@ def create_fake_nodes(
 
 
 class LocalControlPlane:
-    """etcd + kube-apiserver on 127.0.0.1 with free ports and an admin kubeconfig.
+    """etcd + kube-apiserver + kube-controller-manager on 127.0.0.1 with free ports and an admin
+    kubeconfig.
+
+    The controller manager (``controller_manager=True``, the default) runs every default
+    controller (Job, ReplicaSet, Deployment, garbage collector, namespace, PV binder, node
+    lifecycle, ...), so a Job makes pods and a PVC binds. Its node lifecycle controller would
+    taint fake nodes that no kubelet heartbeats, so the plane then also runs a
+    :class:`~pysched.testing.heartbeat.NodeHeartbeat` thread renewing the Lease of every node
+    labelled ``FAKE_NODE_LABEL=true``, with a grace period of ``node_monitor_grace_period``
+    seconds (:data:`NODE_MONITOR_GRACE_S`).
 
     Use as a context manager, or call :meth:`start` / :meth:`stop`. Every process
     started is stopped by pid on :meth:`stop` and, as a fallback, at interpreter
-    exit. :meth:`detach` hands the processes over (``dev-cluster up``).
+    exit. :meth:`detach` hands the processes over (``dev-cluster up``), the heartbeat
+    as a process of its own.
     """
 
     def __init__(
@@ -431,6 +472,10 @@ class LocalControlPlane:
         etcd_port: int | None = None,
         apiserver_port: int | None = None,
         extra_apiserver_args: Sequence[str] = (),
+        controller_manager: bool = True,
+        node_monitor_grace_period: float = NODE_MONITOR_GRACE_S,
+        extra_controller_manager_args: Sequence[str] = (),
+        heartbeat_interval: float = HEARTBEAT_INTERVAL_S,
         perf: bool = False,
         start_timeout: float = 120.0,
         die_with_parent: bool = True,
@@ -442,11 +487,18 @@ class LocalControlPlane:
         self.etcd_port = etcd_port
         self.apiserver_port = apiserver_port
         self.extra_apiserver_args = list(extra_apiserver_args)
+        self.controller_manager = controller_manager
+        self.node_monitor_grace_period = node_monitor_grace_period
+        self.extra_controller_manager_args = list(extra_controller_manager_args)
+        self.heartbeat_interval = heartbeat_interval
+        self.controller_manager_port: int | None = None
         self.perf = perf
         self.start_timeout = start_timeout
         self.die_with_parent = die_with_parent
         self.token = secrets.token_hex(16)
+        self.controller_manager_token = secrets.token_hex(16)
         self.processes: list[ManagedProcess] = []
+        self.heartbeat: NodeHeartbeat | None = None
         self._atexit_registered = False
         self._api: Any = None
 
@@ -454,6 +506,10 @@ class LocalControlPlane:
     @property
     def kubeconfig_path(self) -> Path:
         return self.workdir / "kubeconfig"
+
+    @property
+    def controller_manager_kubeconfig_path(self) -> Path:
+        return self.workdir / "kube-controller-manager.kubeconfig"
 
     @property
     def cert_dir(self) -> Path:
@@ -471,9 +527,13 @@ class LocalControlPlane:
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]
 
+    @property
+    def required_binaries(self) -> tuple[str, ...]:
+        return REQUIRED_BINARIES if self.controller_manager else ("etcd", "kube-apiserver")
+
     def binary(self, name: str) -> Path:
         if self.bin_dir is None:
-            self.bin_dir = find_bin_dir(self._bin_dir_arg)
+            self.bin_dir = find_bin_dir(self._bin_dir_arg, need=self.required_binaries)
         path = self.bin_dir / name
         if not os.access(path, os.X_OK):
             raise BinariesNotFound(f"{path} is missing; {BUILD_HINT}")
@@ -487,7 +547,7 @@ class LocalControlPlane:
         self.stop()
 
     def start(self) -> LocalControlPlane:
-        self.bin_dir = find_bin_dir(self._bin_dir_arg)
+        self.bin_dir = find_bin_dir(self._bin_dir_arg, need=self.required_binaries)
         self.workdir.mkdir(parents=True, exist_ok=True)
         for port in (self.etcd_port, self.apiserver_port):
             if port is not None and not port_is_free(port):
@@ -499,6 +559,14 @@ class LocalControlPlane:
             self._start_etcd()
             self._start_apiserver()
             self._write_kubeconfig()
+            if self.controller_manager:
+                self._start_controller_manager()
+                self.heartbeat = NodeHeartbeat(
+                    self.api(),
+                    FAKE_NODE_SELECTOR,
+                    interval=self.heartbeat_interval,
+                    max_period=self.node_monitor_grace_period / 3,  # a renewal may be missed twice
+                ).start()
         except BaseException:
             self.stop()
             raise
@@ -530,7 +598,11 @@ class LocalControlPlane:
         if not sa_key.exists():
             write_rsa_key(sa_key)
         token_file = self.workdir / "tokens.csv"
-        token_file.write_text(f'{self.token},pysched-admin,pysched-admin,"system:masters"\n')
+        token_file.write_text(
+            f'{self.token},pysched-admin,pysched-admin,"system:masters"\n'
+            # the user the built-in RBAC binds to system:kube-controller-manager
+            f"{self.controller_manager_token},system:kube-controller-manager,system:kube-controller-manager\n"
+        )
         token_file.chmod(0o600)
         argv = [
             str(self.binary("kube-apiserver")),
@@ -563,6 +635,37 @@ class LocalControlPlane:
         )
         self.processes.append(proc)
         self._wait_http(proc, f"{self.server}/readyz", self.token, lambda body: body.strip() == "ok")
+
+    def _start_controller_manager(self) -> None:
+        """kube-controller-manager with every default controller, each on its own service account's
+        credentials (as kubeadm runs it), no leader election; wait for its /healthz."""
+        self.controller_manager_port = free_port()
+        ca = self.ca_file if self.ca_file.exists() else None
+        kubeconfig = kubeconfig_dict(self.server, self.controller_manager_token, ca, name="kube-controller-manager")
+        self.controller_manager_kubeconfig_path.write_text(json.dumps(kubeconfig, indent=2) + "\n")
+        self.controller_manager_kubeconfig_path.chmod(0o600)
+        grace = f"{self.node_monitor_grace_period:g}s"
+        argv = [
+            str(self.binary("kube-controller-manager")),
+            f"--kubeconfig={self.controller_manager_kubeconfig_path}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.controller_manager_port}",
+            f"--cert-dir={self.workdir / 'kube-controller-manager-certs'}",
+            "--leader-elect=false",
+            # every default controller but the TTL one: it only tunes kubelets' secret and
+            # configmap caches (there are none) and rewrites every node each time the node count
+            # crosses 100, 500, 1,000 or 2,000
+            "--controllers=*,-ttl-controller",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={self.workdir / 'sa.key'}",
+            f"--node-monitor-grace-period={grace}",
+        ]
+        if ca is not None:
+            argv.append(f"--root-ca-file={ca}")
+        argv += self.extra_controller_manager_args
+        proc = self.spawn("kube-controller-manager", argv)
+        url = f"https://127.0.0.1:{self.controller_manager_port}/healthz"
+        self._wait_http(proc, url, None, lambda body: body.strip() == "ok")
 
     def _wait_http(
         self,
@@ -633,6 +736,13 @@ class LocalControlPlane:
         self.processes.append(proc)
         return proc
 
+    def spawn_python(self, name: str, module: str, args: Sequence[str]) -> ManagedProcess:
+        """Start ``python -m module args`` from this interpreter, with this pysched importable."""
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parent.parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        return self.spawn(name, [sys.executable, "-m", module, *args], env=env)
+
     def start_kube_scheduler(self, *, wait: float = 60.0) -> ManagedProcess:
         """Start the stock kube-scheduler with leader election off; wait for /healthz."""
         port = free_port()
@@ -662,8 +772,11 @@ class LocalControlPlane:
         return proc
 
     def stop(self) -> None:
-        """Stop every process started, newest first, by pid."""
+        """Stop the heartbeat, then every process started, newest first, by pid."""
         errors: list[BaseException] = []
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+            self.heartbeat = None
         while self.processes:
             proc = self.processes.pop()
             try:
@@ -682,7 +795,22 @@ class LocalControlPlane:
             raise errors[0]
 
     def detach(self) -> list[dict[str, Any]]:
-        """Stop owning the processes (they keep running); return their records."""
+        """Stop owning the processes (they keep running); return their records. The heartbeat
+        thread is handed over as a process (``python -m pysched.testing.heartbeat``) first."""
+        if self.heartbeat is not None:
+            beat, self.heartbeat = self.heartbeat, None
+            beat.stop()
+            self.spawn_python(
+                "node-heartbeat",
+                "pysched.testing.heartbeat",
+                [
+                    f"--kubeconfig={self.kubeconfig_path}",
+                    f"--selector={beat.selector}",
+                    f"--interval={beat.interval!r}",
+                    f"--max-rate={beat.max_rate!r}",
+                    f"--max-period={beat.max_period!r}",
+                ],
+            )
         records = [p.record() for p in self.processes]
         self.processes = []
         if self._atexit_registered:

@@ -1,14 +1,14 @@
 """A bounded soak of `pysched run`: steady pod churn on its own control plane, sampled at an interval.
 
-`run_soak` starts etcd + kube-apiserver, fake nodes, the kubelet emulator (a process) and one
-`pysched run` process on the built-in `pysched` profile, then for the churn time creates pods at a
-steady rate (all with a deadline and total steps; a share are emulated training jobs whose
-deadline needs more CPUs than they ask for, so Autoscale resizes them in place; the others just
-run for a while) and deletes each pod once it has finished. Every interval it takes a `Sample`:
-the scheduler process's RSS and the sizes of what it keeps (queues, cache, informer store, Permit
-waits, event backlog and series, Autoscale's per-job state). After the churn it waits until every
-pod finished and was deleted and the scheduler's structures are empty again (`drained`), and fits
-a least-squares line to each size over the second half of the churn (`Trend`).
+`run_soak` starts etcd + kube-apiserver + kube-controller-manager, fake nodes, the kubelet emulator
+(a process) and one `pysched run` process on the built-in `pysched` profile, then for the churn time
+creates pods at a steady rate (all with a deadline and total steps; a share are emulated training
+jobs whose deadline needs more CPUs than they ask for, so Autoscale resizes them in place; the
+others just run for a while) and deletes each pod once it has finished. Every interval it takes a
+`Sample`: the scheduler process's RSS and the sizes of what it keeps (queues, cache, informer store,
+Permit waits, event backlog and series, Autoscale's per-job state). After the churn it waits until
+every pod finished and was deleted and the scheduler's structures are empty again (`drained`), and
+fits a least-squares line to each size over the second half of the churn (`Trend`).
 
 `perf/soak.py` is the command; `tests/integration/test_soak.py` runs a short one.
 """

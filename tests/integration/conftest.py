@@ -1,4 +1,5 @@
-"""Fixtures for the integration tests (real etcd + kube-apiserver built from Go modules)."""
+"""Fixtures for the integration tests (real etcd, kube-apiserver and kube-controller-manager built
+from Go modules)."""
 
 from __future__ import annotations
 

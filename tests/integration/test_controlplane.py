@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 def test_context_manager_stops_every_process(control_plane_bin_dir: str, tmp_path: Path) -> None:
     with LocalControlPlane(tmp_path / "cp", bin_dir=control_plane_bin_dir) as plane:
         pids = plane.pids
-        assert len(pids) == 2
+        assert [p.name for p in plane.processes] == ["etcd", "kube-apiserver", "kube-controller-manager"]
         assert all(pid_alive(pid) for pid in pids)
         assert plane.api().get("/api/v1/namespaces/default")  # the admin token works
         assert plane.kubeconfig_path.exists()
@@ -25,7 +25,7 @@ def test_context_manager_stops_every_process(control_plane_bin_dir: str, tmp_pat
 
 
 def test_crashed_etcd_is_reported_with_log_tail(control_plane_bin_dir: str, tmp_path: Path) -> None:
-    with LocalControlPlane(tmp_path / "cp", bin_dir=control_plane_bin_dir) as plane:
+    with LocalControlPlane(tmp_path / "cp", bin_dir=control_plane_bin_dir, controller_manager=False) as plane:
         etcd = next(p for p in plane.processes if p.name == "etcd")
         os.kill(etcd.pid, signal.SIGKILL)
         assert etcd.popen is not None

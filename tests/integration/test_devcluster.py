@@ -14,6 +14,7 @@ import pytest
 
 from pysched.testing import KubeAPI, wait_for
 from pysched.testing.controlplane import pid_alive
+from pysched.testing.heartbeat import lease_path
 from pysched.testing.helpers import make_pod
 
 pytestmark = pytest.mark.integration
@@ -81,7 +82,8 @@ def test_up_scheduler_emulator_down(cluster_dir: Path, control_plane_bin_dir: st
     state = json.loads((cluster_dir / "pids.json").read_text())
     pids = [int(p["pid"]) for p in state["processes"]]
     names = {p["name"] for p in state["processes"]}
-    assert names == {"etcd", "kube-apiserver", "kube-scheduler", "emulator"}
+    plane = {"etcd", "kube-apiserver", "kube-controller-manager", "node-heartbeat"}
+    assert names == plane | {"kube-scheduler", "emulator"}
     assert all(pid_alive(pid) for pid in pids)
 
     with KubeAPI.from_kubeconfig(cluster_dir / "kubeconfig") as api:
@@ -93,6 +95,10 @@ def test_up_scheduler_emulator_down(cluster_dir: Path, control_plane_bin_dir: st
             assert node["status"]["allocatable"]["cpu"] == "4"
             ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
             assert ready["status"] == "True"
+        # The heartbeat outlives `up` as a process of its own: the Leases are renewed (every 10 s).
+        lease = lease_path(nodes[0]["metadata"]["name"])
+        created = api.get(lease)["spec"]["renewTime"]
+        wait_for(lambda: api.get(lease)["spec"]["renewTime"], lambda t: t != created, timeout=30, what="Lease renewed")
 
         api.create_pod("default", make_pod("hello", scheduler="default-scheduler"))
         pod = wait_for(

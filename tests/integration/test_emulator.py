@@ -41,15 +41,19 @@ def test_marks_bound_pod_running(kube: KubeAPI, namespace: str, emulator: Kubele
 
 
 def test_ignores_pods_on_other_nodes(kube: KubeAPI, namespace: str, emulator: KubeletEmulator) -> None:
-    kube.post(
-        "/api/v1/nodes",
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"{namespace}-real"}},
-    )
-    kube.create_pod(namespace, make_pod("other"))
-    kube.bind_pod(namespace, "other", f"{namespace}-real")
-    # A pod on a fake node, bound after, is handled: once it runs, the other one was seen too.
-    running_pod(kube, namespace, "mine")
-    assert kube.get_pod(namespace, "other").get("status", {}).get("phase") == "Pending"
+    # Not a fake node on purpose (no label, no status, no Lease): neither the emulator nor the
+    # heartbeat touch it, and the node lifecycle controller would mark it unreachable after its
+    # startup grace period (a minute); it is deleted before.
+    real = f"{namespace}-real"
+    kube.post("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": real}})
+    try:
+        kube.create_pod(namespace, make_pod("other"))
+        kube.bind_pod(namespace, "other", real)
+        # A pod on a fake node, bound after, is handled: once it runs, the other one was seen too.
+        running_pod(kube, namespace, "mine")
+        assert kube.get_pod(namespace, "other").get("status", {}).get("phase") == "Pending"
+    finally:
+        kube.delete(f"/api/v1/nodes/{real}")
 
 
 def test_actuates_resize(kube: KubeAPI, namespace: str, emulator: KubeletEmulator) -> None:

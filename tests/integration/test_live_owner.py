@@ -1,5 +1,6 @@
 """Deadline durations of a Job's pods count from the Job's creation, read by the live backend from
-the real kube-apiserver (no job controller runs: Jobs and their pods are created directly)."""
+the real kube-apiserver. Jobs and their pods are created directly: the Jobs are `managedBy` another
+controller, so kube-controller-manager's Job controller leaves them and their pods alone."""
 
 from __future__ import annotations
 
@@ -61,13 +62,15 @@ def create_job(kube: KubeAPI, namespace: str, name: str) -> JSON:
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": name},
-        "spec": {"template": {"metadata": {}, "spec": template["spec"]}},
+        # Else the Job controller would add a pod of its own and release the hand-made ones (they lack
+        # its labels); the garbage collector still sees a real owner.
+        "spec": {"managedBy": "pysched.io/test", "template": {"metadata": {}, "spec": template["spec"]}},
     }
     return kube.post(f"/apis/batch/v1/namespaces/{namespace}/jobs", body)
 
 
 def delete_jobs(kube: KubeAPI, namespace: str, *names: str) -> None:
-    # Background: the default for batch/v1 (orphan) adds a finalizer only a garbage collector removes
+    # Background: the garbage collector deletes the hand-made pods too (batch/v1's default orphans them)
     for name in names:
         with contextlib.suppress(KubeAPIError):
             kube.delete(f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}", propagationPolicy="Background")
