@@ -3,8 +3,6 @@ message, and a WaitForFirstConsumer local PV bound through the PV controller."""
 
 from __future__ import annotations
 
-import glob
-import os
 from pathlib import Path
 
 import pytest
@@ -36,11 +34,6 @@ def volume_profile(path: Path, name: str, bind_timeout: float = 60.0) -> Path:
     return path
 
 
-def has_controller_manager() -> bool:
-    home = os.environ.get("PYSCHED_CACHE_DIR") or os.path.expanduser("~/.cache/pysched")
-    return bool(glob.glob(os.path.join(home, "control-plane", "*", "bin", "kube-controller-manager")))
-
-
 def with_claim(pod: dict[str, object], claim: str) -> dict[str, object]:
     pod["spec"]["volumes"] = [claim_volume(claim)]  # type: ignore[index]
     return pod
@@ -68,9 +61,6 @@ def test_a_pod_with_a_missing_claim_stays_pending_with_kubes_message(
             assert proc.stop() == 0, proc.log()
 
 
-@pytest.mark.skipif(
-    not has_controller_manager(), reason="needs kube-controller-manager's PV controller (binary missing)"
-)
 def test_wait_for_first_consumer_local_pv_is_bound_on_its_node(
     control_plane: LocalControlPlane, kube: KubeAPI, namespace: str, tmp_path: Path
 ) -> None:
