@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from pysched.api.times import format_rfc3339
+from pysched.api.volumes import Storage
 from pysched.backend.live.cluster import LiveCluster, LiveOptions
 from pysched.backend.live.eventsink import NOTE_LIMIT, EventRecord, EventSink, Series
 from pysched.backend.live.informer import Informer
@@ -21,6 +22,7 @@ from pysched.backend.live.leader import LeaderElector, LeaseConfig
 from pysched.backend.live.ratelimit import TokenBucket
 from pysched.cmd.run import main as run_main
 from pysched.framework.config import parse_config
+from pysched.framework.events import EventKind
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.testing.scripted import ScriptedApi
@@ -343,6 +345,9 @@ class InvalidPods:
     def on_pod_deleted(self, pod: Any) -> None: ...
     def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:
         self.invalid.append(problem)
+
+    def on_storage_changed(self, kind: EventKind, old: Storage | None, new: Storage | None) -> None:
+        pass  # these tests watch pods
 
 
 async def test_live_cluster_reports_unreadable_pods_of_its_own_once_and_ignores_others() -> None:

@@ -10,10 +10,12 @@ from pysched.api.builders import node_dict, pod_dict
 from pysched.api.ids import OwnerUID, PodKey
 from pysched.api.objects import OwnerRef, PodInfo, pod_from_dict
 from pysched.api.times import format_rfc3339
+from pysched.api.volumes import Storage
 from pysched.backend.live.cluster import LiveCluster
 from pysched.backend.live.kubeclient import JSON
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
+from pysched.framework.events import EventKind
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.scheduler.scheduler import Scheduler
@@ -122,6 +124,9 @@ class Updates:
 
     def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:
         raise AssertionError(problem)
+
+    def on_storage_changed(self, kind: EventKind, old: Storage | None, new: Storage | None) -> None:
+        pass  # these tests watch pods
 
 
 async def test_simulated_owner_registered_after_its_pods_updates_them() -> None:

@@ -73,6 +73,6 @@ def test_listener_counts_equal_a_recount_whatever_happens(ops: list[tuple[str, i
         cache.placed.subscribe(listener)
     assert +listener.counts == recount(cache)
     assert len(cache.placed) == len(cache)
-    for node in ("n0", "n1", "n2"):
-        on_node = {p.key for p in cache.pods_on(NodeName(node))}
-        assert on_node == {key for key in (p.key for p in pods.values()) if cache.pod_node(key) == node}
+    for name in ("n0", "n1", "n2"):
+        on_node = {p.key for p in cache.pods_on(NodeName(name))}
+        assert on_node == {key for key in (p.key for p in pods.values()) if cache.pod_node(key) == name}
