@@ -359,6 +359,9 @@ def create_fake_node(api: Any, name: str, spec: NodeSpec) -> dict[str, Any]:
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
+        # As a kubelet does: else the node lifecycle controller adds them, one more node update.
+        "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": "amd64",
         "type": "fake",
         FAKE_NODE_LABEL: "true",
         **dict(spec.labels),
