@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from pysched.testing import KubeAPI, LocalControlPlane, wait_for
+from pysched.testing import KubeAPI, wait_for
 from pysched.testing.helpers import condition
 from pysched.testing.kube import JSON, KubeAPIError
 from pysched.testing.scheduler import (
@@ -18,8 +17,6 @@ from pysched.testing.scheduler import (
     events,
     namespace_nodes,
     pod_for,
-    start_scheduler,
-    write_profile,
 )
 
 pytestmark = pytest.mark.integration
@@ -48,17 +45,8 @@ def classes(kube: KubeAPI) -> Iterator[tuple[str, str]]:
         kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
 
 
-@pytest.fixture
-def scheduler(control_plane: LocalControlPlane, namespace: str, tmp_path: Path) -> Iterator[SchedulerProcess]:
-    name = f"pysched-{namespace}"
-    path = write_profile(tmp_path / "profiles.yaml", name)  # the default profile: DefaultPreemption included
-    proc = start_scheduler(control_plane, name, config=path, args=["--qps=1000", "--burst=1000"])
-    yield proc
-    assert proc.stop() == 0, proc.log()
-
-
 def test_a_high_priority_pod_preempts_on_a_full_node(
-    kube: KubeAPI, namespace: str, classes: tuple[str, str], scheduler: SchedulerProcess
+    kube: KubeAPI, namespace: str, classes: tuple[str, str], default_scheduler: SchedulerProcess
 ) -> None:
     low_class, high_class = classes
     name = f"pysched-{namespace}"

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pysched.testing import KubeAPI, LocalControlPlane, NodeSpec, create_fake_nodes, wait_for
+from pysched.testing import KubeAPI, NodeSpec, create_fake_nodes, wait_for
 from pysched.testing.scheduler import (
     TEST_LABEL,
     SchedulerProcess,
@@ -17,8 +16,6 @@ from pysched.testing.scheduler import (
     events,
     list_pods,
     pod_for,
-    start_scheduler,
-    write_profile,
 )
 
 pytestmark = pytest.mark.integration
@@ -44,15 +41,6 @@ def zone_nodes(kube: KubeAPI, namespace: str) -> Iterator[dict[str, str]]:
             kube.delete(f"/api/v1/nodes/{name}")
 
 
-@pytest.fixture
-def scheduler(control_plane: LocalControlPlane, namespace: str, tmp_path: Path) -> Iterator[SchedulerProcess]:
-    name = f"pysched-{namespace}"
-    path = write_profile(tmp_path / "profiles.yaml", name)  # the default profile: PodTopologySpread included
-    proc = start_scheduler(control_plane, name, config=path, args=["--qps=1000", "--burst=1000"])
-    yield proc
-    assert proc.stop() == 0, proc.log()
-
-
 def _spread_pod(name: str, scheduler: str, namespace: str, app: str, **constraint: Any) -> dict[str, Any]:
     pod = pod_for(name, scheduler, namespace, "100m")
     pod["metadata"]["labels"] = {"app": app}
@@ -69,7 +57,7 @@ def _spread_pod(name: str, scheduler: str, namespace: str, app: str, **constrain
 
 
 def test_six_replicas_land_two_per_zone_and_an_imbalance_stays_pending(
-    kube: KubeAPI, namespace: str, zone_nodes: dict[str, str], scheduler: SchedulerProcess
+    kube: KubeAPI, namespace: str, zone_nodes: dict[str, str], default_scheduler: SchedulerProcess
 ) -> None:
     name = f"pysched-{namespace}"
     create_pods(kube, namespace, [_spread_pod(f"web-{i}", name, namespace, "web") for i in range(6)])
