@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pysched.api.affinity import PodAffinity, parse_pod_affinity
+from pysched.api.features import PodFeatures, features_of
 from pysched.api.ids import NodeName, OwnerUID, PodKey, PodUID, pod_key
 from pysched.api.images import NodeImage, node_images
 from pysched.api.ports import HostPort, host_ports
@@ -95,6 +96,21 @@ class PodInfo:
     pod_affinity: PodAffinity | None = None  # spec.affinity.podAffinity / podAntiAffinity
     spread: tuple[SpreadConstraint, ...] = ()  # spec.topologySpreadConstraints
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # Derived from the fields above (api/features.py), never given: plugins gate on it per cycle.
+    features: PodFeatures = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "features", self._features())
+
+    def _features(self) -> PodFeatures:
+        return features_of(
+            pod_affinity=self.pod_affinity is not None,
+            spread=bool(self.spread),
+            host_ports=bool(self.host_ports),
+            volumes=self.volumes is not None,
+            controller=self.controller is not None,
+            labels=bool(self.labels),
+        )
 
     @property
     def terminated(self) -> bool:
@@ -114,10 +130,11 @@ class PodInfo:
             if name not in _POD_FIELDS:
                 raise TypeError(f"PodInfo has no field {name!r}")
             setter(clone, name, value)
+        setter(clone, "features", clone._features())
         return clone
 
 
-_POD_FIELDS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(PodInfo))
+_POD_FIELDS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(PodInfo) if f.init)
 
 
 @dataclass(frozen=True, slots=True)

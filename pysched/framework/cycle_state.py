@@ -18,8 +18,8 @@ class CycleState:
     def __init__(self) -> None:
         # Created on first use: most cycles never write, and one is made per pod.
         self._data: dict[str, Any] | None = None
-        # Shared and empty until a plugin skips: most pods see several Skips, so a set is made
-        # once per point, not once per Skip.
+        # Shared and frozen (the engine starts them from the plugins gated out for the pod's
+        # features) until a plugin that was called skips: then copied once per point.
         self.skip_filter: set[str] | frozenset[str] = _NONE
         self.skip_score: set[str] | frozenset[str] = _NONE
 
@@ -27,11 +27,11 @@ class CycleState:
         """A PreFilter/PreScore plugin returned Skip: its Filter/Score is not run for this pod."""
         if point == "filter":
             if not isinstance(self.skip_filter, set):
-                self.skip_filter = set()
+                self.skip_filter = set(self.skip_filter)
             self.skip_filter.add(plugin)
         else:
             if not isinstance(self.skip_score, set):
-                self.skip_score = set()
+                self.skip_score = set(self.skip_score)
             self.skip_score.add(plugin)
 
     def write(self, key: str, value: object) -> None:

@@ -17,6 +17,7 @@ from pysched.framework.clock import Clock
 from pysched.framework.cluster import ClusterBackend
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import EventRegistration
+from pysched.framework.gates import PodGates
 from pysched.framework.incidents import Incidents
 from pysched.framework.lifecycle import PodLifecycle
 from pysched.framework.nodetable import I64, Bools, NodeTable
@@ -47,8 +48,9 @@ class Handle:
     framework.Handle): the cluster, the clock, the node table, the pods waiting at Permit (shared
     by every profile), the profile's pod lifecycle notices, where a plugin reports a bug it
     contained to one pod (shared by every profile), the pods placed on nodes, what the engine
-    lends a preempting PostFilter (dry runs, the nominator), and where a plugin starts API work
-    from synchronous code (the scheduler's side tasks, joined by its drivers)."""
+    lends a preempting PostFilter (dry runs, the nominator), where a plugin starts API work from
+    synchronous code (the scheduler's side tasks, joined by its drivers), and where a gated
+    plugin says that the pods it acts on may have changed."""
 
     cluster: ClusterBackend
     clock: Clock
@@ -59,6 +61,7 @@ class Handle:
     pods: PlacedPods = field(default_factory=PlacedPods)
     preemption: PreemptionSupport = field(default_factory=PreemptionSupport)
     tasks: BackgroundTasks = field(default_factory=BackgroundTasks)
+    gates: PodGates = field(default_factory=PodGates)
 
 
 @runtime_checkable

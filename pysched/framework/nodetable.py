@@ -50,7 +50,8 @@ class NodeTable:
     """Per-node arrays, one row per node; rows of deleted nodes are reused.
 
     `generation` changes whenever anything a node mask depends on (labels, taints,
-    unschedulable, the set of nodes) changes, so masks can be cached per pod signature.
+    unschedulable, the set of nodes) changes, so masks can be cached per pod signature; also when
+    the first node reports images or the last stops (plugin gates read it).
     """
 
     def __init__(self, rows: int = 64) -> None:
@@ -207,6 +208,12 @@ class NodeTable:
         return found
 
     def _index_images(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
+        had_images = bool(self.image_rows)
+        self._reindex_images(row, old, new)
+        if bool(self.image_rows) != had_images:
+            self.generation += 1  # whether image locality can score anything (plugin gates read it)
+
+    def _reindex_images(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
         if old is not None:
             for image in old.images:
                 for name in image.names:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
+from pysched.api.features import EVERY_POD, PodFeatures
 from pysched.api.ids import PodKey
 from pysched.api.objects import PodInfo
 
@@ -31,18 +32,36 @@ class PlacedPods:
 
     def __init__(self) -> None:
         self._rows: dict[int, dict[PodKey, PodInfo]] = {}
-        self._listeners: list[PlacementListener] = []
+        self._listeners: list[tuple[PlacementListener, PodFeatures]] = []
+        self._by_features: dict[PodFeatures, tuple[PlacementListener, ...]] = {}  # who hears of such a pod
+        # Placed pods per label pair: a plugin counting a new selector starts from the pods that
+        # carry a pair it requires instead of scanning every pod.
+        self._by_label: dict[tuple[str, str], dict[tuple[PodKey, int], PodInfo]] = {}
 
     # ----- plugin side
-    def subscribe(self, listener: PlacementListener) -> None:
-        """Deliver every pod placed so far, then every change."""
-        self._listeners.append(listener)
+    def subscribe(self, listener: PlacementListener, features: PodFeatures = EVERY_POD) -> None:
+        """Deliver every pod placed so far, then every change; only of pods with one of
+        `features` (`pysched.api.features`), for a listener that counts only those."""
+        self._listeners.append((listener, features))
+        self._by_features.clear()
         for row, pods in self._rows.items():
             for pod in pods.values():
-                listener.pod_placed(pod, row)
+                if pod.features & features:
+                    listener.pod_placed(pod, row)
+
+    def _hearing(self, features: PodFeatures) -> tuple[PlacementListener, ...]:
+        found = self._by_features.get(features)
+        if found is None:
+            found = self._by_features[features] = tuple(who for who, wanted in self._listeners if features & wanted)
+        return found
 
     def on_row(self, row: int) -> Iterator[PodInfo]:
         return iter(self._rows.get(row, {}).values())
+
+    def with_label(self, key: str, value: str) -> Iterator[tuple[PodInfo, int]]:
+        """The placed pods labelled `key=value`, with their rows."""
+        for (_, row), pod in self._by_label.get((key, value), {}).items():
+            yield pod, row
 
     def __iter__(self) -> Iterator[tuple[PodInfo, int]]:
         for row, pods in self._rows.items():
@@ -55,7 +74,9 @@ class PlacedPods:
     # ----- engine side
     def placed(self, pod: PodInfo, row: int) -> None:
         self._rows.setdefault(row, {})[pod.key] = pod
-        for listener in self._listeners:
+        if pod.labels:
+            self._file(pod, row)
+        for listener in self._hearing(pod.features):
             listener.pod_placed(pod, row)
 
     def removed(self, pod: PodInfo, row: int) -> None:
@@ -64,7 +85,12 @@ class PlacedPods:
             return
         if not pods:
             del self._rows[row]
-        for listener in self._listeners:
+        by_label, at = self._by_label, (pod.key, row)
+        for pair in pod.labels.items():
+            bucket = by_label.get(pair)
+            if bucket is not None and bucket.pop(at, None) is not None and not bucket:
+                del by_label[pair]
+        for listener in self._hearing(pod.features):
             listener.pod_removed(pod, row)
 
     def replaced(self, old: PodInfo, new: PodInfo, row: int) -> None:
@@ -72,6 +98,13 @@ class PlacedPods:
         started terminating (pod counts such as topology spread leave terminating pods out)."""
         if old.labels == new.labels and old.deleting == new.deleting:
             self._rows[row][new.key] = new
+            if new.labels:
+                self._file(new, row)
             return
         self.removed(old, row)
         self.placed(new, row)
+
+    def _file(self, pod: PodInfo, row: int) -> None:
+        by_label, at = self._by_label, (pod.key, row)
+        for pair in pod.labels.items():
+            by_label.setdefault(pair, {})[at] = pod

@@ -19,11 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pysched.api.features import PodFeatures
 from pysched.api.ids import NodeName
 from pysched.api.objects import PodInfo
 from pysched.framework.config import ConfigError
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.fused import FusedParams, FusedPlugin, FusedTerm, PodClassifier
+from pysched.framework.gates import PodGates, acts_on
 from pysched.framework.interfaces import (
     Diagnosis,
     FilterPlugin,
@@ -65,6 +67,20 @@ class KernelPlan:
     batch_filters: tuple[FilterPlugin, ...]  # filters neither masked nor fused
     extra_scores: tuple[WeightedScore, ...]  # scores the kernel does not compute
     classify: Callable[[PodInfo], int] | None  # the pod class a fused term reads
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlan:
+    """The PreFilter and PreScore plugins a pod with some features meets: the others say they
+    act on none of its features (`pysched.framework.gates`), so they count as having returned Skip
+    without being called; and the batch filters and extra scores that are left."""
+
+    pre_filter: tuple[PreFilterPlugin, ...]
+    skip_filter: frozenset[str]
+    pre_score: tuple[PreScorePlugin, ...]
+    skip_score: frozenset[str]
+    batch_filters: tuple[FilterPlugin, ...]
+    extra_score: bool  # some score the kernel does not compute is left
 
 
 def plan_kernel(profile: str, filters: Sequence[FilterPlugin], scores: Sequence[WeightedScore]) -> KernelPlan:
@@ -123,8 +139,10 @@ class SchedulingAlgorithm:
         post_filter: Sequence[PostFilterPlugin],
         pre_score: Sequence[PreScorePlugin],
         scores: Sequence[WeightedScore],
+        gates: PodGates | None = None,
     ) -> None:
         self.nodes = nodes
+        self.gates = gates or PodGates()
         self.pre_filter = tuple(pre_filter)
         self.filters = tuple(filters)
         self.post_filter = tuple(post_filter)
@@ -145,6 +163,33 @@ class SchedulingAlgorithm:
         self._scores: I64 = np.zeros(0, np.int64)
         self._score_cache = ScoreCache(self.weights)
         self.selection = SelectionCache(self._score_cache)
+        self._plans: dict[PodFeatures, PodPlan] = {}
+        self._plans_epoch = (-1, -1)  # (gates version, node generation) they were made for
+
+    def plan(self, features: PodFeatures) -> PodPlan:
+        """What a pod with `features` meets, kept until a gate or the nodes may have changed."""
+        epoch = (self.gates.version, self.nodes.generation)
+        if epoch != self._plans_epoch:
+            self._plans.clear()
+            self._plans_epoch = epoch
+        found = self._plans.get(features)
+        if found is None:
+            found = self._plans[features] = self._make_plan(features)
+        return found
+
+    def _make_plan(self, features: PodFeatures) -> PodPlan:
+        pre_filter = tuple(p for p in self.pre_filter if acts_on(p) & features)
+        pre_score = tuple(p for p in self.pre_score if acts_on(p) & features)
+        skip_filter = frozenset(p.NAME for p in self.pre_filter if p not in pre_filter)
+        skip_score = frozenset(p.NAME for p in self.pre_score if p not in pre_score)
+        return PodPlan(
+            pre_filter,
+            skip_filter,
+            pre_score,
+            skip_score,
+            tuple(f for f in self.batch_filters if f.NAME not in skip_filter),
+            any(name not in skip_score for name in self._extra_names),
+        )
 
     def _signature(self, pod: PodInfo) -> int:
         """The pod's mask key (the tuple of every mask filter's own key), as an interned int."""
@@ -174,7 +219,10 @@ class SchedulingAlgorithm:
 
     def find_node(self, state: CycleState, pod: PodInfo) -> ScheduleResult:
         nodes = self.nodes
-        for plugin in self.pre_filter:
+        plan = self.plan(pod.features)
+        state.skip_filter = plan.skip_filter
+        state.skip_score = plan.skip_score
+        for plugin in plan.pre_filter:
             status = plugin.pre_filter(state, pod, nodes)
             if status.code is Code.SKIP:
                 state.skip("filter", plugin.NAME)
@@ -199,27 +247,24 @@ class SchedulingAlgorithm:
             score_class = self._classify(pod)
             shape = (*shape, *req.gpu_shape, score_class)
             key = (signature, req.key, score_class)
-        batch_filters = self.batch_filters
+        batch_filters = plan.batch_filters
+        if state.skip_filter is not plan.skip_filter:  # a plugin that was called skipped
+            batch_filters = tuple(f for f in batch_filters if f.NAME not in state.skip_filter)
         if batch_filters:
-            if state.skip_filter:
-                batch_filters = tuple(f for f in batch_filters if f.NAME not in state.skip_filter)
-            if batch_filters:
-                mask = mask.copy()
-                for batch_filter in batch_filters:
-                    mask &= batch_filter.filter_batch(state, pod, nodes).feasible
-                candidates = np.flatnonzero(mask).astype(np.int64)
-        for pre in self.pre_score:
+            mask = mask.copy()
+            for batch_filter in batch_filters:
+                mask &= batch_filter.filter_batch(state, pod, nodes).feasible
+            candidates = np.flatnonzero(mask).astype(np.int64)
+        for pre in plan.pre_score:
             status = pre.pre_score(state, pod, nodes, mask)
             if status.code is Code.SKIP:
                 state.skip("score", pre.NAME)
             elif not status.ok:
                 return ScheduleResult(None, status.with_plugin(pre.NAME), 0)
-        skipped = state.skip_score
-        extra = False
-        for score_name in self._extra_names:
-            if score_name not in skipped:
-                extra = True
-                break
+        extra = plan.extra_score
+        if extra and state.skip_score is not plan.skip_score:
+            skipped = state.skip_score
+            extra = any(name not in skipped for name in self._extra_names)
         if not batch_filters and not extra:
             # Only mask filters, the fused fit and fused scores: the incremental arg-max answers.
             best, feasible = self.selection.select(

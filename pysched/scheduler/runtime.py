@@ -71,7 +71,14 @@ class Framework:
         self.reconcile: list[ReconcilePlugin] = at("reconcile")
         scores = [WeightedScore(self.plugins[ref.name], ref.weight) for ref in profile.enabled("score")]  # type: ignore[arg-type]
         self.algorithm = SchedulingAlgorithm(
-            self.name, handle.nodes, self.pre_filter, self.filters, self.post_filter, self.pre_score, scores
+            self.name,
+            handle.nodes,
+            self.pre_filter,
+            self.filters,
+            self.post_filter,
+            self.pre_score,
+            scores,
+            handle.gates,
         )
 
     # ----- queue side

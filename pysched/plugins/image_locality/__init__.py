@@ -7,11 +7,12 @@ once when no node holds any of the pod's images, and the kernel's incremental pa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 
+from pysched.api.features import EVERY_POD, NO_FEATURES, PodFeatures
 from pysched.api.images import container_images
 from pysched.api.objects import PodInfo
 from pysched.framework.cycle_state import CycleState
@@ -47,6 +48,12 @@ def calculate_priority(total: int, containers: int) -> int:
 @dataclass(frozen=True, slots=True)
 class ImageLocality:
     NAME: ClassVar[str] = NAME
+    nodes: NodeTable | None = field(default=None, compare=False, repr=False)  # the profile's, for acts_on
+
+    def acts_on(self) -> PodFeatures:
+        """Every pod while some node reports images (the node table's generation changes when
+        the first one does), none before."""
+        return EVERY_POD if self.nodes is None or self.nodes.image_rows else NO_FEATURES
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> Status:
         held = nodes.image_rows
@@ -84,7 +91,7 @@ class ImageLocality:
 
 
 def factory(args: NoArgs, handle: Handle) -> ImageLocality:
-    return ImageLocality()
+    return ImageLocality(nodes=handle.nodes)
 
 
 SPEC = PluginSpec(NAME, NoArgs, factory, ImageLocality)

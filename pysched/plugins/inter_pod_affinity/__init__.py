@@ -15,6 +15,7 @@ from typing import ClassVar
 import numpy as np
 
 from pysched.api.affinity import AffinityTerm, PodAffinity
+from pysched.api.features import EVERY_POD, LABELS, POD_AFFINITY, PodFeatures
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.framework.cluster import ClusterBackend
 from pysched.framework.cycle_state import CycleState
@@ -94,9 +95,11 @@ class InterPodAffinity:
         if not self.carried.required_anti:
             return None
         nodes = self.nodes
-        own = self._ns_labels(pod.namespace)
+        own: Mapping[str, str] | None = None  # read once a term may match
         blocked: Bools | None = None
         for term in self.carried.anti_index.candidates(pod.labels):
+            if own is None:
+                own = self._ns_labels(pod.namespace)
             if term.matches(pod.namespace, pod.labels, own):
                 rows = self.carried.required_anti[term]
                 hit = domains_hit(rows, *_column(nodes, term.topology_key))
@@ -145,6 +148,19 @@ class InterPodAffinity:
         # (kube's UnschedulableAndUnresolvable); anti-affinity failures are Unschedulable.
         unresolvable_all = bool(failing.any()) and not (failing & ~not_affinity).any()
         return FilterResult(feasible, reasons, unresolvable=unresolvable_all)
+
+    def acts_on(self) -> PodFeatures:
+        """Pods with terms of their own; while placed pods carry terms (the symmetric rule, and
+        their scoring terms unless those are ignored), also every pod those terms may select:
+        labelled pods, or every pod once a term requires no label value."""
+        carried = self.carried
+        anti = bool(carried.required_anti)
+        scoring = bool(carried.scoring) and not self.args.ignore_preferred_terms_of_existing_pods
+        if not anti and not scoring:
+            return POD_AFFINITY
+        if (anti and carried.anti_index.unindexed) or (scoring and carried.scoring_index.unindexed):
+            return EVERY_POD
+        return PodFeatures(POD_AFFINITY | LABELS)
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         affinity = pod.pod_affinity
@@ -287,7 +303,7 @@ class InterPodAffinity:
 
 def factory(args: InterPodAffinityArgs, handle: Handle) -> InterPodAffinity:
     matches = Matches(handle.pods)
-    carried = CarriedTerms(args.hard_pod_affinity_weight)
+    carried = CarriedTerms(args.hard_pod_affinity_weight, handle.gates.changed)
     handle.pods.subscribe(Placements(matches, carried))
     return InterPodAffinity(handle.cluster, handle.nodes, args, matches, carried)
 

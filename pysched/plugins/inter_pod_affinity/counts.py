@@ -17,13 +17,13 @@ selectors require no label value, never against all of them.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import numpy as np
 
-from pysched.api.affinity import AffinityTerm, Selector
+from pysched.api.affinity import AffinityTerm, PodAffinity, Selector
 from pysched.api.objects import PodInfo
 from pysched.framework.nodetable import I32, Bools
 from pysched.framework.placed import PlacedPods
@@ -87,6 +87,11 @@ class LabelIndex(Generic[T]):
                 if bucket is not None:
                     yield from bucket
 
+    @property
+    def unindexed(self) -> bool:
+        """Some item requires no label value: a pod without labels may match it."""
+        return bool(self._always)
+
     def items(self) -> set[T]:
         """Every item filed (tests)."""
         return {*self._always, *(item for bucket in self._buckets.values() for item in bucket)}
@@ -149,7 +154,12 @@ class Matches:
                     del self._rows[old], self._used[old]
                     self._index.remove(old, _selectors(old))
             found = {}
-            for pod, row in self._pods:
+            keys = index_keys(_selectors(matcher))
+            if keys is None:
+                candidates: Iterable[tuple[PodInfo, int]] = self._pods
+            else:  # only pods carrying one of the pairs every match must carry
+                candidates = (placed for pair in keys for placed in self._pods.with_label(*pair))
+            for pod, row in candidates:
                 if matches_all(matcher, pod):
                     _add(found, row, 1)
             self._rows[matcher] = found
@@ -177,8 +187,10 @@ class Matches:
 class CarriedTerms:
     """The terms placed pods carry, per distinct term, with their pods per row."""
 
-    def __init__(self, hard_weight: int) -> None:
+    def __init__(self, hard_weight: int, on_emptied_or_filled: Callable[[], None] = lambda: None) -> None:
         self.hard_weight = hard_weight
+        # Told when `shape` changes: which pods the plugin must see depends on it.
+        self._changed = on_emptied_or_filled
         self.required_anti: dict[AffinityTerm, RowCounts] = {}
         self.scoring: dict[tuple[AffinityTerm, int], RowCounts] = {}
         self.anti_index: LabelIndex[AffinityTerm] = LabelIndex()  # the keys of required_anti
@@ -188,6 +200,23 @@ class CarriedTerms:
         affinity = pod.pod_affinity
         if affinity is None:
             return
+        before = self.shape
+        self._count(affinity, row, delta)
+        if self.shape != before:
+            self._changed()
+
+    @property
+    def shape(self) -> tuple[bool, bool, bool, bool]:
+        """Whether there are anti-affinity terms and scoring terms, and whether any of either
+        kind can match a pod without labels."""
+        return (
+            bool(self.required_anti),
+            bool(self.scoring),
+            self.anti_index.unindexed,
+            self.scoring_index.unindexed,
+        )
+
+    def _count(self, affinity: PodAffinity, row: int, delta: int) -> None:
         for term in affinity.required_anti_affinity:
             rows = self.required_anti.get(term)
             if rows is None:

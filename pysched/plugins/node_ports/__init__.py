@@ -11,6 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from pysched.api.features import HOST_PORTS, PodFeatures
 from pysched.api.objects import PodInfo
 from pysched.api.ports import WILDCARD_IP, HostPort
 from pysched.framework.cycle_state import CycleState
@@ -46,7 +47,7 @@ class NodePorts:
     def __init__(self, handle: Handle) -> None:
         self._by_bind: dict[object, _Counts] = {}  # HostPort -> rows binding exactly it
         self._by_port: dict[object, _Counts] = {}  # (protocol, port) -> rows binding it on any IP
-        handle.pods.subscribe(self)
+        handle.pods.subscribe(self, HOST_PORTS)  # only pods with host ports hold any
 
     # ----- PlacementListener
     def pod_placed(self, pod: PodInfo, row: int) -> None:
@@ -78,6 +79,9 @@ class NodePorts:
         return out
 
     # ----- extension points
+    def acts_on(self) -> PodFeatures:
+        return HOST_PORTS
+
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         return SUCCESS if pod.host_ports else SKIP
 

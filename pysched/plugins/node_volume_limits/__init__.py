@@ -15,6 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from pysched.api.features import VOLUMES, PodFeatures
 from pysched.api.ids import PodKey
 from pysched.api.objects import PodInfo
 from pysched.api.volumes import PersistentVolume, PersistentVolumeClaim, Storage
@@ -145,6 +146,9 @@ class NodeVolumeLimits:
                 self.placed[key] = (pod, row, fresh)
 
     # ----- scheduling
+    def acts_on(self) -> PodFeatures:
+        return VOLUMES  # a pod without volumes is skipped at PreFilter
+
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         if pod.volumes is None or not (pod.volumes.claims or pod.volumes.csi_inline):
             return SKIP
@@ -209,7 +213,7 @@ class NodeVolumeLimits:
 def factory(args: NoArgs, handle: Handle) -> NodeVolumeLimits:
     plugin = NodeVolumeLimits(handle)
     handle.cluster.storage.subscribe(plugin.storage_changed)
-    handle.pods.subscribe(plugin)
+    handle.pods.subscribe(plugin, VOLUMES)  # only pods with volumes use any
     return plugin
 
 

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from pysched.api.features import CONTROLLER, LABELS, SPREAD, PodFeatures
 from pysched.api.limits import clip
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.spread import (
@@ -181,6 +182,14 @@ class PodTopologySpread:
         if pod.spread:
             return tuple(c for c in pod.spread if c.hard == hard)
         return self._defaulted(pod, self._hard_defaults if hard else self._soft_defaults)
+
+    def acts_on(self) -> PodFeatures:
+        """Pods with constraints of their own; with default constraints, also those a Service or
+        a controller may select (selectors are never empty, so a pod with neither labels nor a
+        controller gets no default)."""
+        if self._hard_defaults or self._soft_defaults:
+            return PodFeatures(SPREAD | CONTROLLER | LABELS)
+        return SPREAD
 
     # ----- PreFilter / Filter
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:

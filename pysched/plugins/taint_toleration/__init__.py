@@ -8,6 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from pysched.api.features import EVERY_POD, NO_FEATURES, PodFeatures
 from pysched.api.objects import PodInfo, Taint, Toleration
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import PLACEMENT_EVENTS, EventRegistration
@@ -20,13 +21,14 @@ from pysched.framework.status import SKIP, SUCCESS, Status
 NAME = "TaintToleration"
 # kube-scheduler v1.36 no longer names the taint (its key and value may be private).
 REASON = "node(s) had untolerated taint(s)"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
 MAX_MEMO = 1024  # pre_score answers kept per node-table state
 
 
 def intolerable_preferred(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> int:
-    relevant = [t for t in tolerations if t.effect in ("", "PreferNoSchedule")]
+    relevant = [t for t in tolerations if t.effect in ("", PREFER_NO_SCHEDULE)]
     return sum(
-        1 for taint in taints if taint.effect == "PreferNoSchedule" and not any(t.tolerates(taint) for t in relevant)
+        1 for taint in taints if taint.effect == PREFER_NO_SCHEDULE and not any(t.tolerates(taint) for t in relevant)
     )
 
 
@@ -36,6 +38,7 @@ class TaintToleration:
     # pre_score's answer per pod tolerations, for the node-table state in `_memo_state`.
     _memo: dict[tuple[Toleration, ...], bool] = field(default_factory=dict, compare=False, repr=False)
     _memo_state: list[tuple[NodeTable, int, int]] = field(default_factory=list, compare=False, repr=False)
+    nodes: NodeTable | None = field(default=None, compare=False, repr=False)  # the profile's, for acts_on
 
     def mask_key(self, pod: PodInfo) -> tuple[Toleration, ...]:
         return pod.tolerations
@@ -45,6 +48,16 @@ class TaintToleration:
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult:
         return mask_result(self.node_mask(pod, nodes), REASON, unresolvable=True)
+
+    def acts_on(self) -> PodFeatures:
+        """Its score (the only point it is gated at) ranks nodes only while some node has a
+        PreferNoSchedule taint; the node table's generation changes with every taint."""
+        if self.nodes is None:
+            return EVERY_POD
+        for taints in self.nodes.taint_sets:  # interned sets, stale ones included: at worst it acts
+            if any(taint.effect == PREFER_NO_SCHEDULE for taint in taints):
+                return EVERY_POD
+        return NO_FEATURES
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> Status:
         """Skip when no node has a PreferNoSchedule taint the pod does not tolerate: every node
@@ -78,7 +91,7 @@ class TaintToleration:
 
 
 def factory(args: NoArgs, handle: Handle) -> TaintToleration:
-    return TaintToleration()
+    return TaintToleration(nodes=handle.nodes)
 
 
 SPEC = PluginSpec(NAME, NoArgs, factory, TaintToleration)

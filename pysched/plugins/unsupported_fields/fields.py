@@ -8,7 +8,7 @@ place a pod while silently ignoring something the default scheduler would have h
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 REFUSED: Final = "refused"
@@ -89,43 +89,55 @@ def _steps(path: str) -> tuple[tuple[str, bool], ...]:
     return tuple((step.removesuffix("[]"), step.endswith("[]")) for step in path.split("."))
 
 
-def _set_below(node: object, steps: tuple[tuple[str, bool], ...], at: int) -> bool:
-    """Some value at `steps[at:]` below `node` is non-empty (lists stepped into where marked);
-    a wrong shape on the way sets nothing."""
-    while at < len(steps):
+Check = Callable[[object], bool]
+
+
+def _non_empty(value: object) -> bool:
+    return value not in ("", [], {})
+
+
+def _compile(steps: tuple[tuple[str, bool], ...]) -> Check:
+    """A check that some value at `steps` below a node is non-empty (lists stepped into where
+    marked; a wrong shape on the way sets nothing), built once: it runs for every pod, so it makes
+    no garbage and walks no table."""
+    if not steps:
+        return _non_empty
+    (name, many), below = steps[0], _compile(steps[1:])
+
+    def check(node: object) -> bool:
         if type(node) is not dict and not isinstance(node, Mapping):  # API objects are dicts: no ABC check
             return False
-        name, many = steps[at]
-        node = node.get(name)
-        at += 1
-        if node is None:
+        value = node.get(name)
+        if value is None:
             return False
-        if many:  # loops, not generators: this runs for every pod, and garbage costs GC time
-            if type(node) is not list:
-                return False
-            for item in node:  # noqa: SIM110 (no generator per pod)
-                if _set_below(item, steps, at):
-                    return True
+        if not many:
+            return below(value)
+        if type(value) is not list:
             return False
-    return node not in ("", [], {})
+        for item in value:  # noqa: SIM110 (no generator per pod)
+            if below(item):
+                return True
+        return False
+
+    return check
 
 
 def is_set(pod: Mapping[str, Any], path: str) -> bool:
     """The pod gives `path` a non-empty value (an empty list or map asks for nothing)."""
-    return _set_below(pod, _steps(path), 0)
+    return _compile(_steps(path))(pod)
 
 
-_COMPILED: Final = tuple((path, _steps(path)) for path in REFUSED_PATHS)
-_ROOTS: Final = frozenset(steps[1][0] for _, steps in _COMPILED)
+# (path, its field under spec, the check of what lies below spec)
+_COMPILED: Final = tuple((path, _steps(path)[1][0], _compile(_steps(path)[1:])) for path in REFUSED_PATHS)
 
 
-def refused_fields(pod: Mapping[str, Any]) -> list[str]:
+def refused_fields(pod: Mapping[str, Any]) -> tuple[str, ...]:
     """The refused paths the pod sets, in table order."""
     spec = pod.get("spec")
-    if not isinstance(spec, Mapping) or _ROOTS.isdisjoint(spec):
-        return []
-    found: list[str] = []
-    for path, steps in _COMPILED:
-        if steps[1][0] in spec and _set_below(spec, steps, 1):
-            found.append(path)
+    if type(spec) is not dict and not isinstance(spec, Mapping):
+        return ()
+    found: tuple[str, ...] = ()
+    for path, root, check in _COMPILED:
+        if root in spec and check(spec):
+            found = (*found, path)
     return found

@@ -18,6 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from pysched.api.features import VOLUMES, PodFeatures
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
 from pysched.api.volumes import (
@@ -144,6 +145,9 @@ class VolumeBinding:
         return self.handle.cluster.storage
 
     # ----- PreFilter
+    def acts_on(self) -> PodFeatures:
+        return VOLUMES  # a pod without volumes is skipped at PreFilter
+
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         if pod.volumes is None or not pod.volumes.claims:
             return SKIP

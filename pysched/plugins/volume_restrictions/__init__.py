@@ -11,6 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from pysched.api.features import VOLUMES, PodFeatures
 from pysched.api.objects import PodInfo
 from pysched.api.volumes import READ_WRITE_ONCE_POD, InlineDisk
 from pysched.framework.cycle_state import CycleState
@@ -65,6 +66,9 @@ class VolumeRestrictions:
                 del self.claim_users[key]
 
     # ----- PreFilter: ReadWriteOncePod, and whether Filter has anything to check
+    def acts_on(self) -> PodFeatures:
+        return VOLUMES  # a pod without volumes is skipped at PreFilter
+
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         volumes = pod.volumes
         if volumes is None:
@@ -96,7 +100,7 @@ class VolumeRestrictions:
 
 def factory(args: NoArgs, handle: Handle) -> VolumeRestrictions:
     plugin = VolumeRestrictions(handle)
-    handle.pods.subscribe(plugin)
+    handle.pods.subscribe(plugin, VOLUMES)  # only pods with volumes use any
     return plugin
 
 

@@ -9,6 +9,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from pysched.api.features import VOLUMES, PodFeatures
 from pysched.api.objects import PodInfo
 from pysched.api.volumes import WAIT_FOR_FIRST_CONSUMER
 from pysched.framework.cycle_state import CycleState
@@ -46,6 +47,9 @@ def zone_values(value: str) -> frozenset[str]:
 class VolumeZone:
     handle: Handle
     NAME: ClassVar[str] = NAME
+
+    def acts_on(self) -> PodFeatures:
+        return VOLUMES  # a pod without volumes is skipped at PreFilter
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         if pod.volumes is None or not pod.volumes.claims:
