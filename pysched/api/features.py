@@ -17,10 +17,18 @@ HOST_PORTS: Final = PodFeatures(8)  # containers' or sidecars' hostPorts
 VOLUMES: Final = PodFeatures(16)  # claims, ephemeral, CSI or other disks the volume plugins read
 CONTROLLER: Final = PodFeatures(32)  # a controlling owner (default spread constraints select by it)
 LABELS: Final = PodFeatures(64)  # any label (a Service, or another pod's term, may select it)
+NODE_PREFERENCES: Final = PodFeatures(128)  # preferred node affinity
 
 
 def features_of(
-    *, pod_affinity: bool, spread: bool, host_ports: bool, volumes: bool, controller: bool, labels: bool
+    *,
+    pod_affinity: bool,
+    spread: bool,
+    host_ports: bool,
+    volumes: bool,
+    controller: bool,
+    labels: bool,
+    node_preferences: bool,
 ) -> PodFeatures:
     return PodFeatures(
         EVERY_POD
@@ -30,4 +38,5 @@ def features_of(
         | (VOLUMES if volumes else 0)
         | (CONTROLLER if controller else 0)
         | (LABELS if labels else 0)
+        | (NODE_PREFERENCES if node_preferences else 0)
     )

@@ -82,6 +82,7 @@ class PodInfo:
     phase: str = "Pending"
     node_selector: tuple[tuple[str, str], ...] = ()
     required_terms: tuple[SelectorTerm, ...] | None = None
+    preferred_terms: tuple[tuple[int, SelectorTerm], ...] = ()  # (weight, preference), kube's skips dropped
     tolerations: tuple[Toleration, ...] = ()
     annotations: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -110,6 +111,7 @@ class PodInfo:
             volumes=self.volumes is not None,
             controller=self.controller is not None,
             labels=bool(self.labels),
+            node_preferences=bool(self.preferred_terms),
         )
 
     @property
@@ -130,11 +132,15 @@ class PodInfo:
             if name not in _POD_FIELDS:
                 raise TypeError(f"PodInfo has no field {name!r}")
             setter(clone, name, value)
-        setter(clone, "features", clone._features())
+        features_changed = not _FEATURE_FIELDS.isdisjoint(changes)
+        setter(clone, "features", clone._features() if features_changed else self.features)
         return clone
 
 
 _POD_FIELDS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(PodInfo) if f.init)
+_FEATURE_FIELDS: frozenset[str] = frozenset(
+    {"pod_affinity", "spread", "host_ports", "volumes", "controller", "labels", "preferred_terms"}
+)  # what `_features` reads
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +171,22 @@ def _required_terms(spec: Mapping[str, Any]) -> tuple[SelectorTerm, ...] | None:
         SelectorTerm(_requirements(t.get("matchExpressions")), _requirements(t.get("matchFields")))
         for t in required.get("nodeSelectorTerms") or ()
     )
+
+
+def _preferred_terms(spec: Mapping[str, Any]) -> tuple[tuple[int, SelectorTerm], ...]:
+    """Preferred node affinity as kube's NodeAffinity scores it: terms of weight 0 or without
+    any requirement are left out."""
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    out = []
+    for item in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ():
+        weight = int(item.get("weight") or 0)
+        preference = item.get("preference") or {}
+        term = SelectorTerm(
+            _requirements(preference.get("matchExpressions")), _requirements(preference.get("matchFields"))
+        )
+        if weight and (term.match_expressions or term.match_fields):
+            out.append((weight, term))
+    return tuple(out)
 
 
 def _controller(refs: Any) -> OwnerRef | None:
@@ -224,6 +246,7 @@ def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | Non
         phase=str(status.get("phase") or "Pending"),
         node_selector=tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),
         required_terms=_required_terms(spec),
+        preferred_terms=_preferred_terms(spec),
         tolerations=tuple(
             Toleration(
                 str(t.get("key") or ""),

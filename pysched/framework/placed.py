@@ -73,7 +73,10 @@ class PlacedPods:
 
     # ----- engine side
     def placed(self, pod: PodInfo, row: int) -> None:
-        self._rows.setdefault(row, {})[pod.key] = pod
+        pods = self._rows.get(row)
+        if pods is None:  # not setdefault: no empty dict made per placement
+            pods = self._rows[row] = {}
+        pods[pod.key] = pod
         if pod.labels:
             self._file(pod, row)
         for listener in self._hearing(pod.features):

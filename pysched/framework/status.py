@@ -23,7 +23,8 @@ class Status:
 
     @property
     def ok(self) -> bool:
-        return self.code in (Code.SUCCESS, Code.SKIP)
+        code = self.code
+        return code is Code.SUCCESS or code is Code.SKIP  # identity: no enum hashing per call
 
     @property
     def rejected(self) -> bool:

@@ -164,14 +164,14 @@ class SchedulingAlgorithm:
         self._score_cache = ScoreCache(self.weights)
         self.selection = SelectionCache(self._score_cache)
         self._plans: dict[PodFeatures, PodPlan] = {}
-        self._plans_epoch = (-1, -1)  # (gates version, node generation) they were made for
+        self._plans_version = self._plans_generation = -1  # what they were made for
 
     def plan(self, features: PodFeatures) -> PodPlan:
         """What a pod with `features` meets, kept until a gate or the nodes may have changed."""
-        epoch = (self.gates.version, self.nodes.generation)
-        if epoch != self._plans_epoch:
+        version, generation = self.gates.version, self.nodes.generation
+        if version != self._plans_version or generation != self._plans_generation:
             self._plans.clear()
-            self._plans_epoch = epoch
+            self._plans_version, self._plans_generation = version, generation
         found = self._plans.get(features)
         if found is None:
             found = self._plans[features] = self._make_plan(features)

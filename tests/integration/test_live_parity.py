@@ -6,12 +6,14 @@ its own namespace, with the existing pods bound through `spec.nodeName`, so no p
 make the two diverge. Shapes run a batch at a time, each shape of a batch on its own group of
 nodes. Compared: bound or pending, and for a pending pod the FailedScheduling reasons with their
 node counts; for preemption shapes, the nominated node and the victims when kube's choice is
-unique.
+unique. For some shapes the feasible set is compared too: the same state once per node, with a
+probe copy of the incoming pod pinned to that node (bound exactly where the filters pass).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import random
 from collections import Counter
@@ -22,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from pysched.api.storage_builders import pv_dict, pvc_dict, storage_class_dict
 from pysched.backend.live.kubeclient import MERGE_PATCH
 from pysched.testing import KubeAPI, KubeAPIError, LocalControlPlane, NodeSpec, create_fake_nodes, wait_for
 from pysched.testing.controlplane import ManagedProcess
@@ -34,7 +37,9 @@ SIDES = ("kube", "pysched")
 SIDE = "pysched.io/parity-side"
 GROUP = "pysched.io/parity-group"
 ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"  # fake nodes carry their name in it, as kubelets do
 SHAPES = 200
+PROBED = 40  # shapes whose feasible set is compared, one probe per node of the group
 BATCH = 10  # shapes at once, each on its own nodes
 # One group's nodes: (cpu, memory, zone, taint effect or "").
 GROUP_NODES = (("4", "8Gi", "z1", ""), ("4", "8Gi", "z1", ""), ("4", "8Gi", "z2", ""), ("2", "4Gi", "z3", "NoSchedule"))
@@ -49,6 +54,10 @@ class Shape:
     existing: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (node index, pod)
     incoming: dict[str, Any] = field(default_factory=dict)
     preempts: bool = False
+    pin: int | None = None  # a probe: the incoming pod may go only to this node of its group
+    unique_node: bool = False  # the best node is unique: compare where the pod went
+    claim: str = ""  # "": none; "missing", "unbound" (WaitForFirstConsumer) or "bound" (to the first PV)
+    volumes: list[tuple[int, str]] = field(default_factory=list)  # local PVs: (node index, size)
 
 
 def _pod(
@@ -155,12 +164,48 @@ def _preemption(rng: random.Random, name: str) -> Shape:
     return Shape(name, existing, incoming, preempts=True)
 
 
-FAMILIES = (_anti_affinity, _affinity, _symmetric, _spread, _ports, _preemption)
+def _volumes(rng: random.Random, name: str) -> Shape:
+    """A claim that does not exist, a WaitForFirstConsumer claim against local PVs on some nodes
+    (of several sizes: some too small), or a claim bound to a local PV on one node."""
+    claim = rng.choice(["missing", "unbound", "unbound", "bound"])
+    count = {"missing": 0, "bound": 1}.get(claim, rng.randrange(4))
+    volumes = [(rng.randrange(len(GROUP_NODES)), rng.choice(["1Gi", "2Gi"])) for _ in range(count)]
+    incoming = _pod({"app": "db"})
+    incoming["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    return Shape(name, _existing(rng, rng.randrange(3)), incoming, claim=claim, volumes=volumes)
+
+
+def _node_preference(rng: random.Random, name: str) -> Shape:
+    """Preferred node affinity for zone z2, whose one node wins by its weight when it fits (the
+    node scores differ by less than NodeAffinity's 2 x 100), or for no node at all."""
+    zone = rng.choice(["z2", "z2", "z9"])
+    terms = [{"weight": rng.choice([60, 100]), "preference": {"matchExpressions": [
+        {"key": ZONE, "operator": "In", "values": [zone]}]}}]  # fmt: skip
+    if rng.random() < 0.5:
+        terms.append({"weight": 5, "preference": {"matchExpressions": [{"key": "rack", "operator": "Exists"}]}})
+    incoming = _pod(
+        {"app": "web"}, affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms}}
+    )
+    return Shape(name, _existing(rng, rng.randrange(3)), incoming, unique_node=zone == "z2")
+
+
+FAMILIES = (_anti_affinity, _affinity, _symmetric, _spread, _ports, _preemption, _volumes, _node_preference)
 
 
 def shapes(seed: int, count: int) -> list[Shape]:
     rng = random.Random(seed)
     return [FAMILIES[i % len(FAMILIES)](rng, f"s{i:03d}") for i in range(count)]
+
+
+def probes(of: list[Shape], count: int) -> list[Shape]:
+    """One probe per node for the first `count` shapes that do not preempt (a probe that
+    preempted would measure preemption, not feasibility)."""
+    chosen = [shape for shape in of if not shape.preempts][:count]
+    return [
+        dataclasses.replace(shape, name=f"{shape.name}-on{node}", pin=node)
+        for shape in chosen
+        for node in range(len(GROUP_NODES))
+    ]
 
 
 @dataclass
@@ -170,6 +215,7 @@ class Outcome:
     node: int | None = None  # where a preemptor was bound (node index in its group)
     nominated: int | None = None  # node index, while not bound
     victims: int = 0  # existing pods deleted or being deleted
+    victim_names: frozenset[str] = frozenset()  # compared where kube's choice is unique
 
 
 def reasons(message: str) -> Counter[str]:
@@ -180,7 +226,10 @@ def reasons(message: str) -> Counter[str]:
     out: Counter[str] = Counter()
     for part in filter(None, listed.split(", ")):
         count, _, reason = part.partition(" ")
-        out[reason] += int(count)
+        if count.isdigit():
+            out[reason] += int(count)
+        else:  # one PreFilter verdict for every node ('persistentvolumeclaim "data" not found')
+            out[part] += 1
     return out
 
 
@@ -215,6 +264,9 @@ def parity_cluster(kube: KubeAPI, namespace: str) -> Iterator[dict[tuple[str, in
             if err.status != 409:
                 raise
     yield nodes
+    for found in kube.get("/apis/storage.k8s.io/v1/storageclasses").get("items", []):
+        if found["metadata"]["name"].startswith(f"{namespace}-"):  # the volume shapes' classes
+            kube.delete(f"/apis/storage.k8s.io/v1/storageclasses/{found['metadata']['name']}")
     for names in nodes.values():
         for name in names:
             kube.delete(f"/api/v1/nodes/{name}")
@@ -240,14 +292,26 @@ def _outcome(shape: Shape, pods: list[dict[str, Any]], names: list[str]) -> Outc
     node = pod["spec"].get("nodeName")
     nominated = pod.get("status", {}).get("nominatedNodeName")
     left = sum(1 for p in pods if p["metadata"]["name"] != "incoming" and not p["metadata"].get("deletionTimestamp"))
+    alive = {p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")}
+    gone = frozenset(f"e{index}" for index in range(len(shape.existing)) if f"e{index}" not in alive)
     return Outcome(
         bound=bool(node),
         reasons=Counter() if node else reasons(str((condition(pod, "PodScheduled") or {}).get("message", ""))),
-        # Where a preemptor went is unique by construction; elsewhere ties may differ.
-        node=names.index(node) if shape.preempts and node in names else None,
+        # Where a preemptor or a preferring pod went is unique by construction; elsewhere ties may differ.
+        node=names.index(node) if (shape.preempts or shape.unique_node) and node in names else None,
         nominated=names.index(nominated) if nominated in names and not node else None,
         victims=len(shape.existing) - left,
+        victim_names=gone,
     )
+
+
+def _unique_victims(shape: Shape, outcome: Outcome) -> bool:
+    """Kube's victims are every pod on the node it chose: no other set of victims is as good
+    there (pods of one priority on one node are otherwise interchangeable)."""
+    target = outcome.node if outcome.node is not None else outcome.nominated
+    if not shape.preempts or target is None or not outcome.victim_names:
+        return False
+    return outcome.victim_names == {f"e{i}" for i, (node, _) in enumerate(shape.existing) if node == target}
 
 
 def _run_batch(
@@ -262,16 +326,26 @@ def _run_batch(
                 bound["spec"] = {**pod["spec"], "nodeName": nodes[(side, group)][node]}
                 existing.append(bound)
             create_pods(kube, ns, existing)
+            _create_storage(kube, ns, shape, nodes[(side, group)])
+    for side in SIDES:
+        for group, shape in enumerate(batch):
+            if shape.claim == "bound":
+                ns = f"{namespace}-{side}-{group}"
+                wait_for(
+                    functools.partial(kube.get, f"/api/v1/namespaces/{ns}/persistentvolumeclaims/data"),
+                    lambda claim: claim.get("status", {}).get("phase") == "Bound",
+                    timeout=30,
+                    what=f"{shape.name}'s claim bound by the PV controller",
+                )
     # Created after every bound pod: each scheduler's pod watch delivers those first.
     for side, scheduler in (("kube", "default-scheduler"), ("pysched", ours)):
         incoming = []
         for group, shape in enumerate(batch):
             pod = {**shape.incoming, "metadata": {**shape.incoming["metadata"], "name": "incoming"}}
-            pod["spec"] = {
-                **shape.incoming["spec"],
-                "schedulerName": scheduler,
-                "nodeSelector": {SIDE: side, GROUP: str(group)},
-            }
+            selector = {SIDE: side, GROUP: str(group)}
+            if shape.pin is not None:
+                selector[HOSTNAME] = nodes[(side, group)][shape.pin]
+            pod["spec"] = {**shape.incoming["spec"], "schedulerName": scheduler, "nodeSelector": selector}
             incoming.append((f"{namespace}-{side}-{group}", pod))
         for ns, pod in incoming:
             kube.create_pod(ns, pod)
@@ -290,14 +364,16 @@ def _run_batch(
                 interval=0.1,
                 what=f"{shape.name} settled under {side}",
             )
-            if shape.preempts and not _incoming(pods)["spec"].get("nodeName"):
-                # Victims deleted, the preemptor binds next: wait for it rather than race it.
+            incoming_pod = _incoming(pods)
+            if not incoming_pod["spec"].get("nodeName") and incoming_pod.get("status", {}).get("nominatedNodeName"):
+                # Victims deleted, the preemptor binds next; or kube names the node while its
+                # PreBind waits for volumes to bind: wait for the bind rather than race it.
                 with contextlib.suppress(TimeoutError):
                     wait_for(
                         functools.partial(list_pods, kube, ns),
                         lambda items: bool(_incoming(items)["spec"].get("nodeName")),
-                        timeout=5,
-                        what="the preemptor bound",
+                        timeout=15,
+                        what="the nominated pod bound",
                     )
                 pods = list_pods(kube, ns)
             out[(side, shape.name)] = _outcome(shape, pods, nodes[(side, group)])
@@ -307,14 +383,53 @@ def _run_batch(
             for pod in list_pods(kube, ns):
                 kube.force_delete_pod(ns, pod["metadata"]["name"])
     for side in SIDES:
-        for group in range(len(batch)):
+        for group, shape in enumerate(batch):
             ns = f"{namespace}-{side}-{group}"
             wait_for(
                 functools.partial(list_pods, kube, ns),
                 lambda items: not items,
                 what="pods gone",
             )
+            if shape.claim and shape.claim != "missing":
+                kube.delete(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/data")
+                for index in range(len(shape.volumes)):
+                    kube.delete(f"/api/v1/persistentvolumes/{_pv_name(ns, shape, index)}")
+    for side in SIDES:  # a claim of the next batch reuses the name: wait until this one is gone
+        for group, shape in enumerate(batch):
+            if shape.claim and shape.claim != "missing":
+                ns = f"{namespace}-{side}-{group}"
+                wait_for(
+                    functools.partial(kube.get, f"/api/v1/namespaces/{ns}/persistentvolumeclaims"),
+                    lambda found: not found.get("items"),
+                    timeout=30,
+                    what="claims gone",
+                )
     return out
+
+
+def _pv_name(ns: str, shape: Shape, index: int) -> str:
+    return f"{ns}-{shape.name}-pv{index}"
+
+
+def _create_storage(kube: KubeAPI, ns: str, shape: Shape, names: list[str]) -> None:
+    """The shape's local PVs on this side's nodes, and its claim, all of a storage class of the
+    shape's own (WaitForFirstConsumer, no provisioner), so no PV of another shape can match."""
+    if not shape.claim or shape.claim == "missing":
+        return
+    storage_class = f"{ns.rsplit('-', 2)[0]}-{shape.name}"
+    with contextlib.suppress(KubeAPIError):  # one class for both sides
+        kube.post("/apis/storage.k8s.io/v1/storageclasses", storage_class_dict(storage_class))
+    for index, (node, size) in enumerate(shape.volumes):
+        pv = pv_dict(_pv_name(ns, shape, index), storage_class=storage_class, size=size, node=names[node])
+        pv["spec"]["local"] = {"path": "/mnt/disk"}
+        del pv["status"]
+        if shape.claim == "bound" and index == 0:
+            pv["spec"]["claimRef"] = {"namespace": ns, "name": "data"}
+        kube.post("/api/v1/persistentvolumes", pv)
+    claim = pvc_dict("data", namespace=ns, storage_class=storage_class)
+    if shape.claim == "bound":
+        claim["spec"]["volumeName"] = _pv_name(ns, shape, 0)
+    kube.post(f"/api/v1/namespaces/{ns}/persistentvolumeclaims", claim)
 
 
 def test_pod_constraints_match_kube_scheduler(
@@ -325,7 +440,8 @@ def test_pod_constraints_match_kube_scheduler(
     tmp_path: Path,
 ) -> None:
     ours = f"pysched-{namespace}"
-    all_shapes = shapes(20261201, SHAPES)
+    main_shapes = shapes(20261201, SHAPES)
+    all_shapes = main_shapes + probes(main_shapes, PROBED)
     kube_scheduler: ManagedProcess = control_plane.start_kube_scheduler()
     scheduler = start_scheduler(control_plane, ours, config=write_profile(tmp_path / "profiles.yaml", ours))
     outcomes: dict[tuple[str, str], Outcome] = {}
@@ -337,6 +453,7 @@ def test_pod_constraints_match_kube_scheduler(
         kube_scheduler.stop()
         control_plane.processes.remove(kube_scheduler)
     differ: dict[str, str] = {}
+    unique_victims = 0
     for shape in all_shapes:
         theirs, mine = outcomes[("kube", shape.name)], outcomes[("pysched", shape.name)]
         same = (theirs.bound, theirs.reasons, theirs.node, theirs.nominated, theirs.victims) == (
@@ -346,10 +463,21 @@ def test_pod_constraints_match_kube_scheduler(
             mine.nominated,
             mine.victims,
         )
+        if _unique_victims(shape, theirs):
+            unique_victims += 1
+            same = same and theirs.victim_names == mine.victim_names
         if not same:
             differ[shape.name] = f"kube {theirs}\n      pysched {mine}\n      {shape.incoming['spec']}"
-    assert not differ, f"{len(differ)} of {SHAPES} shapes differ:\n" + "\n".join(f"{k}: {v}" for k, v in differ.items())
-    bound = sum(outcomes[("kube", s.name)].bound for s in all_shapes)
-    preempted = sum(outcomes[("kube", s.name)].victims > 0 for s in all_shapes)
+    assert not differ, f"{len(differ)} of {len(all_shapes)} shapes differ:\n" + "\n".join(
+        f"{k}: {v}" for k, v in differ.items()
+    )
+    bound = sum(outcomes[("kube", s.name)].bound for s in main_shapes)
+    preempted = sum(outcomes[("kube", s.name)].victims > 0 for s in main_shapes)
     assert SHAPES // 10 < bound < SHAPES - SHAPES // 10  # the seed exercises both outcomes (164 bound)
     assert preempted > SHAPES // 20  # and preemption
+    assert unique_victims > SHAPES // 40  # with victims compared by name
+    feasible = Counter(
+        s.name.rsplit("-on", 1)[0] for s in all_shapes if s.pin is not None and outcomes[("kube", s.name)].bound
+    )
+    partly = sum(0 < feasible[shape.name] < len(GROUP_NODES) for shape in main_shapes)
+    assert partly > PROBED // 4  # the probes see feasible sets that are neither empty nor whole

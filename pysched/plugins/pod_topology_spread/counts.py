@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
-from pysched.api.ids import PodKey
 from pysched.api.objects import PodInfo
 from pysched.api.spread import SpreadSelector
 from pysched.framework.nodetable import I64, NodeTable
@@ -87,10 +86,6 @@ class SelectorCounts:
         self._kept = kept
         self._by_namespace: dict[str, _Namespace] = {}
         self._recent: OrderedDict[tuple[str, SpreadSelector], None] = OrderedDict()
-        # The counted (non-terminating) placed pods by (namespace, label key, value), so the
-        # first use of a selector with index terms reads only the pods carrying one of them.
-        self._counted: dict[tuple[PodKey, int], PodInfo] = {}
-        self._pods_by_pair: dict[tuple[str, str, str], dict[tuple[PodKey, int], PodInfo]] = {}
         pods.subscribe(self)
 
     def __len__(self) -> int:
@@ -98,46 +93,24 @@ class SelectorCounts:
 
     # ----- PlacementListener
     def pod_placed(self, pod: PodInfo, row: int) -> None:
-        if pod.deleting:
-            return  # terminating pods never count (kube-scheduler #87621)
-        self._unindex_pod((pod.key, row))
-        self._counted[pod.key, row] = pod
-        namespace, by_pair = pod.namespace, self._pods_by_pair
-        for key, value in pod.labels.items():
-            by_pair.setdefault((namespace, key, value), {})[pod.key, row] = pod
-        self._count(pod, row, 1)
+        if not pod.deleting:  # terminating pods never count (kube-scheduler #87621)
+            self._count(pod, row, 1)
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
-        if pod.deleting:
-            return
-        self._unindex_pod((pod.key, row))
-        self._count(pod, row, -1)
-
-    def _unindex_pod(self, at: tuple[PodKey, int]) -> None:
-        """Drop the pod at `at` from the pod index under the labels it was indexed with."""
-        indexed = self._counted.pop(at, None)
-        if indexed is None:
-            return
-        namespace, by_pair = indexed.namespace, self._pods_by_pair
-        for key, value in indexed.labels.items():
-            term = (namespace, key, value)
-            bucket = by_pair.get(term)
-            if bucket is not None:
-                bucket.pop(at, None)
-                if not bucket:
-                    del by_pair[term]
+        if not pod.deleting:
+            self._count(pod, row, -1)
 
     def _candidate_pods(self, namespace: str, selector: SpreadSelector) -> Iterator[tuple[PodInfo, int]]:
-        """The counted pods the selector may match: those carrying one of its index terms, or
-        every counted pod of the namespace when it has no term with a value."""
+        """The counted pods the selector may match: the placed pods carrying one of its index
+        terms (`PlacedPods.with_label`), or every placed pod when it has no term with a value;
+        of the namespace, never terminating."""
         terms = selector.index_terms()
         if not terms or terms[0][1] is None:
-            for (_, row), pod in self._counted.items():
-                if pod.namespace == namespace:
-                    yield pod, row
-            return
-        for key, value in terms:
-            for (_, row), pod in self._pods_by_pair.get((namespace, key, str(value)), {}).items():
+            candidates: Iterable[tuple[PodInfo, int]] = self._pods
+        else:
+            candidates = (placed for key, value in terms for placed in self._pods.with_label(key, str(value)))
+        for pod, row in candidates:
+            if pod.namespace == namespace and not pod.deleting:
                 yield pod, row
 
     def _count(self, pod: PodInfo, row: int, delta: int) -> None:

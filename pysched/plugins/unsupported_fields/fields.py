@@ -21,7 +21,7 @@ FIELDS: Final[Mapping[str, str]] = {
     "spec.nodeName": "NodeName",
     "spec.nodeSelector": "NodeAffinity",
     "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution": "NodeAffinity",
-    "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution": REFUSED,
+    "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution": "NodeAffinity",
     "spec.affinity.podAffinity": "InterPodAffinity (landing)",
     "spec.affinity.podAntiAffinity": "InterPodAffinity (landing)",
     "spec.tolerations": "TaintToleration",

@@ -39,7 +39,7 @@ from pysched.framework.storage import StorageView, terms_mask
 
 NAME = "VolumeBinding"
 REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
-REASON_NODE_CONFLICT = "node(s) had volume node affinity conflict"
+REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"  # kube v1.36 wording
 REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 _CLAIMS = "VolumeBinding/claims"
@@ -293,6 +293,8 @@ class VolumeBinding:
 
     # ----- Reserve / Unreserve
     def reserve(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
+        if pod.volumes is None:
+            return SUCCESS  # nothing was read at PreFilter (most pods: no state lookup)
         claims = state.read(_CLAIMS, PodClaims)
         if claims is None or not claims.delayed:
             return SUCCESS
@@ -317,6 +319,8 @@ class VolumeBinding:
 
     # ----- PreBind
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
+        if pod.volumes is None:
+            return SUCCESS
         decision = state.read(_DECISION, Decision)
         if decision is None or not (decision.static or decision.provision):
             return SUCCESS

@@ -1,14 +1,23 @@
+import asyncio
 from typing import Any
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pysched.api.builders import make_node, make_pod
-from pysched.api.objects import NodeInfo, Requirement
+from pysched.api.builders import make_node, make_pod, make_pod_dict, node_dict, pod_dict
+from pysched.api.features import NODE_PREFERENCES
+from pysched.api.ids import PodKey
+from pysched.api.objects import NodeInfo, Requirement, pod_from_dict
+from pysched.backend.simulated import SimulatedCluster
+from pysched.framework.clock import VirtualClock
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.nodetable import NodeTable
+from pysched.framework.status import Code
+from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
 from pysched.plugins.node_affinity import REASON, NodeAffinity
+from pysched.scheduler.scheduler import Scheduler
 
 KEYS = ["zone", "gen", "pool"]
 VALUES = ["a", "b", "1", "7", "12", "x1"]
@@ -109,3 +118,67 @@ def test_empty_terms_match_nothing() -> None:
     table.add(make_node("a"))
     assert not NodeAffinity().node_mask(make_pod("p", affinity_terms=[]), table).any()
     assert not NodeAffinity().node_mask(make_pod("p", affinity_terms=[{}]), table).any()
+
+
+def _preferring(terms: list[tuple[int, dict[str, Any]]]) -> Any:
+    raw = make_pod_dict("p")
+    preferred = [{"weight": weight, "preference": term} for weight, term in terms]
+    raw["spec"]["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
+    return pod_from_dict(raw)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(labels, min_size=1, max_size=8),
+    st.lists(st.tuples(st.integers(0, 100), term), max_size=3),
+    st.data(),
+)
+def test_preferred_score_is_kubes_weight_sum_normalised_over_feasible_nodes(
+    node_labels: list[dict[str, str]], terms: list[tuple[int, dict[str, Any]]], data: st.DataObject
+) -> None:
+    """Each node scores the weights of the preferences it meets (a term of weight 0 or without
+    requirements counts for nothing), scaled so the best feasible node gets 100."""
+    table = NodeTable()
+    nodes = [make_node(f"n{i}", labels=lab) for i, lab in enumerate(node_labels)]
+    for node in nodes:
+        table.add(node)
+    pod = _preferring(terms)
+    feasible = np.array(data.draw(st.lists(st.booleans(), min_size=len(nodes), max_size=len(nodes))), np.bool_)
+    raw = []
+    for node in nodes:
+        total = 0
+        for weight, preference in terms:
+            wrapped = make_pod("q", affinity_terms=[preference])
+            if weight and (preference["matchExpressions"] or preference["matchFields"]) and _oracle(wrapped, node):
+                total += weight
+        raw.append(total)
+    highest = max((score for score, ok in zip(raw, feasible, strict=True) if ok), default=0)
+    expected = [score * 100 // highest if highest else score for score in raw]
+    plugin = NodeAffinity()
+    status = plugin.pre_score(CycleState(), pod, table, feasible)
+    assert status.code is (Code.SUCCESS if pod.preferred_terms else Code.SKIP)
+    assert bool(pod.features & NODE_PREFERENCES) == bool(pod.preferred_terms)
+    scores = plugin.score_batch(CycleState(), pod, table, feasible)
+    plugin.normalize_scores(CycleState(), pod, scores, feasible)
+    assert list(scores) == expected
+
+
+def test_a_preferred_zone_wins_when_it_fits() -> None:
+    async def run() -> None:
+        clock = VirtualClock(1000.0)
+        cluster = SimulatedCluster(clock)
+        for name, zone in (("a", "z1"), ("b", "z2"), ("c", "z1")):
+            cluster.add_node(node_dict(name, labels={"zone": zone}))
+        registry = default_registry()
+        scheduler = Scheduler(builtin_config(registry).only("default"), cluster, clock, registry)
+        await scheduler.start()
+        raw = pod_dict("p", scheduler_name="default")
+        preference = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z2"]}]}
+        preferred = [{"weight": 10, "preference": preference}]
+        raw["spec"]["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
+        for index in range(3):
+            cluster.create_pod({**raw, "metadata": {**raw["metadata"], "name": f"p{index}", "uid": f"u{index}"}})
+        await scheduler.run_until_idle()
+        assert {cluster.pods[PodKey(f"default/p{i}")].node_name for i in range(3)} == {"b"}
+
+    asyncio.run(run())

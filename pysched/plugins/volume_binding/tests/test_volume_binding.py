@@ -153,7 +153,8 @@ def test_node_affinity_conflict_message(loop: asyncio.AbstractEventLoop) -> None
         await scheduler.start()
         cluster.create_pod(volume_pod("p", "bound"))
         await scheduler.run_until_idle()
-        assert last_note(cluster, "p") == "0/3 nodes are available: 3 node(s) had volume node affinity conflict."
+        expected = "0/3 nodes are available: 3 node(s) didn't match PersistentVolume's node affinity."
+        assert last_note(cluster, "p") == expected
 
     loop.run_until_complete(run())
 
