@@ -37,6 +37,8 @@ class PlacedPods:
         # Placed pods per label pair: a plugin counting a new selector starts from the pods that
         # carry a pair it requires instead of scanning every pod.
         self._by_label: dict[tuple[str, str], dict[tuple[PodKey, int], PodInfo]] = {}
+        # How many placed pods hold each priority: preemption asks whether any is below its own.
+        self._priorities: dict[int, int] = {}
 
     # ----- plugin side
     def subscribe(self, listener: PlacementListener, features: PodFeatures = EVERY_POD) -> None:
@@ -63,6 +65,10 @@ class PlacedPods:
         for (_, row), pod in self._by_label.get((key, value), {}).items():
             yield pod, row
 
+    def any_below(self, priority: int) -> bool:
+        """Some placed pod has a lower priority (else no node holds a victim for `priority`)."""
+        return any(held < priority for held in self._priorities)
+
     def __iter__(self) -> Iterator[tuple[PodInfo, int]]:
         for row, pods in self._rows.items():
             for pod in pods.values():
@@ -77,6 +83,8 @@ class PlacedPods:
         if pods is None:  # not setdefault: no empty dict made per placement
             pods = self._rows[row] = {}
         pods[pod.key] = pod
+        priorities = self._priorities
+        priorities[pod.priority] = priorities.get(pod.priority, 0) + 1
         if pod.labels:
             self._file(pod, row)
         for listener in self._hearing(pod.features):
@@ -88,6 +96,11 @@ class PlacedPods:
             return
         if not pods:
             del self._rows[row]
+        left = self._priorities[pod.priority] - 1
+        if left:
+            self._priorities[pod.priority] = left
+        else:
+            del self._priorities[pod.priority]
         by_label, at = self._by_label, (pod.key, row)
         for pair in pod.labels.items():
             bucket = by_label.get(pair)
@@ -98,8 +111,9 @@ class PlacedPods:
 
     def replaced(self, old: PodInfo, new: PodInfo, row: int) -> None:
         """The same placed pod, newer: listeners hear of it only when its labels changed or it
-        started terminating (pod counts such as topology spread leave terminating pods out)."""
-        if old.labels == new.labels and old.deleting == new.deleting:
+        started terminating (pod counts such as topology spread leave terminating pods out), or
+        its priority changed (which the API forbids, but the counts must not depend on it)."""
+        if old.labels == new.labels and old.deleting == new.deleting and old.priority == new.priority:
             self._rows[row][new.key] = new
             if new.labels:
                 self._file(new, row)

@@ -8,7 +8,6 @@ victims are deleted and the preemptor nominated through the backend, off the sch
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -54,33 +53,12 @@ class DefaultPreemptionArgs:
             raise ArgsError("minCandidateNodesAbsolute", "may not be 0 when minCandidateNodesPercentage is 0")
 
 
-class PlacedPriorities:
-    """How many placed pods hold each priority: when none is below the preemptor's, no node has a
-    victim and the dry runs are skipped (a cluster of one priority never pays for them)."""
-
-    def __init__(self) -> None:
-        self.count: collections.Counter[int] = collections.Counter()
-
-    def pod_placed(self, pod: PodInfo, row: int) -> None:
-        self.count[pod.priority] += 1
-
-    def pod_removed(self, pod: PodInfo, row: int) -> None:
-        self.count[pod.priority] -= 1
-        if not self.count[pod.priority]:
-            del self.count[pod.priority]
-
-    def any_below(self, priority: int) -> bool:
-        return any(held < priority for held in self.count)
-
-
 class DefaultPreemption:
     NAME: ClassVar[str] = NAME
 
     def __init__(self, args: DefaultPreemptionArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
-        self.priorities = PlacedPriorities()
-        handle.pods.subscribe(self.priorities)
 
     def events_to_register(self) -> Sequence[EventRegistration]:
         return ()  # it never rejects a pod: the filters that did say when to try again
@@ -131,7 +109,7 @@ class DefaultPreemption:
         number of candidates wanted and at least one without budget violations."""
         if not rows:
             return [], 0
-        if not self.priorities.any_below(pod.priority):
+        if not self.handle.pods.any_below(pod.priority):
             return [], sum(1 for row in rows if self.handle.nodes.names[row] is not None)
         wanted = self._candidates_wanted(len(rows))
         budgets = self.handle.cluster.disruption_budgets()

@@ -29,7 +29,6 @@ from pysched.plugins.inter_pod_affinity.counts import (
     Clause,
     Matcher,
     Matches,
-    Placements,
     RowCounts,
     any_on_labelled,
     domain_sums,
@@ -304,7 +303,7 @@ class InterPodAffinity:
 def factory(args: InterPodAffinityArgs, handle: Handle) -> InterPodAffinity:
     matches = Matches(handle.pods)
     carried = CarriedTerms(args.hard_pod_affinity_weight, handle.gates.changed)
-    handle.pods.subscribe(Placements(matches, carried))
+    handle.pods.subscribe(carried, POD_AFFINITY)  # only pods with terms carry any
     return InterPodAffinity(handle.cluster, handle.nodes, args, matches, carried)
 
 

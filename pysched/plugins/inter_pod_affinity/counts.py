@@ -134,10 +134,12 @@ def _add(rows: RowCounts, row: int, delta: int) -> None:
 
 
 class Matches:
-    """Placed pods per row for each matcher in use."""
+    """Placed pods per row for each matcher in use. It subscribes to the placed pods itself, on
+    first use: until a pod has terms, placements cost it nothing."""
 
     def __init__(self, pods: PlacedPods) -> None:
         self._pods = pods
+        self._subscribed = False
         self._rows: dict[Matcher, RowCounts] = {}
         self._used: dict[Matcher, int] = {}
         self._index: LabelIndex[Matcher] = LabelIndex()
@@ -148,6 +150,9 @@ class Matches:
         self._tick += 1
         found = self._rows.get(matcher)
         if found is None:
+            if not self._subscribed:
+                self._pods.subscribe(self)  # replays nothing yet: no matcher is filed
+                self._subscribed = True
             if len(self._rows) >= MAX_MATCHERS:
                 oldest = sorted(self._used, key=self._used.__getitem__)[: MAX_MATCHERS // 4]
                 for old in oldest:
@@ -167,10 +172,6 @@ class Matches:
             self.scans += 1
         self._used[matcher] = self._tick
         return found
-
-    @property
-    def in_use(self) -> bool:
-        return bool(self._rows)
 
     def _count(self, pod: PodInfo, row: int, delta: int) -> None:
         for matcher in self._index.candidates(pod.labels):
@@ -245,26 +246,6 @@ class CarriedTerms:
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         self._update(pod, row, -1)
-
-
-class Placements:
-    """One subscription for both: a plain pod placed while no matcher is in use costs two checks."""
-
-    def __init__(self, matches: Matches, carried: CarriedTerms) -> None:
-        self.matches = matches
-        self.carried = carried
-
-    def pod_placed(self, pod: PodInfo, row: int) -> None:
-        if self.matches.in_use:
-            self.matches.pod_placed(pod, row)
-        if pod.pod_affinity is not None:
-            self.carried.pod_placed(pod, row)
-
-    def pod_removed(self, pod: PodInfo, row: int) -> None:
-        if self.matches.in_use:
-            self.matches.pod_removed(pod, row)
-        if pod.pod_affinity is not None:
-            self.carried.pod_removed(pod, row)
 
 
 def row_arrays(rows: RowCounts, size: int) -> tuple[np.ndarray, np.ndarray]:

@@ -86,7 +86,7 @@ class SelectorCounts:
         self._kept = kept
         self._by_namespace: dict[str, _Namespace] = {}
         self._recent: OrderedDict[tuple[str, SpreadSelector], None] = OrderedDict()
-        pods.subscribe(self)
+        self._subscribed = False  # on first use: until a pod spreads, placements cost nothing
 
     def __len__(self) -> int:
         return len(self._recent)
@@ -137,6 +137,9 @@ class SelectorCounts:
         key = (namespace, selector)
         counts = space.arrays.get(selector)
         if counts is None:
+            if not self._subscribed:
+                self._pods.subscribe(self)  # replays nothing yet: no selector is counted
+                self._subscribed = True
             counts = np.zeros(max(size, 64), np.int64)
             for pod, row in self._candidate_pods(namespace, selector):
                 if selector.matches(pod.labels):

@@ -54,10 +54,12 @@ def test_listener_counts_equal_a_recount_whatever_happens(ops: list[tuple[str, i
         name, node = f"p{index}", NodeName(f"n{index % 3}")
         known = pods.get(name)
         if op == "add":
-            pods[name] = make_pod(name, cpu="1", node_name=node, labels={"app": app} if app else None)
+            pods[name] = make_pod(
+                name, cpu="1", node_name=node, labels={"app": app} if app else None, priority=index % 3
+            )
             cache.add_pod(pods[name])
         elif op == "assume" and known is None:
-            pods[name] = make_pod(name, cpu="1", labels={"app": app} if app else None)
+            pods[name] = make_pod(name, cpu="1", labels={"app": app} if app else None, priority=index % 3)
             cache.assume(pods[name], node)
         elif op == "forget" and known is not None:
             cache.forget(known)
@@ -76,6 +78,8 @@ def test_listener_counts_equal_a_recount_whatever_happens(ops: list[tuple[str, i
         cache.placed.subscribe(labelled_only, LABELS)
     assert +listener.counts == recount(cache)
     assert +labelled_only.counts == Counter({at: n for at, n in recount(cache).items() if at[1]})
+    for priority in range(4):  # what preemption asks before it looks for victims
+        assert cache.placed.any_below(priority) == any(pod.priority < priority for pod, _ in cache.placed)
     for app in ("a", "b"):
         assert sorted(cache.placed.with_label("app", app), key=str) == sorted(
             ((pod, row) for pod, row in cache.placed if pod.labels.get("app") == app), key=str

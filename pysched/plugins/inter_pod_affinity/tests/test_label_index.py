@@ -86,8 +86,7 @@ def _placed_pods() -> list[tuple[PodInfo, int]]:
 
 def test_matches_follow_placements_for_every_kind_of_matcher() -> None:
     pods = PlacedPods()
-    matches = Matches(pods)
-    pods.subscribe(matches)
+    matches = Matches(pods)  # subscribes itself on first use
     clauses = [Clause(_selector(raw), namespaces) for raw in SELECTORS for namespaces in (None, frozenset({"default"}))]
     matchers: list[Matcher] = [(c,) for c in clauses] + [(a, b) for a, b in itertools.combinations(clauses[:8], 2)]
     matchers.append(())
