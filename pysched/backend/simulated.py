@@ -382,6 +382,12 @@ class SimulatedCluster:
             self._listener.on_pod_updated(current, updated)
         return updated
 
+    def set_scheduling_gates(self, key: PodKey, names: Sequence[str]) -> PodInfo:
+        """Replace `spec.schedulingGates` as their controller would (it may only remove gates)."""
+        current = self.pods[key]
+        spec = {**current.raw.get("spec", {}), "schedulingGates": [{"name": name} for name in names]}
+        return self._replace(current, {**current.raw, "spec": spec})
+
     def set_status(self, key: PodKey, status: Mapping[str, Any]) -> PodInfo:
         """Replace the pod's `status` as a kubelet would write it (container statuses with the
         actuated resources, `PodResizePending`...): what the simulated kubelet does not model."""

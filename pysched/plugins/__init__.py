@@ -23,6 +23,7 @@ def default_registry() -> Registry:
         node_volume_limits,
         pod_topology_spread,
         priority_sort,
+        scheduling_gates,
         seed_restart,
         taint_toleration,
         unsupported_fields,
@@ -35,6 +36,7 @@ def default_registry() -> Registry:
     return Registry(
         (
             priority_sort.SPEC,
+            scheduling_gates.SPEC,
             unsupported_fields.SPEC,
             *node_resources.SPECS,
             node_name.SPEC,

@@ -39,7 +39,7 @@ FIELDS: Final[Mapping[str, str]] = {
     "spec.preemptionPolicy": "DefaultPreemption (landing)",
     "spec.topologySpreadConstraints": "PodTopologySpread (landing)",
     "spec.volumes": "VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits (landing)",
-    "spec.schedulingGates": REFUSED,
+    "spec.schedulingGates": "SchedulingGates",
     # read by default plugins, not implemented by pysched
     "spec.resourceClaims": REFUSED,  # DynamicResources
     "spec.containers[].resources.claims": REFUSED,  # DynamicResources

@@ -191,6 +191,7 @@ PROFILE = {
             "schedulerName": "t",
             "plugins": {
                 "queueSort": [{"name": "PrioritySort"}],
+                "preEnqueue": [{"name": "SchedulingGates"}],
                 "preFilter": [{"name": "UnsupportedFields"}, {"name": "NodePorts"}],
                 "filter": [
                     {"name": "NodeUnschedulable"},
@@ -226,6 +227,9 @@ def test_each_field_is_honoured_or_refused_with_exactly_the_event(path: str) -> 
             assert pod.node_name is None
             assert notes == [f"0/2 nodes are available: {refusal(path)}."]
             assert scheduler.queue.where(pod.key) == "unschedulable"
+        elif FIELDS[path] == "SchedulingGates":
+            assert notes == [] and pod.node_name is None  # held, untried, until the gates go
+            assert scheduler.queue.where(pod.key) == "gated"
         else:
             assert notes == []
             # Node b (zone b, 1 cpu) fails every sample that a pysched plugin honours.
