@@ -1,7 +1,8 @@
-"""What a pod asks of the scheduler beyond resources, node selection and tolerations, as bits set
-once when the pod record is built. A plugin with nothing to do for pods lacking certain bits says
-so (`pysched.framework.gates`), and the engine does not call it for them: a plain pod then pays
-nothing for the pod-affinity, spread, port and volume plugins of the default profile."""
+"""What a pod asks of the scheduler beyond resources, its node selector, required node affinity
+and tolerations, as bits set once when the pod record is built. A plugin with nothing to do for
+pods lacking certain bits says so (`pysched.framework.gates`), and the engine does not call it
+for them: a plain pod then pays nothing for the pod-affinity, spread, port and volume plugins of
+the default profile."""
 
 from __future__ import annotations
 

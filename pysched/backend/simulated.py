@@ -105,6 +105,8 @@ class SimulatedCluster:
             return error(f"pod {pod.key} is already assigned to node {current.node_name}")
         if node not in self.nodes:
             return unschedulable(f"node {node} not found")
+        if (current.raw.get("spec") or {}).get("schedulingGates"):  # the API server refuses it too
+            return error(f"pod {pod.name} has non-empty .spec.schedulingGates")
         bound = current.evolve(node_name=node, resource_version=str(next(self._versions)))
         self.pods[pod.key] = bound
         self.binds += 1

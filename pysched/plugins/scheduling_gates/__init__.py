@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -12,7 +11,6 @@ from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.framework.status import SUCCESS, Status, unresolvable
 
 NAME = "SchedulingGates"
-MAX_NAMED = 8  # gate names quoted in the status (a pod may carry many)
 
 
 def gate_names(pod: PodInfo) -> list[str]:
@@ -33,9 +31,7 @@ class SchedulingGates:
         names = gate_names(pod)
         if not names:
             return SUCCESS
-        shown: Sequence[str] = names[:MAX_NAMED]
-        more = f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else ""
-        return unresolvable(f"waiting for scheduling gates: {list(shown)}{more}", plugin=NAME)
+        return unresolvable(f"waiting for scheduling gates: [{' '.join(names)}]", plugin=NAME)  # kube's words
 
 
 def factory(args: NoArgs, handle: Handle) -> SchedulingGates:

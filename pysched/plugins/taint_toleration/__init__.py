@@ -52,10 +52,12 @@ class TaintToleration:
     def acts_on(self) -> PodFeatures:
         """Its score (the only point it is gated at) ranks nodes only while some node has a
         PreferNoSchedule taint; the node table's generation changes with every taint."""
-        if self.nodes is None:
+        nodes = self.nodes
+        if nodes is None:
             return EVERY_POD
-        for taints in self.nodes.taint_sets:  # interned sets, stale ones included: at worst it acts
-            if any(taint.effect == PREFER_NO_SCHEDULE for taint in taints):
+        in_use = np.unique(nodes.taint_set[: nodes.size][nodes.present[: nodes.size]])
+        for index in in_use.tolist():  # interned sets of live nodes only: stale ones never reopen it
+            if any(taint.effect == PREFER_NO_SCHEDULE for taint in nodes.taint_sets[index]):
                 return EVERY_POD
         return NO_FEATURES
 

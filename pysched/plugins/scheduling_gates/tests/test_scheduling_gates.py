@@ -1,14 +1,14 @@
 import asyncio
 
 from pysched.api.builders import node_dict, pod_dict
-from pysched.api.ids import PodKey
+from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import pod_from_dict
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.status import Code
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
-from pysched.plugins.scheduling_gates import MAX_NAMED, SchedulingGates
+from pysched.plugins.scheduling_gates import SchedulingGates
 from pysched.scheduler.scheduler import Scheduler
 
 
@@ -44,14 +44,28 @@ def test_a_gated_pod_waits_untried_until_its_last_gate_is_removed() -> None:
     asyncio.run(run())
 
 
-def test_the_status_names_the_gates_shortly() -> None:
+def test_the_simulated_api_refuses_to_bind_a_gated_pod_as_the_real_one_does() -> None:
+    """A profile without SchedulingGates tries a gated pod; the bind fails, nothing is placed."""
+
+    async def run() -> None:
+        clock = VirtualClock(1000.0)
+        cluster = SimulatedCluster(clock)
+        cluster.add_node(node_dict("a"))
+        pod = cluster.create_pod(_gated("p", "example.com/quota"))
+        assert pod is not None
+        status = await cluster.bind(pod, NodeName("a"))
+        assert status.code is Code.ERROR and "schedulingGates" in status.message()
+        assert cluster.pods[pod.key].node_name is None
+
+    asyncio.run(run())
+
+
+def test_the_status_names_the_gates() -> None:
     plugin = SchedulingGates()
     assert plugin.pre_enqueue(pod_from_dict(pod_dict("free"))).ok
     status = plugin.pre_enqueue(pod_from_dict(_gated("p", "a", "b")))
     assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert status.message() == "waiting for scheduling gates: ['a', 'b']"
-    many = plugin.pre_enqueue(pod_from_dict(_gated("q", *(f"g{i}" for i in range(MAX_NAMED + 3)))))
-    assert many.message().endswith("and 3 more")
+    assert status.message() == "waiting for scheduling gates: [a b]"
     odd = pod_dict("r")
     odd["spec"]["schedulingGates"] = ["not-a-map"]
     assert not plugin.pre_enqueue(pod_from_dict(odd)).ok  # still a gate

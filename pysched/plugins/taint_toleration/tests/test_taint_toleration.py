@@ -1,6 +1,7 @@
 import numpy as np
 
 from pysched.api.builders import make_node, make_pod
+from pysched.api.features import EVERY_POD, NO_FEATURES
 from pysched.api.objects import PodInfo, Taint, Toleration
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.nodetable import NodeTable
@@ -95,3 +96,14 @@ def test_pre_score_memo_follows_taint_changes() -> None:
         tolerant = make_pod(f"t{i}", tolerations=[{"key": f"k{i}", "operator": "Exists"}])
         assert check(tolerant, table) is Code.SUCCESS
     assert len(plugin._memo) <= 1024
+
+
+def test_its_score_acts_only_while_a_live_node_has_a_prefer_no_schedule_taint() -> None:
+    table = NodeTable()
+    plugin = TaintToleration(nodes=table)
+    table.add(make_node("a", taints=[{"key": "gpu", "value": "a100", "effect": "NoSchedule"}]))
+    assert plugin.acts_on() == NO_FEATURES
+    table.update(make_node("a", taints=[{"key": "spot", "value": "yes", "effect": "PreferNoSchedule"}]))
+    assert plugin.acts_on() == EVERY_POD
+    table.update(make_node("a"))  # the interned set stays, but no live node holds it
+    assert plugin.acts_on() == NO_FEATURES
