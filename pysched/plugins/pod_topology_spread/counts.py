@@ -93,7 +93,7 @@ class SelectorCounts:
 
     # ----- PlacementListener
     def pod_placed(self, pod: PodInfo, row: int) -> None:
-        if not pod.deleting:  # terminating pods never count (kube-scheduler #87621)
+        if not pod.deleting:  # terminating pods never count, as in kube-scheduler
             self._count(pod, row, 1)
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
