@@ -48,7 +48,7 @@ def test_the_constrained_bench_mix_lands_exactly_as_with_every_plugin_called(mon
     with monkeypatch.context() as patch:
         ungated = _bench_placements(patch)
     assert gated == ungated
-    assert sum(node is None for node in gated.values()) < len(gated)  # most pods were placed
+    assert sum(node is None for node in gated.values()) < len(gated) // 2  # most pods were placed
 
 
 def _anti(selector: dict[str, Any]) -> dict[str, Any]:
