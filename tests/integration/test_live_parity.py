@@ -291,7 +291,6 @@ def _outcome(shape: Shape, pods: list[dict[str, Any]], names: list[str]) -> Outc
     pod = _incoming(pods)
     node = pod["spec"].get("nodeName")
     nominated = pod.get("status", {}).get("nominatedNodeName")
-    left = sum(1 for p in pods if p["metadata"]["name"] != "incoming" and not p["metadata"].get("deletionTimestamp"))
     alive = {p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")}
     gone = frozenset(f"e{index}" for index in range(len(shape.existing)) if f"e{index}" not in alive)
     return Outcome(
@@ -300,7 +299,7 @@ def _outcome(shape: Shape, pods: list[dict[str, Any]], names: list[str]) -> Outc
         # Where a preemptor or a preferring pod went is unique by construction; elsewhere ties may differ.
         node=names.index(node) if (shape.preempts or shape.unique_node) and node in names else None,
         nominated=names.index(nominated) if nominated in names and not node else None,
-        victims=len(shape.existing) - left,
+        victims=len(gone),
         victim_names=gone,
     )
 

@@ -122,11 +122,6 @@ def _compile(steps: tuple[tuple[str, bool], ...]) -> Check:
     return check
 
 
-def is_set(pod: Mapping[str, Any], path: str) -> bool:
-    """The pod gives `path` a non-empty value (an empty list or map asks for nothing)."""
-    return _compile(_steps(path))(pod)
-
-
 # (path, its field under spec, the check of what lies below spec)
 _COMPILED: Final = tuple((path, _steps(path)[1][0], _compile(_steps(path)[1:])) for path in REFUSED_PATHS)
 
