@@ -364,15 +364,17 @@ def _run_batch(
                 what=f"{shape.name} settled under {side}",
             )
             incoming_pod = _incoming(pods)
-            if not incoming_pod["spec"].get("nodeName") and incoming_pod.get("status", {}).get("nominatedNodeName"):
-                # Victims deleted, the preemptor binds next; or kube names the node while its
-                # PreBind waits for volumes to bind: wait for the bind rather than race it.
+            nominated = bool(incoming_pod.get("status", {}).get("nominatedNodeName"))
+            if not incoming_pod["spec"].get("nodeName") and (shape.preempts or nominated):
+                # Victims deleted, the preemptor binds next (its nomination may not be written
+                # yet); or kube names the node while its PreBind waits for volumes to bind: wait
+                # for the bind rather than race it.
                 with contextlib.suppress(TimeoutError):
                     wait_for(
                         functools.partial(list_pods, kube, ns),
                         lambda items: bool(_incoming(items)["spec"].get("nodeName")),
-                        timeout=15,
-                        what="the nominated pod bound",
+                        timeout=15 if nominated else 5,  # a preemptor with no victims never binds
+                        what="the pod bound",
                     )
                 pods = list_pods(kube, ns)
             out[(side, shape.name)] = _outcome(shape, pods, nodes[(side, group)])
