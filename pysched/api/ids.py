@@ -11,3 +11,7 @@ NodeName = NewType("NodeName", str)
 
 def pod_key(namespace: str, name: str) -> PodKey:
     return PodKey(f"{namespace}/{name}")
+
+
+JobKey = NewType("JobKey", str)
+"""`namespace/kind/name` of a job (api/jobs.py): the kind keeps two controllers' names apart."""

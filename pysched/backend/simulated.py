@@ -17,7 +17,8 @@ from typing import Any
 
 from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget, budget_from_dict
-from pysched.api.ids import NodeName, PodKey
+from pysched.api.ids import JobKey, NodeName, PodKey
+from pysched.api.jobs import JobRef
 from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from pysched.api.volumes import (
     ANN_BIND_COMPLETED,
@@ -74,6 +75,7 @@ class SimulatedCluster:
         # live backend's informers know them: PodTopologySpread's default constraints read them.
         self.services: dict[str, dict[str, dict[str, str]]] = {}
         self.controllers: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+        self.job_minimums: dict[JobKey, int] = {}  # minimums other objects hold (set_job_minimum)
         self._awaiting_owner: dict[str, set[PodKey]] = {}  # owner uid -> its pods created before it
         self.binds = 0
         self.budgets: dict[str, DisruptionBudget] = {}  # "ns/name" -> PodDisruptionBudget
@@ -288,6 +290,17 @@ class SimulatedCluster:
 
     def controller_selector(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
         return self.controllers.get((namespace, kind, name))
+
+    def job_minimum(self, job: JobRef) -> int | None:
+        return self.job_minimums.get(job.key)
+
+    def set_job_minimum(self, job: JobKey, minimum: int | None) -> None:
+        """The minimum another object holds for a job (a PodGroup's, an Indexed Job's), or none.
+        Pods observed afterwards see it; members already queued see it when they change."""
+        if minimum is None:
+            self.job_minimums.pop(job, None)
+        else:
+            self.job_minimums[job] = minimum
 
     # ----- the simulated world changes
     def set_service(self, namespace: str, name: str, selector: Mapping[str, str] | None) -> None:

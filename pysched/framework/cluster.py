@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget
 from pysched.api.ids import NodeName
+from pysched.api.jobs import JobRef
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.volumes import PersistentVolume, PersistentVolumeClaim, Storage
 from pysched.framework.events import EventKind
@@ -113,6 +114,13 @@ class ClusterBackend(Protocol):
 
         Synchronous like `namespace_labels`: PodTopologySpread's default constraints select the
         pods of the Services and controllers a pod belongs to, so backends keep these in memory."""
+        ...
+
+    def job_minimum(self, job: JobRef) -> int | None:
+        """The minimum number of members of a job whose minimum another object holds (a
+        PodGroup's, an Indexed batch Job's parallelism), as last seen; None when unknown.
+
+        Synchronous like `namespace_labels`: the job book asks it when a member is observed."""
         ...
 
     def controller_selector(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:

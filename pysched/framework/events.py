@@ -17,6 +17,7 @@ class EventKind(enum.Enum):
     POD_RESIZE_DOWN = "PodResizeDown"  # a bound pod now asks for less
     ASSIGNED_POD_ADD = "AssignedPodAdd"  # a pod is now bound to a node (by anyone)
     ASSIGNED_POD_UPDATE = "AssignedPodUpdate"  # a bound pod's labels changed
+    UNSCHEDULED_POD_ADD = "UnscheduledPodAdd"  # a pending member of a gang appeared
     PVC_CHANGE = "PersistentVolumeClaimChange"  # a PVC was added, updated or deleted
     PV_CHANGE = "PersistentVolumeChange"
     STORAGE_CLASS_CHANGE = "StorageClassChange"

@@ -19,6 +19,7 @@ from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import EventRegistration
 from pysched.framework.gates import PodGates
 from pysched.framework.incidents import Incidents
+from pysched.framework.jobs import JobBook
 from pysched.framework.lifecycle import PodLifecycle
 from pysched.framework.nodetable import I64, Bools, NodeTable
 from pysched.framework.placed import PlacedPods
@@ -49,8 +50,8 @@ class Handle:
     by every profile), the profile's pod lifecycle notices, where a plugin reports a bug it
     contained to one pod (shared by every profile), the pods placed on nodes, what the engine
     lends a preempting PostFilter (dry runs, the nominator), where a plugin starts API work from
-    synchronous code (the scheduler's side tasks, joined by its drivers), and where a gated
-    plugin says that the pods it acts on may have changed."""
+    synchronous code (the scheduler's side tasks, joined by its drivers), where a gated
+    plugin says that the pods it acts on may have changed, and the jobs pods belong to."""
 
     cluster: ClusterBackend
     clock: Clock
@@ -62,6 +63,8 @@ class Handle:
     preemption: PreemptionSupport = field(default_factory=PreemptionSupport)
     tasks: BackgroundTasks = field(default_factory=BackgroundTasks)
     gates: PodGates = field(default_factory=PodGates)
+    # The scheduler's jobs (shared by every profile); a Handle made alone gets a book of its own.
+    jobs: JobBook = field(default_factory=lambda: JobBook(PlacedPods(), lambda _: None))
 
 
 @runtime_checkable

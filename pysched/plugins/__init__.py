@@ -9,6 +9,7 @@ def default_registry() -> Registry:
     """Every in-tree plugin, by NAME."""
     from pysched.plugins import (
         autoscale,
+        coscheduling,
         deadline_laxity,
         default_binder,
         default_preemption,
@@ -37,6 +38,7 @@ def default_registry() -> Registry:
         (
             priority_sort.SPEC,
             scheduling_gates.SPEC,
+            coscheduling.SPEC,
             unsupported_fields.SPEC,
             *node_resources.SPECS,
             node_name.SPEC,

@@ -27,6 +27,7 @@ from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
 from pysched.framework.incidents import REASON as INCIDENT_REASON
 from pysched.framework.incidents import Incidents
 from pysched.framework.interfaces import MIN_RECONCILE_INTERVAL_S, Handle, QueuedPod
+from pysched.framework.jobs import JobBook
 from pysched.framework.lifecycle import PodLifecycle
 from pysched.framework.preemption import PreemptionSupport
 from pysched.framework.registry import Registry
@@ -108,6 +109,7 @@ class Scheduler:
         self.backend = backend
         self.clock = clock
         self.cache = Cache()
+        self.jobs = JobBook(self.cache.placed, backend.job_minimum)
         self.waiting_pods = WaitingPods()
         self.incidents = Incidents()
         self.incidents.install(self._notify_incident)
@@ -126,6 +128,7 @@ class Scheduler:
                     self.cache.placed,
                     PreemptionSupport(),
                     self._side_tasks,
+                    jobs=self.jobs,
                 ),
             )
             for profile in config.profiles
@@ -141,7 +144,13 @@ class Scheduler:
             )
         queue_sort = next(iter(self.frameworks.values())).queue_sort
         self.queue = SchedulingQueue(
-            clock, queue_sort.sort_key, self._pre_enqueue, self._hint, timings, self._queue_contained, self._interest
+            clock,
+            self.jobs.sort_key(queue_sort.sort_key),
+            self._pre_enqueue,
+            self._hint,
+            timings,
+            self._queue_contained,
+            self._interest,
         )
         self.stats = SchedulerStats()
         self._timer = timer
@@ -229,6 +238,7 @@ class Scheduler:
 
     @_contained("PodAdd")
     def on_pod_added(self, pod: PodInfo) -> None:
+        job = self.jobs.observe(pod) if self._ours(pod) else None  # before the cache tells it of placements
         if pod.node_name is not None:
             self.cache.add_pod(pod)
             self.queue.delete(pod.key)
@@ -237,9 +247,13 @@ class Scheduler:
         elif self._ours(pod) and not pod.deleting and not pod.terminated:
             self.queue.add(pod)
             self._observe_nomination(None, pod)
+            if job is not None and job.is_gang:  # its siblings may have waited for it
+                self.queue.on_event(ClusterEvent(EventKind.UNSCHEDULED_POD_ADD, None, pod))
 
     @_contained("PodUpdate")
     def on_pod_updated(self, old: PodInfo, new: PodInfo) -> None:
+        if self._ours(new):
+            self.jobs.observe(new, old)
         if new.node_name is None:
             if self._ours(new) and not new.deleting and not new.terminated:
                 self.queue.update(new)
@@ -273,6 +287,7 @@ class Scheduler:
 
     @_contained("PodDelete")
     def on_pod_deleted(self, pod: PodInfo) -> None:
+        self.jobs.forget(pod)
         self.nominator.drop(pod.key)
         if self.cache.pod_node(pod.key) is not None:
             self.cache.remove_pod(pod)
@@ -378,6 +393,11 @@ class Scheduler:
             self._binds.submit(job)
         elif self._stopping or job.queued.pod.key not in self.queue:
             self._release(job)  # gone, bound elsewhere, or we stop: nothing to retry or to report
+        elif status.rejected:
+            # A Permit plugin's rejection (a gang released, a wait timed out): unschedulable for
+            # now, as kube-scheduler has it, not a failed bind.
+            self._release(job)
+            self._fail(job.queued, status, frozenset({status.plugin} if status.plugin else ()), job.started)
         else:
             self._undo(job, status)
 

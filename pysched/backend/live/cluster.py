@@ -22,6 +22,7 @@ import structlog
 from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget, budget_from_dict
 from pysched.api.ids import NodeName
+from pysched.api.jobs import MAX_MEMBERS, JobRef, JobSource
 from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from pysched.api.times import format_micro_time, format_rfc3339, parse_rfc3339, parse_time
 from pysched.api.volumes import (
@@ -118,6 +119,7 @@ class LiveCluster:
         # Only Jobs: pods of other controllers (JobSet, Kubeflow jobs) count from their own creation.
         self.job_created: dict[str, float] = {}
         self._job_uids: dict[str, str] = {}  # "ns/name" -> uid (a relist deletes by key)
+        self._indexed_parallelism: dict[str, int] = {}  # "ns/name" -> an Indexed Job's gang size
         self._pods_by_job: dict[str, set[str]] = {}  # Job uid -> keys of known pods it controls
         # Label selectors of Services (namespace -> name -> selector) and of ReplicationControllers,
         # ReplicaSets and StatefulSets ((namespace, kind, name) -> selector): PodTopologySpread's
@@ -400,6 +402,7 @@ class LiveCluster:
 
     def _job_upsert(self, raw: JSON) -> None:
         meta = raw.get("metadata") or {}
+        self._note_parallelism(f"{meta.get('namespace')}/{meta.get('name')}", raw.get("spec") or {})
         uid = str(meta.get("uid") or "")
         if not uid or uid in self.job_created:
             return  # a status update of a known Job: its creation time does not change
@@ -420,7 +423,21 @@ class LiveCluster:
             if self._listener is not None:
                 self._listener.on_pod_updated(old, new)
 
+    def _note_parallelism(self, key: str, spec: Mapping[str, Any]) -> None:
+        """An Indexed Job's members all run at once: its parallelism is its gang's minimum."""
+        parallelism = spec.get("parallelism")
+        if spec.get("completionMode") == "Indexed" and type(parallelism) is int and 1 <= parallelism <= MAX_MEMBERS:
+            self._indexed_parallelism[key] = parallelism
+        else:
+            self._indexed_parallelism.pop(key, None)
+
+    def job_minimum(self, job: JobRef) -> int | None:
+        if job.source is JobSource.BATCH:
+            return self._indexed_parallelism.get(f"{job.namespace}/{job.name}")
+        return None
+
     def _job_delete(self, key: str, raw: JSON | None) -> None:
+        self._indexed_parallelism.pop(key, None)
         # Its pods keep the time they were given (`_pod_upsert` carries it over): a deadline never moves.
         uid = self._job_uids.pop(key, None)
         if uid is not None:

@@ -14,16 +14,15 @@ from typing import Any, Final
 REFUSED: Final = "refused"
 NOT_READ: Final = "not read by kube-scheduler"
 
-# path -> the pysched plugin(s) that handle it, REFUSED, or NOT_READ. Plugins marked "(landing)"
-# are built by other engineers for the same release.
+# path -> the pysched plugin(s) that handle it, REFUSED, or NOT_READ.
 FIELDS: Final[Mapping[str, str]] = {
     # read by default plugins, handled
     "spec.nodeName": "NodeName",
     "spec.nodeSelector": "NodeAffinity",
     "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution": "NodeAffinity",
     "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution": "NodeAffinity",
-    "spec.affinity.podAffinity": "InterPodAffinity (landing)",
-    "spec.affinity.podAntiAffinity": "InterPodAffinity (landing)",
+    "spec.affinity.podAffinity": "InterPodAffinity",
+    "spec.affinity.podAntiAffinity": "InterPodAffinity",
     "spec.tolerations": "TaintToleration",
     "spec.containers[].resources": "NodeResourcesFit, BalancedAllocation, LeastAllocated, MostAllocated",
     "spec.initContainers[].resources": "NodeResourcesFit",
@@ -35,10 +34,10 @@ FIELDS: Final[Mapping[str, str]] = {
     "spec.containers[].image": "ImageLocality",
     "spec.initContainers[].image": "ImageLocality",
     "spec.schedulerName": "profiles",
-    "spec.priority": "PrioritySort, DefaultPreemption (landing)",
-    "spec.preemptionPolicy": "DefaultPreemption (landing)",
-    "spec.topologySpreadConstraints": "PodTopologySpread (landing)",
-    "spec.volumes": "VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits (landing)",
+    "spec.priority": "PrioritySort, DefaultPreemption",
+    "spec.preemptionPolicy": "DefaultPreemption",
+    "spec.topologySpreadConstraints": "PodTopologySpread",
+    "spec.volumes": "VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits",
     "spec.schedulingGates": "SchedulingGates",
     # read by default plugins, not implemented by pysched
     "spec.resourceClaims": REFUSED,  # DynamicResources
@@ -74,7 +73,7 @@ FIELDS: Final[Mapping[str, str]] = {
     "spec.enableServiceLinks": NOT_READ,
     "spec.os": NOT_READ,
     "spec.hostUsers": NOT_READ,
-    "spec.workloadRef": NOT_READ,  # read only by the alpha GangScheduling plugin, off by default
+    "spec.schedulingGroup": "Coscheduling (the pod's gang; job identity)",
 }
 
 REFUSED_PATHS: Final = tuple(path for path, handler in FIELDS.items() if handler == REFUSED)

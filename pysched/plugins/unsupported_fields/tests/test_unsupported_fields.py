@@ -55,7 +55,7 @@ PODSPEC_V1_36 = [
     "resourceClaims",
     "resources",
     "hostnameOverride",
-    "workloadRef",
+    "schedulingGroup",
 ]
 
 # What the plugins of pkg/scheduler/apis/config/v1/default_plugins.go read of a pod at v1.36
@@ -162,7 +162,7 @@ def _sample(path: str) -> tuple[str, Any]:
         "spec.enableServiceLinks": False,
         "spec.os": {"name": "linux"},
         "spec.hostUsers": False,
-        "spec.workloadRef": {"name": "w", "podGroup": "g"},
+        "spec.schedulingGroup": {"podGroupName": "g"},
     }
     return path, samples[path]
 

@@ -1,0 +1,203 @@
+"""The jobs the scheduler knows: each job's members, how many are placed and bound, its minimum.
+
+The engine feeds it from the informer (every pod added, updated or deleted, `observe` / `forget`)
+and from the placed pods (assumed or bound, `PlacedPods` notices); plugins read it through
+`Handle.jobs`. Pods in no job cost one lookup each and are never stored. A job's minimum is the
+one its pods give (`pysched.io/min-members`), else what the backend knows of the object that
+holds it (`ClusterBackend.job_minimum`: a PodGroup, an Indexed Job's parallelism), else 1: the
+job's pods are scheduled one by one, as pods in no job are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from pysched.api.features import EVERY_POD
+from pysched.api.ids import JobKey, PodKey
+from pysched.api.jobs import MIN_MEMBERS, JobRef, job_of
+from pysched.api.objects import PodInfo
+from pysched.api.resources import ResourceMap
+from pysched.framework.placed import PlacedPods
+
+
+class _Queued(Protocol):
+    @property
+    def pod(self) -> PodInfo: ...
+
+
+Q = TypeVar("Q", bound=_Queued)  # the queue's entry (`QueuedPod`)
+
+Minimum = Callable[[JobRef], "int | None"]
+
+
+def _same_job(old: PodInfo, new: PodInfo) -> bool:
+    """Nothing `job_of` reads changed."""
+    return (
+        (old.labels is new.labels or old.labels == new.labels)
+        and old.controller == new.controller
+        and old.annotations.get(MIN_MEMBERS) == new.annotations.get(MIN_MEMBERS)
+        and (old.raw.get("spec") or {}).get("schedulingGroup") == (new.raw.get("spec") or {}).get("schedulingGroup")
+    )
+
+
+@dataclass(slots=True)
+class Job:
+    """One job as last seen. `ref` is the first member's statement of it."""
+
+    ref: JobRef
+    members: dict[PodKey, PodInfo] = field(default_factory=dict)  # not terminated, not deleted
+    placed: set[PodKey] = field(default_factory=set)  # assumed or bound
+    bound: set[PodKey] = field(default_factory=set)  # bound in the API
+    given_minimum: int | None = None  # what the backend says, read when a member is observed
+    orders: dict[PodKey, tuple[str, int, int]] = field(default_factory=dict)  # each member's place
+    # The queue key the job sorts by (its earliest member's, see `JobBook.sort_key`).
+    anchor: tuple[Any, ...] | None = None
+    anchor_pod: PodKey | None = None
+
+    @property
+    def key(self) -> JobKey:
+        return self.ref.key
+
+    @property
+    def minimum(self) -> int:
+        if self.ref.min_members is not None:
+            return self.ref.min_members
+        return self.given_minimum if self.given_minimum is not None else 1
+
+    @property
+    def is_gang(self) -> bool:
+        return self.minimum > 1
+
+    def unplaced(self) -> Iterator[PodInfo]:
+        return (pod for key, pod in self.members.items() if key not in self.placed)
+
+    def demand(self) -> ResourceMap:
+        """What the members not yet placed ask for in all."""
+        total: dict[str, int] = {}
+        for pod in self.unplaced():
+            for name, value in pod.requests.items():
+                total[name] = total.get(name, 0) + value
+        return total
+
+
+class JobBook:
+    """Jobs by key, and each member pod's job."""
+
+    def __init__(self, placed: PlacedPods, minimum: Minimum) -> None:
+        self._placed = placed
+        self._minimum = minimum
+        self._jobs: dict[JobKey, Job] = {}
+        self._job_of: dict[PodKey, JobKey] = {}
+        self._gangs: set[JobKey] = set()  # jobs whose minimum is above 1
+        self._gangs_changed: list[Callable[[], None]] = []
+        self._listening = False
+
+    def on_gangs_changed(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when the book goes from no gang to some, or back (gated plugins)."""
+        self._gangs_changed.append(callback)
+
+    @property
+    def has_gangs(self) -> bool:
+        return bool(self._gangs)
+
+    def _mark(self, job: Job | None, key: JobKey) -> None:
+        before = bool(self._gangs)
+        if job is not None and job.is_gang:
+            self._gangs.add(key)
+        else:
+            self._gangs.discard(key)
+        if bool(self._gangs) != before:
+            for callback in self._gangs_changed:
+                callback()
+
+    def observe(self, pod: PodInfo, old: PodInfo | None = None) -> Job | None:
+        """A pod as the API has it now (`old`: as it was last observed); its job (None: in no job)."""
+        if old is not None and not (pod.terminated or pod.deleting) and _same_job(old, pod):
+            job_key = self._job_of.get(pod.key)
+            if job_key is None:
+                return None  # most updates: a pod in no job stays in none
+            job = self._jobs[job_key]
+            job.members[pod.key] = pod
+            if pod.node_name is not None:
+                job.bound.add(pod.key)
+            return job
+        ref = job_of(pod)
+        was = self._job_of.get(pod.key)
+        if was is not None and (ref is None or ref.key != was or pod.terminated or pod.deleting):
+            self._leave(pod.key, was)
+        if ref is None or pod.terminated or pod.deleting:
+            return None
+        found = self._jobs.get(ref.key)
+        job = found if found is not None else self._jobs.setdefault(ref.key, Job(ref))
+        job.members[pod.key] = pod
+        job.orders[pod.key] = ref.order
+        self._job_of[pod.key] = ref.key
+        if pod.node_name is not None:
+            job.bound.add(pod.key)
+        job.given_minimum = self._minimum(job.ref) if job.ref.min_members is None else None
+        self._mark(job, ref.key)
+        if not self._listening:
+            self._placed.subscribe(self, EVERY_POD)  # replays what is placed already
+            self._listening = True
+        return job
+
+    def forget(self, pod: PodInfo) -> None:
+        """The pod was deleted."""
+        old = self._job_of.get(pod.key)
+        if old is not None:
+            self._leave(pod.key, old)
+
+    def _leave(self, key: PodKey, job_key: JobKey) -> None:
+        del self._job_of[key]
+        job = self._jobs[job_key]
+        job.members.pop(key, None)
+        job.orders.pop(key, None)
+        job.bound.discard(key)
+        job.placed.discard(key)
+        if not job.members:
+            del self._jobs[job_key]
+            self._mark(None, job_key)
+
+    def of(self, key: PodKey) -> Job | None:
+        job_key = self._job_of.get(key)
+        return None if job_key is None else self._jobs[job_key]
+
+    def get(self, key: JobKey) -> Job | None:
+        return self._jobs.get(key)
+
+    def __iter__(self) -> Iterator[Job]:
+        return iter(list(self._jobs.values()))
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def sort_key(self, base: Callable[[Q], tuple[Any, ...]]) -> Callable[[Q], tuple[Any, ...]]:
+        """The queue order with a gang's members kept together: each member sorts by its job's
+        anchor (the smallest key `base` gave a member while the job was queued, refreshed when
+        that member is queued again), then by its place in the job. Pods in no gang keep `base`."""
+
+        def key(queued: Q) -> tuple[Any, ...]:
+            found = base(queued)
+            pod = queued.pod
+            job = self.of(pod.key)
+            if job is None or not job.is_gang:
+                return found
+            if job.anchor is None or job.anchor_pod == pod.key or found < job.anchor:
+                job.anchor, job.anchor_pod = found, pod.key
+            kind, group, index = job.orders.get(pod.key, ("", 0, 0))
+            return (*job.anchor, job.key, kind, group, index, pod.name)
+
+        return key
+
+    # ----- placement notices
+    def pod_placed(self, pod: PodInfo, row: int) -> None:
+        job = self.of(pod.key)
+        if job is not None:
+            job.placed.add(pod.key)
+
+    def pod_removed(self, pod: PodInfo, row: int) -> None:
+        job = self.of(pod.key)
+        if job is not None:
+            job.placed.discard(pod.key)

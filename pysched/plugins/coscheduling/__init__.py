@@ -1,0 +1,186 @@
+"""Coscheduling: a job's pods are placed all together or not at all (a gang).
+
+The semantics of scheduler-plugins' Coscheduling, on the jobs the engine keeps (`Handle.jobs`):
+- PreFilter refuses a member while fewer pods of its job exist than its minimum, and while the
+  members still to be placed cannot fit in the cluster's free room (one `JobUnschedulable` event
+  per job); pods in no gang get Skip;
+- Permit holds each assumed member (its room reserved) until the job's minimum is placed, then
+  lets them all bind; a member that waits longer than `permitWaitingTimeSeconds` is rejected;
+- a member that cannot be placed (PostFilter), or that is rejected or unreserved while others
+  wait, releases every waiting member of its job, so no job holds room it cannot use.
+The queue keeps a gang's members together (`JobBook.sort_key`), so they are tried back to back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pysched.api.features import EVERY_POD, PodFeatures
+from pysched.api.ids import JobKey, NodeName, PodUID
+from pysched.api.jobs import MIN_MEMBERS, job_of
+from pysched.api.objects import PodInfo
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.events import EventKind, EventRegistration
+from pysched.framework.interfaces import Diagnosis, Handle
+from pysched.framework.jobs import Job
+from pysched.framework.nodetable import NodeTable
+from pysched.framework.registry import PluginSpec, check_range
+from pysched.framework.status import SKIP, SUCCESS, Code, Status, unschedulable
+from pysched.framework.waiting import MAX_WAIT_SECONDS
+from pysched.plugins.coscheduling.room import room_for
+
+NAME = "Coscheduling"
+JOB_UNSCHEDULABLE = "JobUnschedulable"
+INVALID_JOB = "InvalidJob"
+
+
+@dataclass(frozen=True, slots=True)
+class CoschedulingArgs:
+    """scheduler-plugins' CoschedulingArgs."""
+
+    permit_waiting_time_seconds: float = 60.0
+
+    def validate(self) -> None:
+        check_range(self, "permit_waiting_time_seconds", 1, MAX_WAIT_SECONDS)
+
+
+def _members(count: int) -> str:
+    return f"{count} pod{'' if count == 1 else 's'}"
+
+
+class Coscheduling:
+    NAME: ClassVar[str] = NAME
+    __slots__ = ("_args", "_handle", "_told", "_warned")
+
+    def __init__(self, args: CoschedulingArgs, handle: Handle) -> None:
+        self._args = args
+        self._handle = handle
+        self._told: set[JobKey] = set()  # jobs told JobUnschedulable since they last fitted
+        self._warned: dict[PodUID, str] = {}  # the problem each pod was last told of
+        handle.jobs.on_gangs_changed(handle.gates.changed)
+        handle.pod_lifecycle.on_deleted(self._forget)
+        handle.pod_lifecycle.on_terminated(self._forget)
+
+    def _forget(self, pod: PodInfo) -> None:
+        self._warned.pop(pod.uid, None)
+
+    def acts_on(self) -> PodFeatures:
+        """Every pod while some gang exists (a member may carry nothing else), none before."""
+        return EVERY_POD if self._handle.jobs.has_gangs else PodFeatures(0)
+
+    def _gang(self, pod: PodInfo) -> Job | None:
+        job = self._handle.jobs.of(pod.key)
+        return job if job is not None and job.is_gang else None
+
+    # ----- PreEnqueue
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """Tell a member once what its job keys got wrong (conflicting groups, a malformed or
+        disagreeing minimum); it is queued all the same, with the fallback the message names."""
+        job = self._handle.jobs.of(pod.key)
+        if job is None:
+            self._warned.pop(pod.uid, None)
+            return SUCCESS
+        ref = job_of(pod)
+        problem = ref.problem if ref is not None else ""
+        if ref is not None and not problem and ref.min_members != job.ref.min_members:
+            problem = (
+                f"{MIN_MEMBERS} is {ref.min_members} here but {job.ref.min_members} on the job's first pod; "
+                f"the job needs {job.minimum}"
+            )
+        if problem and self._warned.get(pod.uid) != problem:
+            self._warned[pod.uid] = problem
+            self._handle.tasks.spawn(self._handle.cluster.emit_event(pod, "Warning", INVALID_JOB, problem))
+        return SUCCESS
+
+    # ----- PreFilter
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
+        job = self._gang(pod)
+        if job is None:
+            return SKIP
+        minimum, present = job.minimum, len(job.members)
+        if present < minimum:
+            return unschedulable(
+                f"{job.ref.title} has {_members(present)} of the {minimum} it needs; "
+                f"waiting for {minimum - present} more",
+                plugin=NAME,
+            )
+        needed = minimum - len(job.placed)
+        if needed <= 0:
+            return SUCCESS  # the gang is complete: a member beyond the minimum is placed alone
+        shape = nodes.request_shape(pod.requests)
+        room = room_for(nodes, shape)
+        if room >= needed:
+            self._told.discard(job.key)
+            return SUCCESS
+        self.release(job, f"{job.ref.title} cannot fit")
+        message = f"{job.ref.title} needs {needed} more x ({_shape(pod)}), the cluster has room for {room}"
+        if job.key not in self._told:
+            self._told.add(job.key)
+            self._handle.tasks.spawn(self._handle.cluster.emit_event(pod, "Warning", JOB_UNSCHEDULABLE, message))
+        return unschedulable(message, plugin=NAME)
+
+    # ----- PostFilter
+    def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
+        """No node fits this member: its waiting siblings give their room back."""
+        job = self._gang(pod)
+        if job is not None and len(job.placed) < job.minimum:
+            self.release(job, f"{pod.name} of {job.ref.title} cannot be placed")
+        return Status(Code.UNSCHEDULABLE, (), NAME)
+
+    # ----- Reserve
+    def reserve(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: NodeName) -> None:
+        """The member lost its place (rejected, timed out, its bind failed): while the gang is
+        still incomplete, the others waiting give theirs back too."""
+        job = self._gang(pod)
+        if job is not None:
+            self.release(job, f"{pod.name} of {job.ref.title} was rejected", keep=pod.key)
+
+    # ----- Permit
+    def permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, float]:
+        job = self._gang(pod)
+        if job is None:
+            return SUCCESS, 0.0
+        if len(job.placed) < job.minimum:
+            return Status(Code.WAIT, (f"waiting for {job.minimum - len(job.placed)} more of {job.ref.title}",)), (
+                self._args.permit_waiting_time_seconds
+            )
+        waiting = self._handle.waiting_pods
+        for key in list(job.placed):
+            held = waiting.get(key)
+            if held is not None:
+                held.allow(NAME)
+        return SUCCESS, 0.0
+
+    def release(self, job: Job, why: str, keep: object = None) -> None:
+        """Reject every member of `job` waiting at Permit (but `keep`)."""
+        waiting = self._handle.waiting_pods
+        for key in list(job.placed):
+            held = waiting.get(key)
+            if held is not None and key != keep:
+                held.reject(NAME, f"the gang is released: {why}")
+
+    def events_to_register(self) -> Sequence[EventRegistration]:
+        """A member waits for its siblings to appear and for room."""
+        return [
+            EventRegistration(EventKind.UNSCHEDULED_POD_ADD),
+            EventRegistration(EventKind.POD_DELETE),
+            EventRegistration(EventKind.POD_RESIZE_DOWN),
+            EventRegistration(EventKind.NODE_ADD),
+            EventRegistration(EventKind.NODE_UPDATE),
+        ]
+
+
+def _shape(pod: PodInfo) -> str:
+    return ", ".join(f"{name} {value}" for name, value in sorted(pod.requests.items()) if value) or "no requests"
+
+
+def factory(args: CoschedulingArgs, handle: Handle) -> Coscheduling:
+    return Coscheduling(args, handle)
+
+
+SPEC = PluginSpec(NAME, CoschedulingArgs, factory, Coscheduling)

@@ -1,0 +1,234 @@
+import asyncio
+import itertools
+from collections.abc import Sequence
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pysched.api.builders import node_dict, pod_dict
+from pysched.api.ids import PodKey
+from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS
+from pysched.backend.simulated import SimulatedCluster
+from pysched.framework.clock import VirtualClock
+from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
+from pysched.plugins.coscheduling import INVALID_JOB, JOB_UNSCHEDULABLE
+from pysched.scheduler.scheduler import Scheduler
+
+
+def _member(job: str, index: int, size: int, cpu: str = "4") -> dict[str, object]:
+    return pod_dict(
+        f"{job}-{index}",
+        cpu=cpu,
+        memory="1Gi",
+        scheduler_name="pysched",
+        labels={JOB_LABEL: job},
+        annotations={MIN_MEMBERS: str(size)},
+    )
+
+
+def _world(nodes: int, cpu: str = "4") -> tuple[VirtualClock, SimulatedCluster, Scheduler]:
+    clock = VirtualClock(1000.0)
+    cluster = SimulatedCluster(clock)
+    for i in range(nodes):
+        cluster.add_node(node_dict(f"n{i}", cpu=cpu, memory="16Gi"))
+    registry = default_registry()
+    scheduler = Scheduler(builtin_config(registry).only("pysched"), cluster, clock, registry)
+    return clock, cluster, scheduler
+
+
+def _bound(cluster: SimulatedCluster, job: str) -> int:
+    return sum(1 for key, pod in cluster.pods.items() if key.startswith(f"default/{job}-") and pod.node_name)
+
+
+def test_a_gang_that_does_not_fit_binds_nothing_and_binds_all_once_a_node_is_added() -> None:
+    async def run() -> None:
+        clock, cluster, scheduler = _world(3)
+        await scheduler.start()
+        for i in range(4):
+            cluster.create_pod(_member("ddp", i, 4))
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "ddp") == 0  # 3 of 4 workers would block in rendezvous forever
+        assert scheduler.cache.nodes.requested[:3, 0].sum() == 0  # and nothing holds room
+        told = [e for e in cluster.events if e.reason == JOB_UNSCHEDULABLE]
+        assert len(told) == 1 and "has room for 3" in told[0].note
+        cluster.add_node(node_dict("n3", cpu="4", memory="16Gi"))
+        clock.advance(20)
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "ddp") == 4
+        assert len([e for e in cluster.events if e.reason == JOB_UNSCHEDULABLE]) == 1  # one per job, not per pod
+
+    asyncio.run(run())
+
+
+def test_members_wait_until_the_minimum_exists_then_bind_together() -> None:
+    async def run() -> None:
+        clock, cluster, scheduler = _world(4)
+        await scheduler.start()
+        for i in range(3):
+            cluster.create_pod(_member("late", i, 4))
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "late") == 0
+        failed = [e.note for e in cluster.events if e.reason == "FailedScheduling" and "late" in e.pod]
+        assert failed and "has 3 pods of the 4 it needs; waiting for 1 more" in failed[0]
+        cluster.create_pod(_member("late", 3, 4))
+        await scheduler.run_until_idle()
+        clock.advance(20)
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "late") == 4
+
+    asyncio.run(run())
+
+
+def test_assumed_members_are_released_when_the_wait_times_out() -> None:
+    """Two members exist and fit, the minimum is 3 but the third arrives only later: the two
+    wait at Permit holding their room, then give it back at the timeout."""
+
+    async def run() -> None:
+        _, cluster, scheduler = _world(4)
+        await scheduler.start()
+        jobs = scheduler.jobs
+        for i in range(3):
+            cluster.create_pod(_member("slow", i, 3))
+        cluster.delete_pod(PodKey("default/slow-2"))  # the minimum now exceeds what exists
+        cluster.create_pod(_member("slow", 2, 3, cpu="64"))  # a member that cannot fit anywhere
+        await scheduler.run_until_idle()
+        job = jobs.of(PodKey("default/slow-0"))
+        assert job is not None and job.minimum == 3
+        assert _bound(cluster, "slow") == 0
+        assert scheduler.cache.nodes.requested[:4, 0].sum() == 0  # nothing held by the failed gang
+        assert len(scheduler.waiting_pods) == 0
+
+    asyncio.run(run())
+
+
+def test_a_wait_past_the_timeout_rejects_every_waiting_member() -> None:
+    async def run() -> None:
+        clock, cluster, scheduler = _world(4)
+        await scheduler.start()
+        cluster.create_pod(_member("part", 0, 2))
+        held = _member("part", 1, 2)  # a queue manager holds the second back: the first waits alone
+        held["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]  # type: ignore[index]
+        cluster.create_pod(held)
+        await scheduler.run_until_idle()
+        assert len(scheduler.waiting_pods) == 1
+        assert scheduler.cache.nodes.requested[:4, 0].sum() == 4000  # its room is held
+        clock.advance(61)
+        await scheduler.run_until_idle()
+        assert len(scheduler.waiting_pods) == 0
+        assert scheduler.cache.nodes.requested[:4, 0].sum() == 0
+        notes = [e.note for e in cluster.events if e.pod == "default/part-0" and e.reason == "FailedScheduling"]
+        assert any("timeout after waiting 60s at plugin Coscheduling" in note for note in notes)
+        cluster.set_scheduling_gates(PodKey("default/part-1"), [])
+        clock.advance(15)
+        await scheduler.run_until_idle()
+        clock.advance(15)
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "part") == 2
+
+    asyncio.run(run())
+
+
+def test_a_job_that_never_fits_does_not_block_smaller_jobs_behind_it() -> None:
+    async def run() -> None:
+        clock, cluster, scheduler = _world(2)
+        await scheduler.start()
+        for i in range(3):
+            cluster.create_pod(_member("huge", i, 3))
+        for i in range(2):
+            cluster.create_pod(_member("small", i, 2))
+        await scheduler.run_until_idle()
+        clock.advance(20)
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "huge") == 0
+        assert _bound(cluster, "small") == 2
+        assert len([e for e in cluster.events if e.reason == JOB_UNSCHEDULABLE]) == 1
+
+    asyncio.run(run())
+
+
+def _arrivals(order: Sequence[str]) -> list[tuple[str, int]]:
+    seen: dict[str, int] = {}
+    out = []
+    for job in order:
+        out.append((job, seen.get(job, 0)))
+        seen[job] = seen.get(job, 0) + 1
+    return out
+
+
+ORDERS = sorted(set(itertools.permutations("AABB")))
+
+
+@settings(max_examples=40, deadline=None)
+@given(order=st.sampled_from(ORDERS), gaps=st.lists(st.sampled_from([0.0, 0.5, 5.0, 70.0]), min_size=4, max_size=4))
+def test_two_gangs_that_fit_alone_but_not_together_end_with_one_bound_and_one_waiting(
+    order: tuple[str, ...], gaps: list[float]
+) -> None:
+    """For every arrival order and spacing (some beyond the Permit timeout): no deadlock, no livelock."""
+
+    async def run() -> None:
+        clock, cluster, scheduler = _world(2)
+        await scheduler.start()
+        for (job, index), gap in zip(_arrivals(order), gaps, strict=True):
+            cluster.create_pod(_member(job, index, 2))
+            await scheduler.run_until_idle()
+            clock.advance(gap)
+            await scheduler.run_until_idle()
+        for _ in range(30):  # long enough for every wait, backoff and flush to have passed
+            clock.advance(15)
+            await scheduler.run_until_idle()
+        bound = sorted((_bound(cluster, "A"), _bound(cluster, "B")))
+        assert bound == [0, 2]
+        assert len(scheduler.waiting_pods) == 0
+
+    asyncio.run(run())
+
+
+def test_pods_in_no_gang_are_untouched_and_no_gang_is_recorded() -> None:
+    async def run() -> None:
+        _, cluster, scheduler = _world(1)
+        await scheduler.start()
+        cluster.create_pod(pod_dict("plain", cpu="1", scheduler_name="pysched"))
+        cluster.create_pod(_member("solo", 0, 1, cpu="1"))  # a job of minimum 1 is no gang
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/plain")].node_name == "n0"
+        assert cluster.pods[PodKey("default/solo-0")].node_name == "n0"
+        assert not scheduler.jobs.has_gangs
+
+    asyncio.run(run())
+
+
+def test_bad_job_keys_are_told_once_per_pod_and_the_pod_still_schedules() -> None:
+    async def run() -> None:
+        _, cluster, scheduler = _world(2)
+        await scheduler.start()
+        bad = _member("odd", 0, 2, cpu="1")
+        bad["metadata"]["annotations"] = {MIN_MEMBERS: "-3"}  # type: ignore[index]
+        cluster.create_pod(bad)
+        both = _member("two", 0, 1, cpu="1")
+        both["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "other"  # type: ignore[index]
+        cluster.create_pod(both)
+        await scheduler.run_until_idle()
+        await scheduler.run_until_idle()
+        told = sorted((e.pod, e.note) for e in cluster.events if e.reason == INVALID_JOB)
+        assert len(told) == 2
+        assert "pysched.io/min-members: '-3' is not a whole number" in told[0][1]
+        assert "names PodGroup.scheduling.x-k8s.io 'other' and also pysched.io/job 'two'" in told[1][1]
+        assert cluster.pods[PodKey("default/odd-0")].node_name is not None  # fallback: one by one
+        assert cluster.pods[PodKey("default/two-0")].node_name is not None
+
+    asyncio.run(run())
+
+
+def test_members_disagreeing_on_the_minimum_are_told_which_one_counts() -> None:
+    async def run() -> None:
+        _, cluster, scheduler = _world(4)
+        await scheduler.start()
+        cluster.create_pod(_member("mix", 0, 2, cpu="1"))
+        cluster.create_pod(_member("mix", 1, 3, cpu="1"))
+        await scheduler.run_until_idle()
+        told = [e.note for e in cluster.events if e.reason == INVALID_JOB]
+        assert told == ["pysched.io/min-members is 3 here but 2 on the job's first pod; the job needs 2"]
+        assert _bound(cluster, "mix") == 2
+
+    asyncio.run(run())

@@ -1,0 +1,128 @@
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pysched.api.builders import pod_dict
+from pysched.api.jobs import (
+    COMPLETION_INDEX,
+    JOB_LABEL,
+    JOBSET_JOB_INDEX_LABEL,
+    JOBSET_LABEL,
+    KUBEFLOW_JOB_LABEL,
+    KUBEFLOW_REPLICA_INDEX_LABEL,
+    KUBEFLOW_REPLICA_TYPE_LABEL,
+    MIN_MEMBERS,
+    POD_GROUP_LABEL,
+    REPLICATED_JOB_LABEL,
+    JobSource,
+    job_of,
+)
+from pysched.api.objects import PodInfo, pod_from_dict
+
+
+def _pod(labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None, **spec: Any) -> PodInfo:
+    raw = pod_dict("p", namespace="team", labels=labels, annotations=annotations)
+    raw["spec"].update(spec)
+    return pod_from_dict(raw)
+
+
+def _owned_by_job(raw: dict[str, Any], name: str = "train") -> dict[str, Any]:
+    raw["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": "u1", "controller": True}
+    ]
+    return raw
+
+
+def test_a_pod_in_no_job_is_a_job_of_one() -> None:
+    assert job_of(_pod()) is None
+    assert job_of(_pod(labels={"app": "web"})) is None
+
+
+def test_every_source_in_order_of_precedence() -> None:
+    every = {
+        POD_GROUP_LABEL: "pg",
+        JOB_LABEL: "pj",
+        JOBSET_LABEL: "js",
+        KUBEFLOW_JOB_LABEL: "kf",
+    }
+    raw = _owned_by_job(pod_dict("p", namespace="team", labels=every))
+    raw["spec"]["schedulingGroup"] = {"podGroupName": "wl"}
+    expected = [
+        (JobSource.WORKLOAD, "wl"),
+        (JobSource.POD_GROUP, "pg"),
+        (JobSource.PYSCHED, "pj"),
+        (JobSource.JOBSET, "js"),
+        (JobSource.KUBEFLOW, "kf"),
+        (JobSource.BATCH, "train"),
+    ]
+    for source, name in expected:
+        ref = job_of(pod_from_dict(raw))
+        assert ref is not None and (ref.source, ref.name) == (source, name)
+        assert ref.key == f"team/{source.value}/{name}"
+        # Remove what was found: the next source takes over.
+        if source is JobSource.WORKLOAD:
+            del raw["spec"]["schedulingGroup"]
+        elif source is not JobSource.BATCH:
+            label = {v: k for k, v in every.items()}[name]
+            del raw["metadata"]["labels"][label]
+
+
+def test_two_explicit_groups_that_disagree_are_a_problem_the_first_wins() -> None:
+    ref = job_of(_pod(labels={POD_GROUP_LABEL: "a", JOB_LABEL: "b"}))
+    assert ref is not None and ref.name == "a"
+    assert "also pysched.io/job 'b'" in ref.problem
+    same = job_of(_pod(labels={POD_GROUP_LABEL: "a", JOB_LABEL: "a"}))
+    assert same is not None and same.problem == ""
+    # A controller's implied job is no conflict: a JobSet's pods also have a controlling Job.
+    nested = job_of(pod_from_dict(_owned_by_job(pod_dict("p", labels={JOBSET_LABEL: "js"}), "js-workers-0")))
+    assert nested is not None and nested.source is JobSource.JOBSET and nested.problem == ""
+
+
+def test_min_members_is_bounded_and_a_bad_value_falls_back_to_one_by_one() -> None:
+    good = job_of(_pod(labels={JOB_LABEL: "j"}, annotations={MIN_MEMBERS: "8"}))
+    assert good is not None and good.min_members == 8 and not good.problem
+    absent = job_of(_pod(labels={JOB_LABEL: "j"}))
+    assert absent is not None and absent.min_members is None
+    for bad in ("-1", "0", "eight", "1e3", "١٢", "99999", "9" * 5000):
+        ref = job_of(_pod(labels={JOB_LABEL: "j"}, annotations={MIN_MEMBERS: bad}))
+        assert ref is not None and ref.min_members == 1, bad
+        assert MIN_MEMBERS in ref.problem and len(ref.problem) < 300
+
+
+def test_member_order_reads_each_controllers_index() -> None:
+    labels = {JOBSET_LABEL: "js", REPLICATED_JOB_LABEL: "workers", JOBSET_JOB_INDEX_LABEL: "2"}
+    raw = _owned_by_job(pod_dict("p", labels=labels))
+    raw["metadata"]["annotations"] = {COMPLETION_INDEX: "3"}
+    ref = job_of(pod_from_dict(raw))
+    assert ref is not None and ref.order == ("workers", 2, 3)
+    replica = {KUBEFLOW_JOB_LABEL: "kf", KUBEFLOW_REPLICA_TYPE_LABEL: "worker", KUBEFLOW_REPLICA_INDEX_LABEL: "5"}
+    kubeflow = job_of(_pod(labels=replica))
+    assert kubeflow is not None and kubeflow.order == ("worker", 0, 5)
+
+
+def test_a_non_batch_controller_names_no_job() -> None:
+    raw = pod_dict("p")
+    raw["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": True}
+    ]
+    assert job_of(pod_from_dict(raw)) is None
+
+
+@given(
+    labels=st.dictionaries(
+        st.sampled_from([JOB_LABEL, POD_GROUP_LABEL, JOBSET_LABEL, KUBEFLOW_JOB_LABEL, "app"]), st.text(max_size=70)
+    ),
+    minimum=st.one_of(st.none(), st.text(max_size=70)),
+    group=st.one_of(st.none(), st.text(max_size=20), st.integers()),
+)
+def test_any_labels_and_values_give_a_job_or_none_never_an_exception(
+    labels: dict[str, str], minimum: str | None, group: object
+) -> None:
+    raw = pod_dict("p", labels=labels, annotations={MIN_MEMBERS: minimum} if minimum is not None else None)
+    if group is not None:
+        raw["spec"]["schedulingGroup"] = {"podGroupName": group}
+    ref = job_of(pod_from_dict(raw))
+    if ref is not None:
+        assert ref.min_members is None or 1 <= ref.min_members <= 10_000
+        assert ref.name
