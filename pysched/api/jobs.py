@@ -9,3 +9,5 @@ from __future__ import annotations
 # pysched's own contract: any controller (or none) may set them.
 JOB_LABEL = "pysched.io/job"
 MIN_MEMBERS = "pysched.io/min-members"
+# A member's part in a parameter-server job: "ps" or "worker".
+ROLE_LABEL = "pysched.io/role"
