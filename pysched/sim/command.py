@@ -94,7 +94,7 @@ def cluster_summary(scenario: Scenario) -> dict[str, Any]:
 
 def report_problems(scenario: Scenario) -> int:
     """Skipped rows and jobs on stderr (the first few), then a count; returns the count."""
-    _, unfit = split_fitting(scenario.jobs, scenario.nodes)
+    _, _, unfit = split_fitting(scenario.jobs, scenario.nodes)
     problems = [*scenario.problems, *unfit]
     for line in problems[:MAX_PROBLEMS_SHOWN]:
         print(f"pysched: skipped {line}", file=sys.stderr)
