@@ -16,7 +16,7 @@ from pysched.api.builders import node_dict
 from pysched.api.inputs import InputError, brief, key_text, load_yaml
 from pysched.api.limits import MAX_UNITS, clip
 from pysched.api.resources import CPU, GPU, MEMORY, QuantityError, to_scheduler_units
-from pysched.workload.catalogue import Catalogue, CpuModel, builtin_catalogue
+from pysched.workload.catalogue import Catalogue, CpuModel, Model, builtin_catalogue
 from pysched.workload.gang_jobs import ps_job
 from pysched.workload.job import GPU_TAINT, Job
 from pysched.workload.traces import DeadlineRule, make_job, synthetic
@@ -134,14 +134,13 @@ def _parse_spec(spec: str, where: str) -> _Group:
 
 def _paper_arrivals(
     count: int, seed: int, span_s: float, catalogue: Catalogue
-) -> Iterator[tuple[int, float, CpuModel, random.Random]]:
+) -> Iterator[tuple[int, float, Model, random.Random]]:
     """(index, submission, model, the job's own random source) of the founding paper's MNIST jobs."""
     rng = random.Random(seed)
     now = 0.0
     for index in range(count):
         now += rng.expovariate(count / span_s)
         model = catalogue.models[rng.choice(("lstm", "gan", "autoencoder"))]
-        assert isinstance(model, CpuModel)
         yield index, round(now, 3), model, random.Random(seed * 100_003 + index)
 
 
@@ -167,16 +166,23 @@ def _paper_jobs(count: int, seed: int, span_s: float, catalogue: Catalogue, rule
     )
 
 
+def _cpu_model(model: Model) -> CpuModel:
+    if not isinstance(model, CpuModel):
+        raise ValueError(f"--scenario seed-ps: model {model.name} must be a CPU model (kind: cpu)")
+    return model
+
+
 PS_WORKERS = (2, 4)  # seed-ps: each job's worker count, drawn uniformly in this range
 
 
 def _paper_ps_jobs(count: int, seed: int, span_s: float, catalogue: Catalogue, rule: DeadlineRule) -> tuple[Job, ...]:
-    """The same jobs as parameter-server jobs: 1 server and 2 to 4 workers of 2 CPU and 1 GiB."""
+    """The same jobs as parameter-server jobs: 1 server and 2 to 4 workers of 2 CPU and 1 GiB.
+    ValueError when a catalogue made one of the paper's models something else than a CPU model."""
     return tuple(
         ps_job(
             index,
             submit=submit,
-            model=model,
+            model=_cpu_model(model),
             workers=job_rng.randint(*PS_WORKERS),
             worker_cpu_milli=2000,
             memory="1Gi",

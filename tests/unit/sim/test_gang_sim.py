@@ -2,6 +2,7 @@
 
 import asyncio
 import random
+from pathlib import Path
 
 import pytest
 
@@ -16,11 +17,13 @@ from pysched.scheduler.scheduler import Scheduler
 from pysched.sim.engine import Accounting
 from pysched.sim.gang import GangRun
 from pysched.sim.runner import EPOCH, PolicyResult, _Replay, run_policy, split_fitting
-from pysched.sim.scenario import Scenario, builtin_scenario, cpu_nodes, parse_cluster
+from pysched.sim.scenario import Scenario, builtin_scenario, cpu_nodes, gpu_pool, parse_cluster
+from pysched.workload.catalogue import builtin_catalogue
 from pysched.workload.gang import PS, WORKER, Gang, Held, ParameterServer, ps_members
 from pysched.workload.job import Job
 from pysched.workload.segment import RESTART_SECONDS
 from pysched.workload.speed import Amdahl, Throughput
+from pysched.workload.traces import read_csv
 
 REGISTRY = default_registry()
 CONFIG = builtin_config(REGISTRY)
@@ -170,3 +173,30 @@ def test_one_pod_jobs_give_the_results_they_gave_before_gangs() -> None:
         "rescales": 52,
         "skipped": 0,
     }
+
+
+def test_a_16_gpu_trace_row_on_8_gpu_nodes_runs_as_two_pods_of_8(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submission_time,num_iteration,model_name,batch_size,num_gpu\n1,0,1000,resnet50,,16\n")
+    loaded = read_csv(trace, builtin_catalogue(), rule=None)
+    nodes = gpu_pool(2)
+    kept, skipped, _ = split_fitting(loaded.jobs, nodes)
+    assert skipped == []
+    (job,) = kept
+    assert job.gang is not None
+    assert [(m.name, m.gpu) for m in job.gang.members] == [("job-00000-0", 8), ("job-00000-1", 8)]
+    r = _run(Scenario("trace", nodes, loaded.jobs))
+    assert (r.jobs, r.skipped, r.unfinished) == (1, 0, 0)
+
+
+def test_a_preempted_member_sends_its_job_back_to_the_checkpoint_and_comes_back() -> None:
+    # The gang (5 CPUs, 4 steps/s) has run 400 s when a higher-priority job needs 3 of the 6 CPUs:
+    # one worker is preempted, the job keeps its 300-s checkpoint (1200 steps) and resumes when the
+    # intruder ends at 500 s: 98,800 steps left at 4 steps/s (without the preemption: 25,000 s).
+    gang = _ps_job("j", 100_000)
+    intruder = Job("vip", 400.0, 100, 3000, "1Gi", Amdahl(0.0, 3.0, 3), priority=1000)  # 1 s per step
+    r = _run(Scenario("ps", cpu_nodes(1, "6", "16Gi"), (gang, intruder)))
+    assert r.unfinished == 0
+    vip, gang_jct = sorted(r.jct)  # both a second late: the preemptor's retry after its victim goes
+    assert vip == pytest.approx(100, abs=2)
+    assert gang_jct == pytest.approx(500 + 98_800 / 4, abs=2)

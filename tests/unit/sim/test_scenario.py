@@ -3,7 +3,9 @@ from pathlib import Path
 import pytest
 
 from pysched.sim.scenario import MAX_CLUSTER_GROUPS, MAX_CLUSTER_NODES, builtin_scenario, parse_cluster
+from pysched.workload.catalogue import Catalogue, GpuModel, builtin_catalogue
 from pysched.workload.gang import PS, WORKER, ParameterServer
+from pysched.workload.speed import Throughput
 
 
 @pytest.mark.parametrize(
@@ -62,3 +64,10 @@ def test_seed_ps_jobs_are_one_server_and_two_to_four_workers_of_the_paper_models
     # The same arrivals and models as the one-pod paper scenarios.
     single = builtin_scenario(7, "seed-insufficient")
     assert [(j.submit, j.model) for j in scenario.jobs] == [(j.submit, j.model) for j in single.jobs]
+
+
+def test_seed_ps_refuses_a_catalogue_that_made_a_paper_model_a_gpu_model() -> None:
+    gpu = GpuModel("gan", 1000, {64: Throughput((1,), (1.0,))})
+    catalogue = builtin_catalogue().merged(Catalogue({"gan": gpu}))
+    with pytest.raises(ValueError, match="seed-ps: model gan must be a CPU model"):
+        builtin_scenario(7, "seed-ps", catalogue)
