@@ -155,7 +155,7 @@ class _Replay:
             key, index = self.members[new.key]
             gang = self.gangs[key]
             held = gang.held.get(index)
-            if held is not None and cpu != held.cpu:
+            if held is not None and cpu != held.cpu and key not in self.finished:
                 gang.resize(index, cpu, self.clock.now(), self.books, self.rngs[key], self.noise)
                 if gang.run is not None:
                     self.push_finish(key, gang.run)
