@@ -31,6 +31,7 @@ from pysched.api.objects import PodInfo
 # pysched's own contract: any controller (or none) may set them.
 JOB_LABEL = "pysched.io/job"
 MIN_MEMBERS = "pysched.io/min-members"
+ROLE_LABEL = "pysched.io/role"  # a member's part in a parameter-server job: "ps" or "worker"
 MIN_MEMBERS_FORMS = "a whole number of pods from 1 to 10000"
 MAX_MEMBERS = 10_000  # pods in one job: beyond any cluster pysched serves, and bounds every count
 # Set by other projects' controllers; read only.

@@ -53,6 +53,7 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace b
 
 BindHook = Callable[[PodInfo, NodeName], None]
 ResizeHook = Callable[[PodInfo, PodInfo], None]  # (before, after) of an accepted resize
+DeleteHook = Callable[[PodInfo], None]
 
 
 class SimulatedCluster:
@@ -64,6 +65,7 @@ class SimulatedCluster:
         self.conditions: dict[PodKey, dict[str, PodCondition]] = {}
         self.bind_hooks: list[BindHook] = []
         self.resize_hooks: list[ResizeHook] = []
+        self.delete_hooks: list[DeleteHook] = []
         # Labels of namespaces created with `set_namespace`; a namespace a pod uses is added with
         # none, and has only the label the apiserver gives every namespace (kubernetes.io/metadata.name).
         self.namespaces: dict[str, dict[str, str]] = {}
@@ -428,3 +430,5 @@ class SimulatedCluster:
                     del self._awaiting_owner[pod.controller.uid]
         if self._listener is not None:
             self._listener.on_pod_deleted(pod)
+        for hook in self.delete_hooks:
+            hook(pod)

@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     workload.add_argument(
         "--scenario",
         metavar="NAME",
-        help="a built-in scenario: small (default), seed-insufficient, seed-sufficient, gpu-mixed",
+        help="a built-in scenario: small (default), seed-insufficient, seed-sufficient, gpu-mixed, seed-ps",
     )
     workload.add_argument(
         "--trace",

@@ -62,7 +62,10 @@ def load_scenario(
         name = scenario or "small"
         if name not in SCENARIOS:
             return BadInput(f"--scenario: unknown scenario {name!r} (known: {', '.join(SCENARIOS)})")
-        built = builtin_scenario(seed, name, catalogue)
+        try:
+            built = builtin_scenario(seed, name, catalogue)
+        except ValueError as err:  # a user catalogue that changed a model the scenario needs
+            return BadInput(str(err))
         return built if nodes is None else replace(built, nodes=nodes)
     try:
         reader = read_swf if trace.endswith(".swf") else read_csv
@@ -94,7 +97,7 @@ def cluster_summary(scenario: Scenario) -> dict[str, Any]:
 
 def report_problems(scenario: Scenario) -> int:
     """Skipped rows and jobs on stderr (the first few), then a count; returns the count."""
-    _, unfit = split_fitting(scenario.jobs, scenario.nodes)
+    _, _, unfit = split_fitting(scenario.jobs, scenario.nodes)
     problems = [*scenario.problems, *unfit]
     for line in problems[:MAX_PROBLEMS_SHOWN]:
         print(f"pysched: skipped {line}", file=sys.stderr)

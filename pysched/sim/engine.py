@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass, field
 
 from pysched.api.ids import PodKey
+from pysched.workload.gang import Member
 from pysched.workload.job import Job
 from pysched.workload.segment import Run, retime
 from pysched.workload.speed import STEP_NOISE
@@ -60,4 +61,9 @@ def resize_run(
 
 
 def key_of(job: Job) -> PodKey:
+    """The job's key: its pod's for a one-pod job (a gang's members have their own, `member_key`)."""
     return PodKey(f"sim/{job.name}")
+
+
+def member_key(member: Member) -> PodKey:
+    return PodKey(f"sim/{member.name}")

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Callable, Sequence
+import random
+import zlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from pysched.api.annotations import PROGRESS, PROGRESS_INTERVAL, format_progress
@@ -22,8 +24,11 @@ from pysched.framework.clock import VirtualClock
 from pysched.framework.config import SchedulerConfig
 from pysched.framework.registry import Registry
 from pysched.scheduler.scheduler import Scheduler
-from pysched.sim.engine import Accounting, Usage, close_segment, key_of, resize_run
+from pysched.sim.engine import Accounting, Usage, close_segment, key_of, member_key, resize_run
+from pysched.sim.gang import GangRun
 from pysched.sim.scenario import Scenario
+from pysched.workload.gang import Held
+from pysched.workload.gang_jobs import gpu_gang
 from pysched.workload.job import Job
 from pysched.workload.progress import last_write
 from pysched.workload.segment import Run, noise_rng, start_run
@@ -65,19 +70,26 @@ class PolicyResult:
         }
 
 
-def split_fitting(jobs: Sequence[Job], nodes: Sequence[dict[str, object]]) -> tuple[list[Job], list[str]]:
-    """Jobs that need more GPUs than the largest node holds cannot run (gangs come later):
-    reported with their trace position and skipped."""
+def split_fitting(
+    jobs: Sequence[Job], nodes: Sequence[dict[str, object]], seed: int = 7
+) -> tuple[list[Job], list[Job], list[str]]:
+    """(kept, skipped, problems): a one-pod job needing more GPUs than the largest node holds
+    becomes a gang of node-sized members; with no GPU node it cannot run, and is reported with its
+    trace position and skipped."""
     infos = [node_from_dict(n) for n in nodes]
     most_gpus = max((n.allocatable.get(GPU, 0) for n in infos), default=0)
     kept: list[Job] = []
+    skipped: list[Job] = []
     problems: list[str] = []
     for job in jobs:
-        if job.gpu > most_gpus:
-            problems.append(f"{job.source}: needs {job.gpu} GPUs, the largest node holds {most_gpus}: skipped")
+        if job.gang is None and job.gpu > most_gpus > 0:
+            kept.append(gpu_gang(job, most_gpus, random.Random(zlib.crc32(f"{seed}/{job.name}/gang".encode()))))
+        elif job.gpu > most_gpus:
+            skipped.append(job)
+            problems.append(f"{job.source}: needs {job.gpu} GPUs and no node holds any: skipped")
         else:
             kept.append(job)
-    return kept, problems
+    return kept, skipped, problems
 
 
 class _Replay:
@@ -98,6 +110,11 @@ class _Replay:
         self.jobs: dict[PodKey, Job] = {key_of(j): j for j in jobs}
         self.rngs = {key: noise_rng(seed, job) for key, job in self.jobs.items()}
         self.running: dict[PodKey, Run] = {}
+        self.gangs: dict[PodKey, GangRun] = {key: GangRun(j, j.gang) for key, j in self.jobs.items() if j.gang}
+        self.members: dict[PodKey, tuple[PodKey, int]] = {
+            member_key(m): (key, i) for key, g in self.gangs.items() for i, m in enumerate(g.gang.members)
+        }
+        self.recreated = itertools.count(1)
         self.started: dict[PodKey, float] = {}
         self.finished: dict[PodKey, float] = {}
         self.books = Accounting()
@@ -107,6 +124,7 @@ class _Replay:
         self.seq = itertools.count()
         cluster.bind_hooks.append(self.on_bind)
         cluster.resize_hooks.append(self.on_resize)
+        cluster.delete_hooks.append(self.on_delete)
 
     def push(self, when: float, kind: str, key: PodKey, version: int = 0) -> None:
         heapq.heappush(self.events, (when, next(self.seq), kind, key, version))
@@ -118,23 +136,58 @@ class _Replay:
 
     def on_bind(self, pod: PodInfo, node: NodeName) -> None:
         now = self.clock.now()
+        if pod.key in self.members:
+            key, index = self.members[pod.key]
+            gang = self.gangs[key]
+            held = Held(gang.gang.members[index].role, pod.requests.get(CPU, 0) / 1000, pod.requests.get(GPU, 0), node)
+            if gang.bind(index, held, now, self.rngs[key], self.noise) and gang.run is not None:
+                self.started.setdefault(key, now)  # queued until every member runs
+                self.push_finish(key, gang.run)
+            return
         self.started.setdefault(pod.key, now)
         run = start_run(self.jobs[pod.key], pod.requests.get(CPU, 0) / 1000, now, self.rngs[pod.key], self.noise)
         self.running[pod.key] = run
         self.push_finish(pod.key, run)
 
     def on_resize(self, old: PodInfo, new: PodInfo) -> None:
-        run = self.running.get(new.key)
         cpu = new.requests.get(CPU, 0) / 1000
+        if new.key in self.members:
+            key, index = self.members[new.key]
+            gang = self.gangs[key]
+            held = gang.held.get(index)
+            if held is not None and cpu != held.cpu and key not in self.finished:
+                gang.resize(index, cpu, self.clock.now(), self.books, self.rngs[key], self.noise)
+                if gang.run is not None:
+                    self.push_finish(key, gang.run)
+            return
+        run = self.running.get(new.key)
         if run is None or cpu == run.cpu:
             return
         resize_run(run, cpu, self.clock.now(), self.books, self.rngs[new.key], self.noise)
         self.push_finish(new.key, run)
 
+    def on_delete(self, pod: PodInfo) -> None:
+        """A member gone before its job finished (preempted): the job goes back to its checkpoint,
+        and the member's controller creates it again."""
+        if pod.key not in self.members:
+            return
+        key, index = self.members[pod.key]
+        if key in self.finished:
+            return
+        self.gangs[key].leave(index, self.clock.now(), self.books)
+        self.push(self.clock.now(), "recreate", pod.key)
+
+    def _reporting(self) -> Iterator[tuple[PodKey, Run]]:
+        """Each running job's segment with the pod that reports its progress (rank 0 of a gang)."""
+        yield from self.running.items()
+        for gang in self.gangs.values():
+            if gang.run is not None:
+                yield member_key(gang.gang.members[0]), gang.run
+
     def publish_progress(self) -> None:
         """What the training helpers wrote by now, for the reconcile plugins about to read it."""
         now = self.clock.now()
-        for key, run in self.running.items():
+        for key, run in self._reporting():
             when = last_write(run.seg_start, now, self.interval)
             if when is None:
                 continue
@@ -164,7 +217,14 @@ class _Replay:
             while self.events and self.events[0][0] <= self.clock.now():
                 _, _, kind, key, version = heapq.heappop(self.events)
                 if kind == "arrive":
-                    self.cluster.create_pod(self.jobs[key].manifest(self.policy, EPOCH))
+                    for manifest in self.jobs[key].manifests(self.policy, EPOCH):
+                        self.cluster.create_pod(manifest)
+                    continue
+                if kind == "recreate":
+                    self.recreate(key)
+                    continue
+                if key in self.gangs:
+                    self.finish_gang(key, version)
                     continue
                 run = self.running.get(key)
                 if run is None or run.version != version:
@@ -175,20 +235,45 @@ class _Replay:
                 self.cluster.finish_pod(key)
         for run in self.running.values():  # cut off at the horizon: charge what ran
             close_segment(run, self.clock.now(), self.books)
+        for key, gang in self.gangs.items():
+            if key not in self.finished:
+                gang.close(self.clock.now(), self.books)
+
+    def recreate(self, member: PodKey) -> None:
+        key, index = self.members[member]
+        if key in self.finished or member in self.cluster.pods:
+            return
+        raw = self.jobs[key].manifest(self.policy, EPOCH, self.gangs[key].gang.members[index])
+        raw["metadata"]["uid"] += f"-{next(self.recreated)}"  # a new pod of the same name
+        self.cluster.create_pod(raw)
+
+    def finish_gang(self, key: PodKey, version: int) -> None:
+        """Every member ends together when the job's steps are done."""
+        gang = self.gangs[key]
+        if gang.run is None or gang.run.version != version:
+            return  # superseded by a resize or a member leaving
+        gang.close(self.clock.now(), self.books)
+        self.finished[key] = self.clock.now()
+        for member in gang.gang.members:
+            pod = self.cluster.pods.get(member_key(member))
+            if pod is not None and pod.node_name is not None:
+                self.cluster.finish_pod(pod.key)
 
 
-def metrics(replay: _Replay, skipped: int) -> PolicyResult:
+def metrics(replay: _Replay, skipped: int, never_run: Sequence[Job] = ()) -> PolicyResult:
+    """Per job; `never_run` (skipped before the run) count as jobs, and as missed deadlines."""
     jobs, finished, started = replay.jobs, replay.finished, replay.started
     with_deadline = [k for k, j in jobs.items() if j.deadline is not None]
+    deadline_jobs = len(with_deadline) + sum(1 for j in never_run if j.deadline is not None)
     met = sum(1 for k in with_deadline if k in finished and finished[k] - EPOCH <= (jobs[k].deadline or 0.0))
     jct = [max(0.0, finished[k] - EPOCH - jobs[k].submit) for k in finished]
     queue = [max(0.0, started[k] - EPOCH - jobs[k].submit) for k in started]
     first_submit = min((j.submit for j in jobs.values()), default=0.0)
     return PolicyResult(
-        jobs=len(jobs),
-        deadline_jobs=len(with_deadline),
+        jobs=len(jobs) + len(never_run),
+        deadline_jobs=deadline_jobs,
         deadline_met=met,
-        deadline_met_ratio=round(met / len(with_deadline), 4) if with_deadline else 0.0,
+        deadline_met_ratio=round(met / deadline_jobs, 4) if deadline_jobs else 0.0,
         cpu_utilization=round(replay.books.cpu_utilization, 4),
         mean_jct_s=round(sum(jct) / len(jct), 1) if jct else 0.0,
         mean_queue_s=round(sum(queue) / len(queue), 1) if queue else 0.0,
@@ -221,11 +306,11 @@ async def run_policy(
         cluster.add_node(node)
     scheduler = Scheduler(SchedulerConfig((profile,), config.source), cluster, clock, registry)
     await scheduler.start()
-    jobs, problems = split_fitting(scenario.jobs, scenario.nodes)
+    jobs, skipped, problems = split_fitting(scenario.jobs, scenario.nodes, seed)
     replay = _Replay(policy, scheduler, cluster, clock, jobs, seed, progress_interval, step_noise)
     await replay.run(on_tick)
     await scheduler.stop()
-    return metrics(replay, len(problems) + len(scenario.problems))
+    return metrics(replay, len(problems) + len(scenario.problems), skipped)
 
 
 def simulate(

@@ -1,4 +1,4 @@
-"""Workloads for the simulator: training jobs (one pod each) arriving over time on a cluster.
+"""Workloads for the simulator: training jobs (one pod or a gang of pods) arriving over time on a cluster.
 
 Built-in scenarios are seeded and small enough to run in seconds; `--trace` replaces the jobs and
 `--cluster` the nodes.
@@ -7,7 +7,7 @@ Built-in scenarios are seeded and small enough to run in seconds; `--trace` repl
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,8 @@ from pysched.api.builders import node_dict
 from pysched.api.inputs import InputError, brief, key_text, load_yaml
 from pysched.api.limits import MAX_UNITS, clip
 from pysched.api.resources import CPU, GPU, MEMORY, QuantityError, to_scheduler_units
-from pysched.workload.catalogue import Catalogue, builtin_catalogue
+from pysched.workload.catalogue import Catalogue, CpuModel, Model, builtin_catalogue
+from pysched.workload.gang_jobs import ps_job
 from pysched.workload.job import GPU_TAINT, Job
 from pysched.workload.traces import DeadlineRule, make_job, synthetic
 
@@ -131,33 +132,66 @@ def _parse_spec(spec: str, where: str) -> _Group:
     return _Group(count, values["cpu"], values["memory"], gpu, (*units, gpu))
 
 
-def _paper_jobs(count: int, seed: int, span_s: float, catalogue: Catalogue, rule: DeadlineRule) -> tuple[Job, ...]:
-    """The founding paper's MNIST jobs at its step counts, in pods of 2 CPU and 1 GiB."""
+def _paper_arrivals(
+    count: int, seed: int, span_s: float, catalogue: Catalogue
+) -> Iterator[tuple[int, float, Model, random.Random]]:
+    """(index, submission, model, the job's own random source) of the founding paper's MNIST jobs."""
     rng = random.Random(seed)
-    jobs = []
     now = 0.0
     for index in range(count):
         now += rng.expovariate(count / span_s)
         model = catalogue.models[rng.choice(("lstm", "gan", "autoencoder"))]
-        job_rng = random.Random(seed * 100_003 + index)
-        jobs.append(
-            make_job(
-                index,
-                submit=round(now, 3),
-                gpus=0,
-                cpu_milli=2000,
-                memory="1Gi",
-                model=model,
-                truth=model.truth(job_rng),
-                steps=model.steps,
-                duration=None,
-                deadline=None,
-                rule=rule,
-                rng=job_rng,
-                source=f"seed:{index}",
-            )
+        yield index, round(now, 3), model, random.Random(seed * 100_003 + index)
+
+
+def _paper_jobs(count: int, seed: int, span_s: float, catalogue: Catalogue, rule: DeadlineRule) -> tuple[Job, ...]:
+    """The founding paper's MNIST jobs at its step counts, in pods of 2 CPU and 1 GiB."""
+    return tuple(
+        make_job(
+            index,
+            submit=submit,
+            gpus=0,
+            cpu_milli=2000,
+            memory="1Gi",
+            model=model,
+            truth=model.truth(job_rng),
+            steps=model.steps,
+            duration=None,
+            deadline=None,
+            rule=rule,
+            rng=job_rng,
+            source=f"seed:{index}",
         )
-    return tuple(jobs)
+        for index, submit, model, job_rng in _paper_arrivals(count, seed, span_s, catalogue)
+    )
+
+
+def _cpu_model(model: Model) -> CpuModel:
+    if not isinstance(model, CpuModel):
+        raise ValueError(f"--scenario seed-ps: model {model.name} must be a CPU model (kind: cpu)")
+    return model
+
+
+PS_WORKERS = (2, 4)  # seed-ps: each job's worker count, drawn uniformly in this range
+
+
+def _paper_ps_jobs(count: int, seed: int, span_s: float, catalogue: Catalogue, rule: DeadlineRule) -> tuple[Job, ...]:
+    """The same jobs as parameter-server jobs: 1 server and 2 to 4 workers of 2 CPU and 1 GiB.
+    ValueError when a catalogue made one of the paper's models something else than a CPU model."""
+    return tuple(
+        ps_job(
+            index,
+            submit=submit,
+            model=_cpu_model(model),
+            workers=job_rng.randint(*PS_WORKERS),
+            worker_cpu_milli=2000,
+            memory="1Gi",
+            rule=rule,
+            rng=job_rng,
+            source=f"seed-ps:{index}",
+        )
+        for index, submit, model, job_rng in _paper_arrivals(count, seed, span_s, catalogue)
+    )
 
 
 def small(seed: int, catalogue: Catalogue) -> Scenario:
@@ -182,10 +216,17 @@ def seed_sufficient(seed: int, catalogue: Catalogue) -> Scenario:
 
 
 def gpu_mixed(seed: int, catalogue: Catalogue) -> Scenario:
-    """The default GPU-count mix (16-GPU jobs do not fit an 8-GPU node: skipped) plus CPU jobs."""
+    """The default GPU-count mix (16-GPU jobs run as gangs of two 8-GPU pods) plus CPU jobs."""
     nodes = cpu_nodes(8, "32", "128Gi", prefix="cpu") + gpu_pool(8)
     jobs = synthetic(400, catalogue, seed=seed, span_s=8 * 3600, median_s=1800, sigma=1.0, gpu_share=0.7)
     return Scenario("gpu-mixed", nodes, jobs, {"seed": seed, "jobs": 400, "arrivals": "poisson over 8h"})
+
+
+def seed_ps(seed: int, catalogue: Catalogue) -> Scenario:
+    """The paper's jobs as TensorFlow parameter-server jobs (1 server, 2 to 4 workers of 2 CPUs):
+    100 in one hour on 6 nodes of 16 CPUs, deadlines 1.2 to 3 times the run time at the request."""
+    jobs = _paper_ps_jobs(100, seed, 3600.0, catalogue, DeadlineRule(1.2, 3.0))
+    return Scenario("seed-ps", cpu_nodes(6, "16", "64Gi"), jobs, {"seed": seed, "jobs": 100, "workers": "2-4"})
 
 
 SCENARIOS: dict[str, Callable[[int, Catalogue], Scenario]] = {
@@ -193,6 +234,7 @@ SCENARIOS: dict[str, Callable[[int, Catalogue], Scenario]] = {
     "seed-insufficient": seed_insufficient,
     "seed-sufficient": seed_sufficient,
     "gpu-mixed": gpu_mixed,
+    "seed-ps": seed_ps,
 }
 
 

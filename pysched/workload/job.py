@@ -1,4 +1,5 @@
-"""A training job: one pod, total steps, an optional deadline and a hidden true speed model."""
+"""A training job: one pod or a gang of member pods, total steps, an optional deadline and a hidden
+true speed model."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Any
 
 from pysched.api.annotations import DEADLINE, TOTAL_STEPS
 from pysched.api.builders import pod_dict
+from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, ROLE_LABEL
 from pysched.api.times import format_rfc3339
+from pysched.workload.gang import Gang, Member
 from pysched.workload.speed import SpeedModel
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
@@ -30,27 +33,47 @@ class Job:
     # TF 1.x parameter-server jobs cannot adopt new CPUs live: a CPU resize restarts the
     # container (Kubernetes resizePolicy RestartContainer) and, without checkpoints, loses progress.
     restart_on_resize: bool = True
+    # Several member pods (cpu_milli and gpu are then their totals, `truth` one member's model);
+    # None: the job is one pod.
+    gang: Gang | None = None
 
     @property
     def cpu(self) -> float:
         return self.cpu_milli / 1000
 
-    def manifest(self, scheduler_name: str, epoch: float) -> dict[str, Any]:
+    def manifests(self, scheduler_name: str, epoch: float) -> list[dict[str, Any]]:
+        """The job's pods: itself, or its members (rank 0 first), each naming the job."""
+        if self.gang is None:
+            return [self.manifest(scheduler_name, epoch)]
+        return [self.manifest(scheduler_name, epoch, member) for member in self.gang.members]
+
+    def manifest(self, scheduler_name: str, epoch: float, member: Member | None = None) -> dict[str, Any]:
+        """The pod of a one-pod job, or of one member."""
+        name, cpu_milli, memory, gpu = self.name, self.cpu_milli, self.memory, self.gpu
+        if member is not None:
+            name, cpu_milli, memory, gpu = member.name, member.cpu_milli, member.memory, member.gpu
         extra: dict[str, Any] = {}
-        if self.gpu:
-            extra = {"extended": {"nvidia.com/gpu": str(self.gpu)}, "tolerations": [GPU_TOLERATION]}
+        if gpu:
+            extra = {"extended": {"nvidia.com/gpu": str(gpu)}, "tolerations": [GPU_TOLERATION]}
         annotations = {TOTAL_STEPS: str(self.steps)}
         if self.deadline is not None:
             annotations[DEADLINE] = format_rfc3339(epoch + self.deadline)
+        labels: dict[str, str] = {}
+        if member is not None and self.gang is not None:
+            annotations[MIN_MEMBERS] = str(len(self.gang.members))
+            labels[JOB_LABEL] = self.name
+            if member.role:
+                labels[ROLE_LABEL] = member.role
         raw = pod_dict(
-            self.name,
+            name,
             namespace="sim",
-            cpu=f"{self.cpu_milli}m",
-            memory=self.memory,
+            cpu=f"{cpu_milli}m",
+            memory=memory,
             scheduler_name=scheduler_name,
             priority=self.priority,
             created=epoch + self.submit,
             annotations=annotations,
+            labels=labels,
             **extra,
         )
         policy = "RestartContainer" if self.restart_on_resize else "NotRequired"

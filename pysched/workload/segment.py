@@ -18,6 +18,7 @@ from pysched.workload.job import Job
 from pysched.workload.speed import STEP_NOISE
 
 RESTART_SECONDS = 30.0  # a stop-and-restart pays this before steps resume
+CHECKPOINT_SECONDS = 300.0  # multi-pod jobs save their steps every 300 s of training
 
 
 @dataclass(slots=True)
@@ -50,7 +51,11 @@ def noise_rng(seed: int, job: Job) -> random.Random:
 def segment_step_seconds(job: Job, cpu: float, steps_left: int, rng: random.Random, noise: float = STEP_NOISE) -> float:
     """Seconds per step for the rest of the job at `cpu`: each step carries independent 5% noise,
     so the segment's mean step time carries 5% / sqrt(steps) (a normal sum, drawn once)."""
-    mean = job.truth.step_seconds(cpu, job.gpu)
+    return noisy_step_seconds(job.truth.step_seconds(cpu, job.gpu), steps_left, rng, noise)
+
+
+def noisy_step_seconds(mean: float, steps_left: int, rng: random.Random, noise: float = STEP_NOISE) -> float:
+    """A segment's step time around `mean` (see `segment_step_seconds`)."""
     if math.isinf(mean) or steps_left <= 0:
         return mean
     factor = 1.0 + noise * rng.gauss(0.0, 1.0) / math.sqrt(steps_left)

@@ -22,6 +22,7 @@ from pysched.api.inputs import InputError, read_lines
 from pysched.api.limits import MAX_STEPS, clip
 from pysched.api.resources import MEMORY, QuantityError, to_scheduler_units
 from pysched.workload.catalogue import Catalogue, CpuModel, GpuModel, Model
+from pysched.workload.gang import Gang
 from pysched.workload.job import Job
 from pysched.workload.speed import SpeedModel
 
@@ -161,9 +162,15 @@ def make_job(
     rule: DeadlineRule | None,
     rng: random.Random,
     source: str,
+    gang: Gang | None = None,
 ) -> Job:
-    """Steps from `duration` at the requested resources when not given; deadline from the rule."""
-    step_s = truth.step_seconds(cpu_milli / 1000, gpus)
+    """Steps from `duration` at the requested resources (every member at its request, for a
+    gang) when not given; deadline from the rule."""
+    if gang is None:
+        step_s = truth.step_seconds(cpu_milli / 1000, gpus)
+    else:
+        rate = gang.speed.steps_per_s(truth, gang.at_request())
+        step_s = 1.0 / rate if rate > 0 else math.inf
     if steps is None:
         assert duration is not None
         steps = max(1, round(duration / step_s))
@@ -173,7 +180,7 @@ def make_job(
     if deadline is None and rule is not None:
         deadline = rule.draw(rng, submit, run_s)
     return Job(
-        f"job-{index:05d}",
+        job_name(index),
         submit,
         steps,
         cpu_milli,
@@ -183,7 +190,13 @@ def make_job(
         deadline=deadline,
         model=model.name,
         source=source,
+        restart_on_resize=gang is None,  # a gang's members resize in place
+        gang=gang,
     )
+
+
+def job_name(index: int) -> str:
+    return f"job-{index:05d}"
 
 
 def _row_job(

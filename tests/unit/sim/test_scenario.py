@@ -2,7 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from pysched.sim.scenario import MAX_CLUSTER_GROUPS, MAX_CLUSTER_NODES, parse_cluster
+from pysched.sim.scenario import MAX_CLUSTER_GROUPS, MAX_CLUSTER_NODES, builtin_scenario, parse_cluster
+from pysched.workload.catalogue import Catalogue, GpuModel, builtin_catalogue
+from pysched.workload.gang import PS, WORKER, ParameterServer
+from pysched.workload.speed import Throughput
 
 
 @pytest.mark.parametrize(
@@ -44,3 +47,27 @@ def test_an_unreadable_cluster_file_is_one_line(tmp_path: Path) -> None:
     path.write_bytes(b"groups: [{count: \xff}]\n")
     with pytest.raises(ValueError, match=r"--cluster: .*c\.yaml: not UTF-8 text"):
         parse_cluster(str(path))
+
+
+def test_seed_ps_jobs_are_one_server_and_two_to_four_workers_of_the_paper_models() -> None:
+    scenario = builtin_scenario(7, "seed-ps")
+    assert len(scenario.jobs) == 100
+    workers = set()
+    for job in scenario.jobs:
+        assert job.gang is not None and isinstance(job.gang.speed, ParameterServer)
+        roles = [m.role for m in job.gang.members]
+        assert roles.count(PS) == 1 and roles[0] == WORKER
+        workers.add(roles.count(WORKER))
+        assert job.model in ("lstm", "gan", "autoencoder") and job.deadline is not None
+        assert all(m.cpu_milli == 2000 for m in job.gang.members if m.role == WORKER)
+    assert workers == {2, 3, 4}
+    # The same arrivals and models as the one-pod paper scenarios.
+    single = builtin_scenario(7, "seed-insufficient")
+    assert [(j.submit, j.model) for j in scenario.jobs] == [(j.submit, j.model) for j in single.jobs]
+
+
+def test_seed_ps_refuses_a_catalogue_that_made_a_paper_model_a_gpu_model() -> None:
+    gpu = GpuModel("gan", 1000, {64: Throughput((1,), (1.0,))})
+    catalogue = builtin_catalogue().merged(Catalogue({"gan": gpu}))
+    with pytest.raises(ValueError, match="seed-ps: model gan must be a CPU model"):
+        builtin_scenario(7, "seed-ps", catalogue)

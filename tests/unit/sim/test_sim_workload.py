@@ -23,7 +23,7 @@ from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.framework.status import SUCCESS, Code, Status
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
-from pysched.sim.runner import PolicyResult, run_policy, split_fitting
+from pysched.sim.runner import PolicyResult, run_policy
 from pysched.sim.scenario import Scenario, cpu_nodes, parse_cluster
 from pysched.workload.job import Job
 from pysched.workload.segment import start_run
@@ -83,17 +83,6 @@ def test_seed_leaves_jobs_on_time_and_without_deadline_alone() -> None:
     free = Job("free", 0.0, 1000, 1000, "1Gi", Amdahl(0.0, 1.0, 16))
     r = _run(Scenario("seed", cpu_nodes(1, "16", "32Gi"), (fine, free)), "seed")
     assert (r.rescales, r.deadline_jobs, r.deadline_met) == (0, 1, 1)
-
-
-def test_jobs_needing_more_gpus_than_any_node_are_skipped() -> None:
-    big = Job("big", 0.0, 10, 1000, "1Gi", Amdahl(0.0, 1.0, 1), gpu=16, source="t.csv:7")
-    small = Job("small", 0.0, 10, 1000, "1Gi", Amdahl(0.0, 1.0, 1))
-    nodes = parse_cluster("nodes=2,cpu=8,memory=16Gi,gpu=8")
-    kept, problems = split_fitting((big, small), nodes)
-    assert kept == [small]
-    assert problems == ["t.csv:7: needs 16 GPUs, the largest node holds 8: skipped"]
-    r = _run(Scenario("gpu", nodes, (big, small)), "default")
-    assert (r.jobs, r.skipped, r.unfinished) == (1, 1, 0)
 
 
 def test_progress_is_published_only_when_a_reconcile_reads_it() -> None:

@@ -1,0 +1,202 @@
+"""Multi-pod jobs on the simulated cluster: progress only while every member runs."""
+
+import asyncio
+import random
+from pathlib import Path
+
+import pytest
+
+from pysched.api.annotations import PROGRESS, progress_of
+from pysched.api.ids import PodKey
+from pysched.backend.simulated import SimulatedCluster
+from pysched.framework.clock import VirtualClock
+from pysched.framework.config import SchedulerConfig
+from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
+from pysched.scheduler.scheduler import Scheduler
+from pysched.sim.engine import Accounting
+from pysched.sim.gang import GangRun
+from pysched.sim.runner import EPOCH, PolicyResult, _Replay, run_policy, split_fitting
+from pysched.sim.scenario import Scenario, builtin_scenario, cpu_nodes, gpu_pool, parse_cluster
+from pysched.workload.catalogue import builtin_catalogue
+from pysched.workload.gang import PS, WORKER, Gang, Held, ParameterServer, ps_members
+from pysched.workload.job import Job
+from pysched.workload.segment import RESTART_SECONDS
+from pysched.workload.speed import Amdahl, Throughput
+from pysched.workload.traces import read_csv
+
+REGISTRY = default_registry()
+CONFIG = builtin_config(REGISTRY)
+WORKER_TRUTH = Amdahl(0.0, 1.0, 16)  # t(c) = 1 / c
+
+
+def _ps_job(name: str, steps: int, workers: int = 2, deadline: float | None = None, restart: bool = False) -> Job:
+    members = ps_members(name, workers, 2000, "1Gi")
+    gang = Gang(members, ParameterServer(0.0))
+    cpu = sum(m.cpu_milli for m in members)
+    return Job(name, 0.0, steps, cpu, "1Gi", WORKER_TRUTH, deadline=deadline, restart_on_resize=restart, gang=gang)
+
+
+def _run(scenario: Scenario, policy: str = "default") -> PolicyResult:
+    return asyncio.run(run_policy(scenario, CONFIG, policy, REGISTRY, step_noise=0.0))
+
+
+def test_a_full_gang_runs_at_its_global_rate_and_ends_together() -> None:
+    # 2 workers on 2 CPUs, s = 0: 2 / 0.5 = 4 global steps/s; 1000 steps take 250 s.
+    r = _run(Scenario("ps", cpu_nodes(1, "8", "16Gi"), (_ps_job("j", 1000, deadline=300.0),)))
+    assert (r.jobs, r.deadline_met, r.unfinished) == (1, 1, 0)
+    assert r.mean_jct_s == pytest.approx(250, abs=0.5) and r.mean_queue_s == 0.0
+    # used: 1000 steps x 1 CPU-s + the server's 1 CPU x 250 s; allocated: 5 CPUs x 250 s
+    assert r.cpu_utilization == pytest.approx(1250 / 1250, abs=1e-3)
+
+
+def test_a_partially_placed_gang_holds_its_members_and_makes_no_progress() -> None:
+    # 5 CPUs of members on a 4-CPU node: the two workers bind, the server never fits.
+    r = _run(Scenario("ps", cpu_nodes(1, "4", "16Gi"), (_ps_job("j", 100, deadline=1000.0),)))
+    assert (r.deadline_met, r.unfinished, r.mean_queue_s) == (0, 1, 0.0)
+    assert r.mean_jct_s == 0.0 and r.cpu_utilization == 0.0  # no job finished, nothing used
+
+
+def test_queue_time_runs_until_the_last_member_starts() -> None:
+    # The first job's server waits until a one-pod job frees 2 CPUs at t = 100.
+    solo = Job("solo", 0.0, 100, 2000, "1Gi", Amdahl(0.0, 2.0, 2))  # 1 s per step
+    gang = _ps_job("j", 400)  # 4 steps/s
+    r = _run(Scenario("ps", cpu_nodes(1, "6", "16Gi"), (solo, gang)))
+    assert r.unfinished == 0
+    assert r.mean_queue_s == pytest.approx((0 + 100) / 2, abs=0.5)
+    assert r.mean_jct_s == pytest.approx((100 + 200) / 2, abs=0.5)
+
+
+def test_progress_is_reported_on_rank_0_only() -> None:
+    async def run() -> SimulatedCluster:
+        clock = VirtualClock(EPOCH)
+        cluster = SimulatedCluster(clock, record_events=False)
+        for node in cpu_nodes(1, "8", "16Gi"):
+            cluster.add_node(node)
+        profile = CONFIG.profile("pysched")
+        assert profile is not None
+        scheduler = Scheduler(SchedulerConfig((profile,), CONFIG.source), cluster, clock, REGISTRY)
+        await scheduler.start()
+        replay = _Replay("pysched", scheduler, cluster, clock, [_ps_job("j", 100_000)], 7, 60.0, 0.0)
+        await replay.run(None)  # 25,000 s at 4 global steps/s
+        await scheduler.stop()
+        return cluster
+
+    cluster = asyncio.run(run())
+    rank0 = cluster.pods[PodKey("sim/j-worker-0")]
+    steps, when = progress_of(rank0) or (0, 0.0)
+    assert steps > 0 and steps == pytest.approx(4 * (when - EPOCH), abs=4)  # 4 global steps/s
+    assert PROGRESS not in cluster.pods[PodKey("sim/j-worker-1")].annotations
+    assert PROGRESS not in cluster.pods[PodKey("sim/j-ps-0")].annotations
+
+
+def _bound(job: Job) -> tuple[GangRun, Accounting, random.Random]:
+    assert job.gang is not None
+    gang, books, rng = GangRun(job, job.gang), Accounting(), random.Random(0)
+    for i, m in enumerate(job.gang.members):
+        gang.bind(i, Held(m.role, m.cpu_milli / 1000, 0, "n"), 0.0, rng, 0.0)
+    return gang, books, rng
+
+
+def test_a_member_leaving_loses_the_steps_since_the_last_checkpoint() -> None:
+    gang, books, _ = _bound(_ps_job("j", 100_000))  # 4 steps/s
+    assert gang.run is not None and gang.run.steps_at(400.0) == 1600
+    gang.leave(1, 400.0, books)  # checkpoint at 300 s of training: 1200 steps
+    assert (gang.steps, gang.checkpoint, gang.complete) == (1200, 1200, False)
+    assert books.allocated_cpu_s == pytest.approx(5 * 400)
+
+
+def test_checkpoints_count_training_time_across_segments() -> None:
+    gang, books, rng = _bound(_ps_job("j", 100_000))
+    gang.resize(0, 4.0, 200.0, books, rng, 0.0)  # in place: 800 steps kept, no checkpoint yet
+    assert gang.checkpoint == 0 and gang.run is not None and gang.run.seg_steps == 800
+    gang.leave(2, 250.0, books)  # 250 s of training: still before the first checkpoint
+    assert gang.steps == 0 and gang.run is None
+
+
+def test_resizing_a_worker_in_place_changes_its_step_time_and_the_slowest_sets_the_pace() -> None:
+    gang, books, rng = _bound(_ps_job("j", 100_000))
+    gang.resize(0, 4.0, 100.0, books, rng, 0.0)  # worker 1 stays on 2 CPUs: still 0.5 s per step
+    assert gang.run is not None and gang.run.step_s == pytest.approx(1 / 4)
+    gang.resize(1, 4.0, 200.0, books, rng, 0.0)
+    assert gang.run is not None and gang.run.step_s == pytest.approx(1 / 8)
+    assert books.rescales == 2
+
+
+def test_a_restarting_member_takes_the_job_back_to_its_checkpoint() -> None:
+    gang, books, rng = _bound(_ps_job("j", 100_000, restart=True))
+    gang.resize(0, 4.0, 400.0, books, rng, 0.0)
+    assert gang.run is not None and gang.run.seg_steps == 1200
+    assert gang.run.seg_start == 400.0 + RESTART_SECONDS
+
+
+def test_a_gpu_job_larger_than_a_node_becomes_a_gang_of_node_sized_pods() -> None:
+    table = Throughput((8, 16), (10.0, 20.0))
+    big = Job("big", 0.0, 2000, 64_000, "128Gi", table, gpu=16, deadline=200.0, source="t.csv:7")
+    nodes = parse_cluster("nodes=2,cpu=64,memory=256Gi,gpu=8")
+    kept, skipped, problems = split_fitting((big,), nodes)
+    assert (skipped, problems) == ([], [])
+    (gang,) = kept
+    assert gang.gang is not None and [m.gpu for m in gang.gang.members] == [8, 8]
+    r = _run(Scenario("gpu", nodes, (big,)))
+    assert (r.jobs, r.skipped, r.unfinished, r.deadline_met) == (1, 0, 0, 1)
+    assert 2000 / 22.0 <= r.mean_jct_s <= 2000 / 18.0  # 20 steps/s x U(0.9, 1.1)
+
+
+def test_a_gpu_job_with_no_gpu_node_is_skipped_and_counts_as_missed() -> None:
+    big = Job("big", 0.0, 10, 1000, "1Gi", Throughput((1,), (1.0,)), gpu=1, deadline=100.0, source="t.csv:3")
+    small = Job("small", 0.0, 10, 1000, "1Gi", WORKER_TRUTH, deadline=100.0)
+    nodes = cpu_nodes(1, "4", "8Gi")
+    kept, skipped, problems = split_fitting((big, small), nodes)
+    assert (kept, skipped) == ([small], [big])
+    assert problems == ["t.csv:3: needs 1 GPUs and no node holds any: skipped"]
+    r = _run(Scenario("cpu", nodes, (big, small)))
+    assert (r.jobs, r.deadline_jobs, r.deadline_met, r.skipped) == (2, 2, 1, 1)
+
+
+def test_roles_of_ps_members() -> None:
+    assert [m.role for m in ps_members("j", 2, 1000, "1Gi")] == [WORKER, WORKER, PS]
+
+
+def test_one_pod_jobs_give_the_results_they_gave_before_gangs() -> None:
+    """The default scenario's pysched run, as measured before multi-pod jobs existed (step noise on)."""
+    r = asyncio.run(run_policy(builtin_scenario(7, "small"), CONFIG, "pysched", REGISTRY, seed=7))
+    assert r.as_json() == {
+        "jobs": 200,
+        "deadline_jobs": 200,
+        "deadline_met": 105,
+        "deadline_met_ratio": 0.525,
+        "cpu_utilization": 0.7954,
+        "mean_jct_s": 1952.4,
+        "mean_queue_s": 423.0,
+        "makespan_s": 25657.8,
+        "rescales": 52,
+        "skipped": 0,
+    }
+
+
+def test_a_16_gpu_trace_row_on_8_gpu_nodes_runs_as_two_pods_of_8(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submission_time,num_iteration,model_name,batch_size,num_gpu\n1,0,1000,resnet50,,16\n")
+    loaded = read_csv(trace, builtin_catalogue(), rule=None)
+    nodes = gpu_pool(2)
+    kept, skipped, _ = split_fitting(loaded.jobs, nodes)
+    assert skipped == []
+    (job,) = kept
+    assert job.gang is not None
+    assert [(m.name, m.gpu) for m in job.gang.members] == [("job-00000-0", 8), ("job-00000-1", 8)]
+    r = _run(Scenario("trace", nodes, loaded.jobs))
+    assert (r.jobs, r.skipped, r.unfinished) == (1, 0, 0)
+
+
+def test_a_preempted_member_sends_its_job_back_to_the_checkpoint_and_comes_back() -> None:
+    # The gang (5 CPUs, 4 steps/s) has run 400 s when a higher-priority job needs 3 of the 6 CPUs:
+    # one worker is preempted, the job keeps its 300-s checkpoint (1200 steps) and resumes when the
+    # intruder ends at 500 s: 98,800 steps left at 4 steps/s (without the preemption: 25,000 s).
+    gang = _ps_job("j", 100_000)
+    intruder = Job("vip", 400.0, 100, 3000, "1Gi", Amdahl(0.0, 3.0, 3), priority=1000)  # 1 s per step
+    r = _run(Scenario("ps", cpu_nodes(1, "6", "16Gi"), (gang, intruder)))
+    assert r.unfinished == 0
+    vip, gang_jct = sorted(r.jct)  # both a second late: the preemptor's retry after its victim goes
+    assert vip == pytest.approx(100, abs=2)
+    assert gang_jct == pytest.approx(500 + 98_800 / 4, abs=2)
