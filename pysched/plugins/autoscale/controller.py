@@ -35,6 +35,7 @@ from pysched.api.containers import (
     restarts_on_resize,
 )
 from pysched.api.ids import NodeName, PodKey
+from pysched.api.jobs import ROLE_LABEL
 from pysched.api.labels import selector_matches
 from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
@@ -60,6 +61,7 @@ from pysched.deadline.predictor import (
 )
 from pysched.framework.cluster import PodCondition
 from pysched.framework.interfaces import Handle, MetricFamily
+from pysched.framework.jobs import Job
 from pysched.plugins.autoscale.args import AutoscaleArgs
 
 REFRESH_FINISH_SHARE = 0.05  # rewrite the condition when the finish moves by this share of the time left
@@ -94,6 +96,8 @@ class Tick:
     deadline: float
     now: float
     restart_s: float | None  # None: a CPU resize is in place; else a restart, its progress lost, costing this
+    # The other workers of its gang (the pod is the gang's leader): resized with it to the same count.
+    followers: tuple[tuple[PodInfo, str], ...] = ()
 
 
 class Controller:
@@ -108,6 +112,7 @@ class Controller:
         self._slack: dict[PodKey, float] = {}  # seconds, per running deadline job
         self._rescales: collections.Counter[tuple[str, str]] = collections.Counter()
         self._deadlines: collections.Counter[str] = collections.Counter()
+        self._follower_keys: dict[PodKey, None] = {}  # gang members the leader speaks for (counted once)
 
     # ----- bounds and node room
     def _bounds(self, pod: PodInfo, node: NodeName | None) -> tuple[float, float]:
@@ -156,6 +161,33 @@ class Controller:
                 return None
         return main_container(pod)
 
+    # ----- gangs: the job is the unit
+    def _gang(self, pod: PodInfo) -> Job | None:
+        job = self.handle.jobs.of(pod.key)
+        return job if job is not None and job.is_gang else None
+
+    @staticmethod
+    def leader(job: Job) -> PodKey:
+        """The member whose progress speaks for the job: the first (in the job's order, parameter
+        servers last) that reports `pysched.io/progress` (rank 0, by convention), else the first."""
+        members = sorted(
+            job.members,
+            key=lambda key: (job.members[key].labels.get(ROLE_LABEL) == "ps", job.orders.get(key, ("", 0, 0)), key),
+        )
+        reporting = [key for key in members if PROGRESS in job.members[key].annotations]
+        return (reporting or members)[0]
+
+    def _followers(self, pod: PodInfo, job: Job) -> tuple[tuple[PodInfo, str], ...]:
+        """The gang's other bound workers autoscaling may resize (parameter servers keep their CPUs)."""
+        found: list[tuple[PodInfo, str]] = []
+        for key, member in job.members.items():
+            if key == pod.key or member.node_name is None or member.labels.get(ROLE_LABEL) == "ps":
+                continue
+            container = self.eligible(member)
+            if container is not None:
+                found.append((member, container))
+        return tuple(found)
+
     # ----- before and at binding
     def _prior(self, total: int, now: float) -> JobModel | None:
         """A throwaway model of a never-observed job under the profile's prior (kept out of the
@@ -172,8 +204,8 @@ class Controller:
         """Resize a pending deadline job to the smallest count that meets its deadline on `node`."""
         container = self.eligible(pod)
         deadline, total = deadline_of(pod), total_steps_of(pod)
-        if container is None or deadline is None or total is None:
-            return
+        if container is None or deadline is None or total is None or self._gang(pod) is not None:
+            return  # a gang's members keep their requests until the job runs: they are sized together
         now = self.handle.clock.now()
         model = self.predictor.get(pod.key) or self._prior(total, now)
         if model is None:
@@ -226,8 +258,15 @@ class Controller:
         for pod in pods:
             try:
                 container = self.eligible(pod)
-                if container is not None:
+                if container is None:
+                    continue
+                gang = self._gang(pod)
+                if gang is None:
                     await self._reconcile_one(pod, container, now)
+                elif self.leader(gang) == pod.key:
+                    followers = self._followers(pod, gang)
+                    self._follower_keys.update(dict.fromkeys(m.key for m, _ in followers))
+                    await self._reconcile_one(pod, container, now, followers)
             except Exception as err:  # one pod's bug must not stop the others' scaling
                 self.handle.incidents.report("Autoscale reconcile", pod, err, then="its CPUs are left as they are")
 
@@ -274,7 +313,9 @@ class Controller:
             return model, f"{PROGRESS}: {clip(value or '')} ignored: {result.message}"
         return model, ""
 
-    async def _reconcile_one(self, pod: PodInfo, container: str, now: float) -> None:
+    async def _reconcile_one(
+        self, pod: PodInfo, container: str, now: float, followers: tuple[tuple[PodInfo, str], ...] = ()
+    ) -> None:
         total, deadline = total_steps_of(pod), deadline_of(pod)
         if total is None or deadline is None:
             return
@@ -293,7 +334,9 @@ class Controller:
         if current <= 0:
             return
         restart_s = self.args.restart_seconds if restarts_on_resize(pod, container) else None
-        tick = Tick(pod, container, job, model, current, deadline, now, restart_s)
+        tick = Tick(pod, container, job, model, current, deadline, now, restart_s, followers)
+        if any(container_cpus(m, c) != (actual_cpus(m, c) or container_cpus(m, c)) for m, c in followers):
+            return  # a worker's resize is still on its way: decide once the whole gang runs on it
         if desired != current:
             refused = resize_infeasible(pod)
             # Put back at once; a put-back the apiserver refused is tried again after the cooldown.
@@ -364,7 +407,10 @@ class Controller:
             # Step up gradually where a step is cheap (in place). A restarting container loses its
             # progress on every step, so it moves straight to the count the prediction asks for.
             step = need if tick.restart_s is not None else max(current * self.args.max_step_factor, current + 1)
-            room = self._room(tick.pod, tick.container, tick.pod.node_name, current)
+            room = min(
+                self._room(p, c, p.node_name, _running_cpus(p, c)) - _running_cpus(p, c) + current
+                for p, c in ((tick.pod, tick.container), *tick.followers)
+            )  # every worker moves to the same count: the tightest node bounds it
             target = float(math.floor(min(need, step, room)))
             return target if target > current else None
         if need < current:
@@ -389,6 +435,14 @@ class Controller:
         pod, job, current = tick.pod, tick.job, tick.current
         change = self._change(pod, tick.container, current, target)
         status = await self.handle.cluster.resize(pod, {tick.container: change})
+        for follower, container in tick.followers if status.ok else ():
+            running = _running_cpus(follower, container)
+            moved = await self.handle.cluster.resize(
+                follower, {container: self._change(follower, container, running, target)}
+            )
+            if not moved.ok:
+                note = f"cpu {running:g} -> {target:g} with its job: {moved.message()}"
+                await self.handle.cluster.emit_event(follower, "Warning", "RescaleFailed", note)
         self._count_rescale(current, target, status.ok)
         job.last_rescale = tick.now  # a refused resize also waits the cooldown: no hammering
         if not status.ok:
@@ -447,18 +501,20 @@ class Controller:
     # ----- pod end and metrics
     def forget(self, pod: PodInfo) -> None:
         """Deleted (pending or bound)."""
+        self._follower_keys.pop(pod.key, None)
         self._planned.pop(pod.key, None)
         self._jobs.pop(pod.key, None)
         self._slack.pop(pod.key, None)
         self.predictor.forget(pod.key)
 
     def ended(self, pod: PodInfo) -> None:
-        """A deadline job ended: met if it Succeeded by its deadline, else missed."""
+        """A deadline job ended: met if it Succeeded by its deadline, else missed (a gang counts
+        once, by its leader)."""
         self._jobs.pop(pod.key, None)
         self._slack.pop(pod.key, None)
         self.predictor.forget(pod.key)
         deadline = deadline_of(pod)
-        if deadline is None:
+        if self._follower_keys.pop(pod.key, None) is not None or deadline is None:
             return
         met = pod.phase == "Succeeded" and self.handle.clock.now() <= deadline
         self._deadlines["met" if met else "missed"] += 1
@@ -492,3 +548,9 @@ class Controller:
                 deadlines,
             ),
         ]
+
+
+def _running_cpus(pod: PodInfo, container: str) -> float:
+    """The CPUs the container runs on (what the kubelet actuated, else its spec)."""
+    actual = actual_cpus(pod, container)
+    return container_cpus(pod, container) if actual is None else actual
