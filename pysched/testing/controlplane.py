@@ -54,6 +54,11 @@ FAKE_NODE_SELECTOR = f"{FAKE_NODE_LABEL}=true"  # the nodes the heartbeat keeps 
 # lets the heartbeat renew big sets slowly (2,000 fake nodes at 10 a second, 5,000 at 25, each
 # within a third of the grace period) and survive a starved test box or a fault test's API outage.
 NODE_MONITOR_GRACE_S = 600.0
+# The alpha workload API the gang-scheduling tests need: Workload and PodGroup objects
+# (scheduling.k8s.io/v1alpha2), pod.spec.schedulingGroup, kube-scheduler's gang plugin and the Job
+# controller making a Workload and PodGroup for each gang-shaped Indexed Job.
+FEATURE_GATES = "GenericWorkload=true,GangScheduling=true,WorkloadWithJob=true"
+SCHEDULING_API = "scheduling.k8s.io/v1alpha2"
 BUILD_HINT = "build them with `bash hack/build-control-plane.sh` (or `make control-plane`)"
 
 
@@ -622,6 +627,8 @@ class LocalControlPlane:
             f"--service-account-signing-key-file={sa_key}",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--disable-admission-plugins=ServiceAccount",
+            f"--feature-gates={FEATURE_GATES}",
+            f"--runtime-config={SCHEDULING_API}=true",
         ]
         if self.perf:
             argv += [
@@ -662,6 +669,7 @@ class LocalControlPlane:
             "--use-service-account-credentials=true",
             f"--service-account-private-key-file={self.workdir / 'sa.key'}",
             f"--node-monitor-grace-period={grace}",
+            f"--feature-gates={FEATURE_GATES}",
         ]
         if ca is not None:
             argv.append(f"--root-ca-file={ca}")
@@ -765,6 +773,7 @@ class LocalControlPlane:
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",
             f"--cert-dir={self.workdir / 'kube-scheduler-certs'}",
+            f"--feature-gates={FEATURE_GATES}",
         ]
         proc = self.spawn("kube-scheduler", argv)
         saved, self.start_timeout = self.start_timeout, wait
