@@ -184,4 +184,4 @@ def _wait_webhooks_called(api: Any, timeout: float) -> None:
             return "vjobset.kb.io" in str(err)
         return False
 
-    wait_for(lambda: refused_by_webhook(), bool, timeout=timeout, interval=0.2, what="the JobSet webhooks")
+    wait_for(refused_by_webhook, bool, timeout=timeout, interval=0.2, what="the JobSet webhooks")
