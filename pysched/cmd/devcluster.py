@@ -3,7 +3,8 @@
 ``up`` starts etcd, kube-apiserver and kube-controller-manager (unless
 ``--no-controller-manager``) on loopback (see :mod:`pysched.testing.controlplane`),
 writes ``DIR/kubeconfig``, creates fake Ready nodes (with the controller manager,
-a heartbeat process renews their Leases so they stay Ready), optionally starts
+a heartbeat process renews their Leases so they stay Ready), starts the JobSet
+controller (unless ``--no-jobset``; :mod:`pysched.testing.jobset`), optionally starts
 the stock kube-scheduler and the kubelet emulator, records every pid in
 ``DIR/pids.json`` and returns. ``down`` stops every recorded process by pid and
 leaves nothing running.
@@ -33,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub = dev.add_subparsers(dest="dev_cluster_command", required=True)
 
     up = sub.add_parser(
-        "up", help="start etcd, kube-apiserver, kube-controller-manager and fake nodes in the background"
+        "up",
+        help="start etcd, kube-apiserver, kube-controller-manager, JobSet and fake nodes in the background",
     )
     up.add_argument("--dir", required=True, type=Path, help="state folder (kubeconfig, logs, pids)")
     up.add_argument("--nodes", type=int, default=3, help="fake Ready nodes to create (default 3)")
@@ -46,6 +48,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--no-controller-manager",
         action="store_true",
         help="no kube-controller-manager (no Job, Deployment, PV binding or garbage collection; no node heartbeat)",
+    )
+    up.add_argument(
+        "--no-jobset",
+        action="store_true",
+        help="no JobSet controller (jobset.x-k8s.io JobSets are then neither served nor reconciled)",
     )
     up.add_argument("--emulate", action="store_true", help="also run the kubelet emulator")
     up.add_argument(
@@ -114,6 +121,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             NodeSpec,
             find_bin_dir,
         )
+        from pysched.testing.jobset import find_jobset_bin_dir, start_jobset
         from pysched.testing.kube import KubeAPIError
     except ImportError as err:
         return _fail(f"dev-cluster needs the `kubernetes` package: {err}")
@@ -123,6 +131,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     need += ["kube-scheduler"] if args.kube_scheduler else []
     try:
         bin_dir = find_bin_dir(need=need)
+        jobset_dir = None if args.no_jobset else find_jobset_bin_dir()
     except ControlPlaneError as err:
         return _fail(str(err))
 
@@ -144,6 +153,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
     try:
         plane.start()
+        if jobset_dir is not None:
+            start_jobset(plane, jobset_dir)
         spec = NodeSpec(cpu=args.node_cpu, memory=args.node_memory, pods=args.node_pods, gpu=args.node_gpu)
         if args.nodes:
             plane.create_nodes(args.nodes, spec)

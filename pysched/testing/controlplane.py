@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from pysched import cache_dir
+from pysched.api.inputs import load_yaml
 from pysched.api.times import format_rfc3339
 from pysched.backend.live.kubeclient import MERGE_PATCH
 from pysched.testing.heartbeat import (
@@ -54,6 +55,14 @@ FAKE_NODE_SELECTOR = f"{FAKE_NODE_LABEL}=true"  # the nodes the heartbeat keeps 
 # lets the heartbeat renew big sets slowly (2,000 fake nodes at 10 a second, 5,000 at 25, each
 # within a third of the grace period) and survive a starved test box or a fault test's API outage.
 NODE_MONITOR_GRACE_S = 600.0
+# The alpha workload API the gang-scheduling tests need: Workload and PodGroup objects
+# (scheduling.k8s.io/v1alpha2), pod.spec.schedulingGroup, kube-scheduler's gang plugin and the Job
+# controller making a Workload and PodGroup for each gang-shaped Indexed Job.
+FEATURE_GATES = "GenericWorkload=true,GangScheduling=true,WorkloadWithJob=true"
+SCHEDULING_API = "scheduling.k8s.io/v1alpha2"
+# CRDs every plane serves (the scheduler-plugins PodGroup): the repository's own copies.
+REPO_CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
+CRD_API = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 BUILD_HINT = "build them with `bash hack/build-control-plane.sh` (or `make control-plane`)"
 
 
@@ -84,29 +93,47 @@ def find_bin_dir(bin_dir: Path | str | None = None, *, need: Iterable[str] = REQ
     executable there and, if its ``.complete`` marker lists what was built (``binaries=...``),
     listed: the build script rebuilds a folder whose marker lacks one.
     """
+    return find_build(
+        bin_dir,
+        need=need,
+        env=BIN_ENV,
+        folder="control-plane",
+        prefix=f"k8s-{K8S_VERSION}_",
+        what=f"control-plane build for Kubernetes {K8S_VERSION}",
+        hint=BUILD_HINT,
+    )
+
+
+def find_build(
+    bin_dir: Path | str | None,
+    *,
+    need: Iterable[str],
+    env: str,
+    folder: str,
+    prefix: str,
+    what: str,
+    hint: str,
+) -> Path:
+    """The bin dir of a build script's output (see :func:`find_bin_dir`): ``bin_dir``, else
+    ``$env``, else the newest complete ``cache_dir()/folder/prefix*`` build holding ``need``."""
     need = tuple(need)
     candidates: list[Path] = []
     if bin_dir is not None:
         candidates = [Path(bin_dir)]
-    elif os.environ.get(BIN_ENV):
-        candidates = [Path(os.environ[BIN_ENV])]
+    elif os.environ.get(env):
+        candidates = [Path(os.environ[env])]
     else:
-        base = cache_dir() / "control-plane"
-        builds = [d for d in base.glob(f"k8s-{K8S_VERSION}_*") if d.is_dir() and (d / ".complete").is_file()]
+        base = cache_dir() / folder
+        builds = [d for d in base.glob(f"{prefix}*") if d.is_dir() and (d / ".complete").is_file()]
         builds.sort(key=lambda d: (d / ".complete").stat().st_mtime, reverse=True)
         candidates = [d / "bin" for d in builds]
         if not candidates:
-            raise BinariesNotFound(
-                f"no complete control-plane build for Kubernetes {K8S_VERSION} under {base}; "
-                f"{BUILD_HINT}, or set {BIN_ENV}"
-            )
+            raise BinariesNotFound(f"no complete {what} under {base}; {hint}, or set {env}")
     for cand in candidates:
         if not _missing(cand, need):
             return cand
     where = candidates[0]
-    raise BinariesNotFound(
-        f"control-plane binaries missing in {where}: {', '.join(_missing(where, need))}; {BUILD_HINT}"
-    )
+    raise BinariesNotFound(f"binaries missing in {where}: {', '.join(_missing(where, need))}; {hint}")
 
 
 def _missing(bin_dir: Path, need: Sequence[str]) -> list[str]:
@@ -324,6 +351,35 @@ def kubeconfig_dict(server: str, token: str, ca_file: Path | None, name: str = "
         "current-context": name,
         "preferences": {},
     }
+
+
+# -- custom resources ------------------------------------------------------------------------
+
+
+def install_crds(api: Any, paths: Iterable[Path], *, timeout: float = 60.0) -> list[str]:
+    """Create the CustomResourceDefinitions in ``paths`` (one YAML document each; one already there
+    is kept) and wait until each is Established, so its resources can be created at once."""
+    from pysched.testing.kube import KubeAPIError  # as api(): the kubernetes client only when used
+
+    names: list[str] = []
+    for path in paths:
+        crd = load_yaml(path)
+        try:
+            api.post(CRD_API, crd)
+        except KubeAPIError as err:
+            if err.status != 409:  # 409: installed earlier on this plane
+                raise
+        names.append(crd["metadata"]["name"])
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while not any(
+            c.get("type") == "Established" and c.get("status") == "True"
+            for c in (api.get(f"{CRD_API}/{name}").get("status") or {}).get("conditions") or []
+        ):
+            if time.monotonic() >= deadline:
+                raise ControlPlaneError(f"CRD {name} not Established after {timeout:.0f}s")
+            time.sleep(0.1)
+    return names
 
 
 # -- fake nodes -----------------------------------------------------------------------------
@@ -562,6 +618,7 @@ class LocalControlPlane:
             self._start_etcd()
             self._start_apiserver()
             self._write_kubeconfig()
+            install_crds(self.api(), sorted(REPO_CRDS.glob("*.yaml")))
             if self.controller_manager:
                 self._start_controller_manager()
                 self.heartbeat = NodeHeartbeat(
@@ -622,6 +679,8 @@ class LocalControlPlane:
             f"--service-account-signing-key-file={sa_key}",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--disable-admission-plugins=ServiceAccount",
+            f"--feature-gates={FEATURE_GATES}",
+            f"--runtime-config={SCHEDULING_API}=true",
         ]
         if self.perf:
             argv += [
@@ -662,6 +721,7 @@ class LocalControlPlane:
             "--use-service-account-credentials=true",
             f"--service-account-private-key-file={self.workdir / 'sa.key'}",
             f"--node-monitor-grace-period={grace}",
+            f"--feature-gates={FEATURE_GATES}",
         ]
         if ca is not None:
             argv.append(f"--root-ca-file={ca}")
@@ -765,14 +825,19 @@ class LocalControlPlane:
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",
             f"--cert-dir={self.workdir / 'kube-scheduler-certs'}",
+            f"--feature-gates={FEATURE_GATES}",
         ]
         proc = self.spawn("kube-scheduler", argv)
-        saved, self.start_timeout = self.start_timeout, wait
+        self.wait_ready(proc, f"https://127.0.0.1:{port}/healthz", token=self.token, timeout=wait)
+        return proc
+
+    def wait_ready(self, proc: ManagedProcess, url: str, *, token: str | None = None, timeout: float = 60.0) -> None:
+        """Wait until ``url`` (a health endpoint of ``proc``, TLS unverified) answers 200 ``ok``."""
+        saved, self.start_timeout = self.start_timeout, timeout
         try:
-            self._wait_http(proc, f"https://127.0.0.1:{port}/healthz", self.token, lambda b: b.strip() == "ok")
+            self._wait_http(proc, url, token, lambda b: b.strip() == "ok")
         finally:
             self.start_timeout = saved
-        return proc
 
     def stop(self) -> None:
         """Stop the heartbeat, then every process started, newest first, by pid."""

@@ -5,12 +5,13 @@ conftest, or import the fixtures into a conftest:
 
 * ``control_plane`` (session): a started :class:`LocalControlPlane`;
 * ``kube`` (session): its :class:`KubeAPI`;
+* ``jobset`` (session): the JobSet controller and its webhooks, started on ``control_plane``;
 * ``namespace`` (function): a fresh namespace; afterwards its pods are
   force-deleted (grace period 0: with no kubelet nothing else finishes them)
   and the namespace is deleted.
 
-When the binaries are missing the tests are skipped, except under CI (``CI``
-set) or with ``PYSCHED_REQUIRE_CONTROL_PLANE=1``, where they fail.
+When the binaries (the control plane's, or for ``jobset`` its manager) are missing the tests are
+skipped, except under CI (``CI`` set) or with ``PYSCHED_REQUIRE_CONTROL_PLANE=1``, where they fail.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ import contextlib
 import os
 import uuid
 from collections.abc import Iterator
+from typing import NoReturn
 
 import pytest
 
-from pysched.testing.controlplane import BinariesNotFound, LocalControlPlane, find_bin_dir
+from pysched.testing.controlplane import BinariesNotFound, LocalControlPlane, ManagedProcess, find_bin_dir
 from pysched.testing.emulator import KubeletEmulator
+from pysched.testing.jobset import find_jobset_bin_dir, start_jobset
 from pysched.testing.kube import KubeAPI, KubeAPIError
 
 
@@ -31,14 +34,18 @@ def _require() -> bool:
     return bool(os.environ.get("CI")) or os.environ.get("PYSCHED_REQUIRE_CONTROL_PLANE") == "1"
 
 
+def _unavailable(err: BinariesNotFound) -> NoReturn:
+    if _require():
+        pytest.fail(str(err))
+    pytest.skip(str(err))
+
+
 @pytest.fixture(scope="session")
 def control_plane_bin_dir() -> str:
     try:
         return str(find_bin_dir())
     except BinariesNotFound as err:
-        if _require():
-            pytest.fail(str(err))
-        pytest.skip(str(err))
+        _unavailable(err)
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +59,16 @@ def control_plane(control_plane_bin_dir: str, tmp_path_factory: pytest.TempPathF
 def kube(control_plane: LocalControlPlane) -> KubeAPI:
     api: KubeAPI = control_plane.api()
     return api
+
+
+@pytest.fixture(scope="session")
+def jobset(control_plane: LocalControlPlane) -> ManagedProcess:
+    """The JobSet manager on the shared plane for the rest of the session (stopped with it)."""
+    try:
+        bin_dir = find_jobset_bin_dir()
+    except BinariesNotFound as err:
+        _unavailable(err)
+    return start_jobset(control_plane, bin_dir)
 
 
 @pytest.fixture

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pysched.testing import KubeAPI, wait_for
+from pysched.testing import KubeAPI, KubeAPIError, wait_for
 from pysched.testing.controlplane import pid_alive
 from pysched.testing.heartbeat import lease_path
 from pysched.testing.helpers import make_pod
+from pysched.testing.jobset import JOBSET_API, JOBSET_BIN_ENV, JOBSET_BINARY, first_job_depends_on
 
 pytestmark = pytest.mark.integration
 
@@ -82,12 +83,15 @@ def test_up_scheduler_emulator_down(cluster_dir: Path, control_plane_bin_dir: st
     state = json.loads((cluster_dir / "pids.json").read_text())
     pids = [int(p["pid"]) for p in state["processes"]]
     names = {p["name"] for p in state["processes"]}
-    plane = {"etcd", "kube-apiserver", "kube-controller-manager", "node-heartbeat"}
+    plane = {"etcd", "kube-apiserver", "kube-controller-manager", "node-heartbeat", JOBSET_BINARY}
     assert names == plane | {"kube-scheduler", "emulator"}
     assert all(pid_alive(pid) for pid in pids)
 
     with KubeAPI.from_kubeconfig(cluster_dir / "kubeconfig") as api:
         assert api.get("/version")["gitVersion"] == "v1.36.3"
+        # The JobSet controller's validating webhook is called (by URL) on the dev cluster too.
+        with pytest.raises(KubeAPIError, match=r"vjobset\.kb\.io"):
+            api.post(f"/apis/{JOBSET_API}/namespaces/default/jobsets", first_job_depends_on("bad"))
         nodes = api.get("/api/v1/nodes")["items"]
         assert len(nodes) == 5
         for node in nodes:
@@ -163,6 +167,17 @@ def test_missing_binaries(cluster_dir: Path, tmp_path: Path) -> None:
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "missing" in lines[0]
     assert processes_mentioning(str(cluster_dir)) == []
+
+
+def test_missing_jobset_binary(cluster_dir: Path, tmp_path: Path, control_plane_bin_dir: str) -> None:
+    env = dict(os.environ)
+    env[JOBSET_BIN_ENV] = str(tmp_path / "nowhere")
+    res = dev_cluster("up", "--dir", str(cluster_dir), env=env)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and JOBSET_BINARY in lines[0] and "hack/build-jobset.sh" in lines[0]
+    assert processes_mentioning(str(cluster_dir)) == []
+    assert not (cluster_dir / "pids.json").exists()
 
 
 def test_port_clash(cluster_dir: Path, control_plane_bin_dir: str) -> None:

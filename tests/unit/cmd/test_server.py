@@ -11,10 +11,11 @@ import aiohttp
 import pytest
 
 from pysched.backend.live.kubeclient import JSON, ApiResponse
+from pysched.certs import self_signed
 from pysched.cmd.delegated import ACCESS_REVIEWS, TOKEN_REVIEWS, DelegatedAuth, User, bearer_token
 from pysched.cmd.metrics import SchedulerMetrics
 from pysched.cmd.server import Listener, OpsServer
-from pysched.cmd.tls import TLSError, self_signed, server_context
+from pysched.cmd.tls import TLSError, server_context
 from pysched.testing.controlplane import free_port
 
 READER = "system:serviceaccount:monitoring:prometheus"
