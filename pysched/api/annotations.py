@@ -20,6 +20,7 @@ DEADLINE_FORMS = "an RFC 3339 time (2026-11-30T12:00:00Z) or a duration such as 
 URGENCY = "pysched.io/urgency"
 URGENCY_VALUES = ("urgent", "relaxed")
 URGENCY_FORMS = '"urgent" or "relaxed"'
+INVALID_ANNOTATION = "InvalidAnnotation"  # the Warning event's reason for a malformed or disagreeing value
 
 PROGRESS_INTERVAL = 60.0  # the training helper writes its progress at most once a minute by default
 # The admission policy of manifests/training enforces the same bounds (a unit test holds them together).

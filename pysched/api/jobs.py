@@ -62,6 +62,10 @@ class JobSource(enum.Enum):
         return self in (JobSource.WORKLOAD, JobSource.POD_GROUP, JobSource.PYSCHED)
 
 
+# Sources whose minimum only a PodGroup object holds: their pods wait while it is unknown.
+GROUP_SOURCES = frozenset({JobSource.WORKLOAD, JobSource.POD_GROUP})
+
+
 @dataclass(frozen=True, slots=True)
 class JobRef:
     """A pod's job as the pod states it."""
@@ -78,6 +82,24 @@ class JobRef:
     @property
     def title(self) -> str:
         return f"{self.source.value} {self.namespace}/{self.name}"
+
+
+# Where each kind of PodGroup is served, and the path of its minimum in the object.
+POD_GROUP_APIS: dict[JobSource, tuple[str, tuple[str, ...]]] = {
+    JobSource.WORKLOAD: ("/apis/scheduling.k8s.io/v1alpha2", ("spec", "schedulingPolicy", "gang", "minCount")),
+    JobSource.POD_GROUP: ("/apis/scheduling.x-k8s.io/v1alpha1", ("spec", "minMember")),
+}
+
+
+def pod_group_minimum(obj: Mapping[str, Any], source: JobSource) -> int:
+    """A PodGroup's minimum members, bounded: a group without one (the Workload API's `basic`
+    policy, `minMember` 0 or absent) is a group of one-by-one pods, minimum 1."""
+    value: Any = obj
+    for step in POD_GROUP_APIS[source][1]:
+        value = value.get(step) if isinstance(value, Mapping) else None
+    if type(value) is not int or value < 1:
+        return 1
+    return min(value, MAX_MEMBERS)
 
 
 def job_key(namespace: str, source: JobSource, name: str) -> JobKey:

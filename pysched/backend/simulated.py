@@ -297,12 +297,14 @@ class SimulatedCluster:
         return self.job_minimums.get(job.key)
 
     def set_job_minimum(self, job: JobKey, minimum: int | None) -> None:
-        """The minimum another object holds for a job (a PodGroup's, an Indexed Job's), or none.
-        Pods observed afterwards see it; members already queued see it when they change."""
+        """The minimum another object holds for a job (a PodGroup's, an Indexed Job's), or none,
+        as its informer would deliver it."""
         if minimum is None:
             self.job_minimums.pop(job, None)
         else:
             self.job_minimums[job] = minimum
+        if self._listener is not None:
+            self._listener.on_job_minimum_changed(job)
 
     # ----- the simulated world changes
     def set_service(self, namespace: str, name: str, selector: Mapping[str, str] | None) -> None:

@@ -8,6 +8,7 @@ one scheduling cycle, from pop to assume.
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 import resource
 import time
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from pysched.api.builders import node_dict, pod_dict
+from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS
 from pysched.api.storage_builders import pvc_dict, storage_class_dict
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
@@ -124,6 +126,33 @@ def constrain(pods: list[dict[str, Any]], rng: random.Random) -> list[dict[str, 
     return claims
 
 
+GANG_SIZE = 8
+GANG_SHARE = 4 / 9  # with --pods 18000: 1,000 jobs of 8 pods and 10,000 single pods
+
+
+def gang(pods: list[dict[str, Any]], rng: random.Random) -> int:
+    """The gang mix: 4/9 of the pods, drawn at random, in jobs of 8 that must be placed all
+    together (`pysched.io/job`, `pysched.io/min-members`); a job's members share its first
+    member's shape (requests, selector, tolerations), as a DDP job's workers do. Returns the jobs."""
+    chosen = rng.sample(range(len(pods)), int(len(pods) * GANG_SHARE) // GANG_SIZE * GANG_SIZE)
+    jobs = 0
+    for start in range(0, len(chosen), GANG_SIZE):
+        members = [pods[index] for index in chosen[start : start + GANG_SIZE]]
+        shape = {
+            key: members[0]["spec"][key]
+            for key in ("containers", "nodeSelector", "tolerations")
+            if key in members[0]["spec"]
+        }
+        for pod in members:
+            for key in ("nodeSelector", "tolerations"):
+                pod["spec"].pop(key, None)
+            pod["spec"].update(copy.deepcopy(shape))
+            pod["metadata"].setdefault("labels", {})[JOB_LABEL] = f"job-{jobs:05d}"
+            pod["metadata"].setdefault("annotations", {})[MIN_MEMBERS] = str(GANG_SIZE)
+        jobs += 1
+    return jobs
+
+
 async def run_bench(
     nodes: int,
     pods: int,
@@ -143,6 +172,8 @@ async def run_bench(
     for node in bench_nodes(nodes, rng):
         cluster.add_node(node)
     manifests = bench_pods(pods, rng)
+    if mix == "gangs":
+        gang(manifests, rng)
     if mix == "constrained":
         cluster.add_storage_class(storage_class_dict(BENCH_STORAGE_CLASS, provisioner="bench.csi/local"))
         for claim in constrain(manifests, rng):

@@ -190,10 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=int, default=1)
     bench.add_argument(
         "--mix",
-        choices=("plain", "constrained"),
+        choices=("plain", "constrained", "gangs"),
         default="plain",
         help="plain: requests, GPUs, selectors, taints; constrained: also a fifth of the pods in groups "
-        "with hostname anti-affinity or zone spread",
+        "with hostname anti-affinity or zone spread; gangs: 4/9 of the pods in jobs of 8 placed all together",
     )
     bench.add_argument("--json", metavar="OUT")
     bench.set_defaults(func=cmd_bench)

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget
-from pysched.api.ids import NodeName
+from pysched.api.ids import JobKey, NodeName
 from pysched.api.jobs import JobRef
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.volumes import PersistentVolume, PersistentVolumeClaim, Storage
@@ -37,6 +37,11 @@ class ClusterListener(Protocol):
     def on_storage_changed(self, kind: EventKind, old: Storage | None, new: Storage | None) -> None:
         """A PVC, PV, StorageClass or CSINode was added (old None), updated or deleted (new None);
         the backend's `storage` view already holds the change."""
+        ...
+
+    def on_job_minimum_changed(self, job: JobKey) -> None:
+        """The object holding a job's minimum (a PodGroup, an Indexed Job) was added, changed or
+        deleted; `job_minimum` already answers with the change."""
         ...
 
 

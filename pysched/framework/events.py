@@ -18,6 +18,7 @@ class EventKind(enum.Enum):
     ASSIGNED_POD_ADD = "AssignedPodAdd"  # a pod is now bound to a node (by anyone)
     ASSIGNED_POD_UPDATE = "AssignedPodUpdate"  # a bound pod's labels changed
     UNSCHEDULED_POD_ADD = "UnscheduledPodAdd"  # a pending member of a gang appeared
+    JOB_MINIMUM_CHANGE = "JobMinimumChange"  # a PodGroup (or an Indexed Job) holding a gang's minimum changed
     PVC_CHANGE = "PersistentVolumeClaimChange"  # a PVC was added, updated or deleted
     PV_CHANGE = "PersistentVolumeChange"
     STORAGE_CLASS_CHANGE = "StorageClassChange"

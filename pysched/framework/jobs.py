@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from pysched.api.features import EVERY_POD
 from pysched.api.ids import JobKey, PodKey
-from pysched.api.jobs import MIN_MEMBERS, JobRef, job_of
+from pysched.api.jobs import GROUP_SOURCES, MIN_MEMBERS, JobRef, job_of
 from pysched.api.objects import PodInfo
 from pysched.api.resources import ResourceMap
 from pysched.framework.placed import PlacedPods
@@ -33,13 +33,15 @@ Minimum = Callable[[JobRef], "int | None"]
 
 
 def _same_job(old: PodInfo, new: PodInfo) -> bool:
-    """Nothing `job_of` reads changed."""
-    return (
-        (old.labels is new.labels or old.labels == new.labels)
-        and old.controller == new.controller
-        and old.annotations.get(MIN_MEMBERS) == new.annotations.get(MIN_MEMBERS)
-        and (old.raw.get("spec") or {}).get("schedulingGroup") == (new.raw.get("spec") or {}).get("schedulingGroup")
-    )
+    """Nothing `job_of` reads changed (identity first: most updates share these objects)."""
+    if old.labels is not new.labels and old.labels != new.labels:
+        return False
+    if old.controller != new.controller:
+        return False
+    if old.annotations is not new.annotations and old.annotations.get(MIN_MEMBERS) != new.annotations.get(MIN_MEMBERS):
+        return False
+    old_spec, new_spec = old.raw.get("spec"), new.raw.get("spec")
+    return old_spec is new_spec or (old_spec or {}).get("schedulingGroup") == (new_spec or {}).get("schedulingGroup")
 
 
 @dataclass(slots=True)
@@ -50,7 +52,7 @@ class Job:
     members: dict[PodKey, PodInfo] = field(default_factory=dict)  # not terminated, not deleted
     placed: set[PodKey] = field(default_factory=set)  # assumed or bound
     bound: set[PodKey] = field(default_factory=set)  # bound in the API
-    given_minimum: int | None = None  # what the backend says, read when a member is observed
+    lookup: Minimum = field(default=lambda _: None, repr=False)  # the backend's minimum for it
     orders: dict[PodKey, tuple[str, int, int]] = field(default_factory=dict)  # each member's place
     # The queue key the job sorts by (its earliest member's, see `JobBook.sort_key`).
     anchor: tuple[Any, ...] | None = None
@@ -64,11 +66,18 @@ class Job:
     def minimum(self) -> int:
         if self.ref.min_members is not None:
             return self.ref.min_members
-        return self.given_minimum if self.given_minimum is not None else 1
+        found = self.lookup(self.ref)
+        return found if found is not None else 1
+
+    @property
+    def awaits_group(self) -> bool:
+        """It names a PodGroup that the backend does not know (yet): its pods wait for it, as
+        scheduler-plugins' do, rather than being placed one by one against the user's intent."""
+        return self.ref.source in GROUP_SOURCES and self.lookup(self.ref) is None
 
     @property
     def is_gang(self) -> bool:
-        return self.minimum > 1
+        return self.minimum > 1 or self.awaits_group
 
     def unplaced(self) -> Iterator[PodInfo]:
         return (pod for key, pod in self.members.items() if key not in self.placed)
@@ -130,17 +139,23 @@ class JobBook:
         if ref is None or pod.terminated or pod.deleting:
             return None
         found = self._jobs.get(ref.key)
-        job = found if found is not None else self._jobs.setdefault(ref.key, Job(ref))
+        job = found if found is not None else self._jobs.setdefault(ref.key, Job(ref, lookup=self._minimum))
         job.members[pod.key] = pod
         job.orders[pod.key] = ref.order
         self._job_of[pod.key] = ref.key
         if pod.node_name is not None:
             job.bound.add(pod.key)
-        job.given_minimum = self._minimum(job.ref) if job.ref.min_members is None else None
         self._mark(job, ref.key)
         if not self._listening:
             self._placed.subscribe(self, EVERY_POD)  # replays what is placed already
             self._listening = True
+        return job
+
+    def minimum_changed(self, key: JobKey) -> Job | None:
+        """The backend's minimum for `key` changed: the job may have become a gang, or stopped being one."""
+        job = self._jobs.get(key)
+        if job is not None:
+            self._mark(job, key)
         return job
 
     def forget(self, pod: PodInfo) -> None:
@@ -178,11 +193,16 @@ class JobBook:
         anchor (the smallest key `base` gave a member while the job was queued, refreshed when
         that member is queued again), then by its place in the job. Pods in no gang keep `base`."""
 
+        job_of_pod, jobs = self._job_of, self._jobs
+
         def key(queued: Q) -> tuple[Any, ...]:
             found = base(queued)
             pod = queued.pod
-            job = self.of(pod.key)
-            if job is None or not job.is_gang:
+            job_key = job_of_pod.get(pod.key)
+            if job_key is None:
+                return found
+            job = jobs[job_key]
+            if not job.is_gang:
                 return found
             if job.anchor is None or job.anchor_pod == pod.key or found < job.anchor:
                 job.anchor, job.anchor_pod = found, pod.key

@@ -6,13 +6,15 @@ around it (PreEnqueue and queueing hints, Reserve, Permit, PreBind, Bind, PostBi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
+from pysched.api.features import PodFeatures
 from pysched.api.ids import NodeName
 from pysched.api.objects import PodInfo
 from pysched.framework.config import ConfigError, ProfileConfig
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, EventRegistration, QueueingHint
+from pysched.framework.gates import acts_on
 from pysched.framework.interfaces import (
     BindPlugin,
     EnqueueExtensions,
@@ -32,6 +34,8 @@ from pysched.framework.interfaces import (
 from pysched.framework.registry import ArgsError, Registry
 from pysched.framework.status import SUCCESS, Code, Status, error
 from pysched.scheduler.algorithm import ScheduleResult, SchedulingAlgorithm, WeightedScore
+
+P = TypeVar("P")
 
 
 class Framework:
@@ -69,6 +73,8 @@ class Framework:
         self.bind_plugins: list[BindPlugin] = at("bind")
         self.post_bind: list[PostBindPlugin] = at("postBind")
         self.reconcile: list[ReconcilePlugin] = at("reconcile")
+        self._acting_plugins: dict[tuple[str, PodFeatures], tuple[object, ...]] = {}
+        self._acting_version = -1
         scores = [WeightedScore(self.plugins[ref.name], ref.weight) for ref in profile.enabled("score")]  # type: ignore[arg-type]
         self.algorithm = SchedulingAlgorithm(
             self.name,
@@ -120,23 +126,39 @@ class Framework:
         return self.algorithm.find_node(state, pod)
 
     # ----- reserve / permit (end of the scheduling cycle)
+    def _acting(self, point: str, plugins: list[P], features: PodFeatures) -> tuple[P, ...]:
+        """The plugins of `point` that act on a pod with `features` (`pysched.framework.gates`):
+        a gated plugin that says it does nothing for such a pod is not called, as at PreFilter."""
+        version = self.handle.gates.version
+        if version != self._acting_version:
+            self._acting_plugins.clear()
+            self._acting_version = version
+        key = (point, features)
+        found = self._acting_plugins.get(key)
+        if found is None:
+            found = self._acting_plugins[key] = tuple(p for p in plugins if acts_on(p) & features)
+        return found  # type: ignore[return-value]  # the key's point fixes the plugins' type
+
     def run_reserve(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
-        for i, plugin in enumerate(self.reserve):
+        reserve = self._acting("reserve", self.reserve, pod.features)
+        state.reserved = reserve
+        for i, plugin in enumerate(reserve):
             status = plugin.reserve(state, pod, node)
             if not status.ok:
-                for done in reversed(self.reserve[: i + 1]):
+                for done in reversed(reserve[: i + 1]):
                     done.unreserve(state, pod, node)
                 return status.with_plugin(plugin.NAME)
         return SUCCESS
 
     def run_unreserve(self, state: CycleState, pod: PodInfo, node: NodeName) -> None:
-        for plugin in reversed(self.reserve):
+        """Undo what the pod's Reserve plugins did (every one, when Reserve was not reached)."""
+        for plugin in reversed(self.reserve if state.reserved is None else state.reserved):
             plugin.unreserve(state, pod, node)
 
     def run_permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, dict[str, float]]:
         """Success, a rejection, or Wait with the seconds each waiting plugin gives the pod."""
         waits: dict[str, float] = {}
-        for plugin in self.permit:
+        for plugin in self._acting("permit", self.permit, pod.features):
             status, timeout = plugin.permit(state, pod, node)
             if status.code is Code.WAIT:
                 waits[plugin.NAME] = timeout

@@ -15,7 +15,7 @@ from typing import Any, Concatenate, ParamSpec
 import structlog
 
 from pysched.api.disruption import nominated_node
-from pysched.api.ids import NodeName, PodUID, pod_key
+from pysched.api.ids import JobKey, NodeName, PodUID, pod_key
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.times import parse_time
 from pysched.api.volumes import Storage
@@ -302,6 +302,11 @@ class Scheduler:
     @_contained("StorageChange")
     def on_storage_changed(self, kind: EventKind, old: Storage | None, new: Storage | None) -> None:
         self.queue.on_event(ClusterEvent(kind, old, new))
+
+    @_contained("JobMinimumChange")
+    def on_job_minimum_changed(self, job: JobKey) -> None:
+        if self.jobs.minimum_changed(job) is not None:
+            self.queue.on_event(ClusterEvent(EventKind.JOB_MINIMUM_CHANGE))
 
     @_contained("InvalidPod")
     def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pysched.api.jobs import JOBSET_LABEL
 from pysched.certs import self_signed
 from pysched.testing.controlplane import (
     LocalControlPlane,
@@ -30,10 +31,6 @@ JOBSET_BIN_ENV = "PYSCHED_JOBSET_BIN"
 JOBSET_BINARY = "jobset-manager"
 JOBSET_BUILD_HINT = "build it with `bash hack/build-jobset.sh` (or `make control-plane`)"
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
-# Labels the JobSet controller puts on its Jobs and their pods (api/jobset/v1alpha2/jobset_types.go).
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 
 # The module's config/components/webhook/manifests.yaml with its kustomize patches: the pod
 # webhooks see only pods of a JobSet, so every other pod of a shared plane skips them.
@@ -43,7 +40,7 @@ _JOBSET_RULE = {
     "resources": ["jobsets"],
 }
 _POD_RULE = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
-_JOBSET_PODS = {"matchExpressions": [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}]}
+_JOBSET_PODS = {"matchExpressions": [{"key": JOBSET_LABEL, "operator": "Exists"}]}
 WEBHOOKS: dict[str, list[tuple[str, str, dict[str, Any], dict[str, Any] | None]]] = {
     "MutatingWebhookConfiguration": [
         ("mjobset.kb.io", "/mutate-jobset-x-k8s-io-v1alpha2-jobset", {**_JOBSET_RULE, "operations": ["CREATE"]}, None),

@@ -8,16 +8,13 @@ from typing import Any
 
 import pytest
 
+from pysched.api.jobs import JOBSET_JOB_INDEX_LABEL as JOB_INDEX_LABEL
+from pysched.api.jobs import JOBSET_LABEL as JOBSET_NAME_LABEL
+from pysched.api.jobs import REPLICATED_JOB_LABEL
 from pysched.testing import KubeAPI, KubeAPIError, wait_for
 from pysched.testing.controlplane import SCHEDULING_API, ManagedProcess
 from pysched.testing.helpers import make_pod
-from pysched.testing.jobset import (
-    JOB_INDEX_LABEL,
-    JOBSET_API,
-    JOBSET_NAME_LABEL,
-    REPLICATED_JOB_LABEL,
-    first_job_depends_on,
-)
+from pysched.testing.jobset import JOBSET_API, first_job_depends_on
 
 pytestmark = pytest.mark.integration
 

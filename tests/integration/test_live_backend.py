@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pysched.api.containers import ContainerResize
-from pysched.api.ids import NodeName, PodUID, pod_key
+from pysched.api.ids import JobKey, NodeName, PodUID, pod_key
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.volumes import Storage
 from pysched.backend.live.client import connect
@@ -54,6 +54,9 @@ class Listener:
 
     def on_storage_changed(self, kind: EventKind, old: Storage | None, new: Storage | None) -> None:
         pass  # these tests watch pods and nodes only
+
+    def on_job_minimum_changed(self, job: JobKey) -> None:
+        pass
 
 
 async def test_live_cluster_reads_and_writes(control_plane: LocalControlPlane, kube: KubeAPI, namespace: str) -> None:

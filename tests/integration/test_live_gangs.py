@@ -1,16 +1,22 @@
 """Gangs against the real kube-apiserver and kube-controller-manager: an Indexed batch/v1 Job's
-workers bind all together or not at all (its parallelism is the minimum), and a gang of plain pods
-named by `pysched.io/job` does the same."""
+workers bind all together or not at all (the Job controller gives it a Workload API PodGroup whose
+minimum is its parallelism), and so do pods named by `pysched.io/job`, by a scheduler-plugins
+PodGroup and by a Workload API PodGroup of their own."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS
+from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, REPLICATED_JOB_LABEL
 from pysched.testing import KubeAPI, NodeSpec, wait_for
-from pysched.testing.controlplane import create_fake_nodes
+from pysched.testing.controlplane import SCHEDULING_API, ManagedProcess, create_fake_nodes
+from pysched.testing.jobset import JOBSET_API
 from pysched.testing.scheduler import (
     TEST_LABEL,
     SchedulerProcess,
@@ -26,6 +32,34 @@ pytestmark = pytest.mark.integration
 
 def _bound(pods: list[dict[str, Any]]) -> int:
     return sum(1 for pod in pods if pod["spec"].get("nodeName"))
+
+
+@contextlib.contextmanager
+def _one_more_node(kube: KubeAPI, namespace: str, cpu: str) -> Iterator[None]:
+    """A node added to this test's nodes mid-test (deleted afterwards)."""
+    spec = NodeSpec(cpu=cpu, memory="32Gi", labels={TEST_LABEL: namespace})
+    names = create_fake_nodes(kube, 1, spec, prefix=f"{namespace}-x")
+    try:
+        yield
+    finally:
+        for node in names:
+            kube.delete(f"/api/v1/nodes/{node}")
+
+
+def _told(kube: KubeAPI, namespace: str, text: str) -> None:
+    """Wait for a FailedScheduling event saying `text`."""
+    wait_for(
+        lambda: events(kube, namespace, "FailedScheduling"),
+        lambda found: any(text in e.get("note", "") for e in found),
+        timeout=30,
+        what=f"FailedScheduling saying {text!r}",
+    )
+
+
+def _all_bound(kube: KubeAPI, namespace: str, count: int, timeout: float = 30) -> None:
+    wait_for(
+        lambda: list_pods(kube, namespace), lambda found: _bound(found) == count, timeout=timeout, what=f"{count} bound"
+    )
 
 
 def _indexed_job(namespace: str, scheduler: str, name: str, workers: int) -> dict[str, Any]:
@@ -56,23 +90,12 @@ def test_an_indexed_job_binds_no_worker_until_all_fit_then_all(
             timeout=30,
             what="the job told it cannot fit",
         )
-        assert "Job " in told[0]["note"] and "the cluster has room for 3" in told[0]["note"], told[0]["note"]
+        assert "the cluster has room for 3" in told[0]["note"], told[0]["note"]
         pods = list_pods(kube, namespace)
         assert len(pods) == 4 and _bound(pods) == 0  # 3 of 4 DDP workers would wait in rendezvous forever
-        extra = create_fake_nodes(
-            kube, 1, NodeSpec(cpu="4", memory="32Gi", labels={TEST_LABEL: namespace}), prefix=f"{namespace}-x"
-        )
-        try:
-            wait_for(
-                lambda: list_pods(kube, namespace),
-                lambda found: _bound(found) == 4,
-                timeout=60,
-                what="every worker bound once a fourth node came",
-            )
+        with _one_more_node(kube, namespace, cpu="4"):
+            _all_bound(kube, namespace, 4, timeout=60)
             assert len(events(kube, namespace, "JobUnschedulable")) == 1  # one per job, not per pod
-        finally:
-            for node in extra:
-                kube.delete(f"/api/v1/nodes/{node}")
 
 
 def test_a_labelled_gang_waits_for_its_last_member_then_binds_together(
@@ -88,17 +111,128 @@ def test_a_labelled_gang_waits_for_its_last_member_then_binds_together(
 
     with namespace_nodes(kube, namespace, 2):
         create_pods(kube, namespace, [member(0), member(1)])
-        wait_for(
-            lambda: events(kube, namespace, "FailedScheduling"),
-            lambda found: any("waiting for 1 more" in e.get("note", "") for e in found),
-            timeout=30,
-            what="the members told they wait for one more",
-        )
+        _told(kube, namespace, "waiting for 1 more")
         assert _bound(list_pods(kube, namespace)) == 0
         kube.create_pod(namespace, member(2))
+        _all_bound(kube, namespace, 3)
+
+
+def _plugins_group(name: str, minimum: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": minimum},
+    }
+
+
+def test_a_podgroup_gang_waits_for_its_podgroup_then_its_members(
+    kube: KubeAPI, namespace: str, default_scheduler: SchedulerProcess
+) -> None:
+    name = f"pysched-{namespace}"
+
+    def member(i: int) -> dict[str, Any]:
+        pod = pod_for(f"m{i}", name, namespace, "1")
+        pod["metadata"].setdefault("labels", {})["scheduling.x-k8s.io/pod-group"] = "gang"
+        return pod
+
+    with namespace_nodes(kube, namespace, 2):
+        create_pods(kube, namespace, [member(0), member(1)])
+        _told(kube, namespace, "no such PodGroup is known yet")
+        kube.post(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups", _plugins_group("gang", 3))
+        _told(kube, namespace, "waiting for 1 more")
+        assert _bound(list_pods(kube, namespace)) == 0
+        kube.create_pod(namespace, member(2))
+        _all_bound(kube, namespace, 3)
+
+
+def test_pods_naming_a_workload_api_podgroup_bind_as_one_gang(
+    kube: KubeAPI, namespace: str, default_scheduler: SchedulerProcess
+) -> None:
+    name = f"pysched-{namespace}"
+    group = {
+        "apiVersion": SCHEDULING_API,
+        "kind": "PodGroup",
+        "metadata": {"name": "ddp"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}},
+    }
+    kube.post(f"/apis/{SCHEDULING_API}/namespaces/{namespace}/podgroups", group)
+
+    def member(i: int) -> dict[str, Any]:
+        pod = pod_for(f"w{i}", name, namespace, "2")
+        pod["spec"]["schedulingGroup"] = {"podGroupName": "ddp"}
+        return pod
+
+    with namespace_nodes(kube, namespace, 1, cpu="4"):  # room for two of the three
+        create_pods(kube, namespace, [member(i) for i in range(3)])
+        wait_for(
+            lambda: events(kube, namespace, "JobUnschedulable"),
+            lambda found: len(found) == 1,
+            timeout=30,
+            what="the gang told it cannot fit",
+        )
+        assert _bound(list_pods(kube, namespace)) == 0
+        with _one_more_node(kube, namespace, cpu="4"):
+            _all_bound(kube, namespace, 3, timeout=60)
+
+
+def test_each_replicated_job_of_a_jobset_binds_all_together_or_not_at_all(
+    kube: KubeAPI, namespace: str, default_scheduler: SchedulerProcess, jobset: ManagedProcess
+) -> None:
+    """The Job controller gives each of the JobSet's Jobs a gang PodGroup: with room for three
+    workers, one replicated job of two binds whole and the other waits, none of it bound."""
+    name = f"pysched-{namespace}"
+    pod = pod_for("unused", name, namespace, "2", memory="1Gi")
+    pod["spec"]["restartPolicy"] = "Never"
+    job = {"completionMode": "Indexed", "completions": 2, "parallelism": 2, "template": {"spec": pod["spec"]}}
+    body = {
+        "apiVersion": JOBSET_API,
+        "kind": "JobSet",
+        "metadata": {"name": "train"},
+        "spec": {"replicatedJobs": [{"name": r, "replicas": 1, "template": {"spec": job}} for r in ("a", "b")]},
+    }
+    with namespace_nodes(kube, namespace, 3, cpu="2"):
+        kube.post(f"/apis/{JOBSET_API}/namespaces/{namespace}/jobsets", body)
+        pods = wait_for(
+            lambda: list_pods(kube, namespace),
+            lambda found: len(found) == 4 and _bound(found) == 2 and bool(events(kube, namespace, "JobUnschedulable")),
+            timeout=60,
+            what="one replicated job bound, the other told it cannot fit",
+        )
+        bound = {p["metadata"]["labels"][REPLICATED_JOB_LABEL] for p in pods if p["spec"].get("nodeName")}
+        assert len(bound) == 1  # both bound workers are of the same replicated job
+        with _one_more_node(kube, namespace, cpu="2"):
+            _all_bound(kube, namespace, 4, timeout=60)
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "examples"
+
+
+def _for_this_test(manifest: dict[str, Any], scheduler: str, namespace: str) -> dict[str, Any]:
+    """An example as shipped, with this test's scheduler and nodes."""
+    templates = (
+        [manifest["spec"]["template"]]
+        if manifest["kind"] == "Job"
+        else [job["template"]["spec"]["template"] for job in manifest["spec"]["replicatedJobs"]]
+    )
+    for template in templates:
+        template["spec"]["schedulerName"] = scheduler
+        template["spec"]["nodeSelector"] = {TEST_LABEL: namespace}
+    return manifest
+
+
+def test_the_example_indexed_job_and_jobset_bind_whole_on_a_dev_cluster(
+    kube: KubeAPI, namespace: str, default_scheduler: SchedulerProcess, jobset: ManagedProcess
+) -> None:
+    name = f"pysched-{namespace}"
+    job = _for_this_test(yaml.safe_load((EXAMPLES / "ddp-indexed-job.yaml").read_text()), name, namespace)
+    sets = _for_this_test(yaml.safe_load((EXAMPLES / "ddp-jobset.yaml").read_text()), name, namespace)
+    with namespace_nodes(kube, namespace, 3, cpu="8"):  # 16 CPUs for the Job's workers, 8 for the JobSet
+        kube.post(f"/apis/batch/v1/namespaces/{namespace}/jobs", job)
+        kube.post(f"/apis/{JOBSET_API}/namespaces/{namespace}/jobsets", sets)
         wait_for(
             lambda: list_pods(kube, namespace),
-            lambda found: _bound(found) == 3,
-            timeout=30,
-            what="all three bound",
+            lambda found: len(found) == 8 and _bound(found) == 8,
+            timeout=90,
+            what="the example Job's four workers and the JobSet's four pods bound",
         )

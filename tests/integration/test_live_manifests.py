@@ -87,6 +87,11 @@ ALLOWED = [
     ("list", "namespaces"),
     ("list", "jobs.batch", "--all-namespaces"),
     ("watch", "jobs.batch", "--all-namespaces"),
+    # Coscheduling: gangs' minimums
+    ("list", "podgroups.scheduling.k8s.io", "--all-namespaces"),
+    ("watch", "podgroups.scheduling.k8s.io", "--all-namespaces"),
+    ("list", "podgroups.scheduling.x-k8s.io", "--all-namespaces"),
+    ("watch", "podgroups.scheduling.x-k8s.io", "--all-namespaces"),
     ("create", "pods", "--subresource=binding", "-n", "default"),
     ("patch", "pods", "--subresource=status", "-n", "default"),
     ("patch", "pods", "--subresource=resize", "-n", "default"),

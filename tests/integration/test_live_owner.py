@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pysched.api.annotations import DEADLINE, deadline_of
+from pysched.api.ids import JobKey
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.times import parse_time
 from pysched.api.volumes import Storage
@@ -53,6 +54,9 @@ class Listener:
 
     def on_storage_changed(self, kind: EventKind, old: Storage | None, new: Storage | None) -> None:
         pass  # these tests watch pods and nodes only
+
+    def on_job_minimum_changed(self, job: JobKey) -> None:
+        pass
 
 
 def create_job(kube: KubeAPI, namespace: str, name: str) -> JSON:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pysched.api.jobs import COMPLETION_INDEX
 from pysched.testing import KubeAPI, wait_for
 from pysched.testing.controlplane import SCHEDULING_API
 from pysched.testing.helpers import make_pod
@@ -15,7 +16,6 @@ from pysched.testing.helpers import make_pod
 pytestmark = pytest.mark.integration
 
 UNSERVED = "nobody-serves-this"  # the pods stay Pending: no scheduler binds them
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 
 

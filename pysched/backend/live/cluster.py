@@ -21,8 +21,8 @@ import structlog
 
 from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget, budget_from_dict
-from pysched.api.ids import NodeName
-from pysched.api.jobs import MAX_MEMBERS, JobRef, JobSource
+from pysched.api.ids import JobKey, NodeName
+from pysched.api.jobs import JOBSET_LABEL, MAX_MEMBERS, POD_GROUP_APIS, JobRef, JobSource, job_key, pod_group_minimum
 from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from pysched.api.times import format_micro_time, format_rfc3339, parse_rfc3339, parse_time
 from pysched.api.volumes import (
@@ -120,6 +120,12 @@ class LiveCluster:
         self.job_created: dict[str, float] = {}
         self._job_uids: dict[str, str] = {}  # "ns/name" -> uid (a relist deletes by key)
         self._indexed_parallelism: dict[str, int] = {}  # "ns/name" -> an Indexed Job's gang size
+        # A JobSet's Indexed Jobs: its job key -> {"ns/name" of a Job: parallelism}, and back.
+        self._jobset_sizes: dict[JobKey, dict[str, int]] = {}
+        self._jobset_of_job: dict[str, JobKey] = {}
+        self._group_minimums: dict[JobKey, int] = {}  # PodGroups (both APIs) -> their minimum
+        # PodGroup informers, for the APIs this cluster serves (found at start: both are optional).
+        self.group_informers: dict[JobSource, Informer] = {}
         self._pods_by_job: dict[str, set[str]] = {}  # Job uid -> keys of known pods it controls
         # Label selectors of Services (namespace -> name -> selector) and of ReplicationControllers,
         # ReplicaSets and StatefulSets ((namespace, kind, name) -> selector): PodTopologySpread's
@@ -210,6 +216,7 @@ class LiveCluster:
         await self.job_informer.synced.wait()
         self._tasks.append(asyncio.create_task(self.budget_informer.run()))
         await self.budget_informer.synced.wait()
+        await self._start_group_informers()
         for informer in (self.service_informer, *self.controller_informers):
             self._tasks.append(asyncio.create_task(informer.run()))
         for informer in (self.service_informer, *self.controller_informers):
@@ -233,12 +240,54 @@ class LiveCluster:
         self._tasks = []
         self._listener = None
 
+    async def _start_group_informers(self) -> None:
+        """Watch the PodGroups of each API the server serves (the Workload API is alpha, the
+        scheduler-plugins CRD may not be installed), before pods, so members find their minimum."""
+        opts = self.options
+        for source, (api, _) in POD_GROUP_APIS.items():
+            found = await self.client.request("GET", api)
+            if not found.ok:
+                log.info("PodGroups not watched: the API is not served", api=api, status=found.status)
+                continue
+            informer = Informer(
+                self.client, f"{api}/podgroups", self._group_upsert(source), self._group_delete(source),
+                page_size=opts.page_size, inactivity=opts.inactivity, resource=f"podgroups ({api})",
+            )  # fmt: skip
+            self.group_informers[source] = informer
+            self._tasks.append(asyncio.create_task(informer.run()))
+            await informer.synced.wait()
+
+    def _watches(self, source: JobSource) -> bool:
+        return source in self.group_informers
+
+    def _group_upsert(self, source: JobSource) -> Callable[[JSON], None]:
+        def upsert(raw: JSON) -> None:
+            meta = raw.get("metadata") or {}
+            key = job_key(str(meta.get("namespace") or ""), source, str(meta.get("name") or ""))
+            minimum = pod_group_minimum(raw, source)
+            if self._group_minimums.get(key) != minimum:
+                self._group_minimums[key] = minimum
+                if self._listener is not None:
+                    self._listener.on_job_minimum_changed(key)
+
+        return upsert
+
+    def _group_delete(self, source: JobSource) -> Callable[[str, JSON | None], None]:
+        def delete(key: str, raw: JSON | None) -> None:
+            namespace, _, name = key.partition("/")
+            job = job_key(namespace, source, name)
+            if self._group_minimums.pop(job, None) is not None and self._listener is not None:
+                self._listener.on_job_minimum_changed(job)
+
+        return delete
+
     @property
     def informers(self) -> tuple[Informer, ...]:
         return (
             self.namespace_informer,
             self.job_informer,
             self.budget_informer,
+            *self.group_informers.values(),
             self.service_informer,
             *self.controller_informers,
             self.node_informer,
@@ -402,7 +451,9 @@ class LiveCluster:
 
     def _job_upsert(self, raw: JSON) -> None:
         meta = raw.get("metadata") or {}
-        self._note_parallelism(f"{meta.get('namespace')}/{meta.get('name')}", raw.get("spec") or {})
+        labels = meta.get("labels")
+        jobset = labels.get(JOBSET_LABEL) if isinstance(labels, Mapping) else None
+        self._note_parallelism(f"{meta.get('namespace')}/{meta.get('name')}", raw.get("spec") or {}, jobset)
         uid = str(meta.get("uid") or "")
         if not uid or uid in self.job_created:
             return  # a status update of a known Job: its creation time does not change
@@ -423,21 +474,46 @@ class LiveCluster:
             if self._listener is not None:
                 self._listener.on_pod_updated(old, new)
 
-    def _note_parallelism(self, key: str, spec: Mapping[str, Any]) -> None:
-        """An Indexed Job's members all run at once: its parallelism is its gang's minimum."""
+    def _note_parallelism(self, key: str, spec: Mapping[str, Any], jobset: object = None) -> None:
+        """An Indexed Job's members all run at once: its parallelism is its gang's minimum, and a
+        JobSet's is the sum over its Jobs (`jobset`: the JobSet a Job belongs to, by its label)."""
         parallelism = spec.get("parallelism")
+        namespace, _, name = key.partition("/")
+        before = self._indexed_parallelism.get(key)
         if spec.get("completionMode") == "Indexed" and type(parallelism) is int and 1 <= parallelism <= MAX_MEMBERS:
             self._indexed_parallelism[key] = parallelism
         else:
             self._indexed_parallelism.pop(key, None)
+        now = self._indexed_parallelism.get(key)
+        changed = {job_key(namespace, JobSource.BATCH, name)} if now != before else set()
+        owner = job_key(namespace, JobSource.JOBSET, jobset) if isinstance(jobset, str) and jobset else None
+        was = self._jobset_of_job.pop(key, None)
+        if was is not None:
+            sizes = self._jobset_sizes[was]
+            del sizes[key]
+            if not sizes:
+                del self._jobset_sizes[was]
+        if owner is not None and now is not None:
+            self._jobset_of_job[key] = owner
+            self._jobset_sizes.setdefault(owner, {})[key] = now
+        if was != (owner if now is not None else None) or now != before:
+            changed.update(k for k in (was, owner) if k is not None)
+        if self._listener is not None:
+            for job in changed:
+                self._listener.on_job_minimum_changed(job)
 
     def job_minimum(self, job: JobRef) -> int | None:
         if job.source is JobSource.BATCH:
             return self._indexed_parallelism.get(f"{job.namespace}/{job.name}")
-        return None
+        if job.source is JobSource.JOBSET:
+            if self._watches(JobSource.WORKLOAD):
+                return None  # the Job controller gives each gang-shaped Job of it a PodGroup instead
+            sizes = self._jobset_sizes.get(job.key)
+            return min(sum(sizes.values()), MAX_MEMBERS) if sizes else None
+        return self._group_minimums.get(job.key)
 
     def _job_delete(self, key: str, raw: JSON | None) -> None:
-        self._indexed_parallelism.pop(key, None)
+        self._note_parallelism(key, {})
         # Its pods keep the time they were given (`_pod_upsert` carries it over): a deadline never moves.
         uid = self._job_uids.pop(key, None)
         if uid is not None:

@@ -112,7 +112,7 @@ class Controller:
         self._slack: dict[PodKey, float] = {}  # seconds, per running deadline job
         self._rescales: collections.Counter[tuple[str, str]] = collections.Counter()
         self._deadlines: collections.Counter[str] = collections.Counter()
-        self._follower_keys: dict[PodKey, None] = {}  # gang members the leader speaks for (counted once)
+        self._follower_keys: set[PodKey] = set()  # gang members their leader speaks for (counted once)
 
     # ----- bounds and node room
     def _bounds(self, pod: PodInfo, node: NodeName | None) -> tuple[float, float]:
@@ -265,7 +265,7 @@ class Controller:
                     await self._reconcile_one(pod, container, now)
                 elif self.leader(gang) == pod.key:
                     followers = self._followers(pod, gang)
-                    self._follower_keys.update(dict.fromkeys(m.key for m, _ in followers))
+                    self._follower_keys.update(key for key in gang.members if key != pod.key)
                     await self._reconcile_one(pod, container, now, followers)
             except Exception as err:  # one pod's bug must not stop the others' scaling
                 self.handle.incidents.report("Autoscale reconcile", pod, err, then="its CPUs are left as they are")
@@ -501,7 +501,7 @@ class Controller:
     # ----- pod end and metrics
     def forget(self, pod: PodInfo) -> None:
         """Deleted (pending or bound)."""
-        self._follower_keys.pop(pod.key, None)
+        self._follower_keys.discard(pod.key)
         self._planned.pop(pod.key, None)
         self._jobs.pop(pod.key, None)
         self._slack.pop(pod.key, None)
@@ -514,7 +514,9 @@ class Controller:
         self._slack.pop(pod.key, None)
         self.predictor.forget(pod.key)
         deadline = deadline_of(pod)
-        if self._follower_keys.pop(pod.key, None) is not None or deadline is None:
+        follower = pod.key in self._follower_keys
+        self._follower_keys.discard(pod.key)
+        if follower or deadline is None:
             return
         met = pod.phase == "Succeeded" and self.handle.clock.now() <= deadline
         self._deadlines["met" if met else "missed"] += 1

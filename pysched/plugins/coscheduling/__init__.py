@@ -17,9 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from pysched.api.annotations import DEADLINE, INVALID_ANNOTATION, TOTAL_STEPS
 from pysched.api.features import EVERY_POD, PodFeatures
 from pysched.api.ids import JobKey, NodeName, PodUID
 from pysched.api.jobs import MIN_MEMBERS, job_of
+from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import EventKind, EventRegistration
@@ -89,9 +91,13 @@ class Coscheduling:
                 f"{MIN_MEMBERS} is {ref.min_members} here but {job.ref.min_members} on the job's first pod; "
                 f"the job needs {job.minimum}"
             )
+        reason = INVALID_JOB
+        if not problem:
+            problem = _disagreement(pod, job)
+            reason = INVALID_ANNOTATION
         if problem and self._warned.get(pod.uid) != problem:
             self._warned[pod.uid] = problem
-            self._handle.tasks.spawn(self._handle.cluster.emit_event(pod, "Warning", INVALID_JOB, problem))
+            self._handle.tasks.spawn(self._handle.cluster.emit_event(pod, "Warning", reason, problem))
         return SUCCESS
 
     # ----- PreFilter
@@ -99,6 +105,8 @@ class Coscheduling:
         job = self._gang(pod)
         if job is None:
             return SKIP
+        if job.awaits_group:
+            return unschedulable(f"waiting for {job.ref.title}: no such PodGroup is known yet", plugin=NAME)
         minimum, present = job.minimum, len(job.members)
         if present < minimum:
             return unschedulable(
@@ -109,6 +117,10 @@ class Coscheduling:
         needed = minimum - len(job.placed)
         if needed <= 0:
             return SUCCESS  # the gang is complete: a member beyond the minimum is placed alone
+        if job.placed:
+            # The job's first member found room for all; its siblings follow it back to back, and
+            # one that finds no node releases them all (PostFilter): no need to count again.
+            return SUCCESS
         shape = nodes.request_shape(pod.requests)
         room = room_for(nodes, shape)
         if room >= needed:
@@ -168,11 +180,29 @@ class Coscheduling:
         """A member waits for its siblings to appear and for room."""
         return [
             EventRegistration(EventKind.UNSCHEDULED_POD_ADD),
+            EventRegistration(EventKind.JOB_MINIMUM_CHANGE),
             EventRegistration(EventKind.POD_DELETE),
             EventRegistration(EventKind.POD_RESIZE_DOWN),
             EventRegistration(EventKind.NODE_ADD),
             EventRegistration(EventKind.NODE_UPDATE),
         ]
+
+
+def _disagreement(pod: PodInfo, job: Job) -> str:
+    """The job's deadline and steps are one: a member whose value differs from another's is told
+    (the job follows its rank 0, the member reporting progress)."""
+    for key in (DEADLINE, TOTAL_STEPS):
+        mine = pod.annotations.get(key)
+        if mine is None:
+            continue
+        for other_key, other in job.members.items():
+            theirs = other.annotations.get(key)
+            if other_key != pod.key and theirs is not None and theirs != mine:
+                return (
+                    f"{key}: {clip(mine)} here but {clip(theirs)} on {other.name} of the same job; "
+                    "the job follows its rank 0 (the pod reporting progress)"
+                )
+    return ""
 
 
 def _shape(pod: PodInfo) -> str:

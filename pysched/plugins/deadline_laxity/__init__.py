@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from pysched.api.annotations import (
     CPU_MAX,
+    INVALID_ANNOTATION,
     cpu_milli_of,
     deadline_of,
     invalid_annotations,
@@ -127,7 +128,7 @@ class DeadlineLaxity:
                 warned.add((key, shown))
                 self._tasks.spawn(
                     self.handle.cluster.emit_event(
-                        pod, "Warning", "InvalidAnnotation", f"{key}: {shown} is not {forms}; ignored"
+                        pod, "Warning", INVALID_ANNOTATION, f"{key}: {shown} is not {forms}; ignored"
                     )
                 )
         self.judge(pod)

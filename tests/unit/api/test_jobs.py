@@ -17,6 +17,7 @@ from pysched.api.jobs import (
     REPLICATED_JOB_LABEL,
     JobSource,
     job_of,
+    pod_group_minimum,
 )
 from pysched.api.objects import PodInfo, pod_from_dict
 
@@ -126,3 +127,14 @@ def test_any_labels_and_values_give_a_job_or_none_never_an_exception(
     if ref is not None:
         assert ref.min_members is None or 1 <= ref.min_members <= 10_000
         assert ref.name
+
+
+def test_a_podgroups_minimum_is_read_bounded_from_either_api() -> None:
+    gang = {"spec": {"schedulingPolicy": {"gang": {"minCount": 8}}}}
+    assert pod_group_minimum(gang, JobSource.WORKLOAD) == 8
+    assert pod_group_minimum({"spec": {"schedulingPolicy": {"basic": {}}}}, JobSource.WORKLOAD) == 1
+    assert pod_group_minimum({"spec": {"minMember": 4}}, JobSource.POD_GROUP) == 4
+    for bad in (0, -2, "4", 4.0, None, True, 10**30):
+        value = pod_group_minimum({"spec": {"minMember": bad}}, JobSource.POD_GROUP)
+        assert value == (10_000 if bad == 10**30 else 1), bad
+    assert pod_group_minimum({"spec": "nonsense"}, JobSource.POD_GROUP) == 1

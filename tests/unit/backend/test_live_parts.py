@@ -349,6 +349,8 @@ class InvalidPods:
     def on_storage_changed(self, kind: EventKind, old: Storage | None, new: Storage | None) -> None:
         pass  # these tests watch pods
 
+    def on_job_minimum_changed(self, job: Any) -> None: ...
+
 
 async def test_live_cluster_reports_unreadable_pods_of_its_own_once_and_ignores_others() -> None:
     def pod(name: str, scheduler: str, cpu: str, version: str = "1") -> JSON:

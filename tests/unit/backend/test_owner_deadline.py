@@ -7,7 +7,8 @@ from typing import Any
 
 from pysched.api.annotations import DEADLINE, deadline_of
 from pysched.api.builders import node_dict, pod_dict
-from pysched.api.ids import OwnerUID, PodKey
+from pysched.api.ids import JobKey, OwnerUID, PodKey
+from pysched.api.jobs import JOBSET_LABEL, JobRef, JobSource, job_key
 from pysched.api.objects import OwnerRef, PodInfo, pod_from_dict
 from pysched.api.times import format_rfc3339
 from pysched.api.volumes import Storage
@@ -109,6 +110,7 @@ class Updates:
         self.added: dict[str, PodInfo] = {}
         self.updated: list[tuple[PodInfo, PodInfo]] = []
         self.deleted: list[str] = []
+        self.minimums: list[JobKey] = []
 
     def on_node_added(self, node: Any) -> None: ...
     def on_node_updated(self, old: Any, new: Any) -> None: ...
@@ -127,6 +129,9 @@ class Updates:
 
     def on_storage_changed(self, kind: EventKind, old: Storage | None, new: Storage | None) -> None:
         pass  # these tests watch pods
+
+    def on_job_minimum_changed(self, job: JobKey) -> None:
+        self.minimums.append(job)
 
 
 async def test_simulated_owner_registered_after_its_pods_updates_them() -> None:
@@ -254,6 +259,8 @@ async def test_live_start_lists_jobs_before_pods() -> None:
         "/api/v1/namespaces",
         JOBS,
         "/apis/policy/v1/poddisruptionbudgets",
+        "/apis/scheduling.k8s.io/v1alpha2",  # discovery: PodGroups are watched where served
+        "/apis/scheduling.x-k8s.io/v1alpha1",
         *workloads,
         "/api/v1/nodes",
         "/api/v1/persistentvolumeclaims",
@@ -263,3 +270,37 @@ async def test_live_start_lists_jobs_before_pods() -> None:
         PODS,
     ]
     assert listener.added["ns/p"].owner_created == JOB_CREATED and not listener.updated
+
+
+def _indexed(name: str, parallelism: int, jobset: str | None = None, version: str = "1") -> JSON:
+    meta: JSON = {"name": name, "namespace": "ns", "uid": f"u-{name}", "resourceVersion": version}
+    if jobset is not None:
+        meta["labels"] = {JOBSET_LABEL: jobset}
+    return {"metadata": meta, "spec": {"completionMode": "Indexed", "parallelism": parallelism}}
+
+
+def _ref(source: JobSource, name: str) -> JobRef:
+    return JobRef(job_key("ns", source, name), source, "ns", name)
+
+
+async def test_live_minimums_of_indexed_jobs_jobsets_and_podgroups() -> None:
+    groups = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
+    api = ScriptedApi({JOBS: [_indexed("solo", 4)]})
+    api.objects["/apis/scheduling.x-k8s.io/v1alpha1"] = {"kind": "APIResourceList"}  # only that API is served
+    listener = Updates()
+    backend, _ = await live_backend(listener, api)
+    assert backend.job_minimum(_ref(JobSource.BATCH, "solo")) == 4
+    await api.send(JOBS, "ADDED", _indexed("train-a-0", 2, jobset="train"))
+    await api.send(JOBS, "ADDED", _indexed("train-b-0", 3, jobset="train"))
+    assert backend.job_minimum(_ref(JobSource.JOBSET, "train")) == 5  # every Job of the JobSet at once
+    await api.send(JOBS, "MODIFIED", _indexed("train-b-0", 1, jobset="train", version="2"))
+    assert backend.job_minimum(_ref(JobSource.JOBSET, "train")) == 3
+    await api.send(JOBS, "DELETED", _indexed("train-a-0", 2, jobset="train", version="3"))
+    assert backend.job_minimum(_ref(JobSource.JOBSET, "train")) == 1
+    group = {"metadata": {"name": "g", "namespace": "ns", "resourceVersion": "1"}, "spec": {"minMember": 6}}
+    await api.send(groups, "ADDED", group)
+    assert backend.job_minimum(_ref(JobSource.POD_GROUP, "g")) == 6
+    assert backend.job_minimum(_ref(JobSource.WORKLOAD, "g")) is None  # that API is not served here
+    await backend.stop()
+    told = set(listener.minimums)
+    assert {_ref(JobSource.JOBSET, "train").key, _ref(JobSource.POD_GROUP, "g").key} <= told

@@ -8,8 +8,6 @@ numbers (README shows those).
 import asyncio
 from functools import cache
 
-import pytest
-
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.sim.runner import PolicyResult, run_policy
@@ -60,21 +58,17 @@ def test_gpu_mixed_pysched_beats_edf_and_default() -> None:
 
 
 def test_seed_ps_every_gang_finishes_and_the_baseline_meets_deadlines() -> None:
-    # Members placed one by one still complete their gangs as the cluster drains: nothing is left.
     for policy in ("default", "edf", "seed", "pysched-noscale", "pysched"):
         assert _result("seed-ps", policy).unfinished == 0
     assert _result("seed-ps", "default").deadline_met_ratio >= 0.2
 
 
-# Holds only once gangs are scheduled all-or-nothing and pysched's plugins treat a job's members as
-# one job (today each member is ordered, admitted and autoscaled as if it were a job of its own).
-@pytest.mark.xfail(strict=True, reason="needs gang scheduling and job-aware deadline plugins")
-def test_seed_ps_pysched_meets_at_least_as_many_deadlines_as_the_baselines() -> None:
+def test_seed_ps_pysched_beats_seed_edf_and_default() -> None:
+    """Parameter-server gangs placed all-or-nothing, ordered, and autoscaled as one job each."""
     pysched = _result("seed-ps", "pysched").deadline_met_ratio
-    for baseline in ("default", "edf", "seed", "pysched-noscale"):
-        assert pysched >= _result("seed-ps", baseline).deadline_met_ratio
+    for baseline in ("default", "edf", "seed"):
+        assert pysched > _result("seed-ps", baseline).deadline_met_ratio
 
 
-@pytest.mark.xfail(strict=True, reason="needs gang scheduling and job-aware deadline plugins")
-def test_seed_ps_ordering_meets_at_least_as_many_deadlines_as_fifo() -> None:
-    assert _result("seed-ps", "pysched-noscale").deadline_met_ratio >= _result("seed-ps", "default").deadline_met_ratio
+def test_seed_ps_ordering_meets_more_deadlines_than_fifo() -> None:
+    assert _result("seed-ps", "pysched-noscale").deadline_met_ratio > _result("seed-ps", "default").deadline_met_ratio

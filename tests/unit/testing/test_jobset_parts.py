@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from pysched.api.jobs import JOBSET_LABEL
 from pysched.testing.controlplane import BinariesNotFound
 from pysched.testing.jobset import (
     JOBSET_BIN_ENV,
     JOBSET_BINARY,
-    JOBSET_NAME_LABEL,
     JOBSET_VERSION,
     find_jobset_bin_dir,
     webhook_configurations,
@@ -59,5 +59,5 @@ def test_webhooks_are_called_by_url_and_pod_hooks_see_only_jobset_pods() -> None
     }
     for name in ("mpod.kb.io", "vpod.kb.io"):
         selector = hooks[name]["objectSelector"]["matchExpressions"]
-        assert selector == [{"key": JOBSET_NAME_LABEL, "operator": "Exists"}]
+        assert selector == [{"key": JOBSET_LABEL, "operator": "Exists"}]
     assert "objectSelector" not in hooks["mjobset.kb.io"]

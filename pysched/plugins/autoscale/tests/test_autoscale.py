@@ -8,6 +8,7 @@ from pysched.api.annotations import format_progress
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.containers import ContainerResize, cpu_resize
 from pysched.api.ids import PodKey
+from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, ROLE_LABEL
 from pysched.api.objects import PodInfo, pod_from_dict
 from pysched.backend.simulated import SimulatedCluster
 from pysched.cmd.metrics import SchedulerMetrics, plugin_metrics
@@ -569,3 +570,40 @@ def test_intervals_and_durations_are_bounded(args: dict[str, float], key: str) -
     with pytest.raises(ArgsError, match=key):
         parse_args(AutoscaleArgs, args)
     assert parse_args(AutoscaleArgs, {"intervalSeconds": 0.2, "cooldownSeconds": 0}).interval_seconds == 0.2
+
+
+def test_a_gangs_workers_scale_together_from_rank_0s_progress_and_the_server_keeps_its_cpus() -> None:
+    """A parameter-server job: rank 0 reports the job's global steps; every worker moves to the
+    count chosen, the server stays, and the job's deadline counts once."""
+
+    async def run() -> World:
+        world = World(node_cpu="32")
+        await world.scheduler.start()
+        members = [("train-ps-0", "ps"), ("train-worker-0", "worker"), ("train-worker-1", "worker")]
+        for name, role in members:
+            notes = {"pysched.io/deadline": "20m", "pysched.io/total-steps": "10000", MIN_MEMBERS: "3"}
+            raw = pod_dict(name, cpu="2", created=T0, annotations=notes, scheduler_name="pysched",
+                           labels={JOB_LABEL: "train", ROLE_LABEL: role})  # fmt: skip
+            world.cluster.create_pod(raw)
+        await world.scheduler.run_until_idle()
+        assert all(world.cluster.pods[PodKey(f"default/{n}")].node_name for n, _ in members)
+        world.clock.advance(60)
+        rank0 = PodKey("default/train-worker-0")
+        world.cluster.set_annotations(rank0, {"pysched.io/progress": format_progress(300, world.clock.now())})
+        await world.scheduler.run_until_idle()
+        return world
+
+    world = asyncio.run(run())
+    cpus = {key.split("/")[1]: pod.requests["cpu"] for key, pod in world.cluster.pods.items()}
+    assert cpus["train-worker-0"] == cpus["train-worker-1"] == 4000  # both workers, one step up
+    assert cpus["train-ps-0"] == 2000
+    assert set(world.cluster.conditions) == {PodKey("default/train-worker-0")}  # rank 0 speaks for the job
+
+    async def finish() -> None:
+        for key in list(world.cluster.pods):
+            world.cluster.finish_pod(key)
+        await world.scheduler.run_until_idle()
+
+    asyncio.run(finish())
+    (deadlines,) = [f for f in world.plugin.metric_families() if f.name == "pysched_deadlines"]
+    assert deadlines.values == {("met",): 1.0, ("missed",): 0.0}  # the job once, not once per pod

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.ids import PodKey
-from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS
+from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, POD_GROUP_LABEL, JobSource, job_key
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.plugins import default_registry
@@ -206,7 +206,8 @@ def test_bad_job_keys_are_told_once_per_pod_and_the_pod_still_schedules() -> Non
         bad["metadata"]["annotations"] = {MIN_MEMBERS: "-3"}  # type: ignore[index]
         cluster.create_pod(bad)
         both = _member("two", 0, 1, cpu="1")
-        both["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "other"  # type: ignore[index]
+        both["metadata"]["labels"][POD_GROUP_LABEL] = "other"  # type: ignore[index]
+        cluster.set_job_minimum(job_key("default", JobSource.POD_GROUP, "other"), 1)  # that group exists
         cluster.create_pod(both)
         await scheduler.run_until_idle()
         await scheduler.run_until_idle()
@@ -230,5 +231,50 @@ def test_members_disagreeing_on_the_minimum_are_told_which_one_counts() -> None:
         told = [e.note for e in cluster.events if e.reason == INVALID_JOB]
         assert told == ["pysched.io/min-members is 3 here but 2 on the job's first pod; the job needs 2"]
         assert _bound(cluster, "mix") == 2
+
+    asyncio.run(run())
+
+
+def test_pods_naming_an_unknown_podgroup_wait_for_it_then_use_its_minimum() -> None:
+    async def run() -> None:
+        clock, cluster, scheduler = _world(4)
+        await scheduler.start()
+        for i in range(3):
+            raw = pod_dict(f"g-{i}", cpu="1", scheduler_name="pysched", labels={POD_GROUP_LABEL: "g"})
+            cluster.create_pod(raw)
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "g") == 0
+        notes = [e.note for e in cluster.events if e.reason == "FailedScheduling"]
+        assert notes and all(
+            "PodGroup.scheduling.x-k8s.io default/g: no such PodGroup is known yet" in n for n in notes
+        )
+        cluster.set_job_minimum(job_key("default", JobSource.POD_GROUP, "g"), 4)  # one more than exist
+        clock.advance(20)
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "g") == 0
+        assert any("has 3 pods of the 4 it needs" in e.note for e in cluster.events)
+        cluster.set_job_minimum(job_key("default", JobSource.POD_GROUP, "g"), 3)
+        clock.advance(20)
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "g") == 3
+
+    asyncio.run(run())
+
+
+def test_members_disagreeing_on_the_deadline_are_told_naming_both() -> None:
+    async def run() -> None:
+        _, cluster, scheduler = _world(2)
+        await scheduler.start()
+        first = _member("dl", 0, 2, cpu="1")
+        first["metadata"]["annotations"]["pysched.io/deadline"] = "2h"  # type: ignore[index]
+        second = _member("dl", 1, 2, cpu="1")
+        second["metadata"]["annotations"]["pysched.io/deadline"] = "3h"  # type: ignore[index]
+        cluster.create_pod(first)
+        cluster.create_pod(second)
+        await scheduler.run_until_idle()
+        told = [(e.pod, e.note) for e in cluster.events if e.reason == "InvalidAnnotation"]
+        assert told == [("default/dl-1", "pysched.io/deadline: '3h' here but '2h' on dl-0 of the same job; "
+                         "the job follows its rank 0 (the pod reporting progress)")]  # fmt: skip
+        assert _bound(cluster, "dl") == 2
 
     asyncio.run(run())
