@@ -99,12 +99,13 @@ class JobBook:
         self._minimum = minimum
         self._jobs: dict[JobKey, Job] = {}
         self._job_of: dict[PodKey, JobKey] = {}
-        self._gangs: set[JobKey] = set()  # jobs whose minimum is above 1
+        self._gangs: set[JobKey] = set()  # gangs, and jobs whose keys have a problem to tell
         self._gangs_changed: list[Callable[[], None]] = []
         self._listening = False
 
     def on_gangs_changed(self, callback: Callable[[], None]) -> None:
-        """Call `callback` when the book goes from no gang to some, or back (gated plugins)."""
+        """Call `callback` when the book goes from no gang to some, or back (gated plugins; a job
+        whose keys have a problem counts as one, so that it is told)."""
         self._gangs_changed.append(callback)
 
     @property
@@ -113,7 +114,7 @@ class JobBook:
 
     def _mark(self, job: Job | None, key: JobKey) -> None:
         before = bool(self._gangs)
-        if job is not None and job.is_gang:
+        if job is not None and (job.is_gang or job.ref.problem):
             self._gangs.add(key)
         else:
             self._gangs.discard(key)

@@ -73,6 +73,12 @@ class Framework:
         self.bind_plugins: list[BindPlugin] = at("bind")
         self.post_bind: list[PostBindPlugin] = at("postBind")
         self.reconcile: list[ReconcilePlugin] = at("reconcile")
+        # Each plugin's event registrations, read once (a Protocol isinstance per requeue is slow).
+        self._registered = {
+            name: tuple(plugin.events_to_register())
+            for name, plugin in self.plugins.items()
+            if isinstance(plugin, EnqueueExtensions)
+        }
         self._acting_plugins: dict[tuple[str, PodFeatures], tuple[object, ...]] = {}
         self._acting_version = -1
         scores = [WeightedScore(self.plugins[ref.name], ref.weight) for ref in profile.enabled("score")]  # type: ignore[arg-type]
@@ -89,7 +95,7 @@ class Framework:
 
     # ----- queue side
     def run_pre_enqueue(self, pod: PodInfo) -> Status:
-        for plugin in self.pre_enqueue:
+        for plugin in self._acting("preEnqueue", self.pre_enqueue, pod.features):
             status = plugin.pre_enqueue(pod)
             if not status.ok:
                 return status.with_plugin(plugin.NAME)
@@ -98,9 +104,7 @@ class Framework:
     def registrations(self, plugin_names: frozenset[str]) -> list[EventRegistration]:
         out: list[EventRegistration] = []
         for name in plugin_names:
-            plugin = self.plugins.get(name)
-            if isinstance(plugin, EnqueueExtensions):
-                out.extend(plugin.events_to_register())
+            out.extend(self._registered.get(name, ()))
         return out
 
     def requeue_kinds(self, rejectors: frozenset[str]) -> frozenset[EventKind] | None:

@@ -69,7 +69,8 @@ class Coscheduling:
         self._warned.pop(pod.uid, None)
 
     def acts_on(self) -> PodFeatures:
-        """Every pod while some gang exists (a member may carry nothing else), none before."""
+        """Every pod while some gang (or a job with bad keys) exists, since a member may carry
+        nothing else; none before."""
         return EVERY_POD if self._handle.jobs.has_gangs else PodFeatures(0)
 
     def _gang(self, pod: PodInfo) -> Job | None:
@@ -82,7 +83,6 @@ class Coscheduling:
         disagreeing minimum); it is queued all the same, with the fallback the message names."""
         job = self._handle.jobs.of(pod.key)
         if job is None:
-            self._warned.pop(pod.uid, None)
             return SUCCESS
         ref = job_of(pod)
         problem = ref.problem if ref is not None else ""
@@ -121,13 +121,13 @@ class Coscheduling:
             # The job's first member found room for all; its siblings follow it back to back, and
             # one that finds no node releases them all (PostFilter): no need to count again.
             return SUCCESS
-        shape = nodes.request_shape(pod.requests)
-        room = room_for(nodes, shape)
-        if room >= needed:
+        short = _shortfall(job, pod, needed, nodes)
+        if short is None:
             self._told.discard(job.key)
             return SUCCESS
+        member, count, room = short
         self.release(job, f"{job.ref.title} cannot fit")
-        message = f"{job.ref.title} needs {needed} more x ({_shape(pod)}), the cluster has room for {room}"
+        message = f"{job.ref.title} needs {count} more x ({_shape(member)}), the cluster has room for {room}"
         if job.key not in self._told:
             self._told.add(job.key)
             self._handle.tasks.spawn(self._handle.cluster.emit_event(pod, "Warning", JOB_UNSCHEDULABLE, message))
@@ -186,6 +186,24 @@ class Coscheduling:
             EventRegistration(EventKind.NODE_ADD),
             EventRegistration(EventKind.NODE_UPDATE),
         ]
+
+
+def _shortfall(job: Job, pod: PodInfo, needed: int, nodes: NodeTable) -> tuple[PodInfo, int, int] | None:
+    """(a member, how many of its shape must still be placed, room for that shape) when the free
+    room cannot hold them, else None. When every member must be placed, each shape among them
+    is counted (a parameter server's small request must not vouch for its workers); otherwise
+    `needed` pods of this member's shape."""
+    groups: dict[tuple[tuple[str, int], ...], list[PodInfo]] = {}
+    if needed == len(job.members) - len(job.placed):
+        for member in job.unplaced():
+            groups.setdefault(tuple(sorted(member.requests.items())), []).append(member)
+    else:
+        groups[()] = [pod] * needed
+    for members in groups.values():
+        room = room_for(nodes, nodes.request_shape(members[0].requests))
+        if room < len(members):
+            return members[0], len(members), room
+    return None
 
 
 def _disagreement(pod: PodInfo, job: Job) -> str:

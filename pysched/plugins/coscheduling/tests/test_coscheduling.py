@@ -9,6 +9,7 @@ from pysched.api.builders import node_dict, pod_dict
 from pysched.api.ids import PodKey
 from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, POD_GROUP_LABEL, JobSource, job_key
 from pysched.backend.simulated import SimulatedCluster
+from pysched.cmd.bench import run_bench
 from pysched.framework.clock import VirtualClock
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
@@ -278,3 +279,16 @@ def test_members_disagreeing_on_the_deadline_are_told_naming_both() -> None:
         assert _bound(cluster, "dl") == 2
 
     asyncio.run(run())
+
+
+def test_the_gang_bench_mix_binds_every_job_whole_or_not_at_all() -> None:
+    held: list[Scheduler] = []
+    result = asyncio.run(run_bench(40, 900, mix="gangs", configure=held.append))
+    (scheduler,) = held
+    jobs = [job for job in scheduler.jobs if job.ref.source is JobSource.PYSCHED]
+    assert len(jobs) == 900 * 4 // 9 // 8  # 50 jobs of 8
+    assert all(len(job.bound) in (0, 8) for job in jobs)
+    assert sum(len(job.bound) for job in jobs) >= 8 * 40  # most jobs fit on 40 nodes
+    cluster = scheduler.backend
+    assert isinstance(cluster, SimulatedCluster)
+    assert result.scheduled == sum(1 for pod in cluster.pods.values() if pod.node_name)
