@@ -1,4 +1,5 @@
-"""The jobs the scheduler knows: each job's members, how many are placed and bound, its minimum.
+"""The jobs the scheduler knows: each job's members (and so what its unplaced ones ask for), which
+are placed and bound, and its minimum.
 
 The engine feeds it from the informer (every pod added, updated or deleted, `observe` / `forget`)
 and from the placed pods (assumed or bound, `PlacedPods` notices); plugins read it through
@@ -18,7 +19,6 @@ from pysched.api.features import EVERY_POD
 from pysched.api.ids import JobKey, PodKey
 from pysched.api.jobs import GROUP_SOURCES, MIN_MEMBERS, JobRef, job_of
 from pysched.api.objects import PodInfo
-from pysched.api.resources import ResourceMap
 from pysched.framework.placed import PlacedPods
 
 
@@ -81,14 +81,6 @@ class Job:
 
     def unplaced(self) -> Iterator[PodInfo]:
         return (pod for key, pod in self.members.items() if key not in self.placed)
-
-    def demand(self) -> ResourceMap:
-        """What the members not yet placed ask for in all."""
-        total: dict[str, int] = {}
-        for pod in self.unplaced():
-            for name, value in pod.requests.items():
-                total[name] = total.get(name, 0) + value
-        return total
 
 
 class JobBook:

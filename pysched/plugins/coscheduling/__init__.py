@@ -35,6 +35,7 @@ from pysched.plugins.coscheduling.room import room_for
 
 NAME = "Coscheduling"
 JOB_UNSCHEDULABLE = "JobUnschedulable"
+JOB_INCOMPLETE = "JobIncomplete"
 INVALID_JOB = "InvalidJob"
 
 
@@ -67,6 +68,9 @@ class Coscheduling:
 
     def _forget(self, pod: PodInfo) -> None:
         self._warned.pop(pod.uid, None)
+        ref = job_of(pod)
+        if ref is not None and self._handle.jobs.get(ref.key) is None:
+            self._told.discard(ref.key)  # the job's last pod is gone
 
     def acts_on(self) -> PodFeatures:
         """Every pod while some gang (or a job with bad keys) exists, since a member may carry
@@ -146,11 +150,18 @@ class Coscheduling:
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: NodeName) -> None:
-        """The member lost its place (rejected, timed out, its bind failed): while the gang is
-        still incomplete, the others waiting give theirs back too."""
+        """The member lost its place (rejected, timed out, its bind failed): the others waiting
+        give theirs back too (once the gang is complete, none waits)."""
         job = self._gang(pod)
-        if job is not None:
-            self.release(job, f"{pod.name} of {job.ref.title} was rejected", keep=pod.key)
+        if job is None:
+            return
+        self.release(job, f"{pod.name} of {job.ref.title} was rejected", keep=pod.key)
+        bound = len(job.bound - {pod.key})
+        if 0 < bound < job.minimum:
+            # Its siblings are bound already (its own bind failed): the job runs short until the
+            # retry binds it. Say so now rather than after a timeout.
+            note = f"{job.ref.title}: {bound} of the {job.minimum} pods it needs are bound; {pod.name} is retried"
+            self._handle.tasks.spawn(self._handle.cluster.emit_event(pod, "Warning", JOB_INCOMPLETE, note))
 
     # ----- Permit
     def permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, float]:

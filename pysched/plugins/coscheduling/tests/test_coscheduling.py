@@ -6,14 +6,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pysched.api.builders import node_dict, pod_dict
-from pysched.api.ids import PodKey
+from pysched.api.ids import NodeName, PodKey
 from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, POD_GROUP_LABEL, JobSource, job_key
+from pysched.api.objects import PodInfo
 from pysched.backend.simulated import SimulatedCluster
 from pysched.cmd.bench import run_bench
 from pysched.framework.clock import VirtualClock
+from pysched.framework.status import Status, error
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
-from pysched.plugins.coscheduling import INVALID_JOB, JOB_UNSCHEDULABLE
+from pysched.plugins.coscheduling import INVALID_JOB, JOB_INCOMPLETE, JOB_UNSCHEDULABLE
 from pysched.scheduler.scheduler import Scheduler
 
 
@@ -292,3 +294,30 @@ def test_the_gang_bench_mix_binds_every_job_whole_or_not_at_all() -> None:
     cluster = scheduler.backend
     assert isinstance(cluster, SimulatedCluster)
     assert result.scheduled == sum(1 for pod in cluster.pods.values() if pod.node_name)
+
+
+def test_a_member_whose_bind_fails_is_retried_and_the_short_job_is_told() -> None:
+    async def run() -> None:
+        clock, cluster, scheduler = _world(3)
+        await scheduler.start()
+        bind = cluster.bind
+        failed: list[str] = []
+
+        async def flaky(pod: PodInfo, node: NodeName) -> Status:
+            if pod.name == "ddp-2" and not failed:
+                failed.append(pod.name)
+                return error("etcdserver: request timed out")
+            return await bind(pod, node)
+
+        cluster.bind = flaky  # type: ignore[method-assign]
+        for i in range(3):
+            cluster.create_pod(_member("ddp", i, 3))
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "ddp") == 2 and failed == ["ddp-2"]
+        told = [e.note for e in cluster.events if e.reason == JOB_INCOMPLETE]
+        assert told == ["pysched.io/job default/ddp: 2 of the 3 pods it needs are bound; ddp-2 is retried"]
+        clock.advance(2)  # past its backoff
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "ddp") == 3
+
+    asyncio.run(run())
