@@ -246,9 +246,11 @@ class LiveCluster:
         opts = self.options
         for source, (api, _) in POD_GROUP_APIS.items():
             found = await self.client.request("GET", api)
-            if not found.ok:
-                log.info("PodGroups not watched: the API is not served", api=api, status=found.status)
+            if found.status in (403, 404):
+                # Not served (or not ours to read): its pods wait, told their PodGroup is unknown.
+                log.info("PodGroups not watched", api=api, status=found.status)
                 continue
+            # Served, or the answer was lost (5xx, no answer): the informer retries until it lists.
             informer = Informer(
                 self.client, f"{api}/podgroups", self._group_upsert(source), self._group_delete(source),
                 page_size=opts.page_size, inactivity=opts.inactivity, resource=f"podgroups ({api})",
@@ -477,7 +479,9 @@ class LiveCluster:
     def _note_parallelism(self, key: str, spec: Mapping[str, Any], jobset: object = None) -> None:
         """An Indexed Job's members all run at once: its parallelism is its gang's minimum, and a
         JobSet's is the sum over its Jobs (`jobset`: the JobSet a Job belongs to, by its label)."""
-        parallelism = spec.get("parallelism")
+        parallelism, completions = spec.get("parallelism"), spec.get("completions")
+        if type(completions) is int and type(parallelism) is int and completions < parallelism:
+            parallelism = completions  # only that many pods ever exist
         namespace, _, name = key.partition("/")
         before = self._indexed_parallelism.get(key)
         if spec.get("completionMode") == "Indexed" and type(parallelism) is int and 1 <= parallelism <= MAX_MEMBERS:

@@ -266,6 +266,7 @@ class Controller:
                 elif self.leader(gang) == pod.key:
                     followers = self._followers(pod, gang)
                     self._follower_keys.update(key for key in gang.members if key != pod.key)
+                    self._follower_keys.discard(pod.key)  # it may have followed an earlier leader
                     await self._reconcile_one(pod, container, now, followers)
             except Exception as err:  # one pod's bug must not stop the others' scaling
                 self.handle.incidents.report("Autoscale reconcile", pod, err, then="its CPUs are left as they are")

@@ -55,13 +55,16 @@ def _members(count: int) -> str:
 
 class Coscheduling:
     NAME: ClassVar[str] = NAME
-    __slots__ = ("_args", "_handle", "_told", "_warned")
+    __slots__ = ("_args", "_handle", "_releasing", "_told", "_warned")
 
     def __init__(self, args: CoschedulingArgs, handle: Handle) -> None:
         self._args = args
         self._handle = handle
         self._told: set[JobKey] = set()  # jobs told JobUnschedulable since they last fitted
         self._warned: dict[PodUID, str] = {}  # the problem each pod was last told of
+        # Jobs being released: each rejection comes back through Unreserve, which must not start
+        # another release of the same job (a 200-member gang would nest 200 deep).
+        self._releasing: set[JobKey] = set()
         handle.jobs.on_gangs_changed(handle.gates.changed)
         handle.pod_lifecycle.on_deleted(self._forget)
         handle.pod_lifecycle.on_terminated(self._forget)
@@ -152,7 +155,9 @@ class Coscheduling:
     def unreserve(self, state: CycleState, pod: PodInfo, node: NodeName) -> None:
         """The member lost its place (rejected, timed out, its bind failed): the others waiting
         give theirs back too (once the gang is complete, none waits)."""
-        job = self._gang(pod)
+        ref = job_of(pod)  # by its keys: a deleted member has already left the job book
+        found = self._handle.jobs.get(ref.key) if ref is not None else None
+        job = found if found is not None and found.is_gang else None
         if job is None:
             return
         self.release(job, f"{pod.name} of {job.ref.title} was rejected", keep=pod.key)
@@ -181,11 +186,17 @@ class Coscheduling:
 
     def release(self, job: Job, why: str, keep: object = None) -> None:
         """Reject every member of `job` waiting at Permit (but `keep`)."""
-        waiting = self._handle.waiting_pods
-        for key in list(job.placed):
-            held = waiting.get(key)
-            if held is not None and key != keep:
-                held.reject(NAME, f"the gang is released: {why}")
+        if job.key in self._releasing:
+            return
+        self._releasing.add(job.key)
+        try:
+            waiting = self._handle.waiting_pods
+            for key in list(job.placed):
+                held = waiting.get(key)
+                if held is not None and key != keep:
+                    held.reject(NAME, f"the gang is released: {why}")
+        finally:
+            self._releasing.discard(job.key)
 
     def events_to_register(self) -> Sequence[EventRegistration]:
         """A member waits for its siblings to appear and for room."""

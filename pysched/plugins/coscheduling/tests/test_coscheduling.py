@@ -83,24 +83,61 @@ def test_members_wait_until_the_minimum_exists_then_bind_together() -> None:
     asyncio.run(run())
 
 
-def test_assumed_members_are_released_when_the_wait_times_out() -> None:
-    """Two members exist and fit, the minimum is 3 but the third arrives only later: the two
-    wait at Permit holding their room, then give it back at the timeout."""
+def _nowhere(member: dict[str, object]) -> dict[str, object]:
+    """The member selects a label no node has: it passes the room check and fails its filters."""
+    member["spec"]["nodeSelector"] = {"example.com/pool": "none"}  # type: ignore[index]
+    return member
 
+
+def test_waiting_members_give_their_room_back_when_a_sibling_finds_no_node() -> None:
     async def run() -> None:
         _, cluster, scheduler = _world(4)
         await scheduler.start()
-        jobs = scheduler.jobs
-        for i in range(3):
-            cluster.create_pod(_member("slow", i, 3))
-        cluster.delete_pod(PodKey("default/slow-2"))  # the minimum now exceeds what exists
-        cluster.create_pod(_member("slow", 2, 3, cpu="64"))  # a member that cannot fit anywhere
+        cluster.create_pod(_member("slow", 0, 3))
+        cluster.create_pod(_member("slow", 1, 3))
+        cluster.create_pod(_nowhere(_member("slow", 2, 3)))
         await scheduler.run_until_idle()
-        job = jobs.of(PodKey("default/slow-0"))
-        assert job is not None and job.minimum == 3
         assert _bound(cluster, "slow") == 0
         assert scheduler.cache.nodes.requested[:4, 0].sum() == 0  # nothing held by the failed gang
         assert len(scheduler.waiting_pods) == 0
+        notes = [e.note for e in cluster.events if e.reason == "FailedScheduling"]
+        assert any("the gang is released: slow-2 of pysched.io/job default/slow cannot be placed" in n for n in notes)
+
+    asyncio.run(run())
+
+
+def test_a_gang_of_300_is_released_without_nesting_one_rejection_in_the_next() -> None:
+    async def run() -> None:
+        _, cluster, scheduler = _world(300)
+        await scheduler.start()
+        for i in range(299):
+            cluster.create_pod(_member("big", i, 300))
+        cluster.create_pod(_nowhere(_member("big", 299, 300)))
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "big") == 0
+        assert not scheduler.incidents.counts  # no bug was contained on the way (RecursionError)
+        # Only members queued after the failing one wait (until their timeout); nothing else is held.
+        held = len(scheduler.waiting_pods)
+        assert held < 299 and scheduler.cache.nodes.requested[:300, 0].sum() == 4000 * held
+
+    asyncio.run(run())
+
+
+def test_deleting_a_waiting_member_releases_its_siblings() -> None:
+    async def run() -> None:
+        _, cluster, scheduler = _world(4)
+        await scheduler.start()
+        for i in range(2):
+            cluster.create_pod(_member("del", i, 3))
+        held = _member("del", 2, 3)
+        held["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]  # type: ignore[index]
+        cluster.create_pod(held)
+        await scheduler.run_until_idle()
+        assert len(scheduler.waiting_pods) == 2
+        cluster.delete_pod(PodKey("default/del-0"))
+        await scheduler.run_until_idle()
+        assert len(scheduler.waiting_pods) == 0
+        assert scheduler.cache.nodes.requested[:4, 0].sum() == 0
 
     asyncio.run(run())
 
