@@ -44,6 +44,7 @@ KUBEFLOW_REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 KUBEFLOW_REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
+NO_ORDER = ("", 0, 0)  # a member that states no place in its job
 _COUNT = re.compile(r"^[0-9]{1,5}$")  # ASCII digits only, bounded before int()
 
 
@@ -75,7 +76,7 @@ class JobRef:
     namespace: str
     name: str
     # Where the member sorts among its job's: (replica type or replicated job, job index, pod index).
-    order: tuple[str, int, int] = ("", 0, 0)
+    order: tuple[str, int, int] = NO_ORDER
     min_members: int | None = None  # given on the pod itself (pysched.io/min-members)
     problem: str = ""  # what the pod's job keys got wrong (told to the user; the job still works)
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from pysched.api.features import EVERY_POD
 from pysched.api.ids import JobKey, PodKey
-from pysched.api.jobs import GROUP_SOURCES, MIN_MEMBERS, JobRef, job_of
+from pysched.api.jobs import GROUP_SOURCES, MIN_MEMBERS, NO_ORDER, JobRef, job_of
 from pysched.api.objects import PodInfo
 from pysched.framework.placed import PlacedPods
 
@@ -175,6 +175,11 @@ class JobBook:
     def get(self, key: JobKey) -> Job | None:
         return self._jobs.get(key)
 
+    def gang_of(self, key: PodKey) -> Job | None:
+        """The pod's job when it is a gang (minimum above 1, or an awaited PodGroup)."""
+        job = self.of(key)
+        return job if job is not None and job.is_gang else None
+
     def __iter__(self) -> Iterator[Job]:
         return iter(list(self._jobs.values()))
 
@@ -199,7 +204,7 @@ class JobBook:
                 return found
             if job.anchor is None or job.anchor_pod == pod.key or found < job.anchor:
                 job.anchor, job.anchor_pod = found, pod.key
-            kind, group, index = job.orders.get(pod.key, ("", 0, 0))
+            kind, group, index = job.orders.get(pod.key, NO_ORDER)
             return (*job.anchor, job.key, kind, group, index, pod.name)
 
         return key

@@ -35,7 +35,7 @@ from pysched.api.containers import (
     restarts_on_resize,
 )
 from pysched.api.ids import NodeName, PodKey
-from pysched.api.jobs import ROLE_LABEL
+from pysched.api.jobs import NO_ORDER, ROLE_LABEL
 from pysched.api.labels import selector_matches
 from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
@@ -162,17 +162,13 @@ class Controller:
         return main_container(pod)
 
     # ----- gangs: the job is the unit
-    def _gang(self, pod: PodInfo) -> Job | None:
-        job = self.handle.jobs.of(pod.key)
-        return job if job is not None and job.is_gang else None
-
     @staticmethod
     def leader(job: Job) -> PodKey:
         """The member whose progress speaks for the job: the first (in the job's order, parameter
         servers last) that reports `pysched.io/progress` (rank 0, by convention), else the first."""
         members = sorted(
             job.members,
-            key=lambda key: (job.members[key].labels.get(ROLE_LABEL) == "ps", job.orders.get(key, ("", 0, 0)), key),
+            key=lambda key: (job.members[key].labels.get(ROLE_LABEL) == "ps", job.orders.get(key, NO_ORDER), key),
         )
         reporting = [key for key in members if PROGRESS in job.members[key].annotations]
         return (reporting or members)[0]
@@ -204,7 +200,7 @@ class Controller:
         """Resize a pending deadline job to the smallest count that meets its deadline on `node`."""
         container = self.eligible(pod)
         deadline, total = deadline_of(pod), total_steps_of(pod)
-        if container is None or deadline is None or total is None or self._gang(pod) is not None:
+        if container is None or deadline is None or total is None or self.handle.jobs.gang_of(pod.key) is not None:
             return  # a gang's members keep their requests until the job runs: they are sized together
         now = self.handle.clock.now()
         model = self.predictor.get(pod.key) or self._prior(total, now)
@@ -260,7 +256,7 @@ class Controller:
                 container = self.eligible(pod)
                 if container is None:
                     continue
-                gang = self._gang(pod)
+                gang = self.handle.jobs.gang_of(pod.key)
                 if gang is None:
                     await self._reconcile_one(pod, container, now)
                 elif self.leader(gang) == pod.key:

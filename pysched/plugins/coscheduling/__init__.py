@@ -80,10 +80,6 @@ class Coscheduling:
         nothing else; none before."""
         return EVERY_POD if self._handle.jobs.has_gangs else PodFeatures(0)
 
-    def _gang(self, pod: PodInfo) -> Job | None:
-        job = self._handle.jobs.of(pod.key)
-        return job if job is not None and job.is_gang else None
-
     # ----- PreEnqueue
     def pre_enqueue(self, pod: PodInfo) -> Status:
         """Tell a member once what its job keys got wrong (conflicting groups, a malformed or
@@ -109,7 +105,7 @@ class Coscheduling:
 
     # ----- PreFilter
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
-        job = self._gang(pod)
+        job = self._handle.jobs.gang_of(pod.key)
         if job is None:
             return SKIP
         if job.awaits_group:
@@ -143,7 +139,7 @@ class Coscheduling:
     # ----- PostFilter
     def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
         """No node fits this member: its waiting siblings give their room back."""
-        job = self._gang(pod)
+        job = self._handle.jobs.gang_of(pod.key)
         if job is not None and len(job.placed) < job.minimum:
             self.release(job, f"{pod.name} of {job.ref.title} cannot be placed")
         return Status(Code.UNSCHEDULABLE, (), NAME)
@@ -170,7 +166,7 @@ class Coscheduling:
 
     # ----- Permit
     def permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, float]:
-        job = self._gang(pod)
+        job = self._handle.jobs.gang_of(pod.key)
         if job is None:
             return SUCCESS, 0.0
         if len(job.placed) < job.minimum:
