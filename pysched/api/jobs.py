@@ -103,6 +103,19 @@ def pod_group_minimum(obj: Mapping[str, Any], source: JobSource) -> int:
     return min(value, MAX_MEMBERS)
 
 
+def indexed_job_minimum(spec: object) -> int | None:
+    """A batch/v1 Job's gang size from its spec: an Indexed Job's members all run at once, so its
+    parallelism (at most its completions: only that many pods ever exist); None for any other Job."""
+    if not isinstance(spec, Mapping) or spec.get("completionMode") != "Indexed":
+        return None
+    parallelism, completions = spec.get("parallelism"), spec.get("completions")
+    if type(completions) is int and type(parallelism) is int and completions < parallelism:
+        parallelism = completions
+    if type(parallelism) is int and 1 <= parallelism <= MAX_MEMBERS:
+        return parallelism
+    return None
+
+
 def job_key(namespace: str, source: JobSource, name: str) -> JobKey:
     return JobKey(f"{namespace}/{source.value}/{name}")
 

@@ -51,9 +51,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         report_problems,
         run_with_progress,
     )
+    from pysched.workload.traces import MAX_TRACE_SECONDS as MAX_HORIZON_S
 
     problem = first_problem(
         number_problem("--progress-interval", args.progress_interval, MIN_PROGRESS_INTERVAL_S, MAX_PROGRESS_INTERVAL_S),
+        number_problem("--horizon", args.horizon, 1, MAX_HORIZON_S) if args.horizon is not None else None,
         output_problem("--json", args.json) if args.json else None,
         output_problem("--plot", args.plot, folder=True) if args.plot else None,
     )
@@ -75,7 +77,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if isinstance(scenario, BadInput):
         return _fail(scenario.message)
     report_problems(scenario)
-    results, elapsed = run_with_progress(scenario, config, policies, registry, args.seed, args.progress_interval)
+    results, elapsed = run_with_progress(
+        scenario, config, policies, registry, args.seed, args.progress_interval, args.horizon
+    )
 
     title = f"{scenario.name}: {len(scenario.jobs)} jobs on {len(scenario.nodes)} nodes, seed {args.seed}"
     table = Table(title=title, box=box.SIMPLE_HEAD)
@@ -178,6 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=60.0,
         help="how often simulated training writes pysched.io/progress, "
         f"{MIN_PROGRESS_INTERVAL_S:g} to {MAX_PROGRESS_INTERVAL_S:g} (default 60)",
+    )
+    simulate.add_argument(
+        "--horizon",
+        metavar="SECONDS",
+        type=float,
+        help="cut each run off this many virtual seconds after the first submission (jobs still running "
+        "count as unfinished); default: run until every job has finished or can never run",
     )
     simulate.add_argument("--json", metavar="OUT", help="write the simulate JSON here")
     simulate.add_argument("--plot", metavar="DIR", help="write PNG charts here (deadline met, CPU over time, JCT CDF)")

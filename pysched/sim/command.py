@@ -115,11 +115,14 @@ def run_with_progress(
     registry: Registry,
     seed: int,
     progress_interval: float,
+    horizon: float | None = None,
 ) -> tuple[dict[str, PolicyResult], float]:
     """The policies one after another; a progress bar (virtual time) only on a terminal."""
     started = time.perf_counter()
     if not sys.stdout.isatty():
-        results = simulate(scenario, config, policies, registry, seed=seed, progress_interval=progress_interval)
+        results = simulate(
+            scenario, config, policies, registry, seed=seed, progress_interval=progress_interval, horizon=horizon
+        )
         return results, time.perf_counter() - started
     from rich.progress import Progress
 
@@ -134,6 +137,13 @@ def run_with_progress(
                 bar.update(tasks[policy], completed=min(virtual, last))
 
         results = simulate(
-            scenario, config, policies, registry, seed=seed, progress_interval=progress_interval, on_tick=tick
+            scenario,
+            config,
+            policies,
+            registry,
+            seed=seed,
+            progress_interval=progress_interval,
+            on_tick=tick,
+            horizon=horizon,
         )
     return results, time.perf_counter() - started

@@ -2,7 +2,7 @@
 
 Discrete events on a virtual clock (arrivals, finishes, the queue's wake-ups, reconcile ticks);
 between events the scheduler runs until idle. Jobs run steps at the speed their allocation gives
-(`pysched.sim.engine`). Metric definitions: docs/architecture.md, "Simulation".
+(`pysched.workload.segment`, `pysched.workload.accounting`). Metric definitions: docs/architecture.md, "Simulation".
 """
 
 from __future__ import annotations
@@ -24,18 +24,30 @@ from pysched.framework.clock import VirtualClock
 from pysched.framework.config import SchedulerConfig
 from pysched.framework.registry import Registry
 from pysched.scheduler.scheduler import Scheduler
-from pysched.sim.engine import Accounting, Usage, close_segment, key_of, member_key, resize_run
-from pysched.sim.gang import GangRun
 from pysched.sim.scenario import Scenario
-from pysched.workload.gang import Held
+from pysched.workload.accounting import Accounting, Usage, close_segment, resize_run
+from pysched.workload.gang import Held, Member
 from pysched.workload.gang_jobs import gpu_gang
+from pysched.workload.gang_run import GangRun
 from pysched.workload.job import Job
 from pysched.workload.progress import last_write
 from pysched.workload.segment import Run, noise_rng, start_run
 from pysched.workload.speed import STEP_NOISE
 
 EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: virtual time starts here
-HORIZON = 30 * 86400.0  # a run that is still going after 30 virtual days is cut off
+# With nothing left to arrive or finish, this long without a bind ends the run: where nothing runs
+# the cluster cannot change, so the scheduler's retries (Permit timeouts, backoff, the flush of
+# unschedulable pods every 5 minutes) can never place what is left (counted unfinished).
+QUIET_LIMIT = 3600.0
+
+
+def key_of(job: Job) -> PodKey:
+    """The job's key: its pod's for a one-pod job (a gang's members have their own, `member_key`)."""
+    return PodKey(f"sim/{job.name}")
+
+
+def member_key(member: Member) -> PodKey:
+    return PodKey(f"sim/{member.name}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +79,7 @@ class PolicyResult:
             "makespan_s": self.makespan_s,
             "rescales": self.rescales,
             "skipped": self.skipped,
+            "unfinished": self.unfinished,
         }
 
 
@@ -74,21 +87,30 @@ def split_fitting(
     jobs: Sequence[Job], nodes: Sequence[dict[str, object]], seed: int = 7
 ) -> tuple[list[Job], list[Job], list[str]]:
     """(kept, skipped, problems): a one-pod job needing more GPUs than the largest node holds
-    becomes a gang of node-sized members; with no GPU node it cannot run, and is reported with its
-    trace position and skipped."""
+    becomes a gang of node-sized members; with no GPU node it cannot run, nor can a CPU job (or a
+    member) larger than every node: each is reported with its trace position and skipped."""
     infos = [node_from_dict(n) for n in nodes]
     most_gpus = max((n.allocatable.get(GPU, 0) for n in infos), default=0)
+    most_cpu = max((n.allocatable.get(CPU, 0) for n in infos), default=0)
     kept: list[Job] = []
     skipped: list[Job] = []
     problems: list[str] = []
     for job in jobs:
         if job.gang is None and job.gpu > most_gpus > 0:
-            kept.append(gpu_gang(job, most_gpus, random.Random(zlib.crc32(f"{seed}/{job.name}/gang".encode()))))
+            job = gpu_gang(job, most_gpus, random.Random(zlib.crc32(f"{seed}/{job.name}/gang".encode())))
         elif job.gpu > most_gpus:
             skipped.append(job)
             problems.append(f"{job.source}: needs {job.gpu} GPUs and no node holds any: skipped")
-        else:
-            kept.append(job)
+            continue
+        largest = max((m.cpu_milli for m in job.gang.members), default=0) if job.gang else job.cpu_milli
+        if largest > most_cpu:
+            skipped.append(job)
+            problems.append(
+                f"{job.source}: a pod of it needs {largest / 1000:g} CPUs and the largest node has"
+                f" {most_cpu / 1000:g}: skipped"
+            )
+            continue
+        kept.append(job)
     return kept, skipped, problems
 
 
@@ -118,6 +140,8 @@ class _Replay:
         self.started: dict[PodKey, float] = {}
         self.finished: dict[PodKey, float] = {}
         self.books = Accounting()
+        self.last_bind = EPOCH
+        self.horizon: float | None = None  # virtual time at which the run is cut off
         self.interval = progress_interval
         self.noise = step_noise
         self.events: list[tuple[float, int, str, PodKey, int]] = []
@@ -135,7 +159,7 @@ class _Replay:
             self.push(finish, "finish", key, run.version)
 
     def on_bind(self, pod: PodInfo, node: NodeName) -> None:
-        now = self.clock.now()
+        now = self.last_bind = self.clock.now()
         if pod.key in self.members:
             key, index = self.members[pod.key]
             gang = self.gangs[key]
@@ -196,7 +220,11 @@ class _Replay:
                 run.progress = value
                 self.cluster.set_annotations(key, {PROGRESS: value})
 
-    async def run(self, on_tick: Callable[[float], None] | None) -> None:
+    async def run(self, on_tick: Callable[[float], None] | None, horizon: float | None = None) -> None:
+        """Until every job has finished or can never run; `horizon`: seconds after the first
+        submission at which the run is cut off (what is left counts unfinished)."""
+        first = min((job.submit for job in self.jobs.values()), default=0.0)
+        self.horizon = None if horizon is None else EPOCH + first + horizon
         for key, job in self.jobs.items():
             self.push(EPOCH + job.submit, "arrive", key)
         while True:
@@ -209,7 +237,9 @@ class _Replay:
                 break  # nothing runs, arrives, waits at Permit or backs off: pending pods can never fit
             wakeup = self.scheduler.next_wakeup()
             when = min(t for t in (self.events[0][0] if self.events else None, wakeup) if t is not None)
-            if when - EPOCH > HORIZON:
+            if (self.horizon is not None and when > self.horizon) or (
+                not self.events and when - self.last_bind > QUIET_LIMIT
+            ):
                 break
             self.clock.advance_to(max(when, self.clock.now()))
             if on_tick is not None:
@@ -296,6 +326,7 @@ async def run_policy(
     progress_interval: float = PROGRESS_INTERVAL,
     step_noise: float = STEP_NOISE,
     on_tick: Callable[[float], None] | None = None,
+    horizon: float | None = None,
 ) -> PolicyResult:
     profile = config.profile(policy)
     if profile is None:
@@ -308,7 +339,7 @@ async def run_policy(
     await scheduler.start()
     jobs, skipped, problems = split_fitting(scenario.jobs, scenario.nodes, seed)
     replay = _Replay(policy, scheduler, cluster, clock, jobs, seed, progress_interval, step_noise)
-    await replay.run(on_tick)
+    await replay.run(on_tick, horizon)
     await scheduler.stop()
     return metrics(replay, len(problems) + len(scenario.problems), skipped)
 
@@ -323,6 +354,7 @@ def simulate(
     progress_interval: float = PROGRESS_INTERVAL,
     step_noise: float = STEP_NOISE,
     on_tick: Callable[[str, float], None] | None = None,
+    horizon: float | None = None,
 ) -> dict[str, PolicyResult]:
     results = {}
     for policy in policies:
@@ -337,6 +369,7 @@ def simulate(
                 progress_interval=progress_interval,
                 step_noise=step_noise,
                 on_tick=tick,
+                horizon=horizon,
             )
         )
     return results

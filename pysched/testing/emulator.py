@@ -37,6 +37,9 @@ through ``pods/status``:
   ``restartCount``); the pod is completed when the steps are done. A bad
   annotation is logged and the pod just runs. An emulator restarted under a
   running job resumes from its last progress annotation.
+* a multi-pod job's members train as one job (:mod:`pysched.testing.emulator_gangs`):
+  only while its minimum members run, at the simulator's gang rates, progress on
+  rank 0, every member completed together.
 
 Emulated time is wall time times ``time_scale`` (default 1; e.g. 100 in tests or
 ``pysched dev-cluster up --emulate --emulate-time-scale 100``): run seconds,
@@ -72,12 +75,18 @@ from typing import Any
 
 from pysched.api.annotations import PROGRESS, PROGRESS_INTERVAL, format_progress
 from pysched.api.containers import restarts_on_cpu_resize
+from pysched.api.ids import JobKey
 from pysched.api.inputs import out_of_range
-from pysched.api.resources import CPU, QuantityError, to_scheduler_units
+from pysched.api.jobs import JobRef, job_of
+from pysched.api.objects import pod_from_dict
+from pysched.api.resources import CPU, GPU, QuantityError, pod_requests, to_scheduler_units
 from pysched.api.times import format_rfc3339
 from pysched.testing.controlplane import FAKE_NODE_LABEL
+from pysched.testing.emulator_gangs import EmulatedGang, PodName, Slot, new_gang, rank_of, read_minimum, role_of
 from pysched.testing.kube import JSON, KubeAPI, KubeAPIError
+from pysched.workload.accounting import Accounting
 from pysched.workload.catalogue import Catalogue, CatalogueError, builtin_catalogue, load_catalogue
+from pysched.workload.gang import Held
 from pysched.workload.pod import EMULATE_MODEL, PodJob, job_from_pod
 from pysched.workload.progress import MAX_PROGRESS_INTERVAL_S, MIN_PROGRESS_INTERVAL_S, last_write
 from pysched.workload.segment import Run, noise_rng, retime, segment_step_seconds, start_run
@@ -173,6 +182,11 @@ class KubeletEmulator:
         self.default_resize_action = default_resize_action
         self._resize_actions: dict[tuple[str, str], ResizeAction] = {}
         self._nodes: dict[str, bool] = {}
+        self._node_gpus: dict[str, int] = {}
+        self._gangs: dict[JobKey, EmulatedGang] = {}
+        self._gang_sizes: dict[JobKey, int | None] = {}  # minimums read once per job
+        self._member_of: dict[PodName, JobKey] = {}
+        self.books = Accounting()  # what gangs used of what they held (simulator accounting)
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -258,6 +272,13 @@ class KubeletEmulator:
             t = self._training.get((namespace, name))
             return copy.copy(t.run) if t is not None else None
 
+    def gang_training(self, job: JobKey) -> Run | None:
+        """A copy of a gang's current segment (emulated seconds), or None while it does not train."""
+        with self._lock:
+            gang = self._gangs.get(job)
+            run = gang.run.run if gang is not None else None
+            return copy.copy(run) if run is not None else None
+
     # -- watch loop ------------------------------------------------------------------------
 
     def _set_response(self, resp: Any) -> None:
@@ -300,6 +321,7 @@ class KubeletEmulator:
                             self._resize_actions.pop(key, None)
                             self._training.pop(key, None)
                             self._bad.pop(key, None)
+                            self._leave_gang(key)
             except Exception as err:
                 if self._stop.is_set():
                     break
@@ -326,8 +348,10 @@ class KubeletEmulator:
                 return False
             raise
         ours = bool(self.node_filter(node))
+        gpus = ((node.get("status") or {}).get("allocatable") or {}).get(GPU, "0")
         with self._lock:
             self._nodes[node_name] = ours
+            self._node_gpus[node_name] = int(gpus) if str(gpus).isdigit() else 0
         return ours
 
     def _handle(self, pod: JSON) -> None:
@@ -564,6 +588,8 @@ class KubeletEmulator:
             try:
                 if kind == "complete":
                     self.complete(ns, name)
+                elif kind == "gang":
+                    self._tick_gang(JobKey(name), version, at)
                 else:
                     self._tick(ns, name, version, at)
             except Exception as err:
@@ -586,6 +612,10 @@ class KubeletEmulator:
             cpu = None
         if cpu is None:
             return
+        ref = self._gang_ref(pod)
+        if ref is not None:
+            self._track_member(pod, ref, cpu)
+            return
         with self._lock:
             current = self._training.get(key)
             if current is not None and current.uid != uid:  # recreated under the same name
@@ -597,17 +627,12 @@ class KubeletEmulator:
                 if cpu != current.run.cpu:
                     now = self.emulated_now()
                     retime(current.run, cpu, now, current.rng, current.spec.noise)
-                    self._schedule_tick(key, current.run, now)
+                    self._schedule_tick("tick", key, current.run, now)
                 return
         try:
             spec = job_from_pod(pod, self.catalogue)
         except ValueError as err:
-            msg = f"{key[0]}/{key[1]}: {err}"
-            log.warning("kubelet emulator: not a training job: %s", msg)
-            with self._lock:
-                self._bad[key] = uid
-                self.errors.append(msg)
-                del self.errors[:-50]
+            self._refuse(key, uid, f"not a training job: {key[0]}/{key[1]}: {err}")
             return
         if spec is None:
             return
@@ -623,9 +648,17 @@ class KubeletEmulator:
             if key in self._training:
                 return
             self._training[key] = _Training(uid, spec, run, rng)
-            self._schedule_tick(key, run, now)
+            self._schedule_tick("tick", key, run, now)
 
-    def _schedule_tick(self, key: tuple[str, str], run: Run, now: float) -> None:
+    def _refuse(self, key: tuple[str, str], uid: str, msg: str) -> None:
+        """This incarnation of the pod is no training job: logged once, and it just runs."""
+        log.warning("kubelet emulator: %s", msg)
+        with self._lock:
+            self._bad[key] = uid
+            self.errors.append(msg)
+            del self.errors[:-50]
+
+    def _schedule_tick(self, kind: str, key: tuple[str, str], run: Run, now: float) -> None:
         """Wake up for the next progress write or the finish, whichever comes first (lock held)."""
         interval = self.progress_interval
         if now < run.seg_start:
@@ -635,7 +668,7 @@ class KubeletEmulator:
         at = min(next_write, run.finish_time())
         if math.isinf(at):
             return  # cannot run on these resources (e.g. GPUs the table does not offer): never progresses
-        heapq.heappush(self._timers, (self._mono0 + at / self.time_scale, "tick", key[0], key[1], run.version, at))
+        heapq.heappush(self._timers, (self._mono0 + at / self.time_scale, kind, key[0], key[1], run.version, at))
         self._timer_cv.notify_all()
 
     def _progress_value(self, steps: int, when: float) -> str:
@@ -643,6 +676,17 @@ class KubeletEmulator:
         if self.time_scale == 1:
             return format_progress(steps, wall)
         return f"{steps}@{format_rfc3339(wall, millis=True)}"  # scaled time: whole seconds are too coarse
+
+    def _next_progress(self, run: Run, now: float) -> str | None:
+        """The progress annotation due at `now`, or None when the last one still holds (lock held)."""
+        when = last_write(run.seg_start, now, self.progress_interval)
+        if when is None:
+            return None
+        candidate = self._progress_value(run.steps_at(when), when)
+        if candidate == run.progress:
+            return None
+        run.progress = candidate
+        return candidate
 
     def _tick(self, namespace: str, name: str, version: int, at: float) -> None:
         key = (namespace, name)
@@ -655,12 +699,8 @@ class KubeletEmulator:
             finished = now >= run.finish_time()
             value = None
             if not finished:
-                when = last_write(run.seg_start, now, self.progress_interval)
-                if when is not None:
-                    candidate = self._progress_value(run.steps_at(when), when)
-                    if candidate != run.progress:
-                        value = run.progress = candidate
-                self._schedule_tick(key, run, now)
+                value = self._next_progress(run, now)
+                self._schedule_tick("tick", key, run, now)
         if finished:
             try:
                 self.complete(namespace, name)
@@ -671,12 +711,131 @@ class KubeletEmulator:
                 raise
             return
         if value is not None:
-            patch = {"metadata": {"uid": t.uid, "annotations": {PROGRESS: value}}}
+            self._write_progress(namespace, name, t.uid, value)
+
+    def _write_progress(self, namespace: str, name: str, uid: str, value: str) -> None:
+        patch = {"metadata": {"uid": uid, "annotations": {PROGRESS: value}}}
+        try:
+            self.api.patch(self.api.pod_path(namespace, name), patch)
+        except KubeAPIError as err:
+            if err.status not in (404, 409):  # gone, or replaced under the same name (uid precondition)
+                raise
+
+    # -- workload model: multi-pod jobs (pysched.testing.emulator_gangs) --------------------
+
+    def _gang_ref(self, pod: JSON) -> JobRef | None:
+        """The pod's job when it is a gang of 2 or more whose minimum is known, else None."""
+        try:
+            ref = job_of(pod_from_dict(pod))
+        except (ValueError, QuantityError):
+            return None
+        if ref is None:
+            return None
+        with self._lock:
+            known = ref.key in self._gang_sizes
+            size = self._gang_sizes.get(ref.key)
+        if not known:
+            size = read_minimum(self.api, ref)
+            with self._lock:
+                self._gang_sizes[ref.key] = size
+        return ref if size is not None and size >= 2 else None
+
+    def _track_member(self, pod: JSON, ref: JobRef, cpu: float) -> None:
+        """A running member: join its gang (which starts when complete), or re-time the gang when
+        the member's actuated CPUs changed."""
+        meta = pod["metadata"]
+        key: PodName = (meta["namespace"], meta["name"])
+        uid = str(meta.get("uid", ""))
+        node = str(pod["spec"]["nodeName"])
+        with self._lock:
+            if self._bad.get(key) == uid:
+                return
+            gang = self._gangs.get(ref.key)
+            size = self._gang_sizes.get(ref.key) or 0
+            gpus_per_node = self._node_gpus.get(node, 0)
+        if gang is None:
             try:
-                self.api.patch(self.api.pod_path(namespace, name), patch)
-            except KubeAPIError as err:
-                if err.status != 404:
-                    raise
+                made = new_gang(pod, ref, size, self.catalogue, gpus_per_node)
+            except ValueError as err:
+                self._refuse(key, uid, f"not a training gang: {key[0]}/{key[1]}: {err}")
+                return
+            if made is None:
+                return
+            with self._lock:
+                gang = self._gangs.setdefault(ref.key, made)
+        try:
+            gpu = pod_requests(pod).get(GPU, 0)
+        except QuantityError:
+            gpu = 0
+        with self._lock:
+            if gang.done:
+                return
+            now = self.emulated_now()
+            slot = gang.members.get(key)
+            if slot is not None and slot.uid != uid:  # recreated under the same name: the old one left
+                self._leave_gang(key)
+                slot = None
+            if slot is None:
+                index = gang.free_index()
+                if index is None:
+                    return  # more pods than the minimum: the extra one holds its place, idle
+                gang.members[key] = Slot(uid, index, rank_of(pod, ref))
+                self._member_of[key] = ref.key
+                gang.run.bind(index, Held(role_of(pod), cpu, gpu, node), now, gang.rng, gang.spec.noise)
+            elif cpu != gang.run.held[slot.index].cpu:
+                gang.run.resize(slot.index, cpu, now, self.books, gang.rng, gang.spec.noise)
+            else:
+                return
+            if gang.run.run is not None:
+                self._schedule_tick("gang", (ref.namespace, ref.key), gang.run.run, now)
+
+    def _leave_gang(self, key: PodName) -> None:
+        """A member is gone: its gang pauses back to its checkpoint (lock held or not)."""
+        with self._lock:
+            job = self._member_of.pop(key, None)
+            gang = self._gangs.get(job) if job is not None else None
+            if gang is None:
+                return
+            slot = gang.members.pop(key, None)
+            if slot is not None and not gang.done:
+                gang.run.leave(slot.index, self.emulated_now(), self.books)
+            if not gang.members:
+                del self._gangs[gang.ref.key]
+                self._gang_sizes.pop(gang.ref.key, None)  # a new incarnation reads its minimum again
+
+    def _tick_gang(self, job: JobKey, version: int, at: float) -> None:
+        """Write the gang's progress on rank 0, or complete every member once its steps are done."""
+        value, reporter = None, None
+        with self._lock:
+            gang = self._gangs.get(job)
+            if gang is None:
+                return
+            if not gang.done:
+                run = gang.run.run
+                if run is None or run.version != version:
+                    return  # paused or re-timed since
+                now = max(self.emulated_now(), at)
+                if now >= run.finish_time():
+                    gang.run.close(now, self.books)
+                    gang.done = True
+                else:
+                    value = self._next_progress(run, now)
+                    rank0 = gang.reporter()
+                    if rank0 is not None:
+                        reporter = (rank0, gang.members[rank0].uid)
+                    self._schedule_tick("gang", (gang.ref.namespace, job), run, now)
+            members = list(gang.members) if gang.done else []
+        for namespace, name in members:
+            try:
+                self.complete(namespace, name)
+            except Exception:
+                with self._lock:  # try again in a second rather than leave members running forever
+                    heapq.heappush(self._timers, (time.monotonic() + 1.0, "gang", namespace, job, version, at))
+                    self._timer_cv.notify_all()
+                raise
+        if value is not None and reporter is not None:
+            (namespace, name), uid = reporter
+            self._write_progress(namespace, name, uid, value)
 
 
 def _settings_problem(time_scale: float, progress_interval: float) -> str | None:

@@ -90,9 +90,11 @@ def namespace(kube: KubeAPI, control_plane: LocalControlPlane) -> Iterator[str]:
 
 
 @pytest.fixture
-def emulator(kube: KubeAPI) -> Iterator[KubeletEmulator]:
-    """A running kubelet emulator for the fake nodes, stopped after the test."""
-    emu = KubeletEmulator(kube).start()
+def emulator(kube: KubeAPI, request: pytest.FixtureRequest) -> Iterator[KubeletEmulator]:
+    """A running kubelet emulator for the fake nodes, stopped after the test; a module or test
+    marked `@pytest.mark.emulator(time_scale=..., progress_interval=...)` gets those settings."""
+    marker = request.node.get_closest_marker("emulator")
+    emu = KubeletEmulator(kube, **(marker.kwargs if marker is not None else {})).start()
     emu.wait_synced()
     try:
         yield emu

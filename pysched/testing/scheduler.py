@@ -111,12 +111,13 @@ def write_profile(path: Path, scheduler_name: str) -> Path:
     return path
 
 
-def pysched_profile(path: Path, name: str) -> Path:
-    """The built-in `pysched` profile under `name`, reconciling every second."""
+def pysched_profile(path: Path, name: str, **autoscale: float) -> Path:
+    """The built-in `pysched` profile under `name`, reconciling every second (or with the
+    Autoscale args given, for jobs on a fast emulator)."""
     profile = builtin_profile("pysched", name)
     for entry in profile["pluginConfig"]:
         if entry["name"] == "Autoscale":
-            entry["args"] = {**entry["args"], "intervalSeconds": 1, "priorStepSeconds": 0.2}
+            entry["args"] = {**entry["args"], "intervalSeconds": 1, "priorStepSeconds": 0.2, **autoscale}
     path.write_text(yaml.safe_dump({"profiles": [profile]}))
     return path
 

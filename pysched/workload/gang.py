@@ -1,12 +1,13 @@
 """Multi-pod training jobs: their member pods and the throughput truths that read every member.
 
 A job of several pods makes progress only while all of them run (synchronous training); its speed
-depends on what every member holds. Two kinds, with the fixed truths of docs/architecture.md
+depends on what every member holds. Three kinds, with the fixed truths of docs/architecture.md
 ("Simulator truths"):
 
 - parameter-server CPU jobs: servers and workers; global steps/s = W * e(W) / t(c), t(c) the model's
   Amdahl step time on the slowest worker's CPUs, e(W) = 1 / (1 + s (W - 1)); servers need
   ceil(W / 4) CPUs in total, and with less the rate scales by held / needed;
+- all-reduce CPU jobs (workers only; the kubelet emulator's DDP gangs): the same rate, no servers;
 - data-parallel GPU jobs: the measured rate at the total GPU count g times the job's factor, times
   0.9 per node beyond the fewest that can hold g GPUs.
 """
@@ -84,6 +85,26 @@ class ParameterServer:
 
 
 @dataclass(frozen=True, slots=True)
+class AllReduce:
+    """CPU workers that synchronise among themselves (PyTorch DDP on CPUs): the parameter-server
+    rate with every member a worker and no server CPUs to hold. The kubelet emulator's truth for a
+    CPU gang that has no `ps` member; the simulator's CPU gangs always have servers."""
+
+    s: float
+
+    def steps_per_s(self, worker: SpeedModel, held: Sequence[Held]) -> float:
+        if not held:
+            return 0.0
+        step_s = max(worker.step_seconds(h.cpu, 0) for h in held)
+        if math.isinf(step_s):
+            return 0.0
+        return len(held) * efficiency(len(held), self.s) / step_s
+
+    def used_cpu_s(self, worker: SpeedModel, steps: int, seconds: float, held: Sequence[Held]) -> float:
+        return steps * (worker.cpu_seconds_per_step() or 0.0)
+
+
+@dataclass(frozen=True, slots=True)
 class DataParallel:
     """A GPU table's rate at the total GPU count, this job's factor, and the spread penalty."""
 
@@ -102,7 +123,7 @@ class DataParallel:
         return None  # GPU tables carry no CPU use: not counted in CPU utilisation
 
 
-GangSpeed = ParameterServer | DataParallel
+GangSpeed = ParameterServer | AllReduce | DataParallel
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 Within a segment the step time is constant (noise drawn once per segment), so the steps done at
 any moment and the finish time are arithmetic, never stepped through. A change of CPUs closes the
 segment: in place it keeps the steps; a container restart (`resizePolicy: RestartContainer`) loses
-them and pays RESTART_SECONDS before steps resume. The simulator (`pysched.sim.engine`, on virtual
+them and pays RESTART_SECONDS before steps resume. The simulator (`pysched.sim.runner`, on virtual
 time) and the kubelet emulator (`pysched.testing.emulator`, on scaled wall time) both use this.
 """
 

@@ -41,6 +41,8 @@ MAX_JOB_GPUS = 4096
 MAX_JOB_CPUS = 100_000
 MAX_BATCH_SIZE = 2**31
 MAX_DEADLINE_FACTOR = 10.0  # HI of --deadline-rule
+# Other names of the columns, as ElasticFlow's repository spells them in some of its traces.
+COLUMN_ALIASES: Mapping[str, str] = {"submit_time": "submission_time", "ddl": "deadline", "iteration": "num_iteration"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +215,8 @@ def _row_job(
         raise _BadRow("needs num_iteration or a positive duration")
     gpus = _int(row, "num_gpu", maximum=MAX_JOB_GPUS) or 0
     deadline = _float(row, "deadline")
+    if deadline is not None and deadline < submit:
+        raise _BadRow(f"deadline {deadline:g} is before submission_time {submit:g}")
     batch = _int(row, "batch_size", minimum=1, maximum=MAX_BATCH_SIZE)
     rng = _rng(seed, row["job_id"], index)
     name = (row.get("model_name") or "").strip()
@@ -272,6 +276,12 @@ class _Lines:
             raise TraceError(str(err)) from None
 
 
+def _canonical(header: list[str]) -> list[str]:
+    """The header with aliased columns renamed, unless the canonical name is there too (it wins)."""
+    present = set(header)
+    return [COLUMN_ALIASES[h] if h in COLUMN_ALIASES and COLUMN_ALIASES[h] not in present else h for h in header]
+
+
 def read_csv(
     path: str | Path, catalogue: Catalogue, rule: DeadlineRule | None = DeadlineRule(), seed: int = 7
 ) -> Trace:
@@ -285,7 +295,7 @@ def read_csv(
     jobs: list[Job] = []
     problems: list[str] = []
     try:
-        header = [h.strip() for h in reader.fieldnames or ()]
+        header = _canonical([h.strip().lstrip("\ufeff").strip() for h in reader.fieldnames or ()])
         reader.fieldnames = header
         missing = [c for c in ("job_id", "submission_time") if c not in header]
         if missing or not ({"duration", "num_iteration"} & set(header)):
@@ -293,13 +303,19 @@ def read_csv(
                 f"{path}:1: header needs job_id, submission_time and duration or num_iteration "
                 f"(got: {clip(', '.join(header))})"
             )
+        first_seen: dict[str, int] = {}  # job_id -> its line
         for row in reader:
             where = f"{path}:{reader.line_num}"
             if None in row:  # more cells than the header: a broken row, not an extra column
                 problems.append(f"{where}: more cells than header columns")
                 continue
+            job_id = (row.get("job_id") or "").strip()
+            if job_id in first_seen:
+                problems.append(f"{where}: job_id {clip(job_id)} repeats line {first_seen[job_id]}")
+                continue
             try:
                 jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed))
+                first_seen[job_id] = reader.line_num
             except _BadRow as err:
                 problems.append(f"{where}: {err}")
     except csv.Error as err:  # a cell over csv's field limit (128 KiB), a NUL byte

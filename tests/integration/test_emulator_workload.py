@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,19 +17,17 @@ from pysched.api.annotations import PROGRESS
 from pysched.api.times import parse_rfc3339
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
-from pysched.sim.engine import Accounting, resize_run
 from pysched.sim.runner import run_policy
 from pysched.sim.scenario import Scenario, cpu_nodes
 from pysched.testing import KubeAPI, wait_for
 from pysched.testing.emulator import KubeletEmulator
 from pysched.testing.helpers import container_status, fake_node, make_pod
 from pysched.testing.kube import JSON
+from pysched.workload.accounting import Accounting, resize_run
 from pysched.workload.job import Job
 from pysched.workload.pod import emulate_annotations
 from pysched.workload.segment import RESTART_SECONDS, Run, noise_rng, start_run
 from pysched.workload.speed import Amdahl
-
-pytestmark = pytest.mark.integration
 
 SCALE = 100.0  # emulated seconds per wall second
 INTERVAL = 60.0  # emulated seconds between progress writes
@@ -38,6 +35,8 @@ SEED = 7
 NOISE = 0.05
 # Polling every 50 ms plus watch and write latency: allowed error on a finish time, in wall seconds.
 TOLERANCE_S = 0.75
+
+pytestmark = [pytest.mark.integration, pytest.mark.emulator(time_scale=SCALE, progress_interval=INTERVAL)]
 
 
 def lstm(restart: bool = False) -> Job:
@@ -52,16 +51,6 @@ def simulated_run(job: Job, resize_at: float | None = None, cpu: float = 4.0) ->
     if resize_at is not None:
         resize_run(run, cpu, resize_at, Accounting(), rng, NOISE)
     return run
-
-
-@pytest.fixture
-def emulator(kube: KubeAPI) -> Iterator[KubeletEmulator]:
-    emu = KubeletEmulator(kube, time_scale=SCALE, progress_interval=INTERVAL).start()
-    emu.wait_synced()
-    try:
-        yield emu
-    finally:
-        emu.stop()
 
 
 def progress(pod: JSON) -> tuple[int, float] | None:

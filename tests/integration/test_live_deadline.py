@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -36,20 +35,10 @@ from pysched.workload.job import Job
 from pysched.workload.pod import emulate_annotations
 from pysched.workload.speed import Amdahl
 
-pytestmark = pytest.mark.integration
-
 SCALE = 50.0  # emulated seconds per wall second
 DEADLINE = "10s"  # wall seconds from creation: 500 emulated seconds
 
-
-@pytest.fixture
-def fast_emulator(kube: KubeAPI) -> Iterator[KubeletEmulator]:
-    emu = KubeletEmulator(kube, time_scale=SCALE, progress_interval=60.0).start()
-    emu.wait_synced()
-    try:
-        yield emu
-    finally:
-        emu.stop()
+pytestmark = [pytest.mark.integration, pytest.mark.emulator(time_scale=SCALE, progress_interval=60.0)]
 
 
 def profiles(pysched: str, noscale: str) -> dict[str, Any]:
@@ -97,7 +86,7 @@ async def finished_at(kube: KubeAPI, namespace: str, name: str, timeout: float =
 
 
 async def test_autoscaling_meets_a_deadline_the_request_would_miss(
-    control_plane: LocalControlPlane, kube: KubeAPI, namespace: str, fast_emulator: KubeletEmulator
+    control_plane: LocalControlPlane, kube: KubeAPI, namespace: str, emulator: KubeletEmulator
 ) -> None:
     pysched, noscale = f"pysched-{namespace}", f"noscale-{namespace}"
     nodes = [await asyncio.to_thread(fake_node, kube, f"{namespace}-{n}") for n in ("a", "b")]

@@ -6,6 +6,7 @@ PodGroup and by a Workload API PodGroup of their own."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,12 @@ from typing import Any
 import pytest
 import yaml
 
+from pysched.api.annotations import DEADLINE, TOTAL_STEPS
 from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, REPLICATED_JOB_LABEL
-from pysched.testing import KubeAPI, NodeSpec, wait_for
+from pysched.api.times import parse_time
+from pysched.testing import KubeAPI, LocalControlPlane, NodeSpec, wait_for
 from pysched.testing.controlplane import SCHEDULING_API, ManagedProcess, create_fake_nodes
+from pysched.testing.emulator import KubeletEmulator
 from pysched.testing.jobset import JOBSET_API
 from pysched.testing.scheduler import (
     TEST_LABEL,
@@ -25,7 +29,12 @@ from pysched.testing.scheduler import (
     list_pods,
     namespace_nodes,
     pod_for,
+    pysched_profile,
+    start_scheduler,
 )
+from pysched.workload.job import Job
+from pysched.workload.pod import emulate_annotations
+from pysched.workload.speed import Amdahl
 
 pytestmark = pytest.mark.integration
 
@@ -247,3 +256,93 @@ def test_the_example_indexed_job_and_jobset_bind_whole_on_a_dev_cluster(
             timeout=90,
             what="the example Job's four workers and the JobSet's four pods bound",
         )
+
+
+# Job-level deadlines: lstm workers, t(c) = 0.012 + 0.588 / min(c, 16) s a step, on an emulator
+# running 50 emulated seconds per wall second; each job's deadline is 10 s after its Job's creation.
+SCALE = 50.0
+DEADLINE_S = 10
+TRAINING = Job("ddp", 0.0, 4000, 1000, "64Mi", Amdahl.from_t1(0.6, 0.02, 16), model="lstm", restart_on_resize=False)
+
+
+def _training_template(scheduler: str, namespace: str, steps: int) -> dict[str, Any]:
+    pod = pod_for("unused", scheduler, namespace, "1")
+    pod["spec"]["restartPolicy"] = "Never"
+    notes = {**emulate_annotations(TRAINING, seed=3, noise=0.0), TOTAL_STEPS: str(steps), DEADLINE: f"{DEADLINE_S}s"}
+    return {"metadata": {"annotations": notes}, "spec": pod["spec"]}
+
+
+def _indexed(template: dict[str, Any], workers: int) -> dict[str, Any]:
+    return {"completionMode": "Indexed", "parallelism": workers, "completions": workers, "template": template}
+
+
+@pytest.mark.emulator(time_scale=SCALE, progress_interval=60.0)
+def test_an_indexed_job_and_a_jobsets_jobs_meet_deadlines_their_requests_would_miss(
+    control_plane: LocalControlPlane,
+    kube: KubeAPI,
+    namespace: str,
+    tmp_path: Path,
+    jobset: ManagedProcess,
+    emulator: KubeletEmulator,
+) -> None:
+    """Autoscaling resizes every worker of a gang together. At its request (1 CPU a worker) no job
+    here can finish in time: W workers do at most W / 0.6 global steps a second."""
+    jobs = {"ddp": (4, 3500), "train-a-0": (2, 2000), "train-b-0": (2, 2000)}  # Job: (workers, steps)
+    for workers, steps in jobs.values():
+        assert steps * 0.6 / workers / SCALE > DEADLINE_S
+    name = f"pysched-{namespace}"
+    config = pysched_profile(tmp_path / "profiles.yaml", name, intervalSeconds=0.2, cooldownSeconds=1.0)
+    scheduler = start_scheduler(control_plane, name, config=config, args=["--qps=1000", "--burst=1000"])
+    try:
+        with namespace_nodes(kube, namespace, 6, cpu="8"):
+            ddp = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ddp"}}
+            ddp["spec"] = _indexed(_training_template(name, namespace, jobs["ddp"][1]), 4)
+            replicated = [
+                {
+                    "name": r,
+                    "replicas": 1,
+                    "template": {"spec": _indexed(_training_template(name, namespace, jobs[f"train-{r}-0"][1]), 2)},
+                }
+                for r in ("a", "b")
+            ]
+            sets = {"apiVersion": JOBSET_API, "kind": "JobSet", "metadata": {"name": "train"}}
+            sets["spec"] = {"replicatedJobs": replicated}
+            kube.post(f"/apis/batch/v1/namespaces/{namespace}/jobs", ddp)
+            kube.post(f"/apis/{JOBSET_API}/namespaces/{namespace}/jobsets", sets)
+            finished: dict[str, float] = {}
+            scaled: dict[str, set[str]] = {job: set() for job in jobs}  # CPUs every worker had at once
+
+            def note_finished(pods: list[dict[str, Any]]) -> bool:
+                for job in jobs:
+                    members = [p for p in pods if p["metadata"]["labels"].get("job-name") == job]
+                    cpus = {p["spec"]["containers"][0]["resources"]["requests"]["cpu"] for p in members}
+                    if len(members) == jobs[job][0] and len(cpus) == 1:
+                        scaled[job] |= cpus
+                    done = len(members) == jobs[job][0] and all(
+                        p["status"].get("phase") == "Succeeded" for p in members
+                    )
+                    if done and job not in finished:
+                        finished[job] = time.time()
+                return len(finished) == len(jobs)
+
+            wait_for(
+                lambda: list_pods(kube, namespace), note_finished, timeout=60, interval=0.05, what="every job done"
+            )
+            for job in jobs:
+                created = parse_time(
+                    kube.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/{job}")["metadata"]["creationTimestamp"]
+                )
+                assert finished[job] <= created + DEADLINE_S, (
+                    f"{job} missed by {finished[job] - created - DEADLINE_S:.2f}s"
+                )
+                assert scaled[job] - {"1"}, f"{job}'s workers were never all resized together: {scaled[job]}"
+            # One verdict per job, not per member.
+            wait_for(
+                lambda: scheduler.metric(f'pysched_deadlines_total{{profile="{name}",result="met"}}'),
+                lambda met: met == len(jobs),
+                timeout=10,
+                what="each job's deadline counted met once",
+            )
+            assert emulator.errors == []
+    finally:
+        assert scheduler.stop() == 0, scheduler.log()

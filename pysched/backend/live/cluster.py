@@ -22,7 +22,16 @@ import structlog
 from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget, budget_from_dict
 from pysched.api.ids import JobKey, NodeName
-from pysched.api.jobs import JOBSET_LABEL, MAX_MEMBERS, POD_GROUP_APIS, JobRef, JobSource, job_key, pod_group_minimum
+from pysched.api.jobs import (
+    JOBSET_LABEL,
+    MAX_MEMBERS,
+    POD_GROUP_APIS,
+    JobRef,
+    JobSource,
+    indexed_job_minimum,
+    job_key,
+    pod_group_minimum,
+)
 from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from pysched.api.times import format_micro_time, format_rfc3339, parse_rfc3339, parse_time
 from pysched.api.volumes import (
@@ -479,16 +488,13 @@ class LiveCluster:
     def _note_parallelism(self, key: str, spec: Mapping[str, Any], jobset: object = None) -> None:
         """An Indexed Job's members all run at once: its parallelism is its gang's minimum, and a
         JobSet's is the sum over its Jobs (`jobset`: the JobSet a Job belongs to, by its label)."""
-        parallelism, completions = spec.get("parallelism"), spec.get("completions")
-        if type(completions) is int and type(parallelism) is int and completions < parallelism:
-            parallelism = completions  # only that many pods ever exist
         namespace, _, name = key.partition("/")
         before = self._indexed_parallelism.get(key)
-        if spec.get("completionMode") == "Indexed" and type(parallelism) is int and 1 <= parallelism <= MAX_MEMBERS:
-            self._indexed_parallelism[key] = parallelism
+        now = indexed_job_minimum(spec)
+        if now is not None:
+            self._indexed_parallelism[key] = now
         else:
             self._indexed_parallelism.pop(key, None)
-        now = self._indexed_parallelism.get(key)
         changed = {job_key(namespace, JobSource.BATCH, name)} if now != before else set()
         owner = job_key(namespace, JobSource.JOBSET, jobset) if isinstance(jobset, str) and jobset else None
         was = self._jobset_of_job.pop(key, None)

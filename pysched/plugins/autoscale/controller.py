@@ -34,8 +34,8 @@ from pysched.api.containers import (
     resize_infeasible,
     restarts_on_resize,
 )
-from pysched.api.ids import NodeName, PodKey
-from pysched.api.jobs import NO_ORDER, ROLE_LABEL
+from pysched.api.ids import JobKey, NodeName, PodKey
+from pysched.api.jobs import NO_ORDER, ROLE_LABEL, job_of
 from pysched.api.labels import selector_matches
 from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
@@ -66,6 +66,7 @@ from pysched.plugins.autoscale.args import AutoscaleArgs
 
 REFRESH_FINISH_SHARE = 0.05  # rewrite the condition when the finish moves by this share of the time left
 REFRESH_FINISH_MIN_S = 60.0  # ... and by at least this much
+GANG_MEMORY_S = 600.0  # how long a gang that left the job book is remembered (its verdict counted once)
 
 
 @dataclass(slots=True)
@@ -112,7 +113,11 @@ class Controller:
         self._slack: dict[PodKey, float] = {}  # seconds, per running deadline job
         self._rescales: collections.Counter[tuple[str, str]] = collections.Counter()
         self._deadlines: collections.Counter[str] = collections.Counter()
-        self._follower_keys: set[PodKey] = set()  # gang members their leader speaks for (counted once)
+        # A gang's deadline is judged once, when its first member ends: the gangs seen running and
+        # those judged, each with when (kept a while after the job leaves: a member's end can be
+        # learnt after its deletion, once the backend has read how it ended).
+        self._gangs_seen: dict[JobKey, float] = {}
+        self._judged: dict[JobKey, float] = {}
 
     # ----- bounds and node room
     def _bounds(self, pod: PodInfo, node: NodeName | None) -> tuple[float, float]:
@@ -241,6 +246,9 @@ class Controller:
         model.restarted()  # a new run: its steps start from 0 now
         model.observe(0, now, cpus, now)
         self._jobs[pod.key] = JobState(cpus)
+        gang = self.handle.jobs.gang_of(pod.key)
+        if gang is not None:
+            self._gangs_seen[gang.key] = now
 
     # ----- reconcile
     async def reconcile(self, pods: Sequence[PodInfo]) -> None:
@@ -251,6 +259,7 @@ class Controller:
             self.predictor.forget(key)
         for key in [k for k in self._slack if k not in alive]:
             del self._slack[key]
+        self._prune_gangs(now)
         for pod in pods:
             try:
                 container = self.eligible(pod)
@@ -260,10 +269,8 @@ class Controller:
                 if gang is None:
                     await self._reconcile_one(pod, container, now)
                 elif self.leader(gang) == pod.key:
-                    followers = self._followers(pod, gang)
-                    self._follower_keys.update(key for key in gang.members if key != pod.key)
-                    self._follower_keys.discard(pod.key)  # it may have followed an earlier leader
-                    await self._reconcile_one(pod, container, now, followers)
+                    self._gangs_seen[gang.key] = now
+                    await self._reconcile_one(pod, container, now, self._followers(pod, gang))
             except Exception as err:  # one pod's bug must not stop the others' scaling
                 self.handle.incidents.report("Autoscale reconcile", pod, err, then="its CPUs are left as they are")
 
@@ -496,25 +503,36 @@ class Controller:
         self._rescales["up" if target > current else "down", "ok" if ok else "failed"] += 1
 
     # ----- pod end and metrics
+    def _prune_gangs(self, now: float) -> None:
+        """Forget gangs gone from the job book for a while."""
+        if not self._gangs_seen:
+            return
+        live = {job.key for job in self.handle.jobs}
+        for book in (self._gangs_seen, self._judged):
+            for key in [k for k, when in book.items() if k not in live and now - when > GANG_MEMORY_S]:
+                del book[key]
+
     def forget(self, pod: PodInfo) -> None:
         """Deleted (pending or bound)."""
-        self._follower_keys.discard(pod.key)
         self._planned.pop(pod.key, None)
         self._jobs.pop(pod.key, None)
         self._slack.pop(pod.key, None)
         self.predictor.forget(pod.key)
 
     def ended(self, pod: PodInfo) -> None:
-        """A deadline job ended: met if it Succeeded by its deadline, else missed (a gang counts
-        once, by its leader)."""
+        """A deadline job ended: met if it Succeeded by its deadline, else missed. A gang counts
+        once, by the first member to end (members end one by one, and rank 0 need not be first)."""
         self._jobs.pop(pod.key, None)
         self._slack.pop(pod.key, None)
         self.predictor.forget(pod.key)
         deadline = deadline_of(pod)
-        follower = pod.key in self._follower_keys
-        self._follower_keys.discard(pod.key)
-        if follower or deadline is None:
+        if deadline is None:
             return
+        ref = job_of(pod)
+        if ref is not None and ref.key in self._gangs_seen:
+            if ref.key in self._judged:
+                return
+            self._judged[ref.key] = self.handle.clock.now()
         met = pod.phase == "Succeeded" and self.handle.clock.now() <= deadline
         self._deadlines["met" if met else "missed"] += 1
 

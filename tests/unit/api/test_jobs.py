@@ -16,6 +16,7 @@ from pysched.api.jobs import (
     POD_GROUP_LABEL,
     REPLICATED_JOB_LABEL,
     JobSource,
+    indexed_job_minimum,
     job_of,
     pod_group_minimum,
 )
@@ -138,3 +139,14 @@ def test_a_podgroups_minimum_is_read_bounded_from_either_api() -> None:
         value = pod_group_minimum({"spec": {"minMember": bad}}, JobSource.POD_GROUP)
         assert value == (10_000 if bad == 10**30 else 1), bad
     assert pod_group_minimum({"spec": "nonsense"}, JobSource.POD_GROUP) == 1
+
+
+def test_an_indexed_jobs_minimum_is_its_parallelism_at_most_its_completions() -> None:
+    indexed = {"completionMode": "Indexed", "parallelism": 4, "completions": 4}
+    assert indexed_job_minimum(indexed) == 4
+    assert indexed_job_minimum({**indexed, "completions": 2}) == 2  # only two pods ever exist
+    assert indexed_job_minimum({**indexed, "completionMode": "NonIndexed"}) is None
+    assert indexed_job_minimum({"completionMode": "Indexed"}) is None  # no parallelism stated
+    for bad in (0, -1, 10_001, "4", 4.0, True):
+        assert indexed_job_minimum({**indexed, "parallelism": bad, "completions": None}) is None, bad
+    assert indexed_job_minimum("nonsense") is None

@@ -44,6 +44,7 @@ def test_simulate_writes_the_documented_json(tmp_path: Path) -> None:
         "makespan_s",
         "rescales",
         "skipped",
+        "unfinished",
     }
     # the default `small` scenario: 200 jobs, all with deadlines, none too big for the cluster
     assert result["jobs"] + result["skipped"] == 200 and 0 < result["deadline_met"] <= result["deadline_jobs"]

@@ -1,6 +1,6 @@
 """The predictor against the workload model's true curves, as the simulator produces progress.
 
-Progress is generated as `pysched.sim.engine` does (`pysched.workload.segment`: segments of
+Progress is generated as the simulator does (`pysched.workload.segment`: segments of
 constant step time with the 5% step noise drawn as the engine draws it, in-place resizes) and
 published as the simulator publishes it (`last_write` every 60 s from the segment start,
 `STEPS@RFC3339` in whole seconds). Each job's truth is drawn by the catalogue's per-job

@@ -14,12 +14,12 @@ from pysched.framework.config import SchedulerConfig
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.scheduler.scheduler import Scheduler
-from pysched.sim.engine import Accounting
-from pysched.sim.gang import GangRun
 from pysched.sim.runner import EPOCH, PolicyResult, _Replay, run_policy, split_fitting
 from pysched.sim.scenario import Scenario, builtin_scenario, cpu_nodes, gpu_pool, parse_cluster
+from pysched.workload.accounting import Accounting
 from pysched.workload.catalogue import builtin_catalogue
 from pysched.workload.gang import PS, WORKER, Gang, Held, ParameterServer, ps_members
+from pysched.workload.gang_run import GangRun
 from pysched.workload.job import Job
 from pysched.workload.segment import RESTART_SECONDS
 from pysched.workload.speed import Amdahl, Throughput
@@ -172,6 +172,7 @@ def test_one_pod_jobs_give_the_results_they_gave_before_gangs() -> None:
         "makespan_s": 25657.8,
         "rescales": 52,
         "skipped": 0,
+        "unfinished": 0,
     }
 
 
@@ -200,3 +201,25 @@ def test_a_preempted_member_sends_its_job_back_to_the_checkpoint_and_comes_back(
     vip, gang_jct = sorted(r.jct)  # both a second late: the preemptor's retry after its victim goes
     assert vip == pytest.approx(100, abs=2)
     assert gang_jct == pytest.approx(500 + 98_800 / 4, abs=2)
+
+
+def test_a_cpu_job_larger_than_every_node_is_skipped_and_counts_as_missed() -> None:
+    big = Job("big", 0.0, 10, 6000, "1Gi", WORKER_TRUTH, deadline=100.0, source="t.csv:2")
+    gang = _ps_job("gang", 10)  # two workers of 2 CPUs and a server: every pod fits a 4-CPU node
+    nodes = cpu_nodes(2, "4", "8Gi")
+    kept, skipped, problems = split_fitting((big, gang), nodes)
+    assert (kept, skipped) == ([gang], [big])
+    assert problems == ["t.csv:2: a pod of it needs 6 CPUs and the largest node has 4: skipped"]
+    r = _run(Scenario("cpu", nodes, (big,)))
+    assert (r.jobs, r.deadline_jobs, r.deadline_met, r.skipped, r.unfinished) == (1, 1, 0, 1, 0)
+
+
+def test_a_trace_that_starts_late_is_replayed_and_a_horizon_cuts_it_where_asked() -> None:
+    # Submitted on day 43 (as ElasticFlow's testbed trace is): no cut-off counted from time zero.
+    late = 43 * 86400.0
+    job = Job("late", late, 100, 1000, "1Gi", WORKER_TRUTH, deadline=late + 200.0)  # 1 s a step
+    nodes = cpu_nodes(1, "4", "8Gi")
+    r = _run(Scenario("late", nodes, (job,)))
+    assert (r.deadline_met, r.unfinished) == (1, 0) and r.mean_jct_s == pytest.approx(100, abs=0.5)
+    cut = asyncio.run(run_policy(Scenario("late", nodes, (job,)), CONFIG, "default", REGISTRY, horizon=50.0))
+    assert (cut.deadline_met, cut.unfinished, cut.deadline_jobs) == (0, 1, 1)  # cut 50 s after it arrived

@@ -10,6 +10,7 @@ from pysched.workload.catalogue import CpuModel, builtin_catalogue
 from pysched.workload.gang import (
     PS,
     WORKER,
+    AllReduce,
     DataParallel,
     Gang,
     Held,
@@ -146,3 +147,15 @@ def test_a_gpu_gang_keeps_the_job_and_draws_its_factor() -> None:
     assert [(m.gpu, m.cpu_milli, m.memory) for m in gang.gang.members] == [(8, 32_000, str(64 * 2**30))] * 2
     assert (gang.steps, gang.gpu, gang.name) == (100, 16, "big")
     assert Gang(gang.gang.members, gang.gang.speed).at_request()[1].node == "node-1"
+
+
+def test_all_reduce_is_the_server_rate_without_servers() -> None:
+    workers = tuple(Held(WORKER, 2.0, 0, f"n{i}") for i in range(3))
+    allreduce = AllReduce(0.06).steps_per_s(WORKER_TRUTH, workers)
+    assert allreduce == pytest.approx(3 * efficiency(3, 0.06) / 0.5)
+    # The same workers under a parameter server that holds what it needs: the same rate.
+    assert allreduce == pytest.approx(ParameterServer(0.06).steps_per_s(WORKER_TRUTH, (*workers, Held(PS, 1, 0, "n0"))))
+    slow = (*workers[:2], Held(WORKER, 1.0, 0, "n2"))  # the slowest worker sets the pace
+    assert AllReduce(0.06).steps_per_s(WORKER_TRUTH, slow) == pytest.approx(3 * efficiency(3, 0.06) / 1.0)
+    assert AllReduce(0.06).steps_per_s(WORKER_TRUTH, ()) == 0.0
+    assert AllReduce(0.06).used_cpu_s(WORKER_TRUTH, 10, 5.0, workers) == pytest.approx(10.0)

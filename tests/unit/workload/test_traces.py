@@ -204,3 +204,25 @@ def test_deadline_rule_factors_are_bounded() -> None:
     for bad in ("1,1e300", "0.5,inf", "nan,1", "1,11"):
         with pytest.raises(ValueError, match=r"need 0 < LO <= HI <= 10|not accepted"):
             parse_deadline_rule(bad)
+
+
+def test_elasticflow_column_names_and_a_byte_order_mark_load(tmp_path: Path) -> None:
+    path = _write(tmp_path, "\ufeffjob_id,submit_time,iteration,model_name,ddl,num_gpu\na,10,500,resnet50,900,1\n")
+    loaded = read_csv(path, CATALOGUE)
+    assert loaded.problems == ()
+    (job,) = loaded.jobs
+    assert (job.submit, job.steps, job.deadline, job.gpu) == (10.0, 500, 900.0, 1)
+    # Where both names are given, the canonical column wins and the other is an extra column.
+    both = _write(tmp_path, "job_id,submission_time,submit_time,num_iteration\na,5,99,100\n", "both.csv")
+    assert read_csv(both, CATALOGUE).jobs[0].submit == 5.0
+
+
+def test_repeated_job_ids_and_deadlines_before_submission_are_reported_per_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, HEADER + "a,0,600,0,,,,,\nb,100,600,0,,,,,\na,50,600,0,,,,,\n")
+    loaded = read_csv(path, CATALOGUE)
+    assert [j.submit for j in loaded.jobs] == [0.0, 100.0]
+    assert loaded.problems == (f"{path}:4: job_id 'a' repeats line 2",)
+    early = _write(tmp_path, "job_id,submission_time,num_iteration,deadline\nx,100,10,50\ny,0,10,50\n", "early.csv")
+    loaded = read_csv(early, CATALOGUE)
+    assert [j.submit for j in loaded.jobs] == [0.0]
+    assert loaded.problems == (f"{early}:2: deadline 50 is before submission_time 100",)

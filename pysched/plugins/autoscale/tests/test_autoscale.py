@@ -575,6 +575,7 @@ def test_intervals_and_durations_are_bounded(args: dict[str, float], key: str) -
 def test_a_gangs_workers_scale_together_from_rank_0s_progress_and_the_server_keeps_its_cpus() -> None:
     """A parameter-server job: rank 0 reports the job's global steps; every worker moves to the
     count chosen, the server stays, and the job's deadline counts once."""
+    rank0 = PodKey("default/train-worker-0")
 
     async def run() -> World:
         world = World(node_cpu="32")
@@ -588,7 +589,6 @@ def test_a_gangs_workers_scale_together_from_rank_0s_progress_and_the_server_kee
         await world.scheduler.run_until_idle()
         assert all(world.cluster.pods[PodKey(f"default/{n}")].node_name for n, _ in members)
         world.clock.advance(60)
-        rank0 = PodKey("default/train-worker-0")
         world.cluster.set_annotations(rank0, {"pysched.io/progress": format_progress(300, world.clock.now())})
         await world.scheduler.run_until_idle()
         return world
@@ -599,10 +599,11 @@ def test_a_gangs_workers_scale_together_from_rank_0s_progress_and_the_server_kee
     assert cpus["train-ps-0"] == 2000
     assert set(world.cluster.conditions) == {PodKey("default/train-worker-0")}  # rank 0 speaks for the job
 
-    async def finish() -> None:
-        for key in list(world.cluster.pods):
+    async def finish() -> None:  # one member at a time, rank 0 first, with reconciles between
+        for key in sorted(world.cluster.pods, key=lambda k: k != rank0):
             world.cluster.finish_pod(key)
-        await world.scheduler.run_until_idle()
+            world.clock.advance(60)
+            await world.scheduler.run_until_idle()
 
     asyncio.run(finish())
     (deadlines,) = [f for f in world.plugin.metric_families() if f.name == "pysched_deadlines"]

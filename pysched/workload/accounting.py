@@ -1,9 +1,8 @@
-"""Training jobs on the simulated cluster: allocated resources become steps at the hidden speed.
+"""What running training jobs use of what they are allocated, and their segments' changes.
 
 A running job is a sequence of segments with constant resources (`pysched.workload.segment`,
-shared with the kubelet emulator); within a segment the step time is constant, so progress and the
-finish time are computed, never stepped through. Progress annotations are coalesced: written only
-when a reconcile plugin is about to read them.
+shared by the simulator and the kubelet emulator); closing a segment charges its allocation and the
+CPU-seconds its steps used, for utilisation and the CPU-over-time chart.
 """
 
 from __future__ import annotations
@@ -11,9 +10,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from pysched.api.ids import PodKey
-from pysched.workload.gang import Member
-from pysched.workload.job import Job
 from pysched.workload.segment import Run, retime
 from pysched.workload.speed import STEP_NOISE
 
@@ -58,12 +54,3 @@ def resize_run(
     close_segment(run, now, books)
     books.rescales += 1
     retime(run, cpu, now, rng, noise)
-
-
-def key_of(job: Job) -> PodKey:
-    """The job's key: its pod's for a one-pod job (a gang's members have their own, `member_key`)."""
-    return PodKey(f"sim/{job.name}")
-
-
-def member_key(member: Member) -> PodKey:
-    return PodKey(f"sim/{member.name}")

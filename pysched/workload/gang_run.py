@@ -14,7 +14,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from pysched.sim.engine import Accounting, Usage
+from pysched.workload.accounting import Accounting, Usage
 from pysched.workload.gang import Gang, Held
 from pysched.workload.job import Job
 from pysched.workload.segment import CHECKPOINT_SECONDS, RESTART_SECONDS, Run, noisy_step_seconds
