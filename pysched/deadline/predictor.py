@@ -54,7 +54,7 @@ import enum
 import math
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -236,7 +236,18 @@ def prior_step_ratio(cpus: float, serial_fraction: float = PRIOR_SERIAL_FRACTION
 class JobModel:
     """One job's progress and speed model. Mutable; feed it observations in time order."""
 
-    __slots__ = ("_intervals", "_last", "_stats", "serial_fraction", "total_steps")
+    __slots__ = (
+        "_base_sigma",
+        "_dirty",
+        "_fit",
+        "_groups",
+        "_intervals",
+        "_last",
+        "_prior_range",
+        "_stats",
+        "serial_fraction",
+        "total_steps",
+    )
 
     def __init__(self, total_steps: int, *, serial_fraction: float = PRIOR_SERIAL_FRACTION) -> None:
         if total_steps <= 0:
@@ -245,7 +256,16 @@ class JobModel:
         self.serial_fraction = serial_fraction
         self._last: Observation | None = None
         self._intervals: list[Interval] = []
-        self._stats: dict[float, CountStats] | None = {}
+        # Per CPU count: its intervals and their summary, recomputed only for the counts that got a
+        # new interval (a job reports every minute for hours: never a pass over all of them).
+        self._groups: dict[float, _CountSums] = {}
+        self._stats: dict[float, CountStats] = {}
+        self._dirty: set[float] = set()
+        # Derived from `_stats` when first asked for: the curve, the largest measured sigma, and
+        # for a prior the curves at the ends of its serial-fraction range.
+        self._fit: SpeedFit | None = None
+        self._base_sigma = 0.0
+        self._prior_range: tuple[SpeedFit, ...] = ()
 
     @property
     def last(self) -> Observation | None:
@@ -309,16 +329,13 @@ class JobModel:
             if stats.cpus > 0 and stats.step_seconds > 0 and stats.seconds > 0 and stats.rel_sigma >= 0:
                 # The step time is the summary's point; the steps follow from it and the seconds.
                 steps = stats.seconds / stats.step_seconds
-                self._intervals.append(
-                    Interval(stats.seconds, steps, stats.cpus, rel_sigma=stats.rel_sigma, restored=True)
-                )
-                self._stats = None
+                self._append(Interval(stats.seconds, steps, stats.cpus, rel_sigma=stats.rel_sigma, restored=True))
 
     def _add_interval(self, prev: Observation, cur: Observation, resized_at: float | None) -> None:
         seconds, steps = cur.at - prev.at, float(cur.steps - prev.steps)
         resolution = max(prev.resolution, cur.resolution)
         if prev.cpus == cur.cpus:
-            self._intervals.append(Interval(seconds, steps, cur.cpus, resolution=resolution))
+            self._append(Interval(seconds, steps, cur.cpus, resolution=resolution))
         elif resized_at is not None and prev.at <= resized_at < cur.at:
             old_s, new_s = resized_at - prev.at, cur.at - resized_at
             old = self._count_stats().get(prev.cpus)
@@ -339,23 +356,27 @@ class JobModel:
                 sigma = spread / BAND_Z
             if after <= 0:
                 return
-            self._intervals.append(Interval(new_s, after, cur.cpus, split=True, rel_sigma=sigma, resolution=resolution))
+            self._append(Interval(new_s, after, cur.cpus, split=True, rel_sigma=sigma, resolution=resolution))
         else:
             return  # resized at an unknown time: skip the interval
-        self._stats = None
+
+    def _append(self, interval: Interval) -> None:
+        self._intervals.append(interval)
+        self._groups.setdefault(interval.cpus, _CountSums()).add(interval)
+        self._dirty.add(interval.cpus)
 
     # --- estimates ---
 
     def _count_stats(self) -> dict[float, CountStats]:
-        if self._stats is None:
-            groups: dict[float, list[Interval]] = {}
-            for iv in self._intervals:
-                groups.setdefault(iv.cpus, []).append(iv)
-            self._stats = {}
-            for cpus, ivs in groups.items():
-                stats = _stats_of(cpus, ivs)
+        if self._dirty:
+            for cpus in self._dirty:
+                stats = _stats_of(cpus, self._groups[cpus])
                 if stats is not None:
                     self._stats[cpus] = stats
+                else:
+                    self._stats.pop(cpus, None)
+            self._dirty.clear()
+            self._fit = None
         return self._stats
 
     def count_stats(self) -> tuple[CountStats, ...]:
@@ -363,9 +384,18 @@ class JobModel:
 
     def speed(self) -> SpeedFit | None:
         """The fitted curve (two or more measured counts), the prior (one), or None (none)."""
+        counts = self._count_stats()
+        if self._fit is None and counts:
+            fit = self._fit = self._fitted()
+            self._base_sigma = max(s.rel_sigma for s in counts.values())
+            if fit.source is Source.PRIOR:
+                c1 = fit.counts[0]
+                y1 = fit.step_seconds(c1)
+                self._prior_range = tuple(prior_fit(c1, y1, f) for f in PRIOR_SERIAL_RANGE)
+        return self._fit
+
+    def _fitted(self) -> SpeedFit:
         stats = self.count_stats()
-        if not stats:
-            return None
         if len(stats) == 1:
             return prior_fit(stats[0].cpus, stats[0].step_seconds, self.serial_fraction)
         c = np.array([s.cpus for s in stats])
@@ -388,9 +418,10 @@ class JobModel:
         if fit is None:
             return None
         t = fit.step_seconds(cpus)
-        base = max(s.rel_sigma for s in stats.values())
+        base = self._base_sigma
         if fit.source is Source.PRIOR:
-            spread = _prior_spread(fit, cpus)
+            # The largest relative change of the prior's prediction over its serial-fraction range.
+            spread = max(abs(other.step_seconds(cpus) / t - 1) for other in self._prior_range)
             return StepEstimate(cpus, t, math.hypot(base, spread / BAND_Z), Source.PRIOR)
         lo, hi = min(fit.counts), max(fit.counts)
         distance = math.log(lo / cpus) if cpus < lo else math.log(cpus / hi) if cpus > hi else 0.0
@@ -409,10 +440,14 @@ class JobModel:
             return float(last.steps)
         return min(float(self.total_steps), last.steps + (now - last.at) / est.step_seconds)
 
-    def remaining(self, cpus: float, now: float, *, from_start: bool = False) -> Remaining | None:
+    def remaining(
+        self, cpus: float, now: float, *, from_start: bool = False, done: float | None = None
+    ) -> Remaining | None:
         """What is left if the job runs on `cpus` from `now` on (all of it again when `from_start`:
-        a restart loses the progress); None until the job's progress and some speed are known."""
-        done = self.steps_at(now)
+        a restart loses the progress); None until the job's progress and some speed are known.
+        `done`: `steps_at(now)`, when the caller has it already."""
+        if done is None:
+            done = self.steps_at(now)
         est = self.step_estimate(cpus)
         if done is None or est is None:
             return None
@@ -426,40 +461,69 @@ def _prior_ratio(old: float, new: float, serial_fraction: float) -> float:
     return fit.step_seconds(new) / fit.step_seconds(old)
 
 
-def _prior_spread(fit: SpeedFit, cpus: float) -> float:
-    """Largest relative change of the prior's prediction at `cpus` over PRIOR_SERIAL_RANGE."""
-    c1 = fit.counts[0]
-    t0 = fit.step_seconds(cpus)
-    y1 = fit.step_seconds(c1)
-    return max(abs(prior_fit(c1, y1, f).step_seconds(cpus) / t0 - 1) for f in PRIOR_SERIAL_RANGE)
+@dataclass(slots=True)
+class _Sums:
+    """Running sums over one kind of interval (measured, or split estimates) at one CPU count,
+    so that a count's summary costs the same after a thousand reports as after one."""
+
+    intervals: int = 0
+    seconds: float = 0.0
+    steps: float = 0.0
+    stepped: int = 0  # intervals with steps > 0; over them:
+    weight: float = 0.0  # sum of seconds
+    weight_sq: float = 0.0  # sum of seconds^2
+    sy: float = 0.0  # sum of seconds x (seconds / steps)
+    syy: float = 0.0  # sum of seconds x (seconds / steps)^2
+    stamp: float = 0.0  # the coarsest stamp resolution
+    split_sigma: float = 0.0  # the largest split interval's own sigma
+    restored_sigma: float | None = None  # the first interval's, when restored from a previous leader
+
+    def add(self, iv: Interval) -> None:
+        if self.intervals == 0 and iv.restored:
+            self.restored_sigma = iv.rel_sigma
+        self.intervals += 1
+        self.seconds += iv.seconds
+        self.steps += iv.steps
+        if iv.steps > 0:
+            y = iv.seconds / iv.steps
+            self.stepped += 1
+            self.weight += iv.seconds
+            self.weight_sq += iv.seconds * iv.seconds
+            self.sy += iv.seconds * y
+            self.syy += iv.seconds * y * y
+        self.stamp = max(self.stamp, iv.resolution)
+        if iv.split:
+            self.split_sigma = max(self.split_sigma, iv.rel_sigma)
 
 
-def _stats_of(cpus: float, intervals: list[Interval]) -> CountStats | None:
-    clean = [iv for iv in intervals if not iv.split]
-    if clean:  # a split interval is an estimate: measurements replace it
-        intervals = clean
-    seconds = sum(iv.seconds for iv in intervals)
-    steps = sum(iv.steps for iv in intervals)
+@dataclass(slots=True)
+class _CountSums:
+    measured: _Sums = field(default_factory=_Sums)
+    split: _Sums = field(default_factory=_Sums)  # only used while the count has no measurement
+
+    def add(self, iv: Interval) -> None:
+        (self.split if iv.split else self.measured).add(iv)
+
+
+def _stats_of(cpus: float, sums: _CountSums) -> CountStats | None:
+    own = sums.measured if sums.measured.intervals else sums.split  # measurements replace estimates
+    seconds, steps = own.seconds, own.steps
     if steps <= 0 or seconds <= 0:
         return None
     mean = seconds / steps
-    ys = [(iv.seconds / iv.steps, iv.seconds) for iv in intervals if iv.steps > 0]
-    if len(intervals) == 1 and intervals[0].restored:
+    if own.intervals == 1 and own.restored_sigma is not None:
         # A previous leader's summary already carries its spread and resolution.
-        only = intervals[0]
-        return CountStats(cpus, mean, max(only.rel_sigma, MIN_REL_SIGMA), seconds, steps, 1)
-    if len(ys) >= 2:
-        w = sum(s for _, s in ys)
-        var = sum(s * (y / mean - 1) ** 2 for y, s in ys) / w
-        n_eff = w * w / sum(s * s for _, s in ys)
+        return CountStats(cpus, mean, max(own.restored_sigma, MIN_REL_SIGMA), seconds, steps, 1)
+    if own.stepped >= 2:
+        # sum(s (y / mean - 1)^2) / sum(s), expanded over the running sums
+        var = max(0.0, (own.syy / (mean * mean) - 2.0 * own.sy / mean + own.weight) / own.weight)
+        n_eff = own.weight * own.weight / own.weight_sq
         spread = math.sqrt(var / n_eff)
     else:
         spread = SINGLE_INTERVAL_CV
-    stamp = max(iv.resolution for iv in intervals)
-    resolution = math.hypot(stamp / seconds, 1.0 / steps)
-    split = max((iv.rel_sigma for iv in intervals if iv.split), default=0.0)
-    sigma = max(math.hypot(spread, resolution, split), MIN_REL_SIGMA)
-    return CountStats(cpus, mean, sigma, seconds, steps, len(intervals))
+    resolution = math.hypot(own.stamp / seconds, 1.0 / steps)
+    sigma = max(math.hypot(spread, resolution, own.split_sigma), MIN_REL_SIGMA)
+    return CountStats(cpus, mean, sigma, seconds, steps, own.intervals)
 
 
 MAX_CANDIDATES = 1024  # whole counts tried between the bounds; callers cap them by node capacity
@@ -505,12 +569,13 @@ def choose(
     known of the job yet. `current` is the count the job runs on; with `restart_s` a move to
     another count restarts the job (its progress is lost) and costs that many seconds first,
     without it a move is in place."""
-    if model.steps_at(now) is None:
+    done = model.steps_at(now)
+    if done is None:
         return None
     finish = math.inf
     for cpus in candidate_counts(lo, hi):
         cost = restart_s if restart_s is not None and cpus != current else None  # a move that restarts
-        rest = model.remaining(cpus, now, from_start=cost is not None)
+        rest = model.remaining(cpus, now, from_start=cost is not None, done=done)
         if rest is None:
             return None
         finish = now + rest.upper(band_z) * (1 + margin) + (0.0 if cost is None else cost)

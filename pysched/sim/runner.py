@@ -35,9 +35,10 @@ from pysched.workload.segment import Run, noise_rng, start_run
 from pysched.workload.speed import STEP_NOISE
 
 EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: virtual time starts here
-# With nothing left to arrive or finish, this long without a bind ends the run: where nothing runs
-# the cluster cannot change, so the scheduler's retries (Permit timeouts, backoff, the flush of
-# unschedulable pods every 5 minutes) can never place what is left (counted unfinished).
+# With nothing left to arrive or finish, this long without a bind or an event ends the run: where
+# nothing runs the cluster cannot change, and the scheduler's retries (backoff up to 10 s, Permit
+# timeouts of 60 s, the flush of unschedulable pods every 5 minutes) would have placed what could
+# be placed well within it; what is left can never run (counted unfinished).
 QUIET_LIMIT = 3600.0
 
 
@@ -140,7 +141,7 @@ class _Replay:
         self.started: dict[PodKey, float] = {}
         self.finished: dict[PodKey, float] = {}
         self.books = Accounting()
-        self.last_bind = EPOCH
+        self.last_change = EPOCH  # the last bind or event
         self.horizon: float | None = None  # virtual time at which the run is cut off
         self.interval = progress_interval
         self.noise = step_noise
@@ -159,7 +160,7 @@ class _Replay:
             self.push(finish, "finish", key, run.version)
 
     def on_bind(self, pod: PodInfo, node: NodeName) -> None:
-        now = self.last_bind = self.clock.now()
+        now = self.last_change = self.clock.now()
         if pod.key in self.members:
             key, index = self.members[pod.key]
             gang = self.gangs[key]
@@ -238,7 +239,7 @@ class _Replay:
             wakeup = self.scheduler.next_wakeup()
             when = min(t for t in (self.events[0][0] if self.events else None, wakeup) if t is not None)
             if (self.horizon is not None and when > self.horizon) or (
-                not self.events and when - self.last_bind > QUIET_LIMIT
+                not self.events and when - self.last_change > QUIET_LIMIT
             ):
                 break
             self.clock.advance_to(max(when, self.clock.now()))
@@ -246,6 +247,7 @@ class _Replay:
                 on_tick(self.clock.now() - EPOCH)
             while self.events and self.events[0][0] <= self.clock.now():
                 _, _, kind, key, version = heapq.heappop(self.events)
+                self.last_change = self.clock.now()
                 if kind == "arrive":
                     for manifest in self.jobs[key].manifests(self.policy, EPOCH):
                         self.cluster.create_pod(manifest)

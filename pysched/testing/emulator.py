@@ -60,6 +60,7 @@ import argparse
 import contextlib
 import copy
 import heapq
+import itertools
 import logging
 import math
 import random
@@ -82,7 +83,16 @@ from pysched.api.objects import pod_from_dict
 from pysched.api.resources import CPU, GPU, QuantityError, pod_requests, to_scheduler_units
 from pysched.api.times import format_rfc3339
 from pysched.testing.controlplane import FAKE_NODE_LABEL
-from pysched.testing.emulator_gangs import EmulatedGang, PodName, Slot, new_gang, rank_of, read_minimum, role_of
+from pysched.testing.emulator_gangs import (
+    EmulatedGang,
+    PodName,
+    Slot,
+    Spare,
+    new_gang,
+    rank_of,
+    read_minimum,
+    role_of,
+)
 from pysched.testing.kube import JSON, KubeAPI, KubeAPIError
 from pysched.workload.accounting import Accounting
 from pysched.workload.catalogue import Catalogue, CatalogueError, builtin_catalogue, load_catalogue
@@ -96,6 +106,8 @@ log = logging.getLogger(__name__)
 RUN_SECONDS_ANNOTATION = "pysched.io/emulate-run-seconds"
 MAX_TIME_SCALE = 100_000.0  # emulated seconds per wall second: a day in under a second
 RESIZE_CONDITIONS = ("PodResizePending", "PodResizeInProgress")
+UNKNOWN_MINIMUM_RETRY_S = 30.0  # wall seconds before a job whose minimum was unknown is read again
+MAX_REMEMBERED_JOBS = 4096
 
 
 class ResizeAction(StrEnum):
@@ -184,7 +196,9 @@ class KubeletEmulator:
         self._nodes: dict[str, bool] = {}
         self._node_gpus: dict[str, int] = {}
         self._gangs: dict[JobKey, EmulatedGang] = {}
-        self._gang_sizes: dict[JobKey, int | None] = {}  # minimums read once per job
+        # Minimums read, with when an unknown one is asked for again (monotonic seconds).
+        self._gang_sizes: dict[JobKey, tuple[int | None, float]] = {}
+        self._gang_serials = itertools.count(1)
         self._member_of: dict[PodName, JobKey] = {}
         self.books = Accounting()  # what gangs used of what they held (simulator accounting)
         self._lock = threading.RLock()
@@ -356,12 +370,11 @@ class KubeletEmulator:
 
     def _handle(self, pod: JSON) -> None:
         node = pod.get("spec", {}).get("nodeName")
-        if not node or pod.get("metadata", {}).get("deletionTimestamp"):
-            return
-        if not self._is_fake_node(node):
-            return
-        phase = pod.get("status", {}).get("phase")
-        if phase in ("Succeeded", "Failed"):
+        meta = pod.get("metadata") or {}
+        ended = meta.get("deletionTimestamp") or pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+        if ended and "namespace" in meta:
+            self._leave_gang((meta["namespace"], meta["name"]))  # a member that ended or is going
+        if not node or ended or not self._is_fake_node(node):
             return
         if self._wanted_status(pod) is not None:
             meta = pod["metadata"]
@@ -588,6 +601,8 @@ class KubeletEmulator:
             try:
                 if kind == "complete":
                     self.complete(ns, name)
+                elif kind == "resync":
+                    self._resync(ns, name)
                 elif kind == "gang":
                     self._tick_gang(JobKey(name), version, at)
                 else:
@@ -612,7 +627,10 @@ class KubeletEmulator:
             cpu = None
         if cpu is None:
             return
-        ref = self._gang_ref(pod)
+        try:
+            ref = self._gang_ref(pod)
+        except _ReadLater:
+            return
         if ref is not None:
             self._track_member(pod, ref, cpu)
             return
@@ -652,14 +670,13 @@ class KubeletEmulator:
 
     def _refuse(self, key: tuple[str, str], uid: str, msg: str) -> None:
         """This incarnation of the pod is no training job: logged once, and it just runs."""
-        log.warning("kubelet emulator: %s", msg)
         with self._lock:
             self._bad[key] = uid
-            self.errors.append(msg)
-            del self.errors[:-50]
+        self._note_error(msg)
 
-    def _schedule_tick(self, kind: str, key: tuple[str, str], run: Run, now: float) -> None:
-        """Wake up for the next progress write or the finish, whichever comes first (lock held)."""
+    def _schedule_tick(self, kind: str, key: tuple[str, str], run: Run, now: float, version: int | None = None) -> None:
+        """Wake up for the next progress write or the finish, whichever comes first (lock held);
+        the timer carries `version` (default: the run's), to be ignored once superseded."""
         interval = self.progress_interval
         if now < run.seg_start:
             next_write = run.seg_start + interval
@@ -668,7 +685,8 @@ class KubeletEmulator:
         at = min(next_write, run.finish_time())
         if math.isinf(at):
             return  # cannot run on these resources (e.g. GPUs the table does not offer): never progresses
-        heapq.heappush(self._timers, (self._mono0 + at / self.time_scale, kind, key[0], key[1], run.version, at))
+        stamp = run.version if version is None else version
+        heapq.heappush(self._timers, (self._mono0 + at / self.time_scale, kind, key[0], key[1], stamp, at))
         self._timer_cv.notify_all()
 
     def _progress_value(self, steps: int, when: float) -> str:
@@ -724,82 +742,123 @@ class KubeletEmulator:
     # -- workload model: multi-pod jobs (pysched.testing.emulator_gangs) --------------------
 
     def _gang_ref(self, pod: JSON) -> JobRef | None:
-        """The pod's job when it is a gang of 2 or more whose minimum is known, else None."""
+        """The pod's job when it is a gang of 2 or more, else None; `_ReadLater` when its minimum
+        could not be read now (the pod is looked at again in a second)."""
         try:
             ref = job_of(pod_from_dict(pod))
         except (ValueError, QuantityError):
             return None
         if ref is None:
             return None
+        now = time.monotonic()
         with self._lock:
-            known = ref.key in self._gang_sizes
-            size = self._gang_sizes.get(ref.key)
-        if not known:
-            size = read_minimum(self.api, ref)
+            known = self._gang_sizes.get(ref.key)
+        if known is not None and (known[0] is not None or known[1] > now):
+            size = known[0]
+        else:
+            try:
+                size = read_minimum(self.api, ref)
+            except Exception as err:  # an API error: this pod's event must not be lost
+                self._note_error(f"{ref.title}: reading its minimum: {type(err).__name__}: {err}")
+                meta = pod["metadata"]
+                self._after(1.0, "resync", meta["namespace"], meta["name"])
+                raise _ReadLater from None
             with self._lock:
-                self._gang_sizes[ref.key] = size
+                if len(self._gang_sizes) >= MAX_REMEMBERED_JOBS:  # forget jobs that are no gang now
+                    self._gang_sizes = {k: v for k, v in self._gang_sizes.items() if k in self._gangs}
+                # An unknown minimum (no such object yet) is asked for again after a while.
+                self._gang_sizes[ref.key] = (size, now + UNKNOWN_MINIMUM_RETRY_S)
         return ref if size is not None and size >= 2 else None
 
+    def _after(self, seconds: float, kind: str, namespace: str, name: str) -> None:
+        with self._lock:
+            heapq.heappush(self._timers, (time.monotonic() + seconds, kind, namespace, name, 0, 0.0))
+            self._timer_cv.notify_all()
+
+    def _note_error(self, msg: str) -> None:
+        log.warning("kubelet emulator: %s", msg)
+        with self._lock:
+            self.errors.append(msg)
+            del self.errors[:-50]
+
     def _track_member(self, pod: JSON, ref: JobRef, cpu: float) -> None:
-        """A running member: join its gang (which starts when complete), or re-time the gang when
-        the member's actuated CPUs changed."""
+        """A running member: join its gang (which trains once its minimum runs), wait as a spare
+        when the gang is full, or re-time the gang when the member's actuated CPUs changed."""
         meta = pod["metadata"]
         key: PodName = (meta["namespace"], meta["name"])
         uid = str(meta.get("uid", ""))
         node = str(pod["spec"]["nodeName"])
-        with self._lock:
-            if self._bad.get(key) == uid:
-                return
-            gang = self._gangs.get(ref.key)
-            size = self._gang_sizes.get(ref.key) or 0
-            gpus_per_node = self._node_gpus.get(node, 0)
-        if gang is None:
-            try:
-                made = new_gang(pod, ref, size, self.catalogue, gpus_per_node)
-            except ValueError as err:
-                self._refuse(key, uid, f"not a training gang: {key[0]}/{key[1]}: {err}")
-                return
-            if made is None:
-                return
-            with self._lock:
-                gang = self._gangs.setdefault(ref.key, made)
         try:
             gpu = pod_requests(pod).get(GPU, 0)
         except QuantityError:
             gpu = 0
+        held = Held(role_of(pod), cpu, gpu, node)
         with self._lock:
+            if self._bad.get(key) == uid:
+                return
+            current = self._gangs.get(self._member_of.get(key, ref.key))
+            seen = current.uid_of(key) if current is not None else None
+            if seen is not None and (seen != uid or current is not self._gangs.get(ref.key)):
+                self._leave_gang(key)  # recreated under the same name, or moved to another job: it left
+            gang = self._gangs.get(ref.key)
+            if gang is None:
+                size = (self._gang_sizes.get(ref.key) or (None, 0.0))[0] or 0
+                try:
+                    gang = new_gang(pod, ref, size, self.catalogue, self._node_gpus.get(node, 0))
+                except ValueError as err:
+                    self._refuse(key, uid, f"not a training gang: {key[0]}/{key[1]}: {err}")
+                    return
+                if gang is None:
+                    return
+                gang.serial = next(self._gang_serials)
+                self._gangs[ref.key] = gang
             if gang.done:
                 return
             now = self.emulated_now()
+            self._member_of[key] = ref.key
             slot = gang.members.get(key)
-            if slot is not None and slot.uid != uid:  # recreated under the same name: the old one left
-                self._leave_gang(key)
-                slot = None
+            if slot is None and key in gang.spares:
+                gang.spares[key] = Spare(uid, rank_of(pod, ref), held)
+                return
             if slot is None:
                 index = gang.free_index()
-                if index is None:
-                    return  # more pods than the minimum: the extra one holds its place, idle
+                if index is None:  # more pods than the minimum: a spare, until a member leaves
+                    gang.spares[key] = Spare(uid, rank_of(pod, ref), held)
+                    return
                 gang.members[key] = Slot(uid, index, rank_of(pod, ref))
-                self._member_of[key] = ref.key
-                gang.run.bind(index, Held(role_of(pod), cpu, gpu, node), now, gang.rng, gang.spec.noise)
+                gang.run.bind(index, held, now, gang.rng, gang.spec.noise)
             elif cpu != gang.run.held[slot.index].cpu:
                 gang.run.resize(slot.index, cpu, now, self.books, gang.rng, gang.spec.noise)
             else:
                 return
-            if gang.run.run is not None:
-                self._schedule_tick("gang", (ref.namespace, ref.key), gang.run.run, now)
+            self._schedule_gang_tick(gang, now)
+
+    def _schedule_gang_tick(self, gang: EmulatedGang, now: float) -> None:
+        """(lock held)"""
+        run = gang.run.run
+        if run is not None:
+            self._schedule_tick("gang", (gang.ref.namespace, gang.ref.key), run, now, gang.version())
 
     def _leave_gang(self, key: PodName) -> None:
-        """A member is gone: its gang pauses back to its checkpoint (lock held or not)."""
+        """A member or spare is gone or ended: the gang pauses back to its checkpoint, and a spare,
+        if there is one, takes the member's place."""
         with self._lock:
             job = self._member_of.pop(key, None)
             gang = self._gangs.get(job) if job is not None else None
             if gang is None:
                 return
+            gang.spares.pop(key, None)
             slot = gang.members.pop(key, None)
             if slot is not None and not gang.done:
-                gang.run.leave(slot.index, self.emulated_now(), self.books)
-            if not gang.members:
+                now = self.emulated_now()
+                gang.run.leave(slot.index, now, self.books)
+                spare = gang.take_spare()
+                if spare is not None:
+                    name, found = spare
+                    gang.members[name] = Slot(found.uid, slot.index, found.rank)
+                    gang.run.bind(slot.index, found.held, now, gang.rng, gang.spec.noise)
+                    self._schedule_gang_tick(gang, now)
+            if not gang.members and not gang.spares:
                 del self._gangs[gang.ref.key]
                 self._gang_sizes.pop(gang.ref.key, None)  # a new incarnation reads its minimum again
 
@@ -812,8 +871,8 @@ class KubeletEmulator:
                 return
             if not gang.done:
                 run = gang.run.run
-                if run is None or run.version != version:
-                    return  # paused or re-timed since
+                if run is None or gang.version() != version:
+                    return  # paused, re-timed or replaced since
                 now = max(self.emulated_now(), at)
                 if now >= run.finish_time():
                     gang.run.close(now, self.books)
@@ -823,9 +882,9 @@ class KubeletEmulator:
                     rank0 = gang.reporter()
                     if rank0 is not None:
                         reporter = (rank0, gang.members[rank0].uid)
-                    self._schedule_tick("gang", (gang.ref.namespace, job), run, now)
-            members = list(gang.members) if gang.done else []
-        for namespace, name in members:
+                    self._schedule_gang_tick(gang, now)
+            pods = [*gang.members, *gang.spares] if gang.done else []
+        for namespace, name in pods:
             try:
                 self.complete(namespace, name)
             except Exception:
@@ -836,6 +895,10 @@ class KubeletEmulator:
         if value is not None and reporter is not None:
             (namespace, name), uid = reporter
             self._write_progress(namespace, name, uid, value)
+
+
+class _ReadLater(Exception):
+    """A job's minimum could not be read now: the pod is looked at again shortly."""
 
 
 def _settings_problem(time_scale: float, progress_interval: float) -> str | None:

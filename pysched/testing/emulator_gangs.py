@@ -34,7 +34,7 @@ from pysched.api.jobs import (
 from pysched.testing.jobset import JOBSET_API
 from pysched.testing.kube import JSON, KubeAPI, KubeAPIError
 from pysched.workload.catalogue import Catalogue
-from pysched.workload.gang import PS, WORKER, AllReduce, DataParallel, Gang, GangSpeed, Member, ParameterServer
+from pysched.workload.gang import PS, WORKER, AllReduce, DataParallel, Gang, GangSpeed, Held, Member, ParameterServer
 from pysched.workload.gang import contention as ps_contention
 from pysched.workload.gang_run import GangRun
 from pysched.workload.pod import PodJob, job_from_pod, truth_rng
@@ -85,6 +85,15 @@ class Slot:
     rank: tuple[bool, tuple[str, int, int], str]  # parameter servers last, then the job's order
 
 
+@dataclass(frozen=True, slots=True)
+class Spare:
+    """A running pod of the job beyond its minimum: it takes the place of a member that leaves."""
+
+    uid: str
+    rank: tuple[bool, tuple[str, int, int], str]
+    held: Held
+
+
 @dataclass(slots=True)
 class EmulatedGang:
     ref: JobRef
@@ -92,7 +101,14 @@ class EmulatedGang:
     run: GangRun
     rng: random.Random
     members: dict[PodName, Slot] = field(default_factory=dict)
+    spares: dict[PodName, Spare] = field(default_factory=dict)
     done: bool = False
+    serial: int = 0  # this gang object among every one the emulator made (versions its timers)
+
+    def version(self) -> int:
+        """The current segment's, unique across gang objects (a re-made gang restarts its runs' count)."""
+        run = self.run.run
+        return (self.serial << 32) | (run.version if run is not None else 0)
 
     def reporter(self) -> PodName | None:
         """Rank 0: where progress is written."""
@@ -101,6 +117,16 @@ class EmulatedGang:
     def free_index(self) -> int | None:
         taken = {slot.index for slot in self.members.values()}
         return next((i for i in range(len(self.run.gang.members)) if i not in taken), None)
+
+    def uid_of(self, pod: PodName) -> str | None:
+        slot, spare = self.members.get(pod), self.spares.get(pod)
+        return slot.uid if slot is not None else spare.uid if spare is not None else None
+
+    def take_spare(self) -> tuple[PodName, Spare] | None:
+        if not self.spares:
+            return None
+        pod = min(self.spares, key=lambda name: self.spares[name].rank)
+        return pod, self.spares.pop(pod)
 
 
 def rank_of(pod: JSON, ref: JobRef) -> tuple[bool, tuple[str, int, int], str]:

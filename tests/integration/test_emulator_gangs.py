@@ -87,3 +87,30 @@ def test_a_gang_trains_only_while_every_member_runs_and_ends_together(
     done = [phase(kube, namespace, name, "Succeeded", timeout=30) for name in ("train-0", "train-1")]
     assert PROGRESS not in (done[1]["metadata"].get("annotations") or {})  # only rank 0 reports
     assert emulator.errors == []
+
+
+def test_a_failed_member_is_replaced_by_a_spare_and_every_pod_ends_with_the_job(
+    kube: KubeAPI, namespace: str, emulator: KubeletEmulator
+) -> None:
+    node = fake_node(kube, f"{namespace}-node")
+    gang = job_key(namespace, JobSource.PYSCHED, "train")
+    for index in (0, 1, 2):  # minimum 2: the third pod waits as a spare
+        kube.create_pod(namespace, member(index))
+        kube.bind_pod(namespace, f"train-{index}", node)
+        phase(kube, namespace, f"train-{index}", "Running")
+    run = wait_for(lambda: emulator.gang_training(gang), lambda r: r is not None, timeout=10, what="gang training")
+    assert run is not None and run.cpu == 2.0  # two members train, not three
+    emulator.complete(namespace, "train-0", exit_code=1)  # rank 0 fails: the spare takes its place
+    phase(kube, namespace, "train-0", "Failed")
+    resumed = wait_for(
+        lambda: emulator.gang_training(gang),
+        lambda r: r is not None and r.version > run.version,
+        timeout=10,
+        what="the gang training again with its spare",
+    )
+    assert resumed is not None and resumed.cpu == 2.0 and resumed.seg_steps == 0  # back to the checkpoint
+    for name in ("train-1", "train-2"):  # the new rank 0 reports, and every pod ends with the job
+        done = phase(kube, namespace, name, "Succeeded", timeout=30)
+    assert PROGRESS in (kube.get_pod(namespace, "train-1")["metadata"].get("annotations") or {})
+    assert PROGRESS not in (done["metadata"].get("annotations") or {})
+    assert emulator.errors == []

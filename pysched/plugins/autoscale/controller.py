@@ -64,6 +64,15 @@ from pysched.framework.interfaces import Handle, MetricFamily
 from pysched.framework.jobs import Job
 from pysched.plugins.autoscale.args import AutoscaleArgs
 
+# One run of a gang: its job and its controller's uid, so that a job recreated under the same name
+# is judged again.
+GangIncarnation = tuple[JobKey, str]
+
+
+def incarnation(pod: PodInfo, job: JobKey) -> GangIncarnation:
+    return job, pod.controller.uid if pod.controller is not None else ""
+
+
 REFRESH_FINISH_SHARE = 0.05  # rewrite the condition when the finish moves by this share of the time left
 REFRESH_FINISH_MIN_S = 60.0  # ... and by at least this much
 GANG_MEMORY_S = 600.0  # how long a gang that left the job book is remembered (its verdict counted once)
@@ -116,8 +125,8 @@ class Controller:
         # A gang's deadline is judged once, when its first member ends: the gangs seen running and
         # those judged, each with when (kept a while after the job leaves: a member's end can be
         # learnt after its deletion, once the backend has read how it ended).
-        self._gangs_seen: dict[JobKey, float] = {}
-        self._judged: dict[JobKey, float] = {}
+        self._gangs_seen: dict[GangIncarnation, float] = {}
+        self._judged: dict[GangIncarnation, float] = {}
 
     # ----- bounds and node room
     def _bounds(self, pod: PodInfo, node: NodeName | None) -> tuple[float, float]:
@@ -233,10 +242,13 @@ class Controller:
 
     def started(self, pod: PodInfo) -> None:
         """The pod is bound: its run starts now (0 steps), on the CPUs planned for it."""
+        now = self.handle.clock.now()
+        gang = self.handle.jobs.gang_of(pod.key)
+        if gang is not None:
+            self._gangs_seen[incarnation(pod, gang.key)] = now
         total = total_steps_of(pod)
         if total is None:
             return
-        now = self.handle.clock.now()
         container = main_container(pod)
         requested = container_cpus(pod, container) if container is not None else pod.requests.get(CPU, 0) / 1000
         cpus = self._planned.pop(pod.key, requested)
@@ -246,9 +258,6 @@ class Controller:
         model.restarted()  # a new run: its steps start from 0 now
         model.observe(0, now, cpus, now)
         self._jobs[pod.key] = JobState(cpus)
-        gang = self.handle.jobs.gang_of(pod.key)
-        if gang is not None:
-            self._gangs_seen[gang.key] = now
 
     # ----- reconcile
     async def reconcile(self, pods: Sequence[PodInfo]) -> None:
@@ -269,7 +278,7 @@ class Controller:
                 if gang is None:
                     await self._reconcile_one(pod, container, now)
                 elif self.leader(gang) == pod.key:
-                    self._gangs_seen[gang.key] = now
+                    self._gangs_seen[incarnation(pod, gang.key)] = now
                     await self._reconcile_one(pod, container, now, self._followers(pod, gang))
             except Exception as err:  # one pod's bug must not stop the others' scaling
                 self.handle.incidents.report("Autoscale reconcile", pod, err, then="its CPUs are left as they are")
@@ -505,11 +514,11 @@ class Controller:
     # ----- pod end and metrics
     def _prune_gangs(self, now: float) -> None:
         """Forget gangs gone from the job book for a while."""
-        if not self._gangs_seen:
+        if not self._gangs_seen and not self._judged:
             return
         live = {job.key for job in self.handle.jobs}
         for book in (self._gangs_seen, self._judged):
-            for key in [k for k, when in book.items() if k not in live and now - when > GANG_MEMORY_S]:
+            for key in [k for k, when in book.items() if k[0] not in live and now - when > GANG_MEMORY_S]:
                 del book[key]
 
     def forget(self, pod: PodInfo) -> None:
@@ -529,10 +538,11 @@ class Controller:
         if deadline is None:
             return
         ref = job_of(pod)
-        if ref is not None and ref.key in self._gangs_seen:
-            if ref.key in self._judged:
-                return
-            self._judged[ref.key] = self.handle.clock.now()
+        run = incarnation(pod, ref.key) if ref is not None else None
+        if run is not None and run in self._judged:
+            return
+        if run is not None and run in self._gangs_seen:
+            self._judged[run] = self.handle.clock.now()
         met = pod.phase == "Succeeded" and self.handle.clock.now() <= deadline
         self._deadlines["met" if met else "missed"] += 1
 

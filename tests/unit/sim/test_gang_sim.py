@@ -223,3 +223,12 @@ def test_a_trace_that_starts_late_is_replayed_and_a_horizon_cuts_it_where_asked(
     assert (r.deadline_met, r.unfinished) == (1, 0) and r.mean_jct_s == pytest.approx(100, abs=0.5)
     cut = asyncio.run(run_policy(Scenario("late", nodes, (job,)), CONFIG, "default", REGISTRY, horizon=50.0))
     assert (cut.deadline_met, cut.unfinished, cut.deadline_jobs) == (0, 1, 1)  # cut 50 s after it arrived
+
+
+@pytest.mark.parametrize("run_s", [7233.0, 7236.0, 7539.0])
+def test_a_pod_in_backoff_when_the_last_job_ends_an_hour_after_the_last_bind_still_runs(run_s: float) -> None:
+    # `b` waits (in backoff at times) for `a`'s 4 CPUs; `a` ends more than an hour after the last bind.
+    a = Job("a", 0.0, int(run_s * 4), 4000, "1Gi", WORKER_TRUTH)  # 0.25 s a step on 4 CPUs
+    b = Job("b", 10.0, 100, 4000, "1Gi", WORKER_TRUTH)
+    r = _run(Scenario("queue", cpu_nodes(1, "4", "8Gi"), (a, b)))
+    assert (r.unfinished, len(r.jct)) == (0, 2)
