@@ -3,8 +3,9 @@
 QueueSort: pod priority first (as kube-scheduler); within a priority, deadline jobs before
 best-effort ones, least laxity first among deadline jobs, ties by creation time. Laxity is
 `deadline - now - remaining`, with `remaining` the predicted run time at the planned (requested)
-configuration. Every queued pod shares the same `now`, so the key is `deadline - remaining`: it
-does not age, and keys computed at different times compare correctly.
+configuration (for a gang, its first worker's, the steps shared by its workers). Every queued
+pod shares the same `now`, so the key is `deadline - remaining`: it does not age, and keys
+computed at different times compare correctly.
 
 PreEnqueue (admission): never gates a pod. A malformed `pysched.io/*` value gets an
 `InvalidAnnotation` Warning event (key, value, accepted forms) and reads as absent. A deadline job
@@ -38,6 +39,7 @@ from pysched.api.annotations import (
     total_steps_of,
 )
 from pysched.api.ids import PodKey, PodUID
+from pysched.api.jobs import NO_ORDER, ROLE_LABEL
 from pysched.api.labels import selector_matches, selector_problem
 from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
@@ -84,12 +86,25 @@ class DeadlineLaxity:
     _refused: set[PodUID] = field(default_factory=set)  # deadline pods told their namespace may not
     _tasks: BackgroundTasks = field(default_factory=BackgroundTasks)  # events from the queue path
 
-    def remaining(self, pod: PodInfo, cpu_milli: int) -> float:
-        """Predicted run time at `cpu_milli` under the prior; 0 when unknown."""
+    def remaining(self, pod: PodInfo, cpu_milli: int, workers: int = 1) -> float:
+        """Predicted run time at `cpu_milli` a worker under the prior, `workers` of them sharing
+        the steps (a gang's total steps are global steps); 0 when unknown."""
         total = total_steps_of(pod)
         if total is None or self.args.prior_step_seconds <= 0 or cpu_milli <= 0:
             return 0.0
-        return total * self.args.prior_step_seconds * prior_step_ratio(cpu_milli / 1000)
+        return total * self.args.prior_step_seconds * prior_step_ratio(cpu_milli / 1000) / workers
+
+    def pace(self, pod: PodInfo) -> tuple[PodInfo, int]:
+        """Whose resources set the job's pace, and how many workers share its steps: the pod
+        itself alone, or for a gang its first worker and the workers (parameter servers, role
+        `ps`, hold no steps), so that every member of a job is ordered and judged alike."""
+        gang = self.handle.jobs.gang_of(pod.key)
+        if gang is None:
+            return pod, 1
+        workers = [m for m in gang.members.values() if m.labels.get(ROLE_LABEL) != "ps"]
+        if not workers:
+            return pod, 1
+        return min(workers, key=lambda m: (gang.orders.get(m.key, NO_ORDER), m.key)), len(workers)
 
     def is_demoted(self, pod: PodInfo) -> bool:
         return self._demoted.get(pod.key) == pod.uid or demoted_by_condition(pod)
@@ -117,7 +132,8 @@ class DeadlineLaxity:
         deadline = deadline_of(pod)
         if deadline is None or self.is_demoted(pod) or not self.deadline_allowed(pod):
             return (-pod.priority, BEST_EFFORT_CLASS, 0.0, pod.created, queued.added, pod.key)
-        key = deadline - self.remaining(pod, pod.requests.get(CPU, 0))
+        worker, workers = self.pace(pod)
+        key = deadline - self.remaining(worker, worker.requests.get(CPU, 0), workers)
         return (-pod.priority, DEADLINE_CLASS, key, pod.created, queued.added, pod.key)
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
@@ -140,8 +156,9 @@ class DeadlineLaxity:
         if deadline is None or self.is_demoted(pod) or not self.deadline_allowed(pod):
             return
         now = self.handle.clock.now()
-        cpu_max = cpu_milli_of(pod, CPU_MAX) or pod.requests.get(CPU, 0)
-        fastest = self.remaining(pod, max(cpu_max, pod.requests.get(CPU, 0)))
+        worker, workers = self.pace(pod)
+        cpu_max = cpu_milli_of(worker, CPU_MAX) or worker.requests.get(CPU, 0)
+        fastest = self.remaining(worker, max(cpu_max, worker.requests.get(CPU, 0)), workers)
         if now + fastest <= deadline:
             return
         self._demoted[pod.key] = pod.uid

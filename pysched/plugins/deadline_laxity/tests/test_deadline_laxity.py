@@ -7,6 +7,7 @@ import yaml
 
 from pysched.api.builders import make_pod, node_dict, pod_dict
 from pysched.api.ids import PodKey
+from pysched.api.jobs import JOB_LABEL, ROLE_LABEL
 from pysched.api.objects import pod_from_dict
 from pysched.backend.simulated import SimulatedCluster
 from pysched.deadline.predictor import prior_step_ratio
@@ -278,3 +279,29 @@ def test_a_huge_selector_is_quoted_short() -> None:
     assert len(str(info.value)) < 200
     with pytest.raises(ArgsError, match="unknown selector field"):
         parse_args(DeadlineLaxityArgs, {"deadlineNamespaces": {1: "a", "b" * 10**6: "c"}})
+
+
+def test_a_gangs_workers_share_its_steps_so_a_job_feasible_in_parallel_is_not_demoted() -> None:
+    """40,000 global steps at 0.1 s a step on one CPU: 4,000 s for one pod, 1,000 s for four workers
+    sharing them, against a deadline in 30 minutes."""
+
+    async def run() -> None:
+        plugin, cluster = _plugin(prior=0.1)
+        notes = {"pysched.io/deadline": "30m", "pysched.io/total-steps": "40000", "pysched.io/min-members": "5"}
+        roles = [("train-ps-0", "ps")] + [(f"train-worker-{i}", "worker") for i in range(4)]
+        members = []
+        for name, role in roles:
+            raw = pod_dict(name, cpu="1", created=T0, annotations=notes, labels={JOB_LABEL: "train", ROLE_LABEL: role})
+            members.append(QueuedPod(pod_from_dict(raw), added=T0))
+        alone = _queued("alone", cpu="1", deadline="30m", total_steps="40000")
+        for q in (*members, alone):
+            cluster.create_pod(q.pod.raw)
+            plugin.handle.jobs.observe(q.pod)
+        for q in (*members, alone):
+            assert plugin.pre_enqueue(q.pod).ok
+        await asyncio.sleep(0)
+        assert {e.pod for e in cluster.events if e.reason == "DeadlineInfeasible"} == {PodKey("default/alone")}
+        # Every member, the server too, is ordered by the job's laxity: 1,800 s - 1,000 s.
+        assert {plugin.sort_key(q)[2] for q in members} == {T0 + 1800 - 1000}
+
+    asyncio.run(run())
