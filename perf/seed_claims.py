@@ -44,10 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     for seed in range(args.first, args.first + args.count):
         default = ratio("seed-insufficient", "default", seed)
         noscale = ratio("seed-insufficient", "pysched-noscale", seed)
-        sufficient = ratio("seed-sufficient", "pysched", seed)
+        met = ratio("seed-sufficient", "pysched", seed)
         ordering = noscale / default if default > 0 else float("inf")
-        rows.append({"seed": seed, "default": default, "noscale": noscale, "ordering": ordering, "pysched": sufficient})
-        print(f"seed {seed}: noscale/default {ordering:.3f}  pysched on seed-sufficient {sufficient:.3f}", flush=True)
+        rows.append({"seed": seed, "default": default, "noscale": noscale, "ordering": ordering, "pysched": met})
+        print(f"seed {seed}: noscale/default {ordering:.3f}  pysched on seed-sufficient {met:.3f}", flush=True)
     orderings = [r["ordering"] for r in rows]
     sufficient = [r["pysched"] for r in rows]
     summary = {
