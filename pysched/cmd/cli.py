@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     workload.add_argument(
         "--scenario",
         metavar="NAME",
-        help="a built-in scenario: small (default), seed-insufficient, seed-sufficient, gpu-mixed, seed-ps",
+        help="a built-in scenario: small (default), seed-insufficient, seed-sufficient, gpu-mixed, seed-ps, gpu-philly",
     )
     workload.add_argument(
         "--trace",

@@ -6,6 +6,7 @@ Built-in scenarios are seeded and small enough to run in seconds; `--trace` repl
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -16,10 +17,10 @@ from pysched.api.builders import node_dict
 from pysched.api.inputs import InputError, brief, key_text, load_yaml
 from pysched.api.limits import MAX_UNITS, clip
 from pysched.api.resources import CPU, GPU, MEMORY, QuantityError, to_scheduler_units
-from pysched.workload.catalogue import Catalogue, CpuModel, Model, builtin_catalogue
+from pysched.workload.catalogue import Catalogue, CpuModel, GpuModel, Model, builtin_catalogue
 from pysched.workload.gang_jobs import ps_job
 from pysched.workload.job import GPU_TAINT, Job
-from pysched.workload.traces import DeadlineRule, make_job, synthetic
+from pysched.workload.traces import CPU_PER_GPU, DeadlineRule, make_job, offers_gpus, synthetic
 
 Nodes = tuple[dict[str, Any], ...]
 
@@ -229,12 +230,59 @@ def seed_ps(seed: int, catalogue: Catalogue) -> Scenario:
     return Scenario("seed-ps", cpu_nodes(6, "16", "64Gi"), jobs, {"seed": seed, "jobs": 100, "workers": "2-4"})
 
 
+# The shape of Philly-derived traces: most jobs are short 1-GPU jobs, a few run 8 GPUs for days.
+PHILLY_SHORT_SHARE = 0.93
+PHILLY_SHORT_MEDIAN_S = 1200.0
+PHILLY_LONG_MEDIAN_S = 1.5 * 86400
+
+
+def gpu_philly(seed: int, catalogue: Catalogue) -> Scenario:
+    """1,000 jobs over 2 days on 16 nodes of 8 GPUs: 93% 1-GPU jobs of 20 minutes (median,
+    log-normal sigma 1), 7% 8-GPU jobs of 1.5 days (sigma 0.5); deadlines 0.5 to 1.5 times the run
+    time at the request. The long jobs alone ask for more GPU-days than the cluster has: whoever
+    lets them take whole nodes starves the short ones."""
+    rng = random.Random(seed)
+    count, span_s = 1000, 2 * 86400.0
+    now = 0.0
+    jobs = []
+    for index in range(count):
+        now += rng.expovariate(count / span_s)
+        short = rng.random() < PHILLY_SHORT_SHARE
+        gpus = 1 if short else 8
+        median, sigma = (PHILLY_SHORT_MEDIAN_S, 1.0) if short else (PHILLY_LONG_MEDIAN_S, 0.5)
+        duration = min(max(rng.lognormvariate(math.log(median), sigma), 60.0), 7 * 86400.0)
+        job_rng = random.Random(seed * 100_003 + index)
+        offering = [m for m in catalogue.names(GpuModel) if offers_gpus(catalogue.models[m], gpus)]
+        if not offering:
+            raise ValueError(f"--scenario gpu-philly: no GPU model of the catalogue measures {gpus} GPUs")
+        model = catalogue.models[job_rng.choice(offering)]
+        jobs.append(
+            make_job(
+                index,
+                submit=round(now, 3),
+                gpus=gpus,
+                cpu_milli=1000 * CPU_PER_GPU * gpus,
+                memory=f"{8 * gpus}Gi",
+                model=model,
+                truth=model.truth(job_rng, None),
+                steps=None,
+                duration=duration,
+                deadline=None,
+                rule=DeadlineRule(),
+                rng=job_rng,
+                source=f"gpu-philly:{index}",
+            )
+        )
+    return Scenario("gpu-philly", gpu_pool(16), tuple(jobs), {"seed": seed, "jobs": count, "short": PHILLY_SHORT_SHARE})
+
+
 SCENARIOS: dict[str, Callable[[int, Catalogue], Scenario]] = {
     "small": small,
     "seed-insufficient": seed_insufficient,
     "seed-sufficient": seed_sufficient,
     "gpu-mixed": gpu_mixed,
     "seed-ps": seed_ps,
+    "gpu-philly": gpu_philly,
 }
 
 

@@ -124,13 +124,14 @@ def _int(row: Mapping[str, str], key: str, *, minimum: int = 0, maximum: int) ->
 
 def _pick_model(catalogue: Catalogue, gpus: int, rng: random.Random) -> Model:
     kind = GpuModel if gpus else CpuModel
-    names = [n for n in catalogue.names(kind) if not gpus or _offers(catalogue.models[n], gpus)]
+    names = [n for n in catalogue.names(kind) if not gpus or offers_gpus(catalogue.models[n], gpus)]
     if not names:
         raise _BadRow(f"no catalogue model offers {gpus} GPUs")
     return catalogue.models[rng.choice(names)]
 
 
-def _offers(model: Model, gpus: int) -> bool:
+def offers_gpus(model: Model, gpus: int) -> bool:
+    """The model's table measures a run on `gpus` GPUs."""
     return isinstance(model, GpuModel) and model.truth(random.Random(0)).rate(gpus) is not None
 
 
@@ -392,7 +393,7 @@ def synthetic(
         job_rng = _rng(seed, "synthetic", index)
         if rng.random() < gpu_share:
             gpus = _weighted(rng, gpu_mix)
-            offering = [m for m in gpu_models if _offers(catalogue.models[m], gpus)] or gpu_models
+            offering = [m for m in gpu_models if offers_gpus(catalogue.models[m], gpus)] or gpu_models
             model = catalogue.models[rng.choice(offering)]
             cpu_milli, memory = 1000 * CPU_PER_GPU * gpus, f"{8 * gpus}Gi"
         else:

@@ -71,3 +71,16 @@ def test_seed_ps_refuses_a_catalogue_that_made_a_paper_model_a_gpu_model() -> No
     catalogue = builtin_catalogue().merged(Catalogue({"gan": gpu}))
     with pytest.raises(ValueError, match="seed-ps: model gan must be a CPU model"):
         builtin_scenario(7, "seed-ps", catalogue)
+
+
+def test_gpu_philly_is_mostly_short_one_gpu_jobs_and_a_few_long_eight_gpu_ones() -> None:
+    scenario = builtin_scenario(7, "gpu-philly")
+    assert len(scenario.jobs) == 1000 and len(scenario.nodes) == 16
+    short = [j for j in scenario.jobs if j.gpu == 1]
+    long = [j for j in scenario.jobs if j.gpu == 8]
+    assert len(short) + len(long) == 1000 and 0.90 <= len(short) / 1000 <= 0.96
+    run_s = sorted(j.deadline - j.submit for j in scenario.jobs if j.deadline is not None)  # 0.5-1.5x the run
+    assert len(run_s) == 1000
+    # The long jobs alone ask for more GPU-days than 16 x 8 GPUs give over the 2-day span.
+    assert sum(8 * (j.deadline - j.submit) / 1.5 for j in long if j.deadline is not None) > 128 * 2 * 86400
+    assert builtin_scenario(7, "gpu-philly").jobs == scenario.jobs  # seeded
