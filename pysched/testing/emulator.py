@@ -39,7 +39,8 @@ through ``pods/status``:
   running job resumes from its last progress annotation.
 * a multi-pod job's members train as one job (:mod:`pysched.testing.emulator_gangs`):
   only while its minimum members run, at the simulator's gang rates, progress on
-  rank 0, every member completed together.
+  rank 0, every member completed together; restarted under a running gang, it
+  resumes from rank 0's last progress.
 
 Emulated time is wall time times ``time_scale`` (default 1; e.g. 100 in tests or
 ``pysched dev-cluster up --emulate --emulate-time-scale 100``): run seconds,
@@ -826,6 +827,10 @@ class KubeletEmulator:
                     gang.spares[key] = Spare(uid, rank_of(pod, ref), held)
                     return
                 gang.members[key] = Slot(uid, index, rank_of(pod, ref))
+                resumed = _progress_steps(pod)  # rank 0's, under an emulator restarted mid-run
+                fresh = gang.run.run is None and gang.run.trained_s == 0 and gang.run.steps == 0
+                if fresh and 0 < resumed < gang.spec.job.steps:
+                    gang.run.steps = gang.run.checkpoint = resumed
                 gang.run.bind(index, held, now, gang.rng, gang.spec.noise)
             elif cpu != gang.run.held[slot.index].cpu:
                 gang.run.resize(slot.index, cpu, now, self.books, gang.rng, gang.spec.noise)

@@ -114,3 +114,30 @@ def test_a_failed_member_is_replaced_by_a_spare_and_every_pod_ends_with_the_job(
     assert PROGRESS in (kube.get_pod(namespace, "train-1")["metadata"].get("annotations") or {})
     assert PROGRESS not in (done["metadata"].get("annotations") or {})
     assert emulator.errors == []
+
+
+def test_an_emulator_restarted_under_a_running_gang_resumes_from_rank_0s_progress(
+    kube: KubeAPI, namespace: str, emulator: KubeletEmulator
+) -> None:
+    node = fake_node(kube, f"{namespace}-node")
+    gang = job_key(namespace, JobSource.PYSCHED, "train")
+    for index in (0, 1):
+        kube.create_pod(namespace, member(index))
+        kube.bind_pod(namespace, f"train-{index}", node)
+    wait_for(
+        lambda: kube.get_pod(namespace, "train-0"),
+        lambda pod: (steps(pod) or 0) >= 300,
+        timeout=20,
+        what="rank 0 reporting 300 steps",
+    )
+    emulator.stop()
+    reported = steps(kube.get_pod(namespace, "train-0")) or 0
+    again = KubeletEmulator(kube, time_scale=SCALE, progress_interval=INTERVAL).start()
+    try:
+        again.wait_synced()
+        run = wait_for(lambda: again.gang_training(gang), lambda r: r is not None, timeout=10, what="resumed")
+        assert run is not None and run.seg_steps == reported  # not from zero
+        phase(kube, namespace, "train-1", "Succeeded", timeout=30)
+        assert again.errors == []
+    finally:
+        again.stop()
