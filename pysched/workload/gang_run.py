@@ -1,4 +1,5 @@
-"""A multi-pod job on the simulated cluster: which members run, and its segment while all of them do.
+"""A multi-pod job's run: which members run, and its segment while all of them do. The simulator
+runs it on virtual time, the kubelet emulator on scaled wall time.
 
 Members bound while others wait hold their resources (charged as allocated) and make no progress.
 Once every member runs, the job runs one segment at the rate its gang truth gives for what the
