@@ -18,7 +18,7 @@ from typing import Any
 from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget, budget_from_dict
 from pysched.api.ids import JobKey, NodeName, PodKey
-from pysched.api.jobs import JobRef
+from pysched.api.jobs import JobRef, JobSource
 from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from pysched.api.volumes import (
     ANN_BIND_COMPLETED,
@@ -54,6 +54,7 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace b
 BindHook = Callable[[PodInfo, NodeName], None]
 ResizeHook = Callable[[PodInfo, PodInfo], None]  # (before, after) of an accepted resize
 DeleteHook = Callable[[PodInfo], None]
+ScaleHook = Callable[[JobRef, int], None]  # (job, workers) of an accepted scale: the owner's controller
 
 
 class SimulatedCluster:
@@ -66,6 +67,8 @@ class SimulatedCluster:
         self.bind_hooks: list[BindHook] = []
         self.resize_hooks: list[ResizeHook] = []
         self.delete_hooks: list[DeleteHook] = []
+        self.scale_hooks: list[ScaleHook] = []  # play the owner's controller: add or remove members
+        self.scales: list[tuple[JobKey, int]] = []  # accepted scales, in order
         # Labels of namespaces created with `set_namespace`; a namespace a pod uses is added with
         # none, and has only the label the apiserver gives every namespace (kubernetes.io/metadata.name).
         self.namespaces: dict[str, dict[str, str]] = {}
@@ -295,6 +298,19 @@ class SimulatedCluster:
 
     def job_minimum(self, job: JobRef) -> int | None:
         return self.job_minimums.get(job.key)
+
+    async def scale_job(self, job: JobRef, workers: int) -> Status:
+        """An Indexed Job's parallelism (its job minimum here) set to `workers`; the scale hooks
+        then add or remove its pods as the Job controller would."""
+        if job.source is not JobSource.BATCH or job.key not in self.job_minimums:
+            return unschedulable(f"{job.title} is not an Indexed Job this cluster knows: it cannot be scaled")
+        if workers < 1:
+            return error(f"{job.title}: cannot scale to {workers} workers")
+        self.scales.append((job.key, workers))
+        self.set_job_minimum(job.key, workers)
+        for hook in self.scale_hooks:
+            hook(job, workers)
+        return SUCCESS
 
     def set_job_minimum(self, job: JobKey, minimum: int | None) -> None:
         """The minimum another object holds for a job (a PodGroup's, an Indexed Job's), or none,

@@ -128,6 +128,13 @@ class ClusterBackend(Protocol):
         Synchronous like `namespace_labels`: the job book asks it when a member is observed."""
         ...
 
+    async def scale_job(self, job: JobRef, workers: int) -> Status:
+        """Set an elastic job's worker count through its owner (an Indexed batch/v1 Job:
+        `parallelism` and `completions` together); the owner's controller adds or removes pods.
+        An owner that cannot be scaled (another kind, immutable, forbidden) is a rejection whose
+        message says why."""
+        ...
+
     def controller_selector(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
         """The label selector (`matchLabels` / `matchExpressions`) of a ReplicationController (its
         map selector as matchLabels), ReplicaSet or StatefulSet, as last seen; None when unknown."""

@@ -716,6 +716,26 @@ class LiveCluster:
             return unschedulable(f"pod {pod.key} no longer exists")
         return error(f"resize of {pod.key} rejected: {resp.message()}")
 
+    async def scale_job(self, job: JobRef, workers: int) -> Status:
+        if not self.writable():
+            return error("not the leader: scale refused")
+        key = f"{job.namespace}/{job.name}"
+        if job.source is not JobSource.BATCH or key not in self._indexed_parallelism:
+            return unschedulable(f"{job.title} is not an Indexed batch/v1 Job: pysched cannot scale it")
+        if not 1 <= workers <= MAX_MEMBERS:
+            return error(f"{job.title}: {workers} workers is out of range (1 to {MAX_MEMBERS})")
+        # Elastic Indexed Jobs: completions may change only together with parallelism, kept equal.
+        body = {"spec": {"parallelism": workers, "completions": workers}}
+        path = f"/apis/batch/v1/namespaces/{job.namespace}/jobs/{job.name}"
+        resp = await self.client.request("PATCH", path, body=body, content_type=MERGE_PATCH, only_if=self.writable)
+        if resp.ok:
+            return SUCCESS
+        if resp.status == 403:
+            return unschedulable(f"scaling {job.title} is forbidden (RBAC: patch jobs.batch): {resp.message()}")
+        if resp.status in (404, 422):
+            return unschedulable(f"{job.title} cannot be scaled to {workers} workers: {resp.message()}")
+        return error(f"scaling {job.title} to {workers} workers failed: {resp.message()}")
+
     async def delete_preempted(self, victim: PodInfo) -> Status:
         if not self.writable():
             return error("not the leader: deletion refused")
