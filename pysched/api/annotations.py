@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from pysched.api.containers import container_names
+from pysched.api.jobs import MAX_MEMBERS
 from pysched.api.limits import MAX_EPOCH, MAX_STEPS, MAX_VALUE_CHARS
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, QuantityError, to_scheduler_units
@@ -116,6 +117,47 @@ AUTOSCALE_FORMS = '"true" or "false"'
 CONTAINER_FORMS = "the name of one of the pod's containers"
 
 
+WORKERS_MIN = "pysched.io/workers-min"
+WORKERS_MAX = "pysched.io/workers-max"
+WORKERS_FORMS = "a whole number of workers from 1 to 10000"
+EXPECTED_DURATION = "pysched.io/expected-duration"
+EXPECTED_DURATION_FORMS = "a duration such as 45m, 6h or 1h30m: the run time at the submitted size"
+
+
+def workers_of(pod: PodInfo, key: str) -> int | None:
+    """A workers bound (`pysched.io/workers-min` / `-max`); None when absent or malformed."""
+    value = pod.annotations.get(key)
+    if value is None:
+        return None
+    text = value.strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 5:
+        return None
+    count = int(text)
+    return count if 1 <= count <= MAX_MEMBERS else None
+
+
+def worker_range_of(pod: PodInfo) -> tuple[int, int] | str | None:
+    """An elastic job's (workers-min, workers-max), a message when the two contradict each other,
+    or None when the pod declares no range (a malformed bound reads as absent)."""
+    lo, hi = workers_of(pod, WORKERS_MIN), workers_of(pod, WORKERS_MAX)
+    if lo is None and hi is None:
+        return None
+    lo, hi = lo or 1, hi or max(lo or 1, 1)
+    if lo > hi:
+        return f"{WORKERS_MIN} {lo} is above {WORKERS_MAX} {hi}"
+    return lo, hi
+
+
+def expected_duration_of(pod: PodInfo) -> float | None:
+    """Seconds the job runs at its submitted size, as its owner expects (from earlier runs): the
+    planner's first estimate until progress is measured; None when absent or malformed."""
+    value = pod.annotations.get(EXPECTED_DURATION)
+    if value is None:
+        return None
+    seconds = parse_duration(value)
+    return seconds if seconds is not None and seconds > 0 else None
+
+
 def cpu_milli_of(pod: PodInfo, key: str) -> int | None:
     """A positive CPU quantity annotation in millicores; None when absent, malformed or beyond MAX_UNITS."""
     value = pod.annotations.get(key)
@@ -161,4 +203,9 @@ def invalid_annotations(pod: PodInfo) -> list[tuple[str, str, str]]:
         bad.append((CONTAINER, notes[CONTAINER], CONTAINER_FORMS))
     if URGENCY in notes and urgency_of(pod) is None:
         bad.append((URGENCY, notes[URGENCY], URGENCY_FORMS))
+    for key in (WORKERS_MIN, WORKERS_MAX):
+        if key in notes and workers_of(pod, key) is None:
+            bad.append((key, notes[key], WORKERS_FORMS))
+    if EXPECTED_DURATION in notes and expected_duration_of(pod) is None:
+        bad.append((EXPECTED_DURATION, notes[EXPECTED_DURATION], EXPECTED_DURATION_FORMS))
     return bad

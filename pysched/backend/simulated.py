@@ -124,8 +124,21 @@ class SimulatedCluster:
         return SUCCESS
 
     async def patch_pod_condition(self, pod: PodInfo, condition: PodCondition) -> None:
-        if pod.key in self.pods:
-            self.conditions.setdefault(pod.key, {})[condition.type] = condition
+        """Kept apart (`conditions`) and in the pod's status, delivered as an update, as the
+        informer delivers a condition written through `pods/status`."""
+        current = self.pods.get(pod.key)
+        if current is None:
+            return
+        self.conditions.setdefault(pod.key, {})[condition.type] = condition
+        status = dict(current.raw.get("status") or {})
+        entry = {"type": condition.type, "status": condition.status, "reason": condition.reason}
+        entry["message"] = condition.message
+        kept = [c for c in status.get("conditions") or () if c.get("type") != condition.type]
+        status["conditions"] = [*kept, entry]
+        updated = current.evolve(raw={**current.raw, "status": status})
+        self.pods[pod.key] = updated
+        if self._listener is not None and current.node_name is None:
+            self._listener.on_pod_updated(current, updated)
 
     async def resize(self, pod: PodInfo, containers: Mapping[str, ContainerResize]) -> Status:
         current = self.pods.get(pod.key)

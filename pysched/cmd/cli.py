@@ -78,7 +78,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return _fail(scenario.message)
     report_problems(scenario)
     results, elapsed = run_with_progress(
-        scenario, config, policies, registry, args.seed, args.progress_interval, args.horizon
+        scenario, config, policies, registry, args.seed, args.progress_interval, args.horizon, args.elastic
     )
 
     title = f"{scenario.name}: {len(scenario.jobs)} jobs on {len(scenario.nodes)} nodes, seed {args.seed}"
@@ -189,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help="cut each run off this many virtual seconds after the first submission (jobs still running "
         "count as unfinished); default: run until every job has finished or can never run",
+    )
+    simulate.add_argument(
+        "--elastic",
+        action="store_true",
+        help="run every GPU job as an elastic job: one-GPU workers of an Indexed Job, 1 to as many as its "
+        "model's table offers (within the cluster), starting at its requested GPUs",
     )
     simulate.add_argument("--json", metavar="OUT", help="write the simulate JSON here")
     simulate.add_argument("--plot", metavar="DIR", help="write PNG charts here (deadline met, CPU over time, JCT CDF)")

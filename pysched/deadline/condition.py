@@ -25,6 +25,7 @@ from pysched.deadline.predictor import CountStats
 
 CONDITION = "pysched.io/Deadline"
 DEMOTED_REASON = "DeadlineInfeasible"  # the deadline cannot be met: ordered as best-effort
+REJECTED_REASON = "DeadlineRejected"  # not admitted: meeting it would make an admitted job miss; best-effort
 ON_TRACK_REASON = "OnTrack"  # the job meets its deadline at the CPUs it has
 RESCALED_REASON = "Rescaled"  # the job was resized toward its deadline
 MAX_COUNTS = 4  # the counts with the most measured time: keeps the message short
@@ -103,6 +104,6 @@ def condition_message(
 def demoted_by_condition(pod: PodInfo) -> bool:
     """A previous leader (or this one) demoted the pod: read back from its `pysched.io/Deadline`."""
     for cond in (pod.raw.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == CONDITION and cond.get("reason") == DEMOTED_REASON:
+        if cond.get("type") == CONDITION and cond.get("reason") in (DEMOTED_REASON, REJECTED_REASON):
             return True
     return False

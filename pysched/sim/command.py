@@ -116,12 +116,20 @@ def run_with_progress(
     seed: int,
     progress_interval: float,
     horizon: float | None = None,
+    elastic: bool = False,
 ) -> tuple[dict[str, PolicyResult], float]:
     """The policies one after another; a progress bar (virtual time) only on a terminal."""
     started = time.perf_counter()
     if not sys.stdout.isatty():
         results = simulate(
-            scenario, config, policies, registry, seed=seed, progress_interval=progress_interval, horizon=horizon
+            scenario,
+            config,
+            policies,
+            registry,
+            seed=seed,
+            progress_interval=progress_interval,
+            horizon=horizon,
+            elastic=elastic,
         )
         return results, time.perf_counter() - started
     from rich.progress import Progress
@@ -145,5 +153,6 @@ def run_with_progress(
             progress_interval=progress_interval,
             on_tick=tick,
             horizon=horizon,
+            elastic=elastic,
         )
     return results, time.perf_counter() - started

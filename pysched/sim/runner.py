@@ -8,6 +8,7 @@ between events the scheduler runs until idle. Jobs run steps at the speed their 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import heapq
 import itertools
 import random
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 from pysched.api.annotations import PROGRESS, PROGRESS_INTERVAL, format_progress
 from pysched.api.ids import NodeName, PodKey
+from pysched.api.jobs import JobRef, JobSource, job_key
 from pysched.api.objects import PodInfo, node_from_dict
 from pysched.api.resources import CPU, GPU
 from pysched.backend.simulated import SimulatedCluster
@@ -27,12 +29,12 @@ from pysched.scheduler.scheduler import Scheduler
 from pysched.sim.scenario import Scenario
 from pysched.workload.accounting import Accounting, Usage, close_segment, resize_run
 from pysched.workload.gang import Held, Member
-from pysched.workload.gang_jobs import gpu_gang
+from pysched.workload.gang_jobs import elastic_gpu_job, gpu_gang, worker
 from pysched.workload.gang_run import GangRun
 from pysched.workload.job import Job
 from pysched.workload.progress import last_write
-from pysched.workload.segment import Run, noise_rng, start_run
-from pysched.workload.speed import STEP_NOISE
+from pysched.workload.segment import Run, noise_rng, scale_pause, start_run
+from pysched.workload.speed import STEP_NOISE, Throughput
 
 EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: virtual time starts here
 # With nothing left to arrive or finish, this long without a bind or an event ends the run: where
@@ -85,20 +87,26 @@ class PolicyResult:
 
 
 def split_fitting(
-    jobs: Sequence[Job], nodes: Sequence[dict[str, object]], seed: int = 7
+    jobs: Sequence[Job], nodes: Sequence[dict[str, object]], seed: int = 7, *, elastic: bool = False
 ) -> tuple[list[Job], list[Job], list[str]]:
     """(kept, skipped, problems): a one-pod job needing more GPUs than the largest node holds
-    becomes a gang of node-sized members; with no GPU node it cannot run, nor can a CPU job (or a
-    member) larger than every node: each is reported with its trace position and skipped."""
+    becomes a gang of node-sized members (with `elastic`, every GPU job becomes an elastic job of
+    one-GPU workers); with no GPU node it cannot run, nor can a CPU job (or a member) larger than
+    every node: each is reported with its trace position and skipped."""
     infos = [node_from_dict(n) for n in nodes]
     most_gpus = max((n.allocatable.get(GPU, 0) for n in infos), default=0)
+    all_gpus = sum(n.allocatable.get(GPU, 0) for n in infos)
     most_cpu = max((n.allocatable.get(CPU, 0) for n in infos), default=0)
     kept: list[Job] = []
     skipped: list[Job] = []
     problems: list[str] = []
     for job in jobs:
-        if job.gang is None and job.gpu > most_gpus > 0:
-            job = gpu_gang(job, most_gpus, random.Random(zlib.crc32(f"{seed}/{job.name}/gang".encode())))
+        rng = random.Random(zlib.crc32(f"{seed}/{job.name}/gang".encode()))
+        if elastic and job.gang is None and 0 < job.gpu <= all_gpus and most_gpus > 0:
+            offered = job.truth.gpus[-1] if isinstance(job.truth, Throughput) and job.truth.gpus else job.gpu
+            job = elastic_gpu_job(job, most_gpus, min(offered, all_gpus), rng)
+        elif job.gang is None and job.gpu > most_gpus > 0:
+            job = gpu_gang(job, most_gpus, rng)
         elif job.gpu > most_gpus:
             skipped.append(job)
             problems.append(f"{job.source}: needs {job.gpu} GPUs and no node holds any: skipped")
@@ -150,6 +158,7 @@ class _Replay:
         cluster.bind_hooks.append(self.on_bind)
         cluster.resize_hooks.append(self.on_resize)
         cluster.delete_hooks.append(self.on_delete)
+        cluster.scale_hooks.append(self.on_scale)
 
     def push(self, when: float, kind: str, key: PodKey, version: int = 0) -> None:
         heapq.heappush(self.events, (when, next(self.seq), kind, key, version))
@@ -202,6 +211,35 @@ class _Replay:
         self.gangs[key].leave(index, self.clock.now(), self.books)
         self.push(self.clock.now(), "recreate", pod.key)
 
+    def on_scale(self, ref: JobRef, workers: int) -> None:
+        """Play the Job controller of an elastic job: members above the new count are deleted,
+        new ones created; the job keeps its steps and pauses (`GangRun.scale`)."""
+        key = PodKey(f"{ref.namespace}/{ref.name}")
+        job, gang = self.jobs.get(key), self.gangs.get(key)
+        if job is None or gang is None or job.elastic is None or key in self.finished:
+            return
+        before = gang.gang.members
+        members = tuple(before[i] if i < len(before) else worker(job, i) for i in range(workers))
+        now = self.clock.now()
+        gang.scale(
+            dataclasses.replace(gang.gang, members=members),
+            now,
+            self.books,
+            scale_pause(True, self.rngs[key]),
+            self.rngs[key],
+            self.noise,
+        )
+        if gang.run is not None:
+            self.push_finish(key, gang.run)
+        for member in before[workers:]:
+            pod = member_key(member)
+            del self.members[pod]  # deleted by the scale, not failed: never recreated
+            if pod in self.cluster.pods:
+                self.cluster.delete_pod(pod)
+        for index in range(len(before), workers):
+            self.members[member_key(members[index])] = (key, index)
+            self.cluster.create_pod(job.manifest(self.policy, EPOCH, members[index]))
+
     def _reporting(self) -> Iterator[tuple[PodKey, Run]]:
         """Each running job's segment with the pod that reports its progress (rank 0 of a gang)."""
         yield from self.running.items()
@@ -249,7 +287,11 @@ class _Replay:
                 _, _, kind, key, version = heapq.heappop(self.events)
                 self.last_change = self.clock.now()
                 if kind == "arrive":
-                    for manifest in self.jobs[key].manifests(self.policy, EPOCH):
+                    job = self.jobs[key]
+                    if job.elastic is not None and job.gang is not None:  # its Indexed Job first
+                        self.cluster.add_owner(job.owner_uid, EPOCH + job.submit)
+                        self.cluster.set_job_minimum(job_key("sim", JobSource.BATCH, job.name), len(job.gang.members))
+                    for manifest in job.manifests(self.policy, EPOCH):
                         self.cluster.create_pod(manifest)
                     continue
                 if kind == "recreate":
@@ -272,6 +314,8 @@ class _Replay:
                 gang.close(self.clock.now(), self.books)
 
     def recreate(self, member: PodKey) -> None:
+        if member not in self.members:
+            return  # removed by a scale meanwhile
         key, index = self.members[member]
         if key in self.finished or member in self.cluster.pods:
             return
@@ -329,6 +373,7 @@ async def run_policy(
     step_noise: float = STEP_NOISE,
     on_tick: Callable[[float], None] | None = None,
     horizon: float | None = None,
+    elastic: bool = False,
 ) -> PolicyResult:
     profile = config.profile(policy)
     if profile is None:
@@ -339,7 +384,7 @@ async def run_policy(
         cluster.add_node(node)
     scheduler = Scheduler(SchedulerConfig((profile,), config.source), cluster, clock, registry)
     await scheduler.start()
-    jobs, skipped, problems = split_fitting(scenario.jobs, scenario.nodes, seed)
+    jobs, skipped, problems = split_fitting(scenario.jobs, scenario.nodes, seed, elastic=elastic)
     replay = _Replay(policy, scheduler, cluster, clock, jobs, seed, progress_interval, step_noise)
     await replay.run(on_tick, horizon)
     await scheduler.stop()
@@ -357,6 +402,7 @@ def simulate(
     step_noise: float = STEP_NOISE,
     on_tick: Callable[[str, float], None] | None = None,
     horizon: float | None = None,
+    elastic: bool = False,
 ) -> dict[str, PolicyResult]:
     results = {}
     for policy in policies:
@@ -372,6 +418,7 @@ def simulate(
                 step_noise=step_noise,
                 on_tick=tick,
                 horizon=horizon,
+                elastic=elastic,
             )
         )
     return results

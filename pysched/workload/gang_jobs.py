@@ -4,11 +4,12 @@ gang, and a CPU model's job a parameter-server job."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 
 from pysched.api.resources import MEMORY, to_scheduler_units
 from pysched.workload.catalogue import CpuModel
-from pysched.workload.gang import DataParallel, Gang, ParameterServer, contention, gpu_members, ps_members
+from pysched.workload.gang import DataParallel, Gang, Member, ParameterServer, contention, gpu_members, ps_members
 from pysched.workload.job import Job
 from pysched.workload.traces import DeadlineRule, job_name, make_job
 
@@ -18,6 +19,21 @@ def gpu_gang(job: Job, gpus_per_node: int, rng: random.Random) -> Job:
     throughput drawn around the table (U(0.9, 1.1))."""
     members = gpu_members(job.name, job.gpu, job.cpu_milli, to_scheduler_units(MEMORY, job.memory), gpus_per_node)
     return dataclasses.replace(job, gang=Gang(members, DataParallel(rng.uniform(0.9, 1.1), gpus_per_node)))
+
+
+def worker(job: Job, index: int) -> Member:
+    """Worker `index` of an elastic GPU job: one GPU, and the job's CPUs and memory per GPU."""
+    memory = to_scheduler_units(MEMORY, job.memory)
+    return Member(f"{job.name}-{index}", "", math.ceil(job.cpu_milli / job.gpu), str(math.ceil(memory / job.gpu)), 1)
+
+
+def elastic_gpu_job(job: Job, gpus_per_node: int, most_workers: int, rng: random.Random) -> Job:
+    """The job as one-GPU workers of an Indexed Job, as many as its GPUs at first, elastic from 1
+    to `most_workers` (the largest GPU count its model offers, within the cluster); its steps and
+    deadline are kept, its throughput drawn around the table (U(0.9, 1.1))."""
+    members = tuple(worker(job, i) for i in range(job.gpu))
+    gang = Gang(members, DataParallel(rng.uniform(0.9, 1.1), gpus_per_node))
+    return dataclasses.replace(job, gang=gang, elastic=(1, max(job.gpu, most_workers)))
 
 
 def ps_job(

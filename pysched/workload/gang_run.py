@@ -33,6 +33,7 @@ class GangRun:
     checkpoint: int = 0  # steps saved by the last periodic checkpoint
     trained_s: float = 0.0  # training seconds before the current segment
     generation: int = 0  # versions the segments, so a superseded finish event is ignored
+    paused_until: float = -math.inf  # after a change of the worker count, training resumes then
 
     @property
     def complete(self) -> bool:
@@ -44,8 +45,27 @@ class GangRun:
         self.since[index] = now
         if not self.complete or self.run is not None:
             return False
-        self._start(now, now, rng, noise)
+        self._start(max(now, self.paused_until), now, rng, noise)
         return True
+
+    def scale(
+        self, gang: Gang, now: float, books: Accounting, pause_s: float, rng: random.Random, noise: float
+    ) -> None:
+        """The owner changed the worker set to `gang`'s members (the first ones kept, by index):
+        the change's checkpoint keeps every step done, and training resumes `pause_s` after the
+        change, once every member runs. A job that never trained pays no pause."""
+        trained = self.run is not None or self.steps > 0
+        self.close(now, books)
+        self.checkpoint = self.steps
+        for index in [i for i in self.held if i >= len(gang.members)]:
+            del self.held[index]
+            self.since.pop(index, None)
+        self.gang = gang
+        if trained:
+            books.rescales += 1
+            self.paused_until = now + pause_s
+        if self.complete:
+            self._start(max(now, self.paused_until), now, rng, noise)
 
     def resize(
         self, index: int, cpu: float, now: float, books: Accounting, rng: random.Random, noise: float = STEP_NOISE

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pysched.api.annotations import DEADLINE, TOTAL_STEPS
+from pysched.api.annotations import DEADLINE, EXPECTED_DURATION, TOTAL_STEPS, WORKERS_MAX, WORKERS_MIN
 from pysched.api.builders import pod_dict
-from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, ROLE_LABEL
+from pysched.api.jobs import COMPLETION_INDEX, JOB_LABEL, MIN_MEMBERS, ROLE_LABEL
 from pysched.api.times import format_rfc3339
 from pysched.workload.gang import Gang, Member
 from pysched.workload.speed import SpeedModel
@@ -36,10 +36,18 @@ class Job:
     # Several member pods (cpu_milli and gpu are then their totals, `truth` one member's model);
     # None: the job is one pod.
     gang: Gang | None = None
+    # An elastic job's workers (min, max): its members are the workers of an Indexed batch/v1 Job
+    # (`owner_uid`) whose parallelism the scheduler sets; None: the job is rigid.
+    elastic: tuple[int, int] | None = None
+    expected_s: float | None = None  # what its owner expects it to run at its request (from earlier runs)
 
     @property
     def cpu(self) -> float:
         return self.cpu_milli / 1000
+
+    @property
+    def owner_uid(self) -> str:
+        return f"job-uid-{self.name}"
 
     def manifests(self, scheduler_name: str, epoch: float) -> list[dict[str, Any]]:
         """The job's pods: itself, or its members (rank 0 first), each naming the job."""
@@ -58,8 +66,13 @@ class Job:
         annotations = {TOTAL_STEPS: str(self.steps)}
         if self.deadline is not None:
             annotations[DEADLINE] = format_rfc3339(epoch + self.deadline)
+        if self.expected_s is not None:
+            annotations[EXPECTED_DURATION] = f"{max(1, round(self.expected_s))}s"
         labels: dict[str, str] = {}
-        if member is not None and self.gang is not None:
+        if member is not None and self.elastic is not None:
+            annotations[WORKERS_MIN], annotations[WORKERS_MAX] = (str(n) for n in self.elastic)
+            labels[COMPLETION_INDEX] = member.name.rpartition("-")[2]
+        elif member is not None and self.gang is not None:
             annotations[MIN_MEMBERS] = str(len(self.gang.members))
             labels[JOB_LABEL] = self.name
             if member.role:
@@ -76,6 +89,10 @@ class Job:
             labels=labels,
             **extra,
         )
+        if member is not None and self.elastic is not None:
+            raw["metadata"]["ownerReferences"] = [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": self.name, "uid": self.owner_uid, "controller": True}
+            ]
         policy = "RestartContainer" if self.restart_on_resize else "NotRequired"
         raw["spec"]["containers"][0]["resizePolicy"] = [{"resourceName": "cpu", "restartPolicy": policy}]
         return raw

@@ -19,6 +19,16 @@ from pysched.workload.speed import STEP_NOISE
 
 RESTART_SECONDS = 30.0  # a stop-and-restart pays this before steps resume
 CHECKPOINT_SECONDS = 300.0  # multi-pod jobs save their steps every 300 s of training
+# A change of an elastic job's worker count restarts its workers from a checkpoint the change
+# triggers (no step lost); they resume after a pause drawn per change from these ranges.
+SCALE_PAUSE_CPU_S = (20.0, 40.0)
+SCALE_PAUSE_GPU_S = (30.0, 90.0)
+
+
+def scale_pause(gpu: bool, rng: random.Random) -> float:
+    """Seconds one change of the worker count costs a job."""
+    lo, hi = SCALE_PAUSE_GPU_S if gpu else SCALE_PAUSE_CPU_S
+    return rng.uniform(lo, hi)
 
 
 @dataclass(slots=True)

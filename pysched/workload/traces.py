@@ -195,6 +195,7 @@ def make_job(
         source=source,
         restart_on_resize=gang is None,  # a gang's members resize in place
         gang=gang,
+        expected_s=run_s if gpus else None,
     )
 
 

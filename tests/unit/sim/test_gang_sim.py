@@ -159,17 +159,19 @@ def test_roles_of_ps_members() -> None:
 
 
 def test_one_pod_jobs_give_the_results_they_gave_before_gangs() -> None:
-    """The default scenario's pysched run, as measured before multi-pod jobs existed (step noise on)."""
+    """The default scenario's pysched run (step noise on): its CPU jobs' figures (CPU utilisation,
+    rescales) as measured before multi-pod jobs existed; the rest as since its GPU jobs are
+    planned (admission demotes some of them)."""
     r = asyncio.run(run_policy(builtin_scenario(7, "small"), CONFIG, "pysched", REGISTRY, seed=7))
     assert r.as_json() == {
         "jobs": 200,
         "deadline_jobs": 200,
-        "deadline_met": 105,
-        "deadline_met_ratio": 0.525,
+        "deadline_met": 104,
+        "deadline_met_ratio": 0.52,
         "cpu_utilization": 0.7954,
-        "mean_jct_s": 1952.4,
-        "mean_queue_s": 423.0,
-        "makespan_s": 25657.8,
+        "mean_jct_s": 2025.3,
+        "mean_queue_s": 495.8,
+        "makespan_s": 23179.6,
         "rescales": 52,
         "skipped": 0,
         "unfinished": 0,

@@ -1,0 +1,215 @@
+"""Deadline planning over a pool of units (GPUs): each job's minimum satisfactory share, admission,
+and the leftover by marginal gain. Pure computation: times and predictions are passed in.
+
+The resource-time model: a job that holds `n` units from `start` on finishes `seconds[n]` later
+(its predicted run time at `n`, the band's upper edge), plus `pause_s` when it is running on
+another count (a change of count restarts the workers from a checkpoint). A plan walks the
+admitted deadline jobs in deadline order and reserves for each the fewest units that finish it by
+its deadline on what the earlier ones leave: a rectangle `[start, finish) x n`, starting now or
+when capacity frees up. That count is the job's *minimum satisfactory share*. A job none of whose
+counts fits is *at risk*: it keeps no reservation and competes for the leftover like a
+best-effort job. The units free now are then handed out one count step at a time to whichever
+job gains the most rate per unit (1 / remaining seconds), so short jobs and efficient scale-ups
+come first and a job that scales badly is left where it is.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pysched.api.ids import JobKey
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """One job as the planner sees it."""
+
+    key: JobKey
+    seconds: Mapping[int, float]  # predicted seconds to finish when holding each count, from now
+    held: int = 0  # units it holds now (0: not running)
+    pause_s: float = 0.0  # cost of moving a running job to another count
+    deadline: float | None = None  # absolute; None: best-effort
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        return tuple(sorted(n for n, s in self.seconds.items() if n > 0 and math.isfinite(s)))
+
+    def duration(self, n: int) -> float:
+        """Seconds from a start at `n` to the finish, the pause of a change included."""
+        pause = self.pause_s if self.held and n != self.held else 0.0
+        return self.seconds.get(n, math.inf) + pause
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    key: JobKey
+    units: int
+    start: float
+    end: float
+
+
+@dataclass(slots=True)
+class Timeline:
+    """Units reserved over time, as a step function: `levels[i]` units are reserved from
+    `times[i]` until `times[i + 1]` (the last level lasts forever; it is 0)."""
+
+    capacity: int
+    times: list[float] = field(default_factory=lambda: [-math.inf])
+    levels: list[int] = field(default_factory=lambda: [0])
+
+    def _split(self, t: float) -> int:
+        """The index of the step that starts at `t`, made if needed."""
+        i = bisect.bisect_right(self.times, t) - 1
+        if self.times[i] == t:
+            return i
+        self.times.insert(i + 1, t)
+        self.levels.insert(i + 1, self.levels[i])
+        return i + 1
+
+    def peak(self, start: float, end: float) -> int:
+        """The most units reserved at any moment of [start, end)."""
+        i = bisect.bisect_right(self.times, start) - 1
+        j = bisect.bisect_left(self.times, end)
+        return max(self.levels[i:j]) if j > i else self.levels[i]
+
+    def fits(self, units: int, start: float, end: float) -> bool:
+        return self.peak(start, end) + units <= self.capacity
+
+    def starts(self, now: float) -> list[float]:
+        """Where a new rectangle may begin: now, or when the reserved units drop."""
+        found = [now]
+        for k in range(1, len(self.times)):
+            if self.times[k] > now and self.levels[k] < self.levels[k - 1]:
+                found.append(self.times[k])
+        return found
+
+    def reserve(self, reservation: Reservation) -> None:
+        i, j = self._split(reservation.start), self._split(reservation.end)
+        for k in range(i, j):
+            self.levels[k] += reservation.units
+
+    def used_at(self, t: float) -> int:
+        return self.levels[bisect.bisect_right(self.times, t) - 1]
+
+
+def _placements(demand: Demand, timeline: Timeline, now: float, until: float) -> Iterator[Reservation]:
+    """For each count, fewest first, its earliest start that fits on what `timeline` leaves and
+    ends by `until`; a running job starts now (it is not stopped to wait)."""
+    starts = [now] if demand.held else timeline.starts(now)
+    for n in demand.counts:
+        if n > timeline.capacity:
+            return
+        duration = demand.duration(n)
+        for start in starts:
+            if start + duration > until:
+                break  # later starts end later still
+            if timeline.fits(n, start, start + duration):
+                yield Reservation(demand.key, n, start, start + duration)
+                break
+
+
+def minimum_share(demand: Demand, timeline: Timeline, now: float) -> Reservation | None:
+    """The fewest units that finish the job by its deadline on what `timeline` leaves, with the
+    earliest start for that count. None when no count does (or the job has no deadline)."""
+    if demand.deadline is None:
+        return None
+    return next(_placements(demand, timeline, now, demand.deadline), None)
+
+
+def earliest_finish(demand: Demand, timeline: Timeline, now: float) -> float:
+    """The soonest the job could finish on what `timeline` leaves (inf: never): what a job refused
+    admission is told it could have asked for."""
+    return min((r.end for r in _placements(demand, timeline, now, math.inf)), default=math.inf)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    reserved: Mapping[JobKey, Reservation]  # admitted jobs that can meet their deadlines
+    at_risk: frozenset[JobKey]  # admitted deadline jobs no count saves under the plan
+    targets: Mapping[JobKey, int]  # units each job should hold now (absent: none)
+
+
+def reserve_all(demands: Iterable[Demand], capacity: int, now: float) -> tuple[Timeline, dict[JobKey, Reservation]]:
+    """Minimum satisfactory shares in deadline order (ties by key)."""
+    timeline = Timeline(capacity)
+    reserved: dict[JobKey, Reservation] = {}
+    ordered = sorted((d for d in demands if d.deadline is not None), key=lambda d: (d.deadline, d.key))
+    for demand in ordered:
+        share = minimum_share(demand, timeline, now)
+        if share is not None:
+            timeline.reserve(share)
+            reserved[demand.key] = share
+    return timeline, reserved
+
+
+def plan(admitted: Sequence[Demand], best_effort: Sequence[Demand], capacity: int, now: float) -> Plan:
+    """Reserve the admitted jobs' minimum shares, then hand out what is free now by marginal gain
+    among every job (admitted jobs above their share, at-risk and best-effort jobs from zero)."""
+    _, reserved = reserve_all(admitted, capacity, now)
+    targets = {key: r.units for key, r in reserved.items() if r.start <= now}
+    at_risk = frozenset(d.key for d in admitted if d.deadline is not None and d.key not in reserved)
+    free = capacity - sum(targets.values())
+    everyone = [*admitted, *best_effort]
+    _leftover(everyone, targets, free)
+    return Plan(reserved, at_risk, targets)
+
+
+def _rate(demand: Demand, n: int) -> float:
+    if n <= 0:
+        return 0.0
+    duration = demand.duration(n)
+    return 1.0 / duration if duration > 0 and math.isfinite(duration) else 0.0
+
+
+def _next_count(demand: Demand, n: int) -> int | None:
+    for count in demand.counts:
+        if count > n:
+            return count
+    return None
+
+
+def _leftover(demands: Sequence[Demand], targets: dict[JobKey, int], free: int) -> None:
+    """Greedy by rate gained per unit; a step only where the next count is faster."""
+    by_key = {d.key: d for d in demands}
+    heap: list[tuple[float, JobKey, int]] = []
+
+    def offer(demand: Demand) -> None:
+        now_n = targets.get(demand.key, 0)
+        nxt = _next_count(demand, now_n)
+        if nxt is None:
+            return
+        gain = (_rate(demand, nxt) - _rate(demand, now_n)) / (nxt - now_n)
+        if gain > 0:
+            heapq.heappush(heap, (-gain, demand.key, nxt))
+
+    for demand in demands:
+        offer(demand)
+    while heap and free > 0:
+        _, key, nxt = heapq.heappop(heap)
+        demand = by_key[key]
+        step = nxt - targets.get(key, 0)
+        if step > free:
+            continue  # too big for what is left; smaller steps of others may still fit
+        targets[key] = nxt
+        free -= step
+        offer(demand)
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    admitted: bool
+    earliest: float  # the soonest the job could finish alongside the admitted ones (inf: never)
+
+
+def admit(candidate: Demand, admitted: Sequence[Demand], capacity: int, now: float) -> Admission:
+    """Admit the job only if the plan with it still finds a share for every job that had one
+    without it, and one for the job itself."""
+    timeline, before = reserve_all(admitted, capacity, now)
+    earliest = earliest_finish(candidate, timeline, now)
+    _, after = reserve_all([*admitted, candidate], capacity, now)
+    ok = candidate.key in after and all(key in after for key in before)
+    return Admission(ok, earliest)

@@ -1,0 +1,382 @@
+"""ElasticScale: deadline planning for GPU jobs; admission, and worker counts set through the owner.
+
+GPUs cannot be resized in place, so a GPU job meets its deadline by the number of workers it runs
+on. An elastic job declares its range (`pysched.io/workers-min` / `workers-max` on its pods,
+GPUs per worker from the pod) and belongs to an Indexed batch/v1 Job: pysched sets its worker
+count through the owner (`ClusterBackend.scale_job`), and the training side restarts from a
+checkpoint on every change (torchrun `--nnodes=MIN:MAX`). Every other GPU job is rigid: planned
+at its size, never scaled.
+
+- preEnqueue (a job's first pod): the job is judged for admission (`pysched.deadline.planner`):
+  admitted when the plan with it still finds every admitted job a count that meets its deadline.
+  A job refused gets a `DeadlineRejected` Warning event naming the earliest finish it could have
+  had, and a `pysched.io/Deadline` condition that orders it as best-effort (DeadlineLaxity reads
+  it); it still runs on what the plan leaves. Its speed comes from `pysched.io/expected-duration`
+  (the run time at the submitted size) until progress is measured; a job that gives none is
+  judged at its first measured progress. An admitted elastic job is scaled to its planned count
+  before its pods are placed.
+- reconcile (every `intervalSeconds`): progress of each running job feeds its model (by GPU
+  count); every `replanSeconds`, or when a job arrived or ended, the plan is made again: each
+  admitted job's minimum satisfactory share, then the free GPUs by marginal gain, and elastic
+  jobs are scaled toward their targets (not within `cooldownSeconds` of their last change unless
+  the plan needs their GPUs; up only into GPUs free now). A scale whose new members are still not
+  all running after `scaleTimeoutSeconds` is taken back to the members that run.
+- preScore / score (topology): a GPU job's GPUs on the fewest nodes. A member scores highest on
+  a node that holds its job's other members (tightest fit first), next on a node where the
+  whole rest of its job fits (best fit: the smallest hole that holds it, so that large holes stay
+  whole for large jobs), last on the node with the most free GPUs (the fewest nodes overall).
+- Bad input: a range that contradicts itself, GPUs per worker above every node's, or an owner
+  that cannot be scaled gets one `ElasticIgnored` Warning event per job, and the job is rigid.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from pysched.api.annotations import (
+    PROGRESS,
+    deadline_of,
+    expected_duration_of,
+    total_steps_of,
+    worker_range_of,
+)
+from pysched.api.ids import JobKey, PodKey
+from pysched.api.jobs import JobSource
+from pysched.api.objects import PodInfo
+from pysched.api.resources import GPU
+from pysched.deadline.condition import CONDITION, REJECTED_REASON
+from pysched.deadline.planner import Demand, admit, plan
+from pysched.deadline.predictor import JobModel, progress_observation, stamp_resolution
+from pysched.framework.cluster import PodCondition
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.interfaces import MAX_RECONCILE_INTERVAL_S, MIN_RECONCILE_INTERVAL_S, Handle
+from pysched.framework.nodetable import I64, MAX_NODE_SCORE, Bools, NodeTable
+from pysched.framework.registry import MAX_ARGS_SECONDS, PluginSpec, check_range
+from pysched.framework.status import SKIP, SUCCESS, Status
+from pysched.framework.tasks import BackgroundTasks
+from pysched.plugins.elastic_scale.jobs import GpuJob
+
+NAME = "ElasticScale"
+IGNORED_REASON = "ElasticIgnored"
+SCALED_REASON = "Scaled"
+
+
+@dataclass(frozen=True, slots=True)
+class ElasticScaleArgs:
+    interval_seconds: float = 60.0
+    replan_seconds: float = 300.0  # plan again at least this often
+    cooldown_seconds: float = 600.0  # between two changes of one job, unless the plan needs its GPUs
+    scale_pause_seconds: float = 60.0  # what a change of count costs the job, as planned
+    scale_timeout_seconds: float = 300.0  # new members not all running by then: the scale is undone
+    band_z: float = 1.0  # standard deviations of the prediction band planned for
+    min_gain: float = 0.1  # a voluntary change must cut the job's remaining time by this share
+    admission: bool = True  # False: every deadline job counts as admitted
+
+    def validate(self) -> None:
+        check_range(self, "interval_seconds", MIN_RECONCILE_INTERVAL_S, MAX_RECONCILE_INTERVAL_S)
+        for name in ("replan_seconds", "cooldown_seconds", "scale_pause_seconds", "scale_timeout_seconds"):
+            check_range(self, name, 0, MAX_ARGS_SECONDS)
+        check_range(self, "band_z", 0, 4)
+        check_range(self, "min_gain", 0, 1, below=True)
+
+
+@dataclass(slots=True)
+class ElasticScale:
+    NAME: ClassVar[str] = NAME
+    args: ElasticScaleArgs
+    handle: Handle
+    jobs: dict[JobKey, GpuJob] = field(default_factory=dict)
+    scales: int = 0
+    rejected: int = 0
+    _job_of: dict[PodKey, JobKey] = field(default_factory=dict)
+    _rows: dict[JobKey, dict[int, int]] = field(default_factory=dict)  # GPUs placed per node row
+    _dirty: bool = True
+    _last_plan: float = -math.inf
+    _tasks: BackgroundTasks = field(default_factory=BackgroundTasks)
+
+    @property
+    def reconcile_interval(self) -> float:
+        return self.args.interval_seconds
+
+    # ----- what the cluster holds
+    def capacity(self) -> int:
+        nodes = self.handle.nodes
+        column = nodes.column.get(GPU)
+        if column is None:
+            return 0
+        return int(nodes.allocatable[: nodes.size, column][nodes.present[: nodes.size]].sum())
+
+    def largest_node(self) -> int:
+        nodes = self.handle.nodes
+        column = nodes.column.get(GPU)
+        if column is None or nodes.count == 0:
+            return 0
+        return int(nodes.allocatable[: nodes.size, column][nodes.present[: nodes.size]].max())
+
+    def job_key(self, pod: PodInfo) -> JobKey:
+        job = self.handle.jobs.of(pod.key)
+        return job.key if job is not None else JobKey(pod.key)
+
+    # ----- admission
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        gpus = pod.requests.get(GPU, 0)
+        total = total_steps_of(pod)
+        if gpus <= 0 or total is None:
+            return SUCCESS
+        key = self.job_key(pod)
+        known = self.jobs.get(key)
+        if known is None:
+            known = self._learn(key, pod, gpus, total)
+            self._dirty = True
+        known.pods.add(pod.key)
+        self._job_of[pod.key] = key
+        if known.admitted is False:
+            self._tell_rejected(pod, "")  # a member created later is ordered like the others
+        return SUCCESS
+
+    def _learn(self, key: JobKey, pod: PodInfo, gpus: int, total: int) -> GpuJob:
+        job = self.handle.jobs.of(pod.key)
+        ref = job.ref if job is not None else None
+        workers = job.minimum if job is not None else 1
+        lo = hi = workers
+        declared = worker_range_of(pod)
+        problem = ""
+        if isinstance(declared, str):
+            problem = declared
+        elif declared is not None:
+            if ref is None or ref.source is not JobSource.BATCH:
+                problem = "its owner is not an Indexed batch/v1 Job, the one pysched can scale"
+            elif gpus > self.largest_node():
+                problem = f"{gpus} GPUs per worker is more than any node has"
+            else:
+                lo, hi = declared
+        if problem:
+            note = f"elastic range ignored: {problem}; the job runs at its submitted size"
+            self._tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", IGNORED_REASON, note))
+        state = GpuJob(key, ref if hi > lo else None, total, deadline_of(pod), gpus, lo, hi, workers, JobModel(total))
+        now = self.handle.clock.now()
+        expected = expected_duration_of(pod)
+        if expected is not None:
+            state.expect(expected, now)
+        self.jobs[key] = state
+        if state.deadline is not None:
+            self._judge(state, pod, now)
+        else:
+            state.admitted = False
+        return state
+
+    def _demands(self, now: float, exclude: JobKey | None = None) -> tuple[list[Demand], list[Demand]]:
+        capacity = self.capacity()
+        admitted: list[Demand] = []
+        others: list[Demand] = []
+        for job in self.jobs.values():
+            if job.key == exclude:
+                continue
+            demand = job.demand(capacity, now, self.args.band_z, self.args.scale_pause_seconds)
+            if demand is None:
+                continue
+            (admitted if job.admitted is not False and job.deadline is not None else others).append(demand)
+        return admitted, others
+
+    def _judge(self, job: GpuJob, pod: PodInfo, now: float) -> None:
+        """Admit or refuse a deadline job whose speed is known; left undecided while it is not."""
+        demand = job.demand(self.capacity(), now, self.args.band_z, self.args.scale_pause_seconds)
+        if demand is None:
+            return
+        if not self.args.admission:
+            job.admitted = True
+            return
+        admitted, _ = self._demands(now, exclude=job.key)
+        verdict = admit(demand, admitted, self.capacity(), now)
+        job.admitted = verdict.admitted
+        if not verdict.admitted:
+            self.rejected += 1
+            earliest = "no finish at all" if math.isinf(verdict.earliest) else f"{verdict.earliest - now:.0f}s from now"
+            self._tell_rejected(pod, f"the earliest finish alongside the admitted jobs is {earliest}")
+
+    def _tell_rejected(self, pod: PodInfo, why: str) -> None:
+        deadline = deadline_of(pod)
+        if deadline is None:
+            return
+        note = (
+            f"deadline {deadline - self.handle.clock.now():+.0f}s from now cannot be planned without making an "
+            f"admitted job miss its own{'; ' + why if why else ''}: runs as best-effort"
+        )
+        if why:
+            self._tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", REJECTED_REASON, note))
+        self._tasks.spawn(
+            self.handle.cluster.patch_pod_condition(pod, PodCondition(CONDITION, "False", REJECTED_REASON, note))
+        )
+
+    # ----- running jobs
+    async def reconcile(self, pods: Sequence[PodInfo]) -> None:
+        now = self.handle.clock.now()
+        running: dict[JobKey, list[PodInfo]] = {}
+        for pod in pods:
+            if pod.requests.get(GPU, 0) > 0:
+                key = self.job_key(pod)
+                if key in self.jobs:
+                    running.setdefault(key, []).append(pod)
+        for key, job in self.jobs.items():
+            members = running.get(key, [])
+            held = sum(p.requests.get(GPU, 0) for p in members)
+            if held != job.held:
+                job.model.restarted()  # a new worker set: the next report starts a new interval
+                job.held = held
+                job.running_since = now if held else None
+                self._dirty = True
+            self._observe(job, members, now)
+            if job.admitted is None and job.deadline is not None and members:
+                self._judge(job, members[0], now)
+        if self._dirty or now - self._last_plan >= self.args.replan_seconds:
+            await self._replan(now, running)
+
+    def _observe(self, job: GpuJob, members: Sequence[PodInfo], now: float) -> None:
+        if not members or job.held <= 0:
+            return
+        for pod in members:
+            value = pod.annotations.get(PROGRESS)
+            parsed = progress_observation(value) if value is not None else None
+            if parsed is None:
+                continue
+            steps, at = parsed
+            if job.running_since is not None and at < job.running_since:
+                continue  # written before the current worker set ran
+            job.model.observe(steps, at, float(job.held), now, resolution=stamp_resolution(value or ""))
+            return
+
+    async def _replan(self, now: float, running: dict[JobKey, list[PodInfo]]) -> None:
+        self._dirty = False
+        self._last_plan = now
+        capacity = self.capacity()
+        admitted, others = self._demands(now)
+        result = plan(admitted, others, capacity, now)
+        free = capacity - sum(job.held for job in self.jobs.values())
+        for key, job in self.jobs.items():
+            if not job.elastic or job.ref is None:
+                continue
+            members = running.get(key, [])
+            bound = len(members)
+            target_units = result.targets.get(key, 0)
+            target = max(job.workers_min, min(job.workers_max, target_units // job.gpus_per_worker))
+            if bound and bound < job.workers and now - job.last_scale >= self.args.scale_timeout_seconds:
+                target = max(job.workers_min, bound)  # the new members never all ran: keep what runs
+            elif target > job.workers:
+                if bound:  # up only into GPUs free now, and only when it pays for its pause
+                    target = min(target, job.workers + max(0, free) // job.gpus_per_worker)
+                    if target <= job.workers or not self._worth(job, target, now):
+                        continue
+                    free -= (target - job.workers) * job.gpus_per_worker
+            elif target < job.workers and bound:
+                cooling = now - job.last_scale < self.args.cooldown_seconds
+                if cooling and key in result.reserved:
+                    continue  # an admitted job gives GPUs back only after its cooldown
+                free += (job.workers - target) * job.gpus_per_worker
+            if target != job.workers:
+                await self._scale(job, target, members, now)
+
+    def _worth(self, job: GpuJob, target: int, now: float) -> bool:
+        """A voluntary scale-up must cut the remaining time by `min_gain`, pause included, and
+        wait for the cooldown."""
+        if now - job.last_scale < self.args.cooldown_seconds:
+            return False
+        demand = job.demand(self.capacity(), now, self.args.band_z, self.args.scale_pause_seconds)
+        if demand is None:
+            return False
+        before, after = demand.duration(job.held), demand.duration(target * job.gpus_per_worker)
+        return after <= before * (1 - self.args.min_gain)
+
+    async def _scale(self, job: GpuJob, workers: int, members: Sequence[PodInfo], now: float) -> None:
+        if job.ref is None:
+            return
+        status = await self.handle.cluster.scale_job(job.ref, workers)
+        if not status.ok:
+            job.ref = None  # cannot be scaled: rigid from now on, told once
+            if members:
+                note = f"elastic scaling stopped: {status.message}; the job keeps {job.workers} workers"
+                self._tasks.spawn(self.handle.cluster.emit_event(members[0], "Warning", IGNORED_REASON, note))
+            return
+        self.scales += 1
+        if members:
+            note = f"workers {job.workers} -> {workers} toward the deadline plan"
+            self._tasks.spawn(self.handle.cluster.emit_event(members[0], "Normal", SCALED_REASON, note))
+        job.workers = workers
+        job.last_scale = now
+
+    # ----- topology
+    def pod_placed(self, pod: PodInfo, row: int) -> None:
+        key = self._job_of.get(pod.key)
+        if key is not None:
+            rows = self._rows.setdefault(key, {})
+            rows[row] = rows.get(row, 0) + pod.requests.get(GPU, 0)
+
+    def pod_removed(self, pod: PodInfo, row: int) -> None:
+        key = self._job_of.get(pod.key)
+        rows = self._rows.get(key) if key is not None else None
+        if rows is None or key is None:
+            return
+        rows[row] = rows.get(row, 0) - pod.requests.get(GPU, 0)
+        if rows[row] <= 0:
+            del rows[row]
+        if not rows:
+            del self._rows[key]
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> Status:
+        if pod.requests.get(GPU, 0) <= 0 or GPU not in nodes.column:
+            return SKIP
+        job = self.handle.jobs.of(pod.key)
+        return SUCCESS if job is not None and len(job.members) > 1 else SKIP
+
+    def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> I64:
+        size = nodes.size
+        scores = np.zeros(size, np.int64)
+        column = nodes.column.get(GPU)
+        job = self.handle.jobs.of(pod.key)
+        if column is None or job is None:
+            return scores
+        allocatable = nodes.allocatable[:size, column].astype(np.float64)
+        free = allocatable - nodes.requested[:size, column]
+        need = sum(m.requests.get(GPU, 0) for k, m in job.members.items() if k not in job.placed)
+        need = max(need, pod.requests.get(GPU, 0))
+        same = np.zeros(size, np.float64)
+        for row, gpus in self._rows.get(job.key, {}).items():
+            if row < size:
+                same[row] = gpus
+        scale = np.maximum(allocatable, 1.0)
+        tight = 1.0 - np.clip(free - pod.requests.get(GPU, 0), 0, None) / scale
+        whole = free >= need
+        value = np.where(
+            same > 0,
+            0.6 + 0.4 * tight,
+            np.where(whole, 0.3 + 0.3 * (1.0 - (free - need) / scale), 0.3 * np.clip(free, 0, None) / scale),
+        )
+        scores[:] = np.round(value * MAX_NODE_SCORE).astype(np.int64)
+        return scores
+
+    def pod_ended(self, pod: PodInfo) -> None:
+        """Forget a job once every pod of it ended or was deleted (a pod the scale removed
+        leaves the others)."""
+        key = self._job_of.pop(pod.key, None)
+        job = self.jobs.get(key) if key is not None else None
+        if job is None:
+            return
+        job.pods.discard(pod.key)
+        self._dirty = True
+        if not job.pods:
+            del self.jobs[job.key]
+
+
+def factory(args: ElasticScaleArgs, handle: Handle) -> ElasticScale:
+    plugin = ElasticScale(args, handle)
+    handle.pods.subscribe(plugin)
+    handle.pod_lifecycle.on_terminated(plugin.pod_ended)
+    handle.pod_lifecycle.on_deleted(plugin.pod_ended)
+    return plugin
+
+
+SPEC = PluginSpec(NAME, ElasticScaleArgs, factory, ElasticScale)

@@ -1,0 +1,75 @@
+"""What ElasticScale knows of each GPU job: its range, its speed model by GPU count, its verdict,
+and how it turns into a planner `Demand`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from pysched.api.ids import JobKey, PodKey
+from pysched.api.jobs import JobRef
+from pysched.deadline.planner import Demand
+from pysched.deadline.predictor import CountStats, JobModel
+
+PRIOR_SPREAD = 0.1  # relative uncertainty of an owner's expected duration
+
+
+@dataclass(slots=True)
+class GpuJob:
+    key: JobKey
+    ref: JobRef | None  # the owner to scale through; None: a rigid job
+    total_steps: int
+    deadline: float | None
+    gpus_per_worker: int
+    workers_min: int
+    workers_max: int
+    workers: int  # the count asked of the owner (its parallelism)
+    model: JobModel
+    admitted: bool | None = None  # None: not judged yet (nothing known of its speed)
+    last_scale: float = -math.inf
+    held: int = 0  # GPUs of its running members, as of the last reconcile
+    running_since: float | None = None
+    reporter: PodKey | None = None  # the member whose progress is read
+    pods: set[PodKey] = field(default_factory=set)  # its pods not yet ended or deleted
+
+    @property
+    def elastic(self) -> bool:
+        return self.ref is not None and self.workers_max > self.workers_min
+
+    def expect(self, seconds: float, now: float) -> None:
+        """The owner's expected run time at the submitted size: the model's first speed."""
+        units = float(self.workers * self.gpus_per_worker)
+        step = seconds / self.total_steps
+        self.model.restore([CountStats(units, step, PRIOR_SPREAD, seconds, float(self.total_steps), 1)])
+
+    def counts(self, capacity: int) -> list[int]:
+        """GPU counts it may hold (rigid: its own). A wide range is planned on the counts at most
+        a third apart (1, 2, 3, 4, 6, 8, 12, 16, ...), so a plan costs the same for a range of 64
+        or 10,000, plus its ends and the current count."""
+        if not self.elastic:
+            return [self.workers * self.gpus_per_worker]
+        top = min(self.workers_max, max(1, capacity // self.gpus_per_worker))
+        if top < self.workers_min:
+            return [self.workers_min * self.gpus_per_worker]
+        chosen = {self.workers_min, top, min(max(self.workers, self.workers_min), top)}
+        w = 1
+        while w <= top:
+            for candidate in (w, w * 3 // 2):
+                if self.workers_min <= candidate <= top:
+                    chosen.add(candidate)
+            w *= 2
+        return [c * self.gpus_per_worker for c in sorted(chosen)]
+
+    def demand(self, capacity: int, now: float, band_z: float, pause_s: float) -> Demand | None:
+        """Seconds left at each count at the band's upper edge; None while nothing is known."""
+        done = self.model.steps_at(now)
+        if done is None:
+            done = float(self.model.last.steps) if self.model.last is not None else 0.0
+        left = max(0.0, self.total_steps - done)
+        seconds: dict[int, float] = {}
+        for units in self.counts(capacity):
+            est = self.model.step_estimate(float(units))
+            if est is None:
+                return None
+            seconds[units] = left * est.step_seconds * (1 + band_z * est.rel_sigma)
+        return Demand(self.key, seconds, self.held, pause_s, self.deadline if self.admitted is not False else None)

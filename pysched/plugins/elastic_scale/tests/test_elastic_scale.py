@@ -1,0 +1,93 @@
+"""ElasticScale on the simulated cluster: elastic GPU jobs scaled through their Indexed Job to meet
+deadlines, admission, bad ranges, and the topology score."""
+
+import asyncio
+import dataclasses
+import random
+from collections.abc import Sequence
+
+from pysched.api.ids import JobKey
+from pysched.backend.simulated import SimulatedCluster
+from pysched.framework.clock import VirtualClock
+from pysched.framework.config import SchedulerConfig
+from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
+from pysched.plugins.elastic_scale import IGNORED_REASON
+from pysched.scheduler.scheduler import Scheduler
+from pysched.sim.runner import EPOCH, PolicyResult, _Replay, metrics
+from pysched.sim.scenario import cpu_nodes
+from pysched.workload.gang_jobs import elastic_gpu_job
+from pysched.workload.job import Job
+from pysched.workload.speed import Throughput
+
+REGISTRY = default_registry()
+CONFIG = builtin_config(REGISTRY)
+TABLE = Throughput((1, 2, 4, 8), (1.0, 1.9, 3.6, 6.8))  # steps/s by GPU count
+REJECTED = "DeadlineRejected"
+
+
+def elastic(name: str, steps: int, deadline: float, gpus: int = 2, submit: float = 0.0, top: int = 8) -> Job:
+    expected = steps / (TABLE.rate(gpus) or 1.0)
+    job = Job(name, submit, steps, 1000 * gpus, f"{gpus}Gi", TABLE, gpu=gpus, deadline=deadline, expected_s=expected)
+    return elastic_gpu_job(job, 8, top, random.Random(1))
+
+
+def replay(jobs: Sequence[Job], policy: str = "pysched", nodes: int = 1) -> tuple[SimulatedCluster, PolicyResult]:
+    async def run() -> tuple[SimulatedCluster, PolicyResult]:
+        clock = VirtualClock(EPOCH)
+        cluster = SimulatedCluster(clock)
+        for node in cpu_nodes(nodes, "64", "256Gi", gpu=8):
+            cluster.add_node(node)
+        profile = CONFIG.profile(policy)
+        assert profile is not None
+        scheduler = Scheduler(SchedulerConfig((profile,), CONFIG.source), cluster, clock, REGISTRY)
+        await scheduler.start()
+        run = _Replay(policy, scheduler, cluster, clock, list(jobs), 7, 60.0, 0.0)
+        await run.run(None)
+        await scheduler.stop()
+        return cluster, metrics(run, 0)
+
+    return asyncio.run(run())
+
+
+def test_an_elastic_job_is_scaled_up_through_its_owner_to_meet_a_deadline_it_would_miss() -> None:
+    job = elastic("grow", 3600, deadline=1200.0)  # 2 workers: ~1900 s; 8 workers: ~530 s
+    _, rigid = replay([job], "edf")
+    cluster, result = replay([job])
+    assert (rigid.deadline_met, result.deadline_met) == (0, 1)
+    assert result.rescales >= 1
+    key = JobKey("sim/Job/grow")
+    assert cluster.scales and all(k == key for k, _ in cluster.scales)
+    assert max(n for _, n in cluster.scales) > 2
+    assert cluster.job_minimums[key] == cluster.scales[-1][1]  # the owner's parallelism is the count
+
+
+def test_a_job_that_would_make_an_admitted_one_miss_is_rejected_and_runs_best_effort() -> None:
+    first = elastic("first", 4000, deadline=800.0, gpus=8)  # needs every GPU for ~590 s
+    second = elastic("second", 4000, deadline=810.0, gpus=8, submit=10.0)
+    cluster, result = replay([first, second])
+    rejected = [e for e in cluster.events if e.reason == REJECTED]
+    assert [e.pod.split("/")[1].rsplit("-", 1)[0] for e in rejected] == ["second"]
+    assert "earliest finish" in rejected[0].note
+    assert result.deadline_met == 1 and result.unfinished == 0  # the second still ran, after the first
+    condition = cluster.conditions[rejected[0].pod]["pysched.io/Deadline"]
+    assert condition.reason == REJECTED
+
+
+def test_a_range_that_contradicts_itself_is_refused_with_one_event_and_the_job_stays_rigid() -> None:
+    job = dataclasses.replace(elastic("bad", 3600, deadline=1200.0), elastic=(4, 2))
+    cluster, result = replay([job])
+    ignored = [e for e in cluster.events if e.reason == IGNORED_REASON]
+    assert len(ignored) == 1 and "workers-min 4 is above pysched.io/workers-max 2" in ignored[0].note
+    assert cluster.scales == [] and result.deadline_met == 0
+
+
+def test_a_jobs_workers_land_on_as_few_nodes_as_hold_them() -> None:
+    # A rigid 3-GPU job fills part of one node; the 6 one-GPU workers that follow would fit in
+    # neither hole alone if packed into the fuller node first: they all go to the empty one.
+    other = Job("other", 0.0, 100_000, 3000, "3Gi", TABLE, gpu=3)
+    job = elastic("pack", 100, deadline=10_000.0, gpus=6, submit=1.0, top=6)
+    cluster, result = replay([other, job], nodes=2)
+    nodes = {cluster.pods[k].node_name for k in cluster.pods if k.startswith("sim/pack-")}
+    assert len(nodes) == 1 and cluster.pods["sim/other"].node_name not in nodes  # type: ignore[index]
+    assert result.deadline_met == 1

@@ -1,0 +1,115 @@
+"""The deadline planner: minimum satisfactory shares are minimal, admission never admits a set
+its own model cannot meet, and the leftover never exceeds the capacity."""
+
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pysched.api.ids import JobKey
+from pysched.deadline.planner import Demand, Reservation, Timeline, admit, minimum_share, plan, reserve_all
+
+NOW = 1000.0
+
+
+def amdahl_demand(key: str, work: float, deadline: float | None, top: int = 8, held: int = 0) -> Demand:
+    """`work` seconds on one unit, 10% serial: seconds(n) = work * (0.1 + 0.9 / n)."""
+    return Demand(JobKey(key), {n: work * (0.1 + 0.9 / n) for n in range(1, top + 1)}, held, 30.0, deadline)
+
+
+def test_the_fewest_units_that_meet_the_deadline_are_reserved() -> None:
+    timeline = Timeline(8)
+    # 1000 s of work due in 400 s: n = 3 gives 400 s exactly, n = 2 gives 550 s.
+    share = minimum_share(amdahl_demand("a", 1000.0, NOW + 400.0), timeline, NOW)
+    assert share == Reservation(JobKey("a"), 3, NOW, NOW + 400.0)
+
+
+def test_a_job_waits_for_units_an_earlier_deadline_frees() -> None:
+    timeline = Timeline(4)
+    timeline.reserve(Reservation(JobKey("first"), 4, NOW, NOW + 100.0))
+    share = minimum_share(amdahl_demand("b", 100.0, NOW + 300.0), timeline, NOW)
+    assert share is not None and share.start == NOW + 100.0 and share.units == 1
+    # a running job is never planned to stop and wait: it has no share here
+    assert minimum_share(amdahl_demand("c", 100.0, NOW + 300.0, held=2), timeline, NOW) is None
+
+
+def test_a_change_of_count_pays_its_pause() -> None:
+    timeline = Timeline(8)
+    running = amdahl_demand("a", 1000.0, NOW + 400.0, held=4)  # 4 units: 325 s; 3 units: 400 + 30 s pause
+    share = minimum_share(running, timeline, NOW)
+    assert share is not None and share.units == 4
+
+
+def test_admission_refuses_a_job_that_would_make_an_admitted_one_miss() -> None:
+    first = amdahl_demand("first", 800.0, NOW + 200.0)  # its share: 6 units, (0.1 + 0.9 / 6) * 800 = 200 s
+    second = amdahl_demand("second", 800.0, NOW + 200.0)
+    assert admit(first, [], 8, NOW).admitted
+    verdict = admit(second, [first], 8, NOW)
+    assert not verdict.admitted
+    # soonest: after the first, on all 8 units (170 s), not beside it on the 2 left (440 s)
+    assert verdict.earliest == NOW + 200.0 + 170.0
+    assert admit(amdahl_demand("later", 800.0, NOW + 400.0), [first], 8, NOW).admitted
+
+
+def test_the_leftover_goes_where_it_gains_most_and_never_exceeds_the_capacity() -> None:
+    short = Demand(JobKey("short"), {1: 100.0, 2: 50.0}, 0, 0.0, None)  # scales perfectly
+    flat = Demand(JobKey("flat"), {1: 1000.0, 2: 990.0}, 0, 0.0, None)  # barely faster on two
+    result = plan([], [short, flat], 3, NOW)
+    assert result.targets == {"short": 2, "flat": 1}
+
+
+@st.composite
+def demands(draw: st.DrawFn) -> list[Demand]:
+    out = []
+    for i in range(draw(st.integers(1, 6))):
+        work = draw(st.floats(10.0, 2000.0))
+        serial = draw(st.floats(0.0, 0.5))
+        top = draw(st.integers(1, 8))
+        held = draw(st.sampled_from([0, 0, 1, 2, 4]))
+        held = min(held, top)
+        deadline = NOW + draw(st.floats(10.0, 3000.0))
+        seconds = {n: work * (serial + (1 - serial) / n) for n in range(1, top + 1)}
+        out.append(Demand(JobKey(f"j{i}"), seconds, held, draw(st.floats(0.0, 100.0)), deadline))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(demands(), st.integers(1, 12))
+def test_every_admitted_set_is_met_under_the_plan(jobs: list[Demand], capacity: int) -> None:
+    admitted: list[Demand] = []
+    for job in jobs:
+        if admit(job, admitted, capacity, NOW).admitted:
+            admitted.append(job)
+    timeline, reserved = reserve_all(admitted, capacity, NOW)
+    assert set(reserved) == {d.key for d in admitted}
+    for demand in admitted:
+        r = reserved[demand.key]
+        assert r.end <= (demand.deadline or math.inf) and r.start >= NOW
+        assert r.end == r.start + demand.duration(r.units)
+    assert max(timeline.levels) <= capacity
+
+
+@settings(max_examples=200, deadline=None)
+@given(demands(), st.integers(1, 12), st.data())
+def test_the_minimum_share_is_minimal(jobs: list[Demand], capacity: int, data: st.DataObject) -> None:
+    *earlier, job = jobs
+    timeline, _ = reserve_all(earlier, capacity, NOW)
+    share = minimum_share(job, timeline, NOW)
+    starts = [NOW] if job.held else [NOW + k * 5.0 for k in range(0, 700)]  # every 5 s over the horizon
+    deadline = job.deadline or math.inf
+    smaller = [n for n in job.counts if share is None or n < share.units]
+    for n in smaller:
+        for start in starts:
+            end = start + job.duration(n)
+            assert not (end <= deadline and timeline.fits(n, start, end)), (n, start)
+
+
+@settings(max_examples=100, deadline=None)
+@given(demands(), demands(), st.integers(1, 12))
+def test_a_plan_hands_out_at_most_the_capacity(admitted: list[Demand], others: list[Demand], capacity: int) -> None:
+    others = [Demand(JobKey(f"b{d.key}"), d.seconds, d.held, d.pause_s, None) for d in others]
+    result = plan(admitted, others, capacity, NOW)
+    assert sum(result.targets.values()) <= capacity
+    for key, units in result.targets.items():
+        job = next(d for d in (*admitted, *others) if d.key == key)
+        assert units in job.counts
