@@ -748,12 +748,12 @@ class LiveCluster:
         if resp.status == 0 and not self.writable():
             return error("not the leader: scale refused (the Lease went while the request waited)")
         if resp.status == 403:
-            return unschedulable(f"scaling {job.title} is forbidden (RBAC: patch jobs.batch): {resp.message()}")
+            # RBAC, or admission: e.g. a Job whose pods the Job controller put in a gang PodGroup.
+            rbac = " (pysched's RBAC needs patch jobs.batch)" if "cannot patch" in resp.message() else ""
+            return unschedulable(f"scaling {job.title} is forbidden{rbac}: {resp.message()}")
         if resp.status == 404:
             return unschedulable(f"{job.title} no longer exists: {resp.message()}")
-        if resp.status == 409:
-            return unschedulable(f"{job.title} was replaced since it was seen: {resp.message()}")
-        if resp.status == 422:
+        if resp.status == 422:  # invalid, or recreated under the name since (its uid is immutable)
             return unschedulable(f"{job.title} cannot be scaled to {workers} workers: {resp.message()}")
         return error(f"scaling {job.title} to {workers} workers failed: {resp.message()}")
 

@@ -73,10 +73,19 @@ async def test_scale_merge_patches_parallelism_and_completions_together_with_the
 @pytest.mark.parametrize(
     ("status", "message", "says"),
     [
-        (403, 'jobs.batch "train" is forbidden', "forbidden (RBAC: patch jobs.batch)"),
+        (
+            403,
+            'jobs.batch "train" is forbidden: User "system:serviceaccount:kube-system:pysched" cannot patch resource',
+            "forbidden (pysched's RBAC needs patch jobs.batch)",
+        ),
+        (
+            403,
+            'jobs.batch "train" is forbidden: cannot change parallelism for a Job referencing gang-scheduled PodGroup',
+            "is forbidden: jobs.batch",  # admission, not RBAC: no RBAC hint
+        ),
         (404, 'jobs.batch "train" not found', "no longer exists"),
-        (409, "Precondition failed: UID in precondition", "replaced since it was seen"),
         (422, "spec.maxFailedIndexes: must be less than or equal to completions", "cannot be scaled to 3 workers"),
+        (422, 'metadata.uid: Invalid value: "uid-train": field is immutable', "cannot be scaled to 3 workers"),
     ],
 )
 async def test_a_rejected_scale_is_unschedulable_with_the_reason_and_the_apiservers_message(
