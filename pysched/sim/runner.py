@@ -33,7 +33,7 @@ from pysched.workload.gang_jobs import elastic_gpu_job, gpu_gang, worker
 from pysched.workload.gang_run import GangRun
 from pysched.workload.job import Job
 from pysched.workload.progress import last_write
-from pysched.workload.segment import Run, noise_rng, scale_pause, start_run
+from pysched.workload.segment import Run, noise_rng, start_run
 from pysched.workload.speed import STEP_NOISE, Throughput
 
 EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: virtual time starts here
@@ -221,14 +221,7 @@ class _Replay:
         before = gang.gang.members
         members = tuple(before[i] if i < len(before) else worker(job, i) for i in range(workers))
         now = self.clock.now()
-        gang.scale(
-            dataclasses.replace(gang.gang, members=members),
-            now,
-            self.books,
-            scale_pause(True, self.rngs[key]),
-            self.rngs[key],
-            self.noise,
-        )
+        gang.scale(dataclasses.replace(gang.gang, members=members), now, self.books, self.rngs[key], self.noise)
         if gang.run is not None:
             self.push_finish(key, gang.run)
         for member in before[workers:]:

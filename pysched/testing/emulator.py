@@ -40,7 +40,9 @@ through ``pods/status``:
 * a multi-pod job's members train as one job (:mod:`pysched.testing.emulator_gangs`):
   only while its minimum members run, at the simulator's gang rates, progress on
   rank 0, every member completed together; restarted under a running gang, it
-  resumes from rank 0's last progress.
+  resumes from rank 0's last progress; a change of its minimum (an elastic Indexed
+  Job scaled: new indexes join, the highest are removed) keeps every step, pauses
+  and trains on at the new set's rate (``GangRun.scale``).
 
 Emulated time is wall time times ``time_scale`` (default 1; e.g. 100 in tests or
 ``pysched dev-cluster up --emulate --emulate-time-scale 100``): run seconds,
@@ -60,6 +62,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import dataclasses
 import heapq
 import itertools
 import logging
@@ -97,7 +100,7 @@ from pysched.testing.emulator_gangs import (
 from pysched.testing.kube import JSON, KubeAPI, KubeAPIError
 from pysched.workload.accounting import Accounting
 from pysched.workload.catalogue import Catalogue, CatalogueError, builtin_catalogue, load_catalogue
-from pysched.workload.gang import Held
+from pysched.workload.gang import Held, Member
 from pysched.workload.pod import EMULATE_MODEL, PodJob, job_from_pod
 from pysched.workload.progress import MAX_PROGRESS_INTERVAL_S, MIN_PROGRESS_INTERVAL_S, last_write
 from pysched.workload.segment import Run, noise_rng, retime, segment_step_seconds, start_run
@@ -331,12 +334,13 @@ class KubeletEmulator:
                     if etype in ("ADDED", "MODIFIED"):
                         self._handle(obj)
                     elif etype == "DELETED":
+                        key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+                        minimum = self._minimum_now(key)
                         with self._lock:
-                            key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
                             self._resize_actions.pop(key, None)
                             self._training.pop(key, None)
                             self._bad.pop(key, None)
-                            self._leave_gang(key)
+                            self._leave_gang(key, minimum)
             except Exception as err:
                 if self._stop.is_set():
                     break
@@ -374,7 +378,8 @@ class KubeletEmulator:
         meta = pod.get("metadata") or {}
         ended = meta.get("deletionTimestamp") or pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
         if ended and "namespace" in meta:
-            self._leave_gang((meta["namespace"], meta["name"]))  # a member that ended or is going
+            key = (meta["namespace"], meta["name"])
+            self._leave_gang(key, self._minimum_now(key))  # a member that ended or is going
         if not node or ended or not self._is_fake_node(node):
             return
         if self._wanted_status(pod) is not None:
@@ -752,9 +757,14 @@ class KubeletEmulator:
         if ref is None:
             return None
         now = time.monotonic()
+        meta = pod.get("metadata") or {}
         with self._lock:
             known = self._gang_sizes.get(ref.key)
-        if known is not None and (known[0] is not None or known[1] > now):
+            gang = self._gangs.get(ref.key)
+            # A running pod beyond a full gang: its job may have grown (an elastic scale), read again.
+            here = (meta.get("namespace"), meta.get("name"))
+            beyond = gang is not None and not gang.done and gang.free_index() is None and here not in gang.members
+        if known is not None and (known[0] is not None or known[1] > now) and not beyond:
             size = known[0]
         else:
             try:
@@ -769,7 +779,28 @@ class KubeletEmulator:
                     self._gang_sizes = {k: v for k, v in self._gang_sizes.items() if k in self._gangs}
                 # An unknown minimum (no such object yet) is asked for again after a while.
                 self._gang_sizes[ref.key] = (size, now + UNKNOWN_MINIMUM_RETRY_S)
-        return ref if size is not None and size >= 2 else None
+        # A gang scaled down to one member stays the gang it was.
+        return ref if size is not None and (size >= 2 or gang is not None) else None
+
+    def _minimum_now(self, key: PodName) -> int | None:
+        """The minimum, read again, of the job a member is leaving: the Job controller removing
+        the highest indexes after a scale-down is no failure. None when it is no member of a
+        training gang or the minimum cannot be read."""
+        with self._lock:
+            job = self._member_of.get(key)
+            gang = self._gangs.get(job) if job is not None else None
+            if gang is None or gang.done or key not in gang.members:
+                return None
+            ref = gang.ref
+        try:
+            size = read_minimum(self.api, ref)
+        except Exception as err:  # a leave then counts as a failure: the safe side
+            self._note_error(f"{ref.title}: reading its minimum: {type(err).__name__}: {err}")
+            return None
+        if size is not None:
+            with self._lock:
+                self._gang_sizes[ref.key] = (size, time.monotonic() + UNKNOWN_MINIMUM_RETRY_S)
+        return size
 
     def _after(self, seconds: float, kind: str, namespace: str, name: str) -> None:
         with self._lock:
@@ -817,14 +848,22 @@ class KubeletEmulator:
                 return
             now = self.emulated_now()
             self._member_of[key] = ref.key
+            minimum = (self._gang_sizes.get(ref.key) or (None, 0.0))[0]
+            scaled = minimum is not None and minimum != len(gang.run.gang.members)
+            if scaled and minimum is not None:
+                self._rescale(gang, minimum, now)
             slot = gang.members.get(key)
             if slot is None and key in gang.spares:
                 gang.spares[key] = Spare(uid, rank_of(pod, ref), held)
+                if scaled:
+                    self._schedule_gang_tick(gang, now)
                 return
             if slot is None:
                 index = gang.free_index()
                 if index is None:  # more pods than the minimum: a spare, until a member leaves
                     gang.spares[key] = Spare(uid, rank_of(pod, ref), held)
+                    if scaled:
+                        self._schedule_gang_tick(gang, now)
                     return
                 gang.members[key] = Slot(uid, index, rank_of(pod, ref))
                 resumed = _progress_steps(pod)  # rank 0's, under an emulator restarted mid-run
@@ -832,9 +871,9 @@ class KubeletEmulator:
                 if fresh and 0 < resumed < gang.spec.job.steps:
                     gang.run.steps = gang.run.checkpoint = resumed
                 gang.run.bind(index, held, now, gang.rng, gang.spec.noise)
-            elif cpu != gang.run.held[slot.index].cpu:
+            elif slot.index in gang.run.held and cpu != gang.run.held[slot.index].cpu:
                 gang.run.resize(slot.index, cpu, now, self.books, gang.rng, gang.spec.noise)
-            else:
+            elif not scaled:
                 return
             self._schedule_gang_tick(gang, now)
 
@@ -844,9 +883,10 @@ class KubeletEmulator:
         if run is not None:
             self._schedule_tick("gang", (gang.ref.namespace, gang.ref.key), run, now, gang.version())
 
-    def _leave_gang(self, key: PodName) -> None:
+    def _leave_gang(self, key: PodName, minimum: int | None = None) -> None:
         """A member or spare is gone or ended: the gang pauses back to its checkpoint, and a spare,
-        if there is one, takes the member's place."""
+        if there is one, takes the member's place. With `minimum` (the job's, read again) below the
+        gang's size, the member was removed by a scale-down instead: nothing is lost."""
         with self._lock:
             job = self._member_of.pop(key, None)
             gang = self._gangs.get(job) if job is not None else None
@@ -856,16 +896,41 @@ class KubeletEmulator:
             slot = gang.members.pop(key, None)
             if slot is not None and not gang.done:
                 now = self.emulated_now()
-                gang.run.leave(slot.index, now, self.books)
-                spare = gang.take_spare()
-                if spare is not None:
-                    name, found = spare
-                    gang.members[name] = Slot(found.uid, slot.index, found.rank)
-                    gang.run.bind(slot.index, found.held, now, gang.rng, gang.spec.noise)
-                    self._schedule_gang_tick(gang, now)
+                if minimum is not None and minimum < len(gang.run.gang.members):
+                    self._rescale(gang, minimum, now)
+                else:
+                    gang.run.leave(slot.index, now, self.books)
+                    self._fill_from_spares(gang, now)
+                self._schedule_gang_tick(gang, now)
             if not gang.members and not gang.spares:
                 del self._gangs[gang.ref.key]
                 self._gang_sizes.pop(gang.ref.key, None)  # a new incarnation reads its minimum again
+
+    def _rescale(self, gang: EmulatedGang, size: int, now: float) -> None:
+        """The job's minimum changed: an elastic scale, played as `GangRun.scale` (steps kept, a
+        pause). The first `size` members by rank stay, renumbered in rank order (the Job controller
+        removes the highest indexes); the others wait as spares until they go; spares fill new
+        places (lock held)."""
+        ranked = sorted(gang.members, key=lambda pod: gang.members[pod].rank)
+        renumber = {gang.members[pod].index: i for i, pod in enumerate(ranked[:size])}
+        for pod in ranked[size:]:
+            slot = gang.members.pop(pod)
+            held = gang.run.held.get(slot.index)
+            if held is not None:
+                gang.spares[pod] = Spare(slot.uid, slot.rank, held)
+        for pod in ranked[:size]:
+            gang.members[pod].index = renumber[gang.members[pod].index]
+        members = tuple(Member(f"{gang.ref.name}-{i}", "", 0, "0") for i in range(size))
+        new = dataclasses.replace(gang.run.gang, members=members)
+        gang.run.scale(new, now, self.books, gang.rng, gang.spec.noise, renumber)
+        self._fill_from_spares(gang, now)
+
+    def _fill_from_spares(self, gang: EmulatedGang, now: float) -> None:
+        """Free places of the gang taken by its spares, lowest rank first (lock held)."""
+        while (index := gang.free_index()) is not None and (spare := gang.take_spare()) is not None:
+            name, found = spare
+            gang.members[name] = Slot(found.uid, index, found.rank)
+            gang.run.bind(index, found.held, now, gang.rng, gang.spec.noise)
 
     def _tick_gang(self, job: JobKey, version: int, at: float) -> None:
         """Write the gang's progress on rank 0, or complete every member once its steps are done."""

@@ -4,7 +4,8 @@ A training pod (it names a model, `pysched.workload.pod`) that belongs to a job
 (`pysched.api.jobs.job_of`) whose minimum is 2 or more is a member of a gang. The job trains only
 while its minimum members run, at the rate the simulator's gang truths give for what they hold
 (`pysched.workload.gang`), run by the very code the simulator runs (`pysched.workload.gang_run`):
-a member that leaves pauses it back to its last checkpoint, a member's CPU resize re-times it.
+a member that leaves pauses it back to its last checkpoint, a member's CPU resize re-times it, and
+a change of the job's minimum (an elastic scale) keeps its steps and pauses it (`GangRun.scale`).
 Progress is written on rank 0 (the first member in the job's order, parameter servers last), the
 member the scheduler reads; when the steps are done every member completes.
 

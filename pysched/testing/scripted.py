@@ -27,12 +27,15 @@ def is_collection(path: str) -> bool:
 
 class ScriptedApi:
     """Lists answer `items[path]` (nothing by default); each watch streams the events the test
-    sends; a GET of one object answers `objects[path]`, else 404; writes answer 404."""
+    sends; a GET of one object answers `objects[path]`, else 404; a write answers
+    `answers[(method, path)]`, else 404, and is kept in `writes` with its body and content type."""
 
     def __init__(self, items: Mapping[str, list[JSON]] | None = None) -> None:
         self.items: dict[str, list[JSON]] = {path: list(objs) for path, objs in (items or {}).items()}
         self.objects: dict[str, JSON] = {}
         self.requests: list[tuple[str, str]] = []
+        self.answers: dict[tuple[str, str], ApiResponse] = {}
+        self.writes: list[tuple[str, str, Any, str]] = []  # method, path, body, content type
         self._streams: dict[str, asyncio.Queue[JSON]] = {}
         self._opened: dict[str, int] = {}  # watches opened per path
         self._expired: dict[str, int] = {}  # watches opened per path when the last 410 was taken
@@ -52,9 +55,12 @@ class ScriptedApi:
         rate_limited: bool = True,
         only_if: Callable[[], bool] | None = None,
     ) -> ApiResponse:
+        if only_if is not None and not only_if():
+            return ApiResponse(0)  # as the client: the condition no longer held, nothing was sent
         self.requests.append((method, path))
         if method != "GET":
-            return ApiResponse(404, {"message": "not scripted"})
+            self.writes.append((method, path, body, content_type))
+            return self.answers.get((method, path), ApiResponse(404, {"message": "not scripted"}))
         if is_collection(path):
             return ApiResponse(200, {"metadata": {"resourceVersion": "1"}, "items": list(self.items.get(path, []))})
         found = self.objects.get(path)

@@ -5,7 +5,8 @@ Members bound while others wait hold their resources (charged as allocated) and 
 Once every member runs, the job runs one segment at the rate its gang truth gives for what the
 members hold (`pysched.workload.gang`); a change of any member closes the segment. Training saves a
 checkpoint every CHECKPOINT_SECONDS of training: a member that leaves (preempted, failed) or
-restarts takes the job back to it.
+restarts takes the job back to it. A scale of an elastic job (its owner's worker count changed,
+`scale`) is no failure: the job checkpoints on the change, loses nothing, and resumes after a pause.
 """
 
 from __future__ import annotations
@@ -13,12 +14,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pysched.workload.accounting import Accounting, Usage
 from pysched.workload.gang import Gang, Held
 from pysched.workload.job import Job
-from pysched.workload.segment import CHECKPOINT_SECONDS, RESTART_SECONDS, Run, noisy_step_seconds
+from pysched.workload.segment import (
+    CHECKPOINT_SECONDS,
+    RESTART_SECONDS,
+    Run,
+    noisy_step_seconds,
+    scale_pause_seconds,
+)
 from pysched.workload.speed import STEP_NOISE
 
 
@@ -33,7 +41,7 @@ class GangRun:
     checkpoint: int = 0  # steps saved by the last periodic checkpoint
     trained_s: float = 0.0  # training seconds before the current segment
     generation: int = 0  # versions the segments, so a superseded finish event is ignored
-    paused_until: float = -math.inf  # after a change of the worker count, training resumes then
+    paused_until: float = -math.inf  # no segment starts before this (the last scale's pause)
 
     @property
     def complete(self) -> bool:
@@ -45,27 +53,8 @@ class GangRun:
         self.since[index] = now
         if not self.complete or self.run is not None:
             return False
-        self._start(max(now, self.paused_until), now, rng, noise)
+        self._start(now, now, rng, noise)
         return True
-
-    def scale(
-        self, gang: Gang, now: float, books: Accounting, pause_s: float, rng: random.Random, noise: float
-    ) -> None:
-        """The owner changed the worker set to `gang`'s members (the first ones kept, by index):
-        the change's checkpoint keeps every step done, and training resumes `pause_s` after the
-        change, once every member runs. A job that never trained pays no pause."""
-        trained = self.run is not None or self.steps > 0
-        self.close(now, books)
-        self.checkpoint = self.steps
-        for index in [i for i in self.held if i >= len(gang.members)]:
-            del self.held[index]
-            self.since.pop(index, None)
-        self.gang = gang
-        if trained:
-            books.rescales += 1
-            self.paused_until = now + pause_s
-        if self.complete:
-            self._start(max(now, self.paused_until), now, rng, noise)
 
     def resize(
         self, index: int, cpu: float, now: float, books: Accounting, rng: random.Random, noise: float = STEP_NOISE
@@ -84,8 +73,46 @@ class GangRun:
         else:
             self._start(now, now, rng, noise)
 
+    def scale(
+        self,
+        gang: Gang,
+        now: float,
+        books: Accounting,
+        rng: random.Random,
+        noise: float = STEP_NOISE,
+        renumber: Mapping[int, int] | None = None,
+    ) -> float:
+        """The job's members are now `gang`'s: its owner's worker count changed (an elastic
+        Indexed Job's Job controller created the new indexes or removed the highest ones). The
+        training (torchrun --nnodes=MIN:MAX) checkpoints on the change, so no step is lost, then
+        meets again and resumes from it a pause later (drawn here, returned) at the new set's
+        rate, once all of `gang`'s members run; new indexes join through `bind`. `renumber` maps
+        each member that stays from its index to its new one (default: indexes below the new
+        count stay, the others are gone); a member no longer in the gang may still `leave`."""
+        count = len(gang.members)
+        moves = dict(renumber) if renumber is not None else {i: i for i in self.held if i < count}
+        if len(set(moves.values())) != len(moves) or not all(0 <= j < count for j in moves.values()):
+            raise ValueError(f"renumbering {moves} does not fit {count} members")
+        running = self.run is not None
+        self.close(now, books)
+        self.checkpoint = self.steps
+        self.held = {moves[i]: h for i, h in self.held.items() if i in moves}
+        self.since = {moves[i]: t for i, t in self.since.items() if i in moves}
+        self.gang = gang
+        pause = scale_pause_seconds(self.job, rng)
+        if running or self.steps > 0:  # a job that never trained has no workers to restart
+            self.paused_until = now + pause
+        if running:
+            books.rescales += 1
+        if self.complete:
+            self._start(now, now, rng, noise)
+        return pause
+
     def leave(self, index: int, now: float, books: Accounting) -> None:
-        """A member is gone (preempted, failed): the job pauses and will resume from its checkpoint."""
+        """A member is gone (preempted, failed): the job pauses and will resume from its checkpoint.
+        A member that a scale already removed changes nothing."""
+        if index not in self.held:
+            return
         self.close(now, books)
         self.held.pop(index, None)
         self.since.pop(index, None)
@@ -124,6 +151,7 @@ class GangRun:
         return tuple(self.held[i] for i in sorted(self.held))
 
     def _start(self, seg_start: float, now: float, rng: random.Random, noise: float) -> None:
+        seg_start = max(seg_start, self.paused_until)
         held = self._ordered()
         rate = self.gang.speed.steps_per_s(self.job.truth, held)
         mean = 1.0 / rate if rate > 0 else math.inf

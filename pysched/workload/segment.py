@@ -3,7 +3,8 @@
 Within a segment the step time is constant (noise drawn once per segment), so the steps done at
 any moment and the finish time are arithmetic, never stepped through. A change of CPUs closes the
 segment: in place it keeps the steps; a container restart (`resizePolicy: RestartContainer`) loses
-them and pays RESTART_SECONDS before steps resume. The simulator (`pysched.sim.runner`, on virtual
+them and pays RESTART_SECONDS before steps resume. A scale of an elastic job's worker set keeps
+them and pays `scale_pause_seconds`. The simulator (`pysched.sim.runner`, on virtual
 time) and the kubelet emulator (`pysched.testing.emulator`, on scaled wall time) both use this.
 """
 
@@ -19,16 +20,10 @@ from pysched.workload.speed import STEP_NOISE
 
 RESTART_SECONDS = 30.0  # a stop-and-restart pays this before steps resume
 CHECKPOINT_SECONDS = 300.0  # multi-pod jobs save their steps every 300 s of training
-# A change of an elastic job's worker count restarts its workers from a checkpoint the change
-# triggers (no step lost); they resume after a pause drawn per change from these ranges.
+# An elastic job's worker set changed (torchrun --nnodes=MIN:MAX, c10d rendezvous): it checkpoints,
+# meets again and restarts from that checkpoint; steps resume after a pause of U(lo, hi) seconds.
 SCALE_PAUSE_CPU_S = (20.0, 40.0)
-SCALE_PAUSE_GPU_S = (30.0, 90.0)
-
-
-def scale_pause(gpu: bool, rng: random.Random) -> float:
-    """Seconds one change of the worker count costs a job."""
-    lo, hi = SCALE_PAUSE_GPU_S if gpu else SCALE_PAUSE_CPU_S
-    return rng.uniform(lo, hi)
+SCALE_PAUSE_GPU_S = (30.0, 90.0)  # GPU jobs also rebuild their communicators and reload to device
 
 
 @dataclass(slots=True)
@@ -70,6 +65,12 @@ def noisy_step_seconds(mean: float, steps_left: int, rng: random.Random, noise: 
         return mean
     factor = 1.0 + noise * rng.gauss(0.0, 1.0) / math.sqrt(steps_left)
     return mean * max(factor, 0.5)
+
+
+def scale_pause_seconds(job: Job, rng: random.Random) -> float:
+    """One worker-set change's pause (drawn per change) before the job trains again."""
+    lo, hi = SCALE_PAUSE_GPU_S if job.gpu > 0 else SCALE_PAUSE_CPU_S
+    return rng.uniform(lo, hi)
 
 
 def start_run(job: Job, cpu: float, now: float, rng: random.Random, noise: float = STEP_NOISE) -> Run:

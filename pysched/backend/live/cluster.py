@@ -129,6 +129,7 @@ class LiveCluster:
         self.job_created: dict[str, float] = {}
         self._job_uids: dict[str, str] = {}  # "ns/name" -> uid (a relist deletes by key)
         self._indexed_parallelism: dict[str, int] = {}  # "ns/name" -> an Indexed Job's gang size
+        self._indexed_completions: dict[str, object] = {}  # "ns/name" -> its spec.completions (scale_job)
         # A JobSet's Indexed Jobs: its job key -> {"ns/name" of a Job: parallelism}, and back.
         self._jobset_sizes: dict[JobKey, dict[str, int]] = {}
         self._jobset_of_job: dict[str, JobKey] = {}
@@ -493,8 +494,10 @@ class LiveCluster:
         now = indexed_job_minimum(spec)
         if now is not None:
             self._indexed_parallelism[key] = now
+            self._indexed_completions[key] = spec.get("completions")
         else:
             self._indexed_parallelism.pop(key, None)
+            self._indexed_completions.pop(key, None)
         changed = {job_key(namespace, JobSource.BATCH, name)} if now != before else set()
         owner = job_key(namespace, JobSource.JOBSET, jobset) if isinstance(jobset, str) and jobset else None
         was = self._jobset_of_job.pop(key, None)
@@ -720,19 +723,37 @@ class LiveCluster:
         if not self.writable():
             return error("not the leader: scale refused")
         key = f"{job.namespace}/{job.name}"
-        if job.source is not JobSource.BATCH or key not in self._indexed_parallelism:
+        parallelism = self._indexed_parallelism.get(key) if job.source is JobSource.BATCH else None
+        if parallelism is None:
             return unschedulable(f"{job.title} is not an Indexed batch/v1 Job: pysched cannot scale it")
+        completions = self._indexed_completions.get(key)
+        if completions != parallelism:
+            # Patching both would also change which indexes the Job must complete: not a worker count.
+            return unschedulable(
+                f"{job.title} has completions {completions} and parallelism {parallelism}: "
+                "only a Job whose completions equal its parallelism scales elastically"
+            )
         if not 1 <= workers <= MAX_MEMBERS:
             return error(f"{job.title}: {workers} workers is out of range (1 to {MAX_MEMBERS})")
         # Elastic Indexed Jobs: completions may change only together with parallelism, kept equal.
-        body = {"spec": {"parallelism": workers, "completions": workers}}
+        # The uid makes it a precondition: a Job recreated under the name since is not scaled.
+        body: JSON = {"spec": {"parallelism": workers, "completions": workers}}
+        uid = self._job_uids.get(key)
+        if uid:
+            body["metadata"] = {"uid": uid}
         path = f"/apis/batch/v1/namespaces/{job.namespace}/jobs/{job.name}"
         resp = await self.client.request("PATCH", path, body=body, content_type=MERGE_PATCH, only_if=self.writable)
         if resp.ok:
             return SUCCESS
+        if resp.status == 0 and not self.writable():
+            return error("not the leader: scale refused (the Lease went while the request waited)")
         if resp.status == 403:
-            return unschedulable(f"scaling {job.title} is forbidden (RBAC: patch jobs.batch): {resp.message()}")
-        if resp.status in (404, 422):
+            # RBAC, or admission: e.g. a Job whose pods the Job controller put in a gang PodGroup.
+            rbac = " (pysched's RBAC needs patch jobs.batch)" if "cannot patch" in resp.message() else ""
+            return unschedulable(f"scaling {job.title} is forbidden{rbac}: {resp.message()}")
+        if resp.status == 404:
+            return unschedulable(f"{job.title} no longer exists: {resp.message()}")
+        if resp.status == 422:  # invalid, or recreated under the name since (its uid is immutable)
             return unschedulable(f"{job.title} cannot be scaled to {workers} workers: {resp.message()}")
         return error(f"scaling {job.title} to {workers} workers failed: {resp.message()}")
 
