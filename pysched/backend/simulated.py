@@ -124,8 +124,10 @@ class SimulatedCluster:
         return SUCCESS
 
     async def patch_pod_condition(self, pod: PodInfo, condition: PodCondition) -> None:
-        """Kept apart (`conditions`) and in the pod's status, delivered as an update, as the
-        informer delivers a condition written through `pods/status`."""
+        """Kept apart (`conditions`) and in the pod's status. A pending pod's is delivered as an
+        update, as the informer delivers a condition written through `pods/status` (the queue
+        order reads it: a demotion); a bound pod's is not, as nothing of a running simulation
+        reads it back (a new leader would) and every rewrite would cost an update."""
         current = self.pods.get(pod.key)
         if current is None:
             return

@@ -146,15 +146,19 @@ def reserve_all(demands: Iterable[Demand], capacity: int, now: float) -> tuple[T
     return timeline, reserved
 
 
-def plan(admitted: Sequence[Demand], best_effort: Sequence[Demand], capacity: int, now: float) -> Plan:
+def plan(
+    admitted: Sequence[Demand], best_effort: Sequence[Demand], capacity: int, now: float, efficiency: float = 0.0
+) -> Plan:
     """Reserve the admitted jobs' minimum shares, then hand out what is free now by marginal gain
-    among every job (admitted jobs above their share, at-risk and best-effort jobs from zero)."""
+    among every job (admitted jobs above their share, at-risk and best-effort jobs from zero). A
+    step up from a count is taken only where the rate it adds per unit is at least `efficiency`
+    times the rate per unit the job already has, so units go where they are really used."""
     _, reserved = reserve_all(admitted, capacity, now)
     targets = {key: r.units for key, r in reserved.items() if r.start <= now}
     at_risk = frozenset(d.key for d in admitted if d.deadline is not None and d.key not in reserved)
     free = capacity - sum(targets.values())
     everyone = [*admitted, *best_effort]
-    _leftover(everyone, targets, free)
+    _leftover(everyone, targets, free, efficiency)
     return Plan(reserved, at_risk, targets)
 
 
@@ -172,8 +176,8 @@ def _next_count(demand: Demand, n: int) -> int | None:
     return None
 
 
-def _leftover(demands: Sequence[Demand], targets: dict[JobKey, int], free: int) -> None:
-    """Greedy by rate gained per unit; a step only where the next count is faster."""
+def _leftover(demands: Sequence[Demand], targets: dict[JobKey, int], free: int, efficiency: float) -> None:
+    """Greedy by rate gained per unit; a step only where the next count is faster by enough."""
     by_key = {d.key: d for d in demands}
     heap: list[tuple[float, JobKey, int]] = []
 
@@ -183,7 +187,7 @@ def _leftover(demands: Sequence[Demand], targets: dict[JobKey, int], free: int) 
         if nxt is None:
             return
         gain = (_rate(demand, nxt) - _rate(demand, now_n)) / (nxt - now_n)
-        if gain > 0:
+        if gain > 0 and (now_n == 0 or gain >= efficiency * _rate(demand, now_n) / now_n):
             heapq.heappush(heap, (-gain, demand.key, nxt))
 
     for demand in demands:

@@ -42,11 +42,11 @@ def pod_for(name: str, scheduler: str, namespace: str, cpu: str, memory: str = "
 
 @contextlib.contextmanager
 def namespace_nodes(
-    kube: KubeAPI, namespace: str, count: int, *, cpu: str = "8", memory: str = "32Gi"
+    kube: KubeAPI, namespace: str, count: int, *, cpu: str = "8", memory: str = "32Gi", gpu: str | None = None
 ) -> Iterator[list[str]]:
     """Fake nodes labelled for `namespace` (the pods of `pod_for` select them), deleted afterwards:
     on the shared control plane each test schedules onto its own nodes only."""
-    spec = NodeSpec(cpu=cpu, memory=memory, labels={TEST_LABEL: namespace})
+    spec = NodeSpec(cpu=cpu, memory=memory, gpu=gpu, labels={TEST_LABEL: namespace})
     names = create_fake_nodes(kube, count, spec, prefix=f"{namespace}-n")
     try:
         yield names

@@ -17,10 +17,12 @@ at its size, never scaled.
   before its pods are placed.
 - reconcile (every `intervalSeconds`): progress of each running job feeds its model (by GPU
   count); every `replanSeconds`, or when a job arrived or ended, the plan is made again: each
-  admitted job's minimum satisfactory share, then the free GPUs by marginal gain, and elastic
-  jobs are scaled toward their targets (not within `cooldownSeconds` of their last change unless
-  the plan needs their GPUs; up only into GPUs free now). A scale whose new members are still not
-  all running after `scaleTimeoutSeconds` is taken back to the members that run.
+  admitted job's minimum satisfactory share, then the free GPUs by marginal gain (only where a
+  GPU adds `leftoverEfficiency` of the rate per GPU a job has), and elastic jobs are scaled toward
+  their targets: up only into GPUs free now; down only when other jobs' targets need more than is
+  free, best-effort and at-risk jobs first, admitted ones after `cooldownSeconds`. A scale whose
+  new members are still not all running after `scaleTimeoutSeconds` is taken back to the members
+  that run. With no elastic job there is nothing to plan, and no plan is made.
 - preScore / score (topology): a GPU job's GPUs on the fewest nodes. A member scores highest on
   a node that holds its job's other members (tightest fit first), next on a node where the
   whole rest of its job fits (best fit: the smallest hole that holds it, so that large holes stay
@@ -50,8 +52,8 @@ from pysched.api.jobs import JobSource
 from pysched.api.objects import PodInfo
 from pysched.api.resources import GPU
 from pysched.deadline.condition import CONDITION, REJECTED_REASON
-from pysched.deadline.planner import Demand, admit, plan
-from pysched.deadline.predictor import JobModel, progress_observation, stamp_resolution
+from pysched.deadline.planner import Demand, Plan, admit, plan
+from pysched.deadline.predictor import JobModel
 from pysched.framework.cluster import PodCondition
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import MAX_RECONCILE_INTERVAL_S, MIN_RECONCILE_INTERVAL_S, Handle
@@ -75,6 +77,8 @@ class ElasticScaleArgs:
     scale_timeout_seconds: float = 300.0  # new members not all running by then: the scale is undone
     band_z: float = 1.0  # standard deviations of the prediction band planned for
     min_gain: float = 0.1  # a voluntary change must cut the job's remaining time by this share
+    # Spare GPUs go to a job only where each adds at least this share of the rate per GPU it has.
+    leftover_efficiency: float = 0.5
     admission: bool = True  # False: every deadline job counts as admitted
 
     def validate(self) -> None:
@@ -83,6 +87,7 @@ class ElasticScaleArgs:
             check_range(self, name, 0, MAX_ARGS_SECONDS)
         check_range(self, "band_z", 0, 4)
         check_range(self, "min_gain", 0, 1, below=True)
+        check_range(self, "leftover_efficiency", 0, 1)
 
 
 @dataclass(slots=True)
@@ -96,6 +101,9 @@ class ElasticScale:
     _job_of: dict[PodKey, JobKey] = field(default_factory=dict)
     _rows: dict[JobKey, dict[int, int]] = field(default_factory=dict)  # GPUs placed per node row
     _dirty: bool = True
+    # The admitted jobs' demands as of the last reconcile (and the jobs admitted since): what
+    # admission plans against; None until first asked for after a reconcile.
+    _admitted: list[Demand] | None = None
     _last_plan: float = -math.inf
     _tasks: BackgroundTasks = field(default_factory=BackgroundTasks)
 
@@ -191,9 +199,13 @@ class ElasticScale:
         if not self.args.admission:
             job.admitted = True
             return
-        admitted, _ = self._demands(now, exclude=job.key)
+        if self._admitted is None:  # one pass over the jobs per reconcile, not one per arrival
+            self._admitted = self._demands(now, exclude=job.key)[0]
+        admitted = [d for d in self._admitted if d.key != job.key]
         verdict = admit(demand, admitted, self.capacity(), now)
         job.admitted = verdict.admitted
+        if verdict.admitted:
+            self._admitted = [*admitted, demand]
         if not verdict.admitted:
             self.rejected += 1
             earliest = "no finish at all" if math.isinf(verdict.earliest) else f"{verdict.earliest - now:.0f}s from now"
@@ -216,6 +228,7 @@ class ElasticScale:
     # ----- running jobs
     async def reconcile(self, pods: Sequence[PodInfo]) -> None:
         now = self.handle.clock.now()
+        self._admitted = None
         running: dict[JobKey, list[PodInfo]] = {}
         for pod in pods:
             if pod.requests.get(GPU, 0) > 0:
@@ -230,55 +243,63 @@ class ElasticScale:
                 job.held = held
                 job.running_since = now if held else None
                 self._dirty = True
-            self._observe(job, members, now)
+            # Read when a plan needs it (`GpuJob.demand`): a rigid job is rarely planned.
+            job.unread = next((v for p in members if (v := p.annotations.get(PROGRESS)) is not None), None)
             if job.admitted is None and job.deadline is not None and members:
                 self._judge(job, members[0], now)
-        if self._dirty or now - self._last_plan >= self.args.replan_seconds:
-            await self._replan(now, running)
-
-    def _observe(self, job: GpuJob, members: Sequence[PodInfo], now: float) -> None:
-        if not members or job.held <= 0:
-            return
-        for pod in members:
-            value = pod.annotations.get(PROGRESS)
-            parsed = progress_observation(value) if value is not None else None
-            if parsed is None:
-                continue
-            steps, at = parsed
-            if job.running_since is not None and at < job.running_since:
-                continue  # written before the current worker set ran
-            job.model.observe(steps, at, float(job.held), now, resolution=stamp_resolution(value or ""))
-            return
+        due = self._dirty or now - self._last_plan >= self.args.replan_seconds
+        if due and any(job.elastic and job.ref is not None for job in self.jobs.values()):
+            await self._replan(now, running)  # only elastic jobs act on a plan
 
     async def _replan(self, now: float, running: dict[JobKey, list[PodInfo]]) -> None:
         self._dirty = False
         self._last_plan = now
         capacity = self.capacity()
         admitted, others = self._demands(now)
-        result = plan(admitted, others, capacity, now)
+        result = plan(admitted, others, capacity, now, self.args.leftover_efficiency)
         free = capacity - sum(job.held for job in self.jobs.values())
-        for key, job in self.jobs.items():
-            if not job.elastic or job.ref is None:
-                continue
-            members = running.get(key, [])
-            bound = len(members)
-            target_units = result.targets.get(key, 0)
-            target = max(job.workers_min, min(job.workers_max, target_units // job.gpus_per_worker))
-            if bound and bound < job.workers and now - job.last_scale >= self.args.scale_timeout_seconds:
-                target = max(job.workers_min, bound)  # the new members never all ran: keep what runs
-            elif target > job.workers:
-                if bound:  # up only into GPUs free now, and only when it pays for its pause
-                    target = min(target, job.workers + max(0, free) // job.gpus_per_worker)
-                    if target <= job.workers or not self._worth(job, target, now):
-                        continue
-                    free -= (target - job.workers) * job.gpus_per_worker
-            elif target < job.workers and bound:
-                cooling = now - job.last_scale < self.args.cooldown_seconds
-                if cooling and key in result.reserved:
-                    continue  # an admitted job gives GPUs back only after its cooldown
-                free += (job.workers - target) * job.gpus_per_worker
-            if target != job.workers:
-                await self._scale(job, target, members, now)
+        # GPUs the plan gives jobs beyond what they hold: only these make a running job give any back.
+        wanted = sum(max(0, result.targets.get(k, 0) - j.held) for k, j in self.jobs.items())
+        # Those that give GPUs back first (best-effort and at-risk ones before admitted ones),
+        # then those that grow into them.
+        elastic = [j for j in self.jobs.values() if j.elastic and j.ref is not None]
+        elastic.sort(key=lambda j: (result.targets.get(j.key, 0) >= j.held, j.key in result.reserved, j.key))
+        for job in elastic:
+            members = running.get(job.key, [])
+            try:
+                free, wanted = await self._steer(job, members, result, free, wanted, now)
+            except Exception as err:  # one job's bug must not stop the others' plan
+                pod = members[0] if members else None
+                self.handle.incidents.report("ElasticScale reconcile", pod, err, then="its workers stay as they are")
+
+    async def _steer(
+        self, job: GpuJob, members: Sequence[PodInfo], result: Plan, free: int, wanted: int, now: float
+    ) -> tuple[int, int]:
+        """Scale one elastic job toward its target; the GPUs free and wanted after it."""
+        bound = len(members)
+        target_units = result.targets.get(job.key, 0)
+        target = max(job.workers_min, min(job.workers_max, target_units // job.gpus_per_worker))
+        if bound and bound < job.workers and now - job.last_scale >= self.args.scale_timeout_seconds:
+            target = max(job.workers_min, bound)  # the new members never all ran: keep what runs
+        elif target > job.workers:
+            if bound:  # up only into GPUs free now, and only when it pays for its pause
+                target = min(target, job.workers + max(0, free) // job.gpus_per_worker)
+                if target <= job.workers or not self._worth(job, target, now):
+                    return free, wanted
+        elif target < job.workers and bound:
+            if wanted <= free:
+                return free, wanted  # nobody needs its GPUs: it keeps them
+            if now - job.last_scale < self.args.cooldown_seconds and job.key in result.reserved:
+                return free, wanted  # an admitted job gives GPUs back only after its cooldown
+            target = max(target, job.workers - (wanted - free + job.gpus_per_worker - 1) // job.gpus_per_worker)
+        if target == job.workers:
+            return free, wanted
+        change = (target - job.workers) * job.gpus_per_worker
+        await self._scale(job, target, members, now)
+        if bound and job.workers == target:  # the scale was accepted
+            free -= change
+            wanted -= max(0, change)
+        return free, wanted
 
     def _worth(self, job: GpuJob, target: int, now: float) -> bool:
         """A voluntary scale-up must cut the remaining time by `min_gain`, pause included, and

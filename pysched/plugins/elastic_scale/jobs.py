@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pysched.api.ids import JobKey, PodKey
 from pysched.api.jobs import JobRef
 from pysched.deadline.planner import Demand
-from pysched.deadline.predictor import CountStats, JobModel
+from pysched.deadline.predictor import CountStats, JobModel, progress_observation, stamp_resolution
 
 PRIOR_SPREAD = 0.1  # relative uncertainty of an owner's expected duration
 
@@ -29,7 +29,8 @@ class GpuJob:
     last_scale: float = -math.inf
     held: int = 0  # GPUs of its running members, as of the last reconcile
     running_since: float | None = None
-    reporter: PodKey | None = None  # the member whose progress is read
+    progress: str | None = None  # the last progress annotation observed
+    unread: str | None = None  # rank 0's progress annotation as of the last reconcile
     pods: set[PodKey] = field(default_factory=set)  # its pods not yet ended or deleted
 
     @property
@@ -60,8 +61,20 @@ class GpuJob:
             w *= 2
         return [c * self.gpus_per_worker for c in sorted(chosen)]
 
+    def catch_up(self, now: float) -> None:
+        """Feed the model rank 0's last progress, once, if the current worker set wrote it."""
+        value = self.unread
+        if value is None or value == self.progress or self.held <= 0:
+            return
+        parsed = progress_observation(value)
+        if parsed is None or (self.running_since is not None and parsed[1] < self.running_since):
+            return  # malformed (DeadlineLaxity warns), or written before the current worker set ran
+        self.progress = value
+        self.model.observe(parsed[0], parsed[1], float(self.held), now, resolution=stamp_resolution(value))
+
     def demand(self, capacity: int, now: float, band_z: float, pause_s: float) -> Demand | None:
         """Seconds left at each count at the band's upper edge; None while nothing is known."""
+        self.catch_up(now)
         done = self.model.steps_at(now)
         if done is None:
             done = float(self.model.last.steps) if self.model.last is not None else 0.0

@@ -56,6 +56,10 @@ def test_the_leftover_goes_where_it_gains_most_and_never_exceeds_the_capacity() 
     flat = Demand(JobKey("flat"), {1: 1000.0, 2: 990.0}, 0, 0.0, None)  # barely faster on two
     result = plan([], [short, flat], 3, NOW)
     assert result.targets == {"short": 2, "flat": 1}
+    # With room for both: the flat job's second unit would add 1% of its rate, far below half of
+    # what a unit gives it now, so it stays on one; the short job's second unit doubles its rate.
+    assert plan([], [short, flat], 8, NOW, efficiency=0.5).targets == {"short": 2, "flat": 1}
+    assert plan([], [short, flat], 8, NOW).targets == {"short": 2, "flat": 2}
 
 
 @st.composite

@@ -91,3 +91,16 @@ def test_a_jobs_workers_land_on_as_few_nodes_as_hold_them() -> None:
     nodes = {cluster.pods[k].node_name for k in cluster.pods if k.startswith("sim/pack-")}
     assert len(nodes) == 1 and cluster.pods["sim/other"].node_name not in nodes  # type: ignore[index]
     assert result.deadline_met == 1
+
+
+def test_a_job_with_slack_gives_back_only_the_gpus_another_job_needs() -> None:
+    # Alone, the elastic job takes the GPUs that pay; a short job needing 6 of the 8 then arrives,
+    # and the elastic one, with slack to spare, shrinks to make room.
+    grow = elastic("grow", 20_000, deadline=20_000.0)
+    short = Job("short", 600.0, 600, 6000, "6Gi", TABLE, gpu=6, expected_s=600 / (TABLE.rate(6) or 1.0))
+    cluster, result = replay([grow, short])
+    counts = [n for _, n in cluster.scales]
+    # up first; down to exactly the 2 GPUs the short job leaves; up again once it is done
+    assert counts[0] > 2 and counts[1] == 2 and counts[2] > 2, counts
+    assert result.deadline_met == 1 and result.unfinished == 0
+    assert cluster.pods["sim/short"].phase == "Succeeded"  # type: ignore[index]
