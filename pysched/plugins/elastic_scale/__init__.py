@@ -27,6 +27,7 @@ at its size, never scaled.
   a node that holds its job's other members (tightest fit first), next on a node where the
   whole rest of its job fits (best fit: the smallest hole that holds it, so that large holes stay
   whole for large jobs), last on the node with the most free GPUs (the fewest nodes overall).
+- Metrics: `pysched_elastic_scales_total`, `pysched_deadline_rejected_total`.
 - Bad input: a range that contradicts itself, GPUs per worker above every node's, or an owner
   that cannot be scaled gets one `ElasticIgnored` Warning event per job, and the job is rigid.
 """
@@ -56,7 +57,7 @@ from pysched.deadline.planner import Demand, Plan, admit, plan
 from pysched.deadline.predictor import JobModel
 from pysched.framework.cluster import PodCondition
 from pysched.framework.cycle_state import CycleState
-from pysched.framework.interfaces import MAX_RECONCILE_INTERVAL_S, MIN_RECONCILE_INTERVAL_S, Handle
+from pysched.framework.interfaces import MAX_RECONCILE_INTERVAL_S, MIN_RECONCILE_INTERVAL_S, Handle, MetricFamily
 from pysched.framework.nodetable import I64, MAX_NODE_SCORE, Bools, NodeTable
 from pysched.framework.registry import MAX_ARGS_SECONDS, PluginSpec, check_range
 from pysched.framework.status import SKIP, SUCCESS, Status
@@ -378,6 +379,24 @@ class ElasticScale:
         )
         scores[:] = np.round(value * MAX_NODE_SCORE).astype(np.int64)
         return scores
+
+    def metric_families(self) -> list[MetricFamily]:
+        return [
+            MetricFamily(
+                "pysched_elastic_scales",
+                "Worker-count changes of elastic jobs accepted by their owners.",
+                "counter",
+                (),
+                {(): float(self.scales)},
+            ),
+            MetricFamily(
+                "pysched_deadline_rejected",
+                "Deadline GPU jobs refused admission (DeadlineRejected), run as best-effort.",
+                "counter",
+                (),
+                {(): float(self.rejected)},
+            ),
+        ]
 
     def pod_ended(self, pod: PodInfo) -> None:
         """Forget a job once every pod of it ended or was deleted (a pod the scale removed

@@ -12,7 +12,7 @@ from pysched.framework.clock import VirtualClock
 from pysched.framework.config import SchedulerConfig
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
-from pysched.plugins.elastic_scale import IGNORED_REASON
+from pysched.plugins.elastic_scale import IGNORED_REASON, ElasticScale
 from pysched.scheduler.scheduler import Scheduler
 from pysched.sim.runner import EPOCH, PolicyResult, _Replay, metrics
 from pysched.sim.scenario import cpu_nodes
@@ -32,6 +32,9 @@ def elastic(name: str, steps: int, deadline: float, gpus: int = 2, submit: float
     return elastic_gpu_job(job, 8, top, random.Random(1))
 
 
+PLUGINS: list[ElasticScale] = []  # the plugin of each replay, last one last
+
+
 def replay(jobs: Sequence[Job], policy: str = "pysched", nodes: int = 1) -> tuple[SimulatedCluster, PolicyResult]:
     async def run() -> tuple[SimulatedCluster, PolicyResult]:
         clock = VirtualClock(EPOCH)
@@ -41,6 +44,9 @@ def replay(jobs: Sequence[Job], policy: str = "pysched", nodes: int = 1) -> tupl
         profile = CONFIG.profile(policy)
         assert profile is not None
         scheduler = Scheduler(SchedulerConfig((profile,), CONFIG.source), cluster, clock, REGISTRY)
+        plugin = scheduler.frameworks[policy].plugins.get("ElasticScale")
+        if isinstance(plugin, ElasticScale):
+            PLUGINS.append(plugin)
         await scheduler.start()
         run = _Replay(policy, scheduler, cluster, clock, list(jobs), 7, 60.0, 0.0)
         await run.run(None)
@@ -72,6 +78,8 @@ def test_a_job_that_would_make_an_admitted_one_miss_is_rejected_and_runs_best_ef
     assert result.deadline_met == 1 and result.unfinished == 0  # the second still ran, after the first
     condition = cluster.conditions[rejected[0].pod]["pysched.io/Deadline"]
     assert condition.reason == REJECTED
+    counted = {f.name: f.values[()] for f in PLUGINS[-1].metric_families()}
+    assert counted == {"pysched_elastic_scales": float(len(cluster.scales)), "pysched_deadline_rejected": 1.0}
 
 
 def test_a_range_that_contradicts_itself_is_refused_with_one_event_and_the_job_stays_rigid() -> None:
