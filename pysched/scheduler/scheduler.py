@@ -244,7 +244,7 @@ class Scheduler:
             self.queue.delete(pod.key)
             if not pod.terminated:
                 self.queue.on_event(ClusterEvent(EventKind.ASSIGNED_POD_ADD, None, pod))
-        elif self._ours(pod) and not pod.deleting and not pod.terminated:
+        elif self._ours(pod) and not pod.deleting and not pod.terminated and not self._bound_unseen(pod):
             self.queue.add(pod)
             self._observe_nomination(None, pod)
             if job is not None and job.is_gang:  # its siblings may have waited for it
@@ -255,6 +255,8 @@ class Scheduler:
         if self._ours(new):
             self.jobs.observe(new, old)
         if new.node_name is None:
+            if self._bound_unseen(new):
+                return  # our bind went through; the informer has not seen it yet
             if self._ours(new) and not new.deleting and not new.terminated:
                 self.queue.update(new)
                 self._observe_nomination(old, new)
@@ -279,6 +281,12 @@ class Scheduler:
                 self.queue.on_event(ClusterEvent(EventKind.POD_RESIZE_DOWN, old, new))
             if old.labels != new.labels:
                 self.queue.on_event(ClusterEvent(EventKind.ASSIGNED_POD_UPDATE, old, new))
+
+    def _bound_unseen(self, pod: PodInfo) -> bool:
+        """Assumed and already handed out of the queue: its bind was sent, and a pending update
+        (a condition, a label) raced ahead of the informer's view of the binding. Queueing it
+        again would schedule the same pod twice, as kube-scheduler's assumed-pod check prevents."""
+        return pod.key not in self.queue and self.cache.is_assumed(pod.key)
 
     def _pod_terminated(self, pod: PodInfo) -> None:
         framework = self.frameworks.get(pod.scheduler_name)

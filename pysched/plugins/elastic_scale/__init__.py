@@ -106,6 +106,8 @@ class ElasticScale:
     # admission plans against; None until first asked for after a reconcile.
     _admitted: list[Demand] | None = None
     _last_plan: float = -math.inf
+    _capacity: int | None = None  # the cluster's GPUs as of the last reconcile; None until asked
+    _told: set[PodKey] = field(default_factory=set)  # pods whose refusal condition was written
     _tasks: BackgroundTasks = field(default_factory=BackgroundTasks)
 
     @property
@@ -114,6 +116,12 @@ class ElasticScale:
 
     # ----- what the cluster holds
     def capacity(self) -> int:
+        """Every node's GPUs, summed once per reconcile (nodes come and go far less often)."""
+        if self._capacity is None:
+            self._capacity = self._count_gpus()
+        return self._capacity
+
+    def _count_gpus(self) -> int:
         nodes = self.handle.nodes
         column = nodes.column.get(GPU)
         if column is None:
@@ -171,7 +179,7 @@ class ElasticScale:
         now = self.handle.clock.now()
         expected = expected_duration_of(pod)
         if expected is not None:
-            state.expect(expected, now)
+            state.expect(expected)
         self.jobs[key] = state
         if state.deadline is not None:
             self._judge(state, pod, now)
@@ -213,9 +221,12 @@ class ElasticScale:
             self._tell_rejected(pod, f"the earliest finish alongside the admitted jobs is {earliest}")
 
     def _tell_rejected(self, pod: PodInfo, why: str) -> None:
+        """Once per pod: the pod passes preEnqueue again after every failed attempt, and each
+        condition written is an update that would bring it back once more."""
         deadline = deadline_of(pod)
-        if deadline is None:
+        if deadline is None or pod.key in self._told:
             return
+        self._told.add(pod.key)
         note = (
             f"deadline {deadline - self.handle.clock.now():+.0f}s from now cannot be planned without making an "
             f"admitted job miss its own{'; ' + why if why else ''}: runs as best-effort"
@@ -230,6 +241,7 @@ class ElasticScale:
     async def reconcile(self, pods: Sequence[PodInfo]) -> None:
         now = self.handle.clock.now()
         self._admitted = None
+        self._capacity = None
         running: dict[JobKey, list[PodInfo]] = {}
         for pod in pods:
             if pod.requests.get(GPU, 0) > 0:
@@ -402,6 +414,7 @@ class ElasticScale:
         """Forget a job once every pod of it ended or was deleted (a pod the scale removed
         leaves the others)."""
         key = self._job_of.pop(pod.key, None)
+        self._told.discard(pod.key)
         job = self.jobs.get(key) if key is not None else None
         if job is None:
             return

@@ -37,7 +37,7 @@ class GpuJob:
     def elastic(self) -> bool:
         return self.ref is not None and self.workers_max > self.workers_min
 
-    def expect(self, seconds: float, now: float) -> None:
+    def expect(self, seconds: float) -> None:
         """The owner's expected run time at the submitted size: the model's first speed."""
         units = float(self.workers * self.gpus_per_worker)
         step = seconds / self.total_steps

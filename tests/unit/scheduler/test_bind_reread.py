@@ -104,3 +104,42 @@ def test_a_resize_that_still_fits_binds_on_the_same_node_counted_at_the_new_size
     assert pod.node_name == "small" and pod.requests["cpu"] == 3000 and len(plugin.seen) == 1
     assert requested_cpu(scheduler, "small") == 3000 and requested_cpu(scheduler, "big") == 0
     assert not any(e.reason == "FailedScheduling" for e in cluster.events)
+
+
+@dataclass(slots=True)
+class SentNotSeen:
+    """A binder whose API call succeeded but whose binding the informer has not delivered yet."""
+
+    NAME: ClassVar[str] = "SentNotSeen"
+    handle: Handle
+
+    async def bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
+        return SUCCESS
+
+
+def test_an_update_racing_ahead_of_the_binding_does_not_schedule_the_pod_twice() -> None:
+    """A pending update (a label, a condition) that the informer delivers after the bind was sent
+    but before the binding itself: the pod is assumed and out of the queue, and must stay out."""
+    registry = default_registry()
+    registry.register(PluginSpec("SentNotSeen", NoArgs, lambda args, handle: SentNotSeen(handle), SentNotSeen))
+    clock = VirtualClock(1000.0)
+    cluster = SimulatedCluster(clock)
+    profile = PROFILE.replace("      preBind: [{name: GrowOnSmall}]\n", "").replace("DefaultBinder", "SentNotSeen")
+    scheduler = Scheduler(parse_config(yaml.safe_load(profile), "t", registry), cluster, clock, registry)
+    cluster.add_node(node_dict("big", cpu="16", memory="8Gi"))
+    key = PodKey("default/p")
+
+    async def run() -> None:
+        await scheduler.start()
+        cluster.create_pod(pod_dict("p", cpu="1", memory="1Gi", scheduler_name="s", created=clock.now()))
+        await scheduler.run_until_idle()
+        assert scheduler.cache.is_assumed(key) and key not in scheduler.queue
+        cluster.set_annotations(key, {"example.com/touched": "yes"})
+        clock.advance(2.0)
+        await scheduler.run_until_idle()
+        assert key not in scheduler.queue
+        assert scheduler.incidents.total == 0
+        assert scheduler.stats.scheduled == 1
+        await scheduler.stop()
+
+    asyncio.run(run())

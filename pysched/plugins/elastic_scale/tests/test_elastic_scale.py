@@ -4,11 +4,14 @@ deadlines, admission, bad ranges, and the topology score."""
 import asyncio
 import dataclasses
 import random
+from collections import Counter
 from collections.abc import Sequence
 
 from pysched.api.ids import JobKey
+from pysched.api.objects import PodInfo
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
+from pysched.framework.cluster import PodCondition
 from pysched.framework.config import SchedulerConfig
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
@@ -32,13 +35,25 @@ def elastic(name: str, steps: int, deadline: float, gpus: int = 2, submit: float
     return elastic_gpu_job(job, 8, top, random.Random(1))
 
 
+class CountingCluster(SimulatedCluster):
+    """Counts the condition writes per pod and reason (`conditions` keeps the last only)."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        super().__init__(clock)
+        self.condition_writes: Counter[tuple[str, str]] = Counter()
+
+    async def patch_pod_condition(self, pod: PodInfo, condition: PodCondition) -> None:
+        self.condition_writes[(pod.key, condition.reason)] += 1
+        await super().patch_pod_condition(pod, condition)
+
+
 PLUGINS: list[ElasticScale] = []  # the plugin of each replay, last one last
 
 
-def replay(jobs: Sequence[Job], policy: str = "pysched", nodes: int = 1) -> tuple[SimulatedCluster, PolicyResult]:
-    async def run() -> tuple[SimulatedCluster, PolicyResult]:
+def replay(jobs: Sequence[Job], policy: str = "pysched", nodes: int = 1) -> tuple[CountingCluster, PolicyResult]:
+    async def run() -> tuple[CountingCluster, PolicyResult]:
         clock = VirtualClock(EPOCH)
-        cluster = SimulatedCluster(clock)
+        cluster = CountingCluster(clock)
         for node in cpu_nodes(nodes, "64", "256Gi", gpu=8):
             cluster.add_node(node)
         profile = CONFIG.profile(policy)
@@ -78,6 +93,10 @@ def test_a_job_that_would_make_an_admitted_one_miss_is_rejected_and_runs_best_ef
     assert result.deadline_met == 1 and result.unfinished == 0  # the second still ran, after the first
     condition = cluster.conditions[rejected[0].pod]["pysched.io/Deadline"]
     assert condition.reason == REJECTED
+    # Written once, though the first member (never removed by a scale) came back through
+    # preEnqueue after each of its failed attempts.
+    assert cluster.condition_writes[(rejected[0].pod, "Unschedulable")] >= 2
+    assert cluster.condition_writes[(rejected[0].pod, REJECTED)] == 1
     counted = {f.name: f.values[()] for f in PLUGINS[-1].metric_families()}
     assert counted == {"pysched_elastic_scales": float(len(cluster.scales)), "pysched_deadline_rejected": 1.0}
 
