@@ -26,6 +26,7 @@ from pysched.deadline.predictor import CountStats
 CONDITION = "pysched.io/Deadline"
 DEMOTED_REASON = "DeadlineInfeasible"  # the deadline cannot be met: ordered as best-effort
 REJECTED_REASON = "DeadlineRejected"  # not admitted: meeting it would make an admitted job miss; best-effort
+ADMITTED_REASON = "DeadlineAdmitted"  # admitted after it waited for room in the plan
 ON_TRACK_REASON = "OnTrack"  # the job meets its deadline at the CPUs it has
 RESCALED_REASON = "Rescaled"  # the job was resized toward its deadline
 MAX_COUNTS = 4  # the counts with the most measured time: keeps the message short

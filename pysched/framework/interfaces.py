@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pysched.api.ids import NodeName
 from pysched.api.objects import PodInfo
+from pysched.framework.activation import PodActivator
 from pysched.framework.clock import Clock
 from pysched.framework.cluster import ClusterBackend
 from pysched.framework.cycle_state import CycleState
@@ -51,7 +52,8 @@ class Handle:
     contained to one pod (shared by every profile), the pods placed on nodes, what the engine
     lends a preempting PostFilter (dry runs, the nominator), where a plugin starts API work from
     synchronous code (the scheduler's side tasks, joined by its drivers), where a gated
-    plugin says that the pods it acts on may have changed, and the jobs pods belong to."""
+    plugin says that the pods it acts on may have changed, the jobs pods belong to, and where a
+    plugin asks for pods it gated to be looked at again."""
 
     cluster: ClusterBackend
     clock: Clock
@@ -65,6 +67,7 @@ class Handle:
     gates: PodGates = field(default_factory=PodGates)
     # The scheduler's jobs (shared by every profile); a Handle made alone gets a book of its own.
     jobs: JobBook = field(default_factory=lambda: JobBook(PlacedPods(), lambda _: None))
+    activator: PodActivator = field(default_factory=PodActivator)
 
 
 @runtime_checkable

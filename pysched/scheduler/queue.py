@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,6 +183,21 @@ class SchedulingQueue:
             self._push_active(qp)  # re-sort: the old heap entry goes stale
         elif where is None:
             self._enqueue(qp)  # never placed (cannot happen; a pod must not get stuck if it does)
+
+    def activate(self, keys: Iterable[PodKey]) -> int:
+        """A plugin's gate or verdict may have changed for these pods: the gated and the
+        unschedulable ones go through PreEnqueue again now (kube-scheduler's Activate). Returns
+        how many did."""
+        moved = 0
+        for key in keys:
+            qp = self._pods.get(key)
+            where = self._where.get(key)
+            if qp is None or where not in (GATED, UNSCHEDULABLE):
+                continue
+            self._drop_unschedulable(key)
+            self._enqueue(qp)
+            moved += 1
+        return moved
 
     def delete(self, key: PodKey) -> None:
         self._pods.pop(key, None)

@@ -152,6 +152,8 @@ class Scheduler:
             self._queue_contained,
             self._interest,
         )
+        for framework in self.frameworks.values():
+            framework.handle.activator.install(self.queue.activate)
         self.stats = SchedulerStats()
         self._timer = timer
         self._record = record_cycle_times

@@ -25,6 +25,7 @@ from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import SchedulerConfig
 from pysched.framework.registry import Registry
+from pysched.scheduler.queue import GATED
 from pysched.scheduler.scheduler import Scheduler
 from pysched.sim.scenario import Scenario
 from pysched.workload.accounting import Accounting, Usage, close_segment, resize_run
@@ -252,6 +253,11 @@ class _Replay:
                 run.progress = value
                 self.cluster.set_annotations(key, {PROGRESS: value})
 
+    def _held_for_reconcile(self) -> bool:
+        """Pods a PreEnqueue plugin holds back while a reconcile, which may release them (an
+        admission that waits for room in the plan), is still to come."""
+        return self.scheduler.next_reconcile() is not None and self.scheduler.queue.counts()[GATED] > 0
+
     async def run(self, on_tick: Callable[[float], None] | None, horizon: float | None = None) -> None:
         """Until every job has finished or can never run; `horizon`: seconds after the first
         submission at which the run is cut off (what is left counts unfinished)."""
@@ -265,7 +271,7 @@ class _Replay:
                 self.publish_progress()
             await self.scheduler.run_until_idle()
             retrying = len(self.scheduler.waiting_pods) > 0 or self.scheduler.queue.has_backoff()
-            if not self.events and not retrying:
+            if not self.events and not retrying and not self._held_for_reconcile():
                 break  # nothing runs, arrives, waits at Permit or backs off: pending pods can never fit
             wakeup = self.scheduler.next_wakeup()
             when = min(t for t in (self.events[0][0] if self.events else None, wakeup) if t is not None)

@@ -11,10 +11,13 @@ at its size, never scaled.
   admitted when the plan with it still finds every admitted job a count that meets its deadline.
   A job refused gets a `DeadlineRejected` Warning event naming the earliest finish it could have
   had, and a `pysched.io/Deadline` condition that orders it as best-effort (DeadlineLaxity reads
-  it); it still runs on what the plan leaves. Its speed comes from `pysched.io/expected-duration`
-  (the run time at the submitted size) until progress is measured; a job that gives none is
-  judged at its first measured progress. An admitted elastic job is scaled to its planned count
-  before its pods are placed.
+  it); it still runs on what the plan leaves. With `notAdmitted: Wait` its pods are held back
+  instead (gated, as a scheduling gate holds a pod) and the job is judged again whenever the plan
+  changes, earliest deadline first: admitted once it fits (a `DeadlineAdmitted` event and
+  condition), or released as best-effort once it could not meet its deadline even alone.
+  A job's speed comes from `pysched.io/expected-duration` (the run time at the submitted size)
+  until progress is measured; a job that gives none is judged at its first measured progress.
+  An admitted elastic job is scaled to its planned count before its pods are placed.
 - reconcile (every `intervalSeconds`): progress of each running job feeds its model (by GPU
   count); every `replanSeconds`, or when a job arrived or ended, the plan is made again: each
   admitted job's minimum satisfactory share, then the free GPUs by marginal gain (only where a
@@ -34,6 +37,7 @@ at its size, never scaled.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,19 +56,20 @@ from pysched.api.ids import JobKey, PodKey
 from pysched.api.jobs import JobSource
 from pysched.api.objects import PodInfo
 from pysched.api.resources import GPU
-from pysched.deadline.condition import CONDITION, REJECTED_REASON
+from pysched.deadline.condition import ADMITTED_REASON, CONDITION, REJECTED_REASON
 from pysched.deadline.planner import Demand, Plan, admit, plan
 from pysched.deadline.predictor import JobModel
 from pysched.framework.cluster import PodCondition
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import MAX_RECONCILE_INTERVAL_S, MIN_RECONCILE_INTERVAL_S, Handle, MetricFamily
 from pysched.framework.nodetable import I64, MAX_NODE_SCORE, Bools, NodeTable
-from pysched.framework.registry import MAX_ARGS_SECONDS, PluginSpec, check_range
-from pysched.framework.status import SKIP, SUCCESS, Status
+from pysched.framework.registry import MAX_ARGS_SECONDS, ArgsError, PluginSpec, check_range
+from pysched.framework.status import SKIP, SUCCESS, Status, unschedulable
 from pysched.framework.tasks import BackgroundTasks
 from pysched.plugins.elastic_scale.jobs import GpuJob
 
 NAME = "ElasticScale"
+BEST_EFFORT, WAIT = "BestEffort", "Wait"  # what a job not admitted does
 IGNORED_REASON = "ElasticIgnored"
 SCALED_REASON = "Scaled"
 
@@ -81,6 +86,7 @@ class ElasticScaleArgs:
     # Spare GPUs go to a job only where each adds at least this share of the rate per GPU it has.
     leftover_efficiency: float = 0.5
     admission: bool = True  # False: every deadline job counts as admitted
+    not_admitted: str = BEST_EFFORT  # or WAIT: held back until the plan can admit it
 
     def validate(self) -> None:
         check_range(self, "interval_seconds", MIN_RECONCILE_INTERVAL_S, MAX_RECONCILE_INTERVAL_S)
@@ -89,6 +95,8 @@ class ElasticScaleArgs:
         check_range(self, "band_z", 0, 4)
         check_range(self, "min_gain", 0, 1, below=True)
         check_range(self, "leftover_efficiency", 0, 1)
+        if self.not_admitted not in (BEST_EFFORT, WAIT):
+            raise ArgsError("notAdmitted", f"expected {BEST_EFFORT} or {WAIT}, got {self.not_admitted[:40]!r}")
 
 
 @dataclass(slots=True)
@@ -104,7 +112,7 @@ class ElasticScale:
     _dirty: bool = True
     # The admitted jobs' demands as of the last reconcile (and the jobs admitted since): what
     # admission plans against; None until first asked for after a reconcile.
-    _admitted: list[Demand] | None = None
+    _admitted: dict[JobKey, Demand] | None = None
     _last_plan: float = -math.inf
     _capacity: int | None = None  # the cluster's GPUs as of the last reconcile; None until asked
     _told: set[PodKey] = field(default_factory=set)  # pods whose refusal condition was written
@@ -135,6 +143,12 @@ class ElasticScale:
             return 0
         return int(nodes.allocatable[: nodes.size, column][nodes.present[: nodes.size]].max())
 
+    def _demand(self, job: GpuJob, now: float, capacity: int) -> Demand | None:
+        """The job as the planner sees it, holding the GPUs its pods are placed on now: a job
+        that started since the last reconcile is running, and is not moved behind a newcomer."""
+        placed = sum(self._rows.get(job.key, {}).values())
+        return job.demand(capacity, now, self.args.band_z, self.args.scale_pause_seconds, placed)
+
     def job_key(self, pod: PodInfo) -> JobKey:
         job = self.handle.jobs.of(pod.key)
         return job.key if job is not None else JobKey(pod.key)
@@ -146,14 +160,17 @@ class ElasticScale:
         if gpus <= 0 or total is None:
             return SUCCESS
         key = self.job_key(pod)
+        self._job_of[pod.key] = key
         known = self.jobs.get(key)
         if known is None:
             known = self._learn(key, pod, gpus, total)
             self._dirty = True
         known.pods.add(pod.key)
-        self._job_of[pod.key] = key
         if known.admitted is False:
             self._tell_rejected(pod, "")  # a member created later is ordered like the others
+        if known.waiting:
+            known.gated[pod.key] = pod
+            return unschedulable("not admitted yet: waits until its deadline can be planned", plugin=NAME)
         return SUCCESS
 
     def _learn(self, key: JobKey, pod: PodInfo, gpus: int, total: int) -> GpuJob:
@@ -194,7 +211,7 @@ class ElasticScale:
         for job in self.jobs.values():
             if job.key == exclude:
                 continue
-            demand = job.demand(capacity, now, self.args.band_z, self.args.scale_pause_seconds)
+            demand = self._demand(job, now, capacity)
             if demand is None:
                 continue
             (admitted if job.admitted is not False and job.deadline is not None else others).append(demand)
@@ -202,23 +219,71 @@ class ElasticScale:
 
     def _judge(self, job: GpuJob, pod: PodInfo, now: float) -> None:
         """Admit or refuse a deadline job whose speed is known; left undecided while it is not."""
-        demand = job.demand(self.capacity(), now, self.args.band_z, self.args.scale_pause_seconds)
+        demand = self._demand(job, now, self.capacity())
         if demand is None:
             return
         if not self.args.admission:
             job.admitted = True
             return
         if self._admitted is None:  # one pass over the jobs per reconcile, not one per arrival
-            self._admitted = self._demands(now, exclude=job.key)[0]
-        admitted = [d for d in self._admitted if d.key != job.key]
+            self._admitted = {d.key: d for d in self._demands(now, exclude=job.key)[0]}
+        admitted = [d for k, d in self._admitted.items() if k != job.key]
         verdict = admit(demand, admitted, self.capacity(), now)
         job.admitted = verdict.admitted
         if verdict.admitted:
-            self._admitted = [*admitted, demand]
+            self._admitted[job.key] = demand
         if not verdict.admitted:
             self.rejected += 1
+            job.waiting = self.args.not_admitted == WAIT and self._could_meet_alone(demand, now)
             earliest = "no finish at all" if math.isinf(verdict.earliest) else f"{verdict.earliest - now:.0f}s from now"
             self._tell_rejected(pod, f"the earliest finish alongside the admitted jobs is {earliest}")
+
+    def _could_meet_alone(self, demand: Demand, now: float) -> bool:
+        return admit(demand, [], self.capacity(), now).admitted
+
+    def _admit_waiting(self, now: float) -> None:
+        """Judge the waiting jobs again, earliest deadline first, against the jobs admitted now;
+        release those admitted, and those that could no longer meet their deadline even alone
+        (as best-effort: a job is never held back for good)."""
+        waiting = sorted((j for j in self.jobs.values() if j.waiting), key=lambda j: (j.deadline or 0.0, j.key))
+        if not waiting:
+            return
+        admitted = self._demands(now)[0]
+        capacity = self.capacity()
+        for job in waiting:
+            planned = self._demand(job, now, capacity)
+            if planned is None:
+                continue
+            demand = dataclasses.replace(planned, deadline=job.deadline)  # judged as a candidate again
+            if admit(demand, admitted, capacity, now).admitted:
+                job.admitted = True
+                admitted.append(demand)
+                self._admitted = None  # what later arrivals are judged against has grown
+                self._tell_admitted(job, now)
+            elif not self._could_meet_alone(demand, now):
+                first = min(job.gated.values(), key=lambda p: p.key, default=None)
+                if first is not None:
+                    note = "the deadline can no longer be met even on an empty cluster: runs as best-effort"
+                    self._tasks.spawn(self.handle.cluster.emit_event(first, "Warning", REJECTED_REASON, note))
+            else:
+                continue
+            job.waiting = False
+            gated, job.gated = job.gated, {}
+            self.handle.activator.activate(sorted(gated))
+
+    def _tell_admitted(self, job: GpuJob, now: float) -> None:
+        """Every gated pod's condition says so (DeadlineLaxity orders it as a deadline job again);
+        one event per job."""
+        for i, pod in enumerate(sorted(job.gated.values(), key=lambda p: p.key)):
+            deadline = deadline_of(pod)
+            if deadline is None:
+                continue
+            self._told.discard(pod.key)
+            note = f"admitted after waiting: deadline {deadline - now:+.0f}s from now can now be planned"
+            if i == 0:
+                self._tasks.spawn(self.handle.cluster.emit_event(pod, "Normal", ADMITTED_REASON, note))
+            condition = PodCondition(CONDITION, "True", ADMITTED_REASON, note)
+            self._tasks.spawn(self.handle.cluster.patch_pod_condition(pod, condition))
 
     def _tell_rejected(self, pod: PodInfo, why: str) -> None:
         """Once per pod: the pod passes preEnqueue again after every failed attempt, and each
@@ -227,15 +292,21 @@ class ElasticScale:
         if deadline is None or pod.key in self._told:
             return
         self._told.add(pod.key)
+        then = "waits until it can be admitted" if self._waits(pod) else "runs as best-effort"
         note = (
             f"deadline {deadline - self.handle.clock.now():+.0f}s from now cannot be planned without making an "
-            f"admitted job miss its own{'; ' + why if why else ''}: runs as best-effort"
+            f"admitted job miss its own{'; ' + why if why else ''}: {then}"
         )
         if why:
             self._tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", REJECTED_REASON, note))
         self._tasks.spawn(
             self.handle.cluster.patch_pod_condition(pod, PodCondition(CONDITION, "False", REJECTED_REASON, note))
         )
+
+    def _waits(self, pod: PodInfo) -> bool:
+        key = self._job_of.get(pod.key)
+        job = self.jobs.get(key) if key is not None else None
+        return job is not None and job.waiting
 
     # ----- running jobs
     async def reconcile(self, pods: Sequence[PodInfo]) -> None:
@@ -260,13 +331,15 @@ class ElasticScale:
             job.unread = next((v for p in members if (v := p.annotations.get(PROGRESS)) is not None), None)
             if job.admitted is None and job.deadline is not None and members:
                 self._judge(job, members[0], now)
-        due = self._dirty or now - self._last_plan >= self.args.replan_seconds
-        if due and any(job.elastic and job.ref is not None for job in self.jobs.values()):
+        if not (self._dirty or now - self._last_plan >= self.args.replan_seconds):
+            return
+        self._admit_waiting(now)
+        if any(job.elastic and job.ref is not None for job in self.jobs.values()):
             await self._replan(now, running)  # only elastic jobs act on a plan
-
-    async def _replan(self, now: float, running: dict[JobKey, list[PodInfo]]) -> None:
         self._dirty = False
         self._last_plan = now
+
+    async def _replan(self, now: float, running: dict[JobKey, list[PodInfo]]) -> None:
         capacity = self.capacity()
         admitted, others = self._demands(now)
         result = plan(admitted, others, capacity, now, self.args.leftover_efficiency)
@@ -319,7 +392,7 @@ class ElasticScale:
         wait for the cooldown."""
         if now - job.last_scale < self.args.cooldown_seconds:
             return False
-        demand = job.demand(self.capacity(), now, self.args.band_z, self.args.scale_pause_seconds)
+        demand = self._demand(job, now, self.capacity())
         if demand is None:
             return False
         before, after = demand.duration(job.held), demand.duration(target * job.gpus_per_worker)
@@ -348,6 +421,7 @@ class ElasticScale:
         if key is not None:
             rows = self._rows.setdefault(key, {})
             rows[row] = rows.get(row, 0) + pod.requests.get(GPU, 0)
+            self._held_changed(key)
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         key = self._job_of.get(pod.key)
@@ -359,6 +433,15 @@ class ElasticScale:
             del rows[row]
         if not rows:
             del self._rows[key]
+        self._held_changed(key)
+
+    def _held_changed(self, key: JobKey) -> None:
+        """An admitted job started or stopped since the last reconcile: admission sees it as
+        running (it is not moved behind a newcomer that arrives before the next reconcile)."""
+        admitted = self._admitted
+        demand = admitted.get(key) if admitted is not None else None
+        if admitted is not None and demand is not None:
+            admitted[key] = dataclasses.replace(demand, held=sum(self._rows.get(key, {}).values()))
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> Status:
         if pod.requests.get(GPU, 0) <= 0 or GPU not in nodes.column:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from pysched.api.ids import JobKey, PodKey
 from pysched.api.jobs import JobRef
+from pysched.api.objects import PodInfo
 from pysched.deadline.planner import Demand
 from pysched.deadline.predictor import CountStats, JobModel, progress_observation, stamp_resolution
 
@@ -26,6 +27,9 @@ class GpuJob:
     workers: int  # the count asked of the owner (its parallelism)
     model: JobModel
     admitted: bool | None = None  # None: not judged yet (nothing known of its speed)
+    # Not admitted and held back until it can be (`notAdmitted: Wait`): its pods seen gated.
+    waiting: bool = False
+    gated: dict[PodKey, PodInfo] = field(default_factory=dict)
     last_scale: float = -math.inf
     held: int = 0  # GPUs of its running members, as of the last reconcile
     running_since: float | None = None
@@ -72,8 +76,9 @@ class GpuJob:
         self.progress = value
         self.model.observe(parsed[0], parsed[1], float(self.held), now, resolution=stamp_resolution(value))
 
-    def demand(self, capacity: int, now: float, band_z: float, pause_s: float) -> Demand | None:
-        """Seconds left at each count at the band's upper edge; None while nothing is known."""
+    def demand(self, capacity: int, now: float, band_z: float, pause_s: float, held: int) -> Demand | None:
+        """Seconds left at each count at the band's upper edge, holding `held` GPUs now; None
+        while nothing is known."""
         self.catch_up(now)
         done = self.model.steps_at(now)
         if done is None:
@@ -85,4 +90,4 @@ class GpuJob:
             if est is None:
                 return None
             seconds[units] = left * est.step_seconds * (1 + band_z * est.rel_sigma)
-        return Demand(self.key, seconds, self.held, pause_s, self.deadline if self.admitted is not False else None)
+        return Demand(self.key, seconds, held, pause_s, self.deadline if self.admitted is not False else None)

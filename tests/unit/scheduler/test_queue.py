@@ -238,3 +238,24 @@ def test_an_event_is_checked_only_against_pods_waiting_for_its_kind() -> None:
     assert q.on_event(ClusterEvent(EventKind.NODE_ADD, None, make_node("n"))) == 1
     assert asked == ["any", "room"]
     assert q.counts()["unschedulable"] == 0
+
+
+def test_activate_takes_gated_and_unschedulable_pods_through_pre_enqueue_again() -> None:
+    clock = VirtualClock(0.0)
+    gate = {"held"}
+    q = _queue(clock, gate=gate, helps=set())
+    q.add(make_pod("held"))
+    q.add(make_pod("parked"))
+    parked = q.pop()
+    assert parked is not None and parked.pod.name == "parked"
+    q.requeue_unschedulable(parked, frozenset({"NodeResourcesFit"}))
+    q.add(make_pod("running"))
+    running = q.pop()
+    assert running is not None
+    held, parked_key, running_key = make_pod("held").key, make_pod("parked").key, make_pod("running").key
+    assert q.activate([held]) == 1 and q.where(held) == "gated"  # the gate still says no
+    gate.clear()
+    assert q.activate([held, parked_key, running_key]) == 2  # the in-flight pod is left alone
+    assert q.where(running_key) == "in-flight"
+    popped = [q.pop(), q.pop(), q.pop()]
+    assert sorted(p.pod.name for p in popped if p) == ["held", "parked"] and popped[2] is None

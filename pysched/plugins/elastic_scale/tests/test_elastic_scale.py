@@ -5,7 +5,10 @@ import asyncio
 import dataclasses
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
 
 from pysched.api.ids import JobKey
 from pysched.api.objects import PodInfo
@@ -13,9 +16,10 @@ from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.cluster import PodCondition
 from pysched.framework.config import SchedulerConfig
+from pysched.framework.registry import ArgsError, parse_args
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
-from pysched.plugins.elastic_scale import IGNORED_REASON, ElasticScale
+from pysched.plugins.elastic_scale import IGNORED_REASON, ElasticScale, ElasticScaleArgs
 from pysched.scheduler.scheduler import Scheduler
 from pysched.sim.runner import EPOCH, PolicyResult, _Replay, metrics
 from pysched.sim.scenario import cpu_nodes
@@ -50,7 +54,9 @@ class CountingCluster(SimulatedCluster):
 PLUGINS: list[ElasticScale] = []  # the plugin of each replay, last one last
 
 
-def replay(jobs: Sequence[Job], policy: str = "pysched", nodes: int = 1) -> tuple[CountingCluster, PolicyResult]:
+def replay(
+    jobs: Sequence[Job], policy: str = "pysched", nodes: int = 1, args: Mapping[str, Any] | None = None
+) -> tuple[CountingCluster, PolicyResult]:
     async def run() -> tuple[CountingCluster, PolicyResult]:
         clock = VirtualClock(EPOCH)
         cluster = CountingCluster(clock)
@@ -58,6 +64,8 @@ def replay(jobs: Sequence[Job], policy: str = "pysched", nodes: int = 1) -> tupl
             cluster.add_node(node)
         profile = CONFIG.profile(policy)
         assert profile is not None
+        if args is not None:
+            profile = dataclasses.replace(profile, plugin_args={**profile.plugin_args, "ElasticScale": args})
         scheduler = Scheduler(SchedulerConfig((profile,), CONFIG.source), cluster, clock, REGISTRY)
         plugin = scheduler.frameworks[policy].plugins.get("ElasticScale")
         if isinstance(plugin, ElasticScale):
@@ -89,7 +97,7 @@ def test_a_job_that_would_make_an_admitted_one_miss_is_rejected_and_runs_best_ef
     cluster, result = replay([first, second])
     rejected = [e for e in cluster.events if e.reason == REJECTED]
     assert [e.pod.split("/")[1].rsplit("-", 1)[0] for e in rejected] == ["second"]
-    assert "earliest finish" in rejected[0].note
+    assert "earliest finish" in rejected[0].note and rejected[0].note.endswith("runs as best-effort")
     assert result.deadline_met == 1 and result.unfinished == 0  # the second still ran, after the first
     condition = cluster.conditions[rejected[0].pod]["pysched.io/Deadline"]
     assert condition.reason == REJECTED
@@ -131,3 +139,56 @@ def test_a_job_with_slack_gives_back_only_the_gpus_another_job_needs() -> None:
     assert counts[0] > 2 and counts[1] == 2 and counts[2] > 2, counts
     assert result.deadline_met == 1 and result.unfinished == 0
     assert cluster.pods["sim/short"].phase == "Succeeded"  # type: ignore[index]
+
+
+def rigid(name: str, deadline: float, expected_s: float, submit: float = 0.0) -> Job:
+    """4000 steps on all 8 GPUs of the node: about 590 s."""
+    return Job(name, submit, 4000, 8000, "8Gi", TABLE, gpu=8, deadline=deadline, expected_s=expected_s)
+
+
+WAIT = {"notAdmitted": "Wait"}
+ALONE_S = 4000 / 6.8
+
+
+def test_with_wait_a_job_not_admitted_is_held_back_and_admitted_once_the_plan_has_room() -> None:
+    # The first job was expected to take 1200 s and takes about 590: the second, which the plan
+    # could not fit behind 1200 s, waits, and is admitted once the first is done.
+    first = rigid("first", deadline=1500.0, expected_s=1200.0)
+    second = rigid("second", deadline=1310.0, expected_s=ALONE_S, submit=10.0)
+    cluster, result = replay([first, second], args=WAIT)
+    rejected = [e for e in cluster.events if e.reason == REJECTED]
+    assert [e.pod for e in rejected] == ["sim/second"]
+    assert rejected[0].note.endswith("waits until it can be admitted")
+    admitted = [e for e in cluster.events if e.reason == "DeadlineAdmitted"]
+    assert [e.pod for e in admitted] == ["sim/second"]
+    condition = cluster.conditions["sim/second"]["pysched.io/Deadline"]  # type: ignore[index]
+    assert (condition.status, condition.reason) == ("True", "DeadlineAdmitted")
+    assert result.deadline_met == 2 and result.unfinished == 0
+
+
+def test_with_wait_a_job_that_can_no_longer_meet_its_deadline_even_alone_runs_best_effort() -> None:
+    first = rigid("first", deadline=1500.0, expected_s=ALONE_S)
+    second = rigid("second", deadline=1000.0, expected_s=ALONE_S, submit=10.0)  # alone it could, behind not
+    cluster, result = replay([first, second], args=WAIT)
+    assert [e.note.endswith("waits until it can be admitted") for e in cluster.events if e.reason == REJECTED] == [
+        True,
+        False,
+    ]
+    released = [e for e in cluster.events if e.reason == REJECTED][1]
+    assert "no longer be met even on an empty cluster: runs as best-effort" in released.note
+    assert not [e for e in cluster.events if e.reason == "DeadlineAdmitted"]
+    assert result.deadline_met == 1 and result.unfinished == 0  # nothing is held back for good
+
+
+def test_a_job_that_could_not_meet_its_deadline_even_alone_never_waits() -> None:
+    first = rigid("first", deadline=1500.0, expected_s=ALONE_S)
+    hopeless = rigid("hopeless", deadline=300.0, expected_s=ALONE_S, submit=10.0)
+    cluster, result = replay([first, hopeless], args=WAIT)
+    notes = [e.note for e in cluster.events if e.reason == REJECTED]
+    assert len(notes) == 1 and notes[0].endswith("runs as best-effort")
+    assert result.unfinished == 0
+
+
+def test_not_admitted_takes_best_effort_or_wait_only() -> None:
+    with pytest.raises(ArgsError, match="notAdmitted: expected BestEffort or Wait, got 'Later'"):
+        parse_args(ElasticScaleArgs, {"notAdmitted": "Later"})
