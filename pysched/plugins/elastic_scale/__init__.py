@@ -64,7 +64,7 @@ from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import MAX_RECONCILE_INTERVAL_S, MIN_RECONCILE_INTERVAL_S, Handle, MetricFamily
 from pysched.framework.nodetable import I64, MAX_NODE_SCORE, Bools, NodeTable
 from pysched.framework.registry import MAX_ARGS_SECONDS, ArgsError, PluginSpec, check_range
-from pysched.framework.status import SKIP, SUCCESS, Status, unschedulable
+from pysched.framework.status import SKIP, SUCCESS, Code, Status, unschedulable
 from pysched.framework.tasks import BackgroundTasks
 from pysched.plugins.elastic_scale.jobs import GpuJob
 
@@ -72,6 +72,8 @@ NAME = "ElasticScale"
 BEST_EFFORT, WAIT = "BestEffort", "Wait"  # what a job not admitted does
 IGNORED_REASON = "ElasticIgnored"
 SCALED_REASON = "Scaled"
+SCALE_FAILED_REASON = "ScaleFailed"
+MAX_SCALE_RETRY_S = 600.0  # the longest wait before a failed scale is asked again
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +333,8 @@ class ElasticScale:
             job.unread = next((v for p in members if (v := p.annotations.get(PROGRESS)) is not None), None)
             if job.admitted is None and job.deadline is not None and members:
                 self._judge(job, members[0], now)
-        if not (self._dirty or now - self._last_plan >= self.args.replan_seconds):
+        retry = any(job.failed_scales and job.retry_at <= now for job in self.jobs.values())
+        if not (self._dirty or retry or now - self._last_plan >= self.args.replan_seconds):
             return
         self._admit_waiting(now)
         if any(job.elastic and job.ref is not None for job in self.jobs.values()):
@@ -378,7 +381,7 @@ class ElasticScale:
             if now - job.last_scale < self.args.cooldown_seconds and job.key in result.reserved:
                 return free, wanted  # an admitted job gives GPUs back only after its cooldown
             target = max(target, job.workers - (wanted - free + job.gpus_per_worker - 1) // job.gpus_per_worker)
-        if target == job.workers:
+        if target == job.workers or now < job.retry_at:
             return free, wanted
         change = (target - job.workers) * job.gpus_per_worker
         await self._scale(job, target, members, now)
@@ -402,10 +405,19 @@ class ElasticScale:
         if job.ref is None:
             return
         status = await self.handle.cluster.scale_job(job.ref, workers)
+        if status.code is Code.ERROR:  # the API failed, not refused: the plan asks again later
+            job.failed_scales += 1
+            wait = min(MAX_SCALE_RETRY_S, self.args.interval_seconds * 2.0 ** min(job.failed_scales - 1, 8))
+            job.retry_at = now + wait
+            if members:
+                note = f"workers {job.workers} -> {workers} failed: {status.message()}; retried in {wait:.0f}s"
+                self._tasks.spawn(self.handle.cluster.emit_event(members[0], "Warning", SCALE_FAILED_REASON, note))
+            return
+        job.failed_scales, job.retry_at = 0, -math.inf
         if not status.ok:
             job.ref = None  # cannot be scaled: rigid from now on, told once
             if members:
-                note = f"elastic scaling stopped: {status.message}; the job keeps {job.workers} workers"
+                note = f"elastic scaling stopped: {status.message()}; the job keeps {job.workers} workers"
                 self._tasks.spawn(self.handle.cluster.emit_event(members[0], "Warning", IGNORED_REASON, note))
             return
         self.scales += 1

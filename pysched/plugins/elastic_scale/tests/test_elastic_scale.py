@@ -11,12 +11,14 @@ from typing import Any
 import pytest
 
 from pysched.api.ids import JobKey
+from pysched.api.jobs import JobRef
 from pysched.api.objects import PodInfo
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.cluster import PodCondition
 from pysched.framework.config import SchedulerConfig
 from pysched.framework.registry import ArgsError, parse_args
+from pysched.framework.status import Status, error, unschedulable
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.plugins.elastic_scale import IGNORED_REASON, ElasticScale, ElasticScaleArgs
@@ -40,11 +42,20 @@ def elastic(name: str, steps: int, deadline: float, gpus: int = 2, submit: float
 
 
 class CountingCluster(SimulatedCluster):
-    """Counts the condition writes per pod and reason (`conditions` keeps the last only)."""
+    """Counts the condition writes per pod and reason (`conditions` keeps the last only); the
+    first `failing` scales fail as an API error would, each with `failure`."""
 
     def __init__(self, clock: VirtualClock) -> None:
         super().__init__(clock)
         self.condition_writes: Counter[tuple[str, str]] = Counter()
+        self.failing = 0
+        self.failure = error("the apiserver answered 503: etcd leader changed")
+
+    async def scale_job(self, job: JobRef, workers: int) -> Status:
+        if self.failing > 0:
+            self.failing -= 1
+            return self.failure
+        return await super().scale_job(job, workers)
 
     async def patch_pod_condition(self, pod: PodInfo, condition: PodCondition) -> None:
         self.condition_writes[(pod.key, condition.reason)] += 1
@@ -55,11 +66,18 @@ PLUGINS: list[ElasticScale] = []  # the plugin of each replay, last one last
 
 
 def replay(
-    jobs: Sequence[Job], policy: str = "pysched", nodes: int = 1, args: Mapping[str, Any] | None = None
+    jobs: Sequence[Job],
+    policy: str = "pysched",
+    nodes: int = 1,
+    args: Mapping[str, Any] | None = None,
+    failing: int = 0,
+    failure: Status | None = None,
 ) -> tuple[CountingCluster, PolicyResult]:
     async def run() -> tuple[CountingCluster, PolicyResult]:
         clock = VirtualClock(EPOCH)
         cluster = CountingCluster(clock)
+        cluster.failing = failing
+        cluster.failure = failure or cluster.failure
         for node in cpu_nodes(nodes, "64", "256Gi", gpu=8):
             cluster.add_node(node)
         profile = CONFIG.profile(policy)
@@ -192,3 +210,26 @@ def test_a_job_that_could_not_meet_its_deadline_even_alone_never_waits() -> None
 def test_not_admitted_takes_best_effort_or_wait_only() -> None:
     with pytest.raises(ArgsError, match="notAdmitted: expected BestEffort or Wait, got 'Later'"):
         parse_args(ElasticScaleArgs, {"notAdmitted": "Later"})
+
+
+def test_a_scale_the_api_failed_is_retried_with_a_backoff_and_the_job_still_meets_its_deadline() -> None:
+    job = elastic("grow", 3600, deadline=1500.0)  # 2 workers: ~1900 s; 8 workers: ~530 s
+    cluster, result = replay([job], failing=2)
+    failed = [e.note for e in cluster.events if e.reason == "ScaleFailed"]
+    assert len(failed) == 2 and "503: etcd leader changed" in failed[0]
+    assert failed[0].endswith("retried in 60s") and failed[1].endswith("retried in 120s")
+    assert not [e for e in cluster.events if e.reason == IGNORED_REASON]  # still elastic
+    assert cluster.scales and max(n for _, n in cluster.scales) > 2
+    assert result.deadline_met == 1
+
+
+def test_a_scale_the_api_refuses_makes_the_job_rigid_with_the_apis_reason() -> None:
+    job = elastic("grow", 3600, deadline=1200.0)
+    refusal = unschedulable("scaling Job sim/grow is forbidden: admission webhook denied the request")
+    cluster, result = replay([job], failing=1, failure=refusal)
+    ignored = [e.note for e in cluster.events if e.reason == IGNORED_REASON]
+    assert ignored == [
+        "elastic scaling stopped: scaling Job sim/grow is forbidden: admission webhook denied the request; "
+        "the job keeps 2 workers"
+    ]
+    assert cluster.scales == [] and result.deadline_met == 0
