@@ -62,6 +62,17 @@ def _accepts(value: object, hint: Any) -> bool:
     return isinstance(value, origin or hint)
 
 
+def _describe(hint: Any) -> str:
+    """A field's type in a profile's words: `a map or nothing`, not `dict[str, typing.Any] | None`."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(arg) for arg in typing.get_args(hint))
+    words = {dict: "a map", Mapping: "a map", tuple: "a list", str: "a string", bool: "true or false"}
+    if hint is type(None):
+        return "nothing"
+    return words.get(origin or hint, getattr(hint, "__name__", str(hint)))
+
+
 def parse_args(args_type: type[A], raw: Mapping[str, Any] | None) -> A:
     """Build a frozen args dataclass from camelCase YAML keys; unknown keys and wrong types fail.
 
@@ -76,7 +87,7 @@ def parse_args(args_type: type[A], raw: Mapping[str, Any] | None) -> A:
             continue
         value = raw.pop(key)
         if not _accepts(value, hints[f.name]):
-            wanted = getattr(hints[f.name], "__name__", hints[f.name])
+            wanted = _describe(hints[f.name])
             if isinstance(value, int | float) and not isinstance(value, bool) and _accepts(1, hints[f.name]):
                 wanted = f"a finite {wanted} below 2**63 in size"
             raise ArgsError(key, f"expected {wanted}, got {clip(value)}")

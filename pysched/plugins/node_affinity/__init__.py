@@ -1,51 +1,86 @@
 """NodeAffinity: nodeSelector and required node affinity (matchExpressions / matchFields) filter;
-preferred node affinity scores (the weights of the preferences a node meets, normalised)."""
+preferred node affinity scores (the weights of the preferences a node meets, normalised). A
+profile's `addedAffinity` applies to every pod besides its own, as kube's NodeAffinityArgs."""
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 
-from pysched.api.features import NODE_PREFERENCES, PodFeatures
+from pysched.api.features import EVERY_POD, NODE_PREFERENCES, PodFeatures
 from pysched.api.objects import PodInfo
+from pysched.api.selectors import SelectorTerm
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import PLACEMENT_EVENTS, EventRegistration
 from pysched.framework.interfaces import FilterResult, Handle
-from pysched.framework.masks import affinity_mask, mask_result, term_mask
+from pysched.framework.masks import affinity_mask, term_mask
 from pysched.framework.nodetable import I64, MAX_NODE_SCORE, Bools, NodeTable
-from pysched.framework.registry import NoArgs, PluginSpec
+from pysched.framework.registry import ArgsError, PluginSpec
 from pysched.framework.status import SKIP, SUCCESS, Status
+from pysched.plugins.node_affinity.added import AddedAffinity, parse_added_affinity
 
 NAME = "NodeAffinity"
 REASON = "node(s) didn't match Pod's node affinity/selector"
+ENFORCED_REASON = "node(s) didn't match scheduler-enforced node affinity"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAffinityArgs:
+    added_affinity: dict[str, Any] | None = None
+
+    def validate(self) -> None:
+        try:
+            parse_added_affinity(self.added_affinity)
+        except ValueError as err:
+            raise ArgsError("addedAffinity", str(err).removeprefix("addedAffinity").lstrip(".: ") or str(err)) from err
+
+
+def _any_term(terms: Sequence[SelectorTerm], nodes: NodeTable) -> Bools:
+    mask = np.zeros(nodes.size, np.bool_)
+    for term in terms:
+        mask |= term_mask(term, nodes)
+    return mask
 
 
 @dataclass(frozen=True, slots=True)
 class NodeAffinity:
     NAME: ClassVar[str] = NAME
+    added: AddedAffinity = field(default_factory=AddedAffinity)
 
     def mask_key(self, pod: PodInfo) -> Hashable:
-        return (pod.node_selector, pod.required_terms)
+        return (pod.node_selector, pod.required_terms)  # the added terms are the profile's, fixed
+
+    def _added_mask(self, nodes: NodeTable) -> Bools | None:
+        required = self.added.required
+        return None if required is None else _any_term(required, nodes)
 
     def node_mask(self, pod: PodInfo, nodes: NodeTable) -> Bools:
-        return affinity_mask(pod, nodes)
+        mask = affinity_mask(pod, nodes)
+        added = self._added_mask(nodes)
+        return mask if added is None else mask & added
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult:
-        return mask_result(self.node_mask(pod, nodes), REASON, unresolvable=True)
+        own = affinity_mask(pod, nodes)
+        added = self._added_mask(nodes)
+        if added is None:
+            return FilterResult(own, {REASON: ~own}, True)
+        # kube checks the profile's affinity first: a node failing both is told the enforced reason.
+        return FilterResult(own & added, {ENFORCED_REASON: ~added, REASON: added & ~own}, True)
 
     # ----- preferred node affinity
     def acts_on(self) -> PodFeatures:
-        return NODE_PREFERENCES  # its PreScore skips a pod without preferences
+        # Its PreScore skips a pod without preferences; with added ones every pod has some.
+        return EVERY_POD if self.added.preferred else NODE_PREFERENCES
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> Status:
-        return SUCCESS if pod.preferred_terms else SKIP
+        return SUCCESS if pod.preferred_terms or self.added.preferred else SKIP
 
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> I64:
         total = np.zeros(nodes.size, np.int64)
-        for weight, term in pod.preferred_terms:
+        for weight, term in (*pod.preferred_terms, *self.added.preferred):
             total += weight * term_mask(term, nodes)[: nodes.size]
         return total
 
@@ -59,8 +94,8 @@ class NodeAffinity:
         return PLACEMENT_EVENTS
 
 
-def factory(args: NoArgs, handle: Handle) -> NodeAffinity:
-    return NodeAffinity()
+def factory(args: NodeAffinityArgs, handle: Handle) -> NodeAffinity:
+    return NodeAffinity(parse_added_affinity(args.added_affinity))
 
 
-SPEC = PluginSpec(NAME, NoArgs, factory, NodeAffinity)
+SPEC = PluginSpec(NAME, NodeAffinityArgs, factory, NodeAffinity)
