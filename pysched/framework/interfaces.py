@@ -11,6 +11,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+import numpy as np
+
 from pysched.api.ids import NodeName
 from pysched.api.objects import PodInfo
 from pysched.framework.activation import PodActivator
@@ -101,11 +103,20 @@ class PreFilterPlugin(Plugin, Protocol):
 
 @dataclass(frozen=True, slots=True)
 class FilterResult:
-    """Batch verdict: which rows pass, and for the failing ones why (for FailedScheduling)."""
+    """Batch verdict: which rows pass, and for the failing ones why (for FailedScheduling).
+    `unresolvable`: the failing rows whose rejection no preemption can undo (kube's
+    UnschedulableAndUnresolvable), all of them (True), none (False), or per row (a mask)."""
 
     feasible: Bools
     reasons: Mapping[str, Bools] = field(default_factory=dict)
-    unresolvable: bool = False
+    unresolvable: bool | Bools = False
+
+    def unresolvable_rows(self, failing: Bools) -> Bools:
+        """Which of the `failing` rows are unresolvable."""
+        flag = self.unresolvable
+        if isinstance(flag, np.ndarray):
+            return failing & flag[: failing.shape[0]]
+        return failing if flag else np.zeros(failing.shape[0], np.bool_)
 
 
 @runtime_checkable

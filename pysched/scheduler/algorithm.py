@@ -327,10 +327,9 @@ class SchedulingAlgorithm:
             if not failing.any():
                 continue
             rejectors.add(filter_plugin.NAME)
-            if result.unresolvable:
-                unresolvable_nodes += int(failing.sum())
-            else:
-                resolvable |= failing
+            hard = result.unresolvable_rows(failing)
+            unresolvable_nodes += int(hard.sum())
+            resolvable |= failing & ~hard
             for reason, where in result.reasons.items():
                 count = int((failing & where).sum())
                 if count:

@@ -142,11 +142,9 @@ class InterPodAffinity:
             if where.any()
         }
         feasible = affinity_ok & anti_ok & existing_ok
-        failing = present & ~feasible
-        # One flag per filter: unresolvable when every failing node failed the pod's own affinity
-        # (kube's UnschedulableAndUnresolvable); anti-affinity failures are Unschedulable.
-        unresolvable_all = bool(failing.any()) and not (failing & ~not_affinity).any()
-        return FilterResult(feasible, reasons, unresolvable=unresolvable_all)
+        # kube: a node failing the pod's own affinity is UnschedulableAndUnresolvable (removing
+        # pods cannot add the pods it needs); anti-affinity failures are Unschedulable.
+        return FilterResult(feasible, reasons, unresolvable=present & not_affinity)
 
     def acts_on(self) -> PodFeatures:
         """Pods with terms of their own; while placed pods carry terms (the symmetric rule, and

@@ -239,7 +239,7 @@ class PodTopologySpread:
             skewed |= over
             decided |= over
         # A missing label is unresolvable (kube's UnschedulableAndUnresolvable); a skew is not.
-        return FilterResult(~decided, {MISSING_LABEL: missing, REASON: skewed}, not skewed.any())
+        return FilterResult(~decided, {MISSING_LABEL: missing, REASON: skewed}, unresolvable=missing)
 
     # ----- PreScore / Score / NormalizeScore
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> Status:

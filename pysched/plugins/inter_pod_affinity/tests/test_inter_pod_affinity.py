@@ -7,7 +7,9 @@ import pytest
 
 from pysched.api.affinity import parse_pod_affinity
 from pysched.api.builders import make_pod
+from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import MALFORMED
+from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
 from pysched.plugins.inter_pod_affinity import (
     AFFINITY_REASON,
@@ -16,7 +18,7 @@ from pysched.plugins.inter_pod_affinity import (
     NAME,
     InterPodAffinity,
 )
-from pysched.plugins.inter_pod_affinity.tests.helpers import Harness, affinity, pod, profile, term
+from pysched.plugins.inter_pod_affinity.tests.helpers import HOST, Harness, affinity, pod, profile, term
 
 
 @pytest.fixture
@@ -305,3 +307,27 @@ def test_hints() -> None:
         assert NAME == "InterPodAffinity"
     finally:
         h.close()
+
+
+def test_only_nodes_failing_the_pods_own_affinity_are_unresolvable(h: Harness) -> None:
+    """kube: the pod's own affinity unmet on a node is UnschedulableAndUnresolvable there (no
+    preemption adds the pods it needs); anti-affinity unmet is Unschedulable (a victim may go)."""
+    h.node("a", zone="z1")
+    h.node("b", zone="z2")
+    h.create(pod("x", {"team": "x"}, node_selector={HOST: "a"}))
+    h.create(pod("db", {"app": "db"}, node_selector={HOST: "a"}))
+    h.run()
+    wanted = affinity(required=[term({"team": "x"}, "zone")], anti=[term({"app": "db"})])
+    raw = pod("p", {"app": "p"}, wanted)
+    h.create(raw)
+    h.run()
+    assert h.node_of("p") is None
+    framework = h.scheduler.frameworks["affinity"]
+    queued = h.scheduler.queue.get(PodKey("default/p"))
+    assert queued is not None
+    result = framework.find_node(CycleState(), queued.pod)
+    assert result.diagnosis is not None and not result.diagnosis.unresolvable
+    rows = h.scheduler.cache.nodes.row
+    resolvable = result.diagnosis.resolvable_rows
+    assert resolvable is not None
+    assert bool(resolvable[rows[NodeName("a")]]) and not bool(resolvable[rows[NodeName("b")]])

@@ -5,6 +5,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
 from pysched.api.builders import node_dict, pod_dict
@@ -411,6 +412,32 @@ def test_malformed_constraints_give_the_invalid_pod_event(loop: asyncio.Abstract
         await scheduler.run_until_idle()
         assert cluster.pods[PodKey("default/good")].node_name == "a-0"
         assert PodKey("default/bad") not in cluster.pods or cluster.pods[PodKey("default/bad")].node_name is None
+        await scheduler.stop()
+
+    loop.run_until_complete(run())
+
+
+def test_only_nodes_missing_the_key_are_unresolvable_a_skew_is_not(loop: asyncio.AbstractEventLoop) -> None:
+    """kube: the missing label is UnschedulableAndUnresolvable on that node, a skew Unschedulable
+    (preemption may remove the pods that make it)."""
+
+    async def run() -> None:
+        _, cluster, scheduler = _setup()
+        _zones(cluster, {"a": 1, "b": 1})
+        cluster.add_node(node_dict("bare", cpu="64", memory="64Gi"))
+        await scheduler.start()
+        for i in range(2):
+            cluster.create_pod(_pod(f"w{i}", node_selector={ZONE: "a"}))
+        await scheduler.run_until_idle()
+        incoming = pod_from_dict(_pod("p", _spread()))
+        state = CycleState()
+        assert scheduler.frameworks["spread"].find_node(state, incoming).node == "b-0"
+        nodes = scheduler.cache.nodes
+        result = _plugin(scheduler).filter_batch(state, incoming, nodes)
+        failing = nodes.present[: nodes.size] & ~result.feasible
+        hard = result.unresolvable_rows(failing)
+        assert {nodes.names[r] for r in np.flatnonzero(failing)} == {"a-0", "bare"}
+        assert {nodes.names[r] for r in np.flatnonzero(hard)} == {"bare"}
         await scheduler.stop()
 
     loop.run_until_complete(run())
