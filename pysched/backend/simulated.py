@@ -85,6 +85,7 @@ class SimulatedCluster:
         self.binds = 0
         self.budgets: dict[str, DisruptionBudget] = {}  # "ns/name" -> PodDisruptionBudget
         self.preempted: list[PodKey] = []  # pods deleted by the scheduler's preemption, in order
+        self.nominations: list[tuple[PodKey, NodeName | None]] = []  # nominatedNodeName writes, in order
         self._storage = StorageView()
         # Emulate kube-controller-manager's PV controller: a PV pointed at a claim binds it, a
         # claim given a selected node gets a provisioned PV. Off: claims stay as the binder left them.
@@ -114,7 +115,10 @@ class SimulatedCluster:
             return unschedulable(f"node {node} not found")
         if (current.raw.get("spec") or {}).get("schedulingGates"):  # the API server refuses it too
             return error(f"pod {pod.name} has non-empty .spec.schedulingGates")
-        bound = current.evolve(node_name=node, resource_version=str(next(self._versions)))
+        raw = current.raw
+        if (raw.get("status") or {}).get("nominatedNodeName"):  # the apiserver clears it on binding
+            raw = {**raw, "status": {k: v for k, v in raw["status"].items() if k != "nominatedNodeName"}}
+        bound = current.evolve(node_name=node, raw=raw, resource_version=str(next(self._versions)))
         self.pods[pod.key] = bound
         self.binds += 1
         if self._listener is not None:
@@ -175,6 +179,7 @@ class SimulatedCluster:
         current = self.pods.get(pod.key)
         if current is None or current.uid != pod.uid:
             return unschedulable(f"pod {pod.key} no longer exists")
+        self.nominations.append((pod.key, node))
         status = {**(current.raw.get("status") or {})}
         if node is None:
             status.pop("nominatedNodeName", None)

@@ -215,6 +215,15 @@ class PreBindPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class PreBindPreFlight(Protocol):
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
+        """Success when this PreBind will do work that takes time (the engine then writes the
+        pod's nominatedNodeName first, as kube-scheduler does); Skip when it has nothing to do.
+        A PreBind plugin without it counts as Skip."""
+        ...
+
+
+@runtime_checkable
 class BindPlugin(Plugin, Protocol):
     async def bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
         """Skip hands the pod to the next bind plugin."""

@@ -24,6 +24,7 @@ from pysched.framework.interfaces import (
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
+    PreBindPreFlight,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreScorePlugin,
@@ -70,6 +71,7 @@ class Framework:
         self.reserve: list[ReservePlugin] = at("reserve")
         self.permit: list[PermitPlugin] = at("permit")
         self.pre_bind: list[PreBindPlugin] = at("preBind")
+        self._pre_flights = [p for p in self.pre_bind if isinstance(p, PreBindPreFlight)]
         self.bind_plugins: list[BindPlugin] = at("bind")
         self.post_bind: list[PostBindPlugin] = at("postBind")
         self.reconcile: list[ReconcilePlugin] = at("reconcile")
@@ -171,6 +173,19 @@ class Framework:
         return (Status(Code.WAIT) if waits else SUCCESS), waits
 
     # ----- binding cycle
+    def run_pre_bind_pre_flights(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
+        """Success when some PreBind plugin will work on the pod, Skip when none will, or the
+        first error (a pre-flight cannot reject: kube treats a rejection as an error too)."""
+        result = Status(Code.SKIP)
+        for plugin in self._pre_flights:
+            status = plugin.pre_bind_pre_flight(state, pod, node)
+            if status.code is Code.SKIP:
+                continue
+            if not status.ok:
+                return Status(Code.ERROR, status.reasons, plugin.NAME)
+            result = SUCCESS
+        return result
+
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
         for plugin in self.pre_bind:
             status = await plugin.pre_bind(state, pod, node)

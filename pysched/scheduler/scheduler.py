@@ -78,13 +78,16 @@ class SchedulerStats:
     cycle_seconds: list[float] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _BindJob:
     framework: Framework
     state: CycleState
     queued: QueuedPod
     node: NodeName
     started: float = 0.0  # timer() at the start of the scheduling cycle (attempt duration)
+    # nominatedNodeName written for it (held at Permit, or a PreBind that takes time): cleared
+    # again if the pod does not bind, as kube-scheduler's failure handler does.
+    nominated: bool = False
 
 
 def _shrank(old: PodInfo, new: PodInfo) -> bool:
@@ -399,6 +402,9 @@ class Scheduler:
         job = _BindJob(framework, state, queued, node, started)
         if waits:
             # Held, assumed, until its plugins allow it; no bind worker waits for it meanwhile.
+            # Others (a cluster autoscaler, a new leader) learn where it goes from its nomination.
+            job.nominated = True
+            self._side_tasks.spawn(self._nominate(pod, node))
             self.waiting_pods.hold(pod, node, waits, self.clock.now(), lambda _, status: self._permitted(job, status))
         else:
             self._binds.submit(job)
@@ -453,6 +459,14 @@ class Scheduler:
 
     async def _binding_cycle(self, job: _BindJob) -> None:
         framework, state, pod, node = job.framework, job.state, job.queued.pod, job.node
+        status = framework.run_pre_bind_pre_flights(state, pod, node)
+        if not status.ok:
+            self._undo(job, status)
+            return
+        if status.code is Code.SUCCESS and not job.nominated:
+            # PreBind will take time (volumes to bind): say where the pod goes before it starts.
+            job.nominated = True
+            await self._nominate(pod, node)
         status = await framework.run_pre_bind(state, pod, node)
         if status.ok:
             pod, status = self._reread(job, pod)
@@ -494,12 +508,25 @@ class Scheduler:
         self.queue.requeue_backoff(job.queued)
         self._side_tasks.spawn(self._report_failure(pod, "SchedulerError", f"Binding rejected: {status.message()}"))
 
+    async def _nominate(self, pod: PodInfo, node: NodeName | None) -> None:
+        """Write (or clear) the nomination of a pod on its way to `node`; a failure is logged and
+        does not stop the binding, as in kube-scheduler."""
+        status = await self.backend.set_nominated_node(pod, node)
+        if not status.ok:
+            log.debug("nomination not written", pod=pod.key, node=node, why=status.message())
+
     def _release(self, job: _BindJob) -> None:
-        """Unreserve, forget the assumption at once, and tell the queue its room is free again."""
+        """Unreserve, forget the assumption at once, tell the queue its room is free again, and
+        take back a nomination made for the binding."""
         pod = job.queued.pod
         job.framework.run_unreserve(job.state, pod, job.node)
         self.cache.forget(pod)
         self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))
+        if job.nominated:
+            job.nominated = False
+            self.nominator.drop(pod.key)
+            if not self._stopping and pod.key in self.queue:
+                self._side_tasks.spawn(self._nominate(pod, None))
 
     # ----- reconcile: plugins acting on running pods on a clock interval
     def next_reconcile(self) -> float | None:

@@ -318,6 +318,11 @@ class VolumeBinding:
             del self.assumed[name]
 
     # ----- PreBind
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
+        """Success when claims are to be bound (PreBind then waits for the PV controller)."""
+        decision = state.read(_DECISION, Decision) if pod.volumes is not None else None
+        return SUCCESS if decision is not None and (decision.static or decision.provision) else SKIP
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
         if pod.volumes is None:
             return SUCCESS

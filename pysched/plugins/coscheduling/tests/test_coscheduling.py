@@ -153,10 +153,15 @@ def test_a_wait_past_the_timeout_rejects_every_waiting_member() -> None:
         await scheduler.run_until_idle()
         assert len(scheduler.waiting_pods) == 1
         assert scheduler.cache.nodes.requested[:4, 0].sum() == 4000  # its room is held
+        waiting = PodKey("default/part-0")
+        node = scheduler.cache.pod_node(waiting)
+        assert node is not None and cluster.nominations == [(waiting, node)]  # where it waits, told
         clock.advance(61)
         await scheduler.run_until_idle()
         assert len(scheduler.waiting_pods) == 0
         assert scheduler.cache.nodes.requested[:4, 0].sum() == 0
+        assert cluster.nominations[1:] == [(waiting, None)]  # taken back with the rejection
+        assert scheduler.nominator.nominated(waiting) is None
         notes = [e.note for e in cluster.events if e.pod == "default/part-0" and e.reason == "FailedScheduling"]
         assert any("timeout after waiting 60s at plugin Coscheduling" in note for note in notes)
         cluster.set_scheduling_gates(PodKey("default/part-1"), [])

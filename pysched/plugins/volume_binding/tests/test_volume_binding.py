@@ -97,6 +97,12 @@ def test_wait_for_first_consumer_picks_the_pvs_node_and_binds_the_claim(loop: as
         assert claim is not None and claim.fully_bound and claim.volume_name == "big"
         pv = cluster.storage.pv("big")
         assert pv is not None and pv.claim_ref is not None and pv.claim_ref.name == "data"
+        # PreBind had claims to bind: the pod's node was written as its nomination first (kube's
+        # NominatedNodeNameForExpectation), a pod without claims gets none.
+        cluster.create_pod(pod_dict("plain", scheduler_name="vol"))
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/plain")].node_name is not None
+        assert cluster.nominations == [(PodKey("default/p"), "n2")]
 
     loop.run_until_complete(run())
 
