@@ -106,6 +106,40 @@ def csi_node_dict(name: str, limits: Mapping[str, int]) -> dict[str, Any]:
     }
 
 
+def csi_driver_dict(name: str, *, storage_capacity: bool = True) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIDriver",
+        "metadata": {"name": name},
+        "spec": {"storageCapacity": storage_capacity},
+    }
+
+
+def storage_capacity_dict(
+    name: str,
+    storage_class: str,
+    *,
+    zone: str | None,
+    capacity: str | None = None,
+    maximum_volume_size: str | None = None,
+    namespace: str = "kube-system",
+) -> dict[str, Any]:
+    """A CSIStorageCapacity for the nodes of one zone (None: no nodeTopology, reachable from none)."""
+    out: dict[str, Any] = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIStorageCapacity",
+        "metadata": {"name": name, "namespace": namespace},
+        "storageClassName": storage_class,
+    }
+    if zone is not None:
+        out["nodeTopology"] = {"matchLabels": {"topology.kubernetes.io/zone": zone}}
+    if capacity is not None:
+        out["capacity"] = capacity
+    if maximum_volume_size is not None:
+        out["maximumVolumeSize"] = maximum_volume_size
+    return out
+
+
 def with_volumes(pod: dict[str, Any], volumes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The pod manifest with `spec.volumes` set."""
     pod["spec"]["volumes"] = [dict(v) for v in volumes]

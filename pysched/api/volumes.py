@@ -424,4 +424,59 @@ def csi_node_from_dict(obj: Mapping[str, Any]) -> CSINode:
     )
 
 
-Storage = PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode
+# ----- CSIDriver and CSIStorageCapacity: what a CSI driver that opts in can still provision where
+@dataclass(frozen=True, slots=True)
+class CSIDriver:
+    name: str
+    storage_capacity: bool = False  # spec.storageCapacity: the scheduler checks CSIStorageCapacity
+    resource_version: str = ""
+
+
+def csi_driver_from_dict(obj: Mapping[str, Any]) -> CSIDriver:
+    meta = _map(obj.get("metadata"), "metadata")
+    flag = _map(obj.get("spec"), "spec").get("storageCapacity")
+    if flag is not None and not isinstance(flag, bool):
+        raise TypeError(f"spec.storageCapacity must be true or false, got {clip(flag)}")
+    version = _name(meta.get("resourceVersion"), "metadata.resourceVersion")
+    return CSIDriver(_name(meta["name"], "metadata.name"), flag is True, version)
+
+
+@dataclass(frozen=True, slots=True)
+class CSIStorageCapacity:
+    namespace: str
+    name: str
+    storage_class: str
+    node_topology: Mapping[str, Any] | None = None  # a label selector; None: no node has access
+    limit: int | None = None  # bytes: maximumVolumeSize when given (more precise), else capacity
+    resource_version: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def serves(self, labels: Mapping[str, str]) -> bool:
+        return self.node_topology is not None and selector_matches(self.node_topology, labels)
+
+
+def csi_storage_capacity_from_dict(obj: Mapping[str, Any]) -> CSIStorageCapacity:
+    meta = _map(obj.get("metadata"), "metadata")
+    topology = obj.get("nodeTopology")
+    if topology is not None:
+        topology = _map(topology, "nodeTopology")
+        problem = selector_problem(topology)
+        if problem is not None:
+            raise ValueError(f"nodeTopology: {problem}")
+    limit = obj.get("maximumVolumeSize")
+    if limit is None:
+        limit = obj.get("capacity")
+    return CSIStorageCapacity(
+        namespace=_name(meta.get("namespace") or "default", "metadata.namespace"),
+        name=_name(meta["name"], "metadata.name"),
+        storage_class=_name(obj.get("storageClassName"), "storageClassName"),
+        node_topology=topology,
+        limit=to_scheduler_units(STORAGE, limit) if limit is not None else None,
+        resource_version=_name(meta.get("resourceVersion"), "metadata.resourceVersion"),
+    )
+
+
+Storage = PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode | CSIDriver | CSIStorageCapacity

@@ -29,7 +29,9 @@ from pysched.api.volumes import (
     PersistentVolume,
     PersistentVolumeClaim,
     Storage,
+    csi_driver_from_dict,
     csi_node_from_dict,
+    csi_storage_capacity_from_dict,
     pv_from_dict,
     pvc_from_dict,
     storage_class_from_dict,
@@ -301,6 +303,13 @@ class SimulatedCluster:
 
     def add_csi_node(self, raw: Mapping[str, Any]) -> None:
         self._store(csi_node_from_dict(raw))
+
+    def add_csi_driver(self, raw: Mapping[str, Any]) -> None:
+        self._store(csi_driver_from_dict(raw))
+
+    def add_storage_capacity(self, raw: Mapping[str, Any]) -> None:
+        """A CSIStorageCapacity, as a CSI driver's external-provisioner publishes it."""
+        self._store(csi_storage_capacity_from_dict(self._versioned(raw)))
 
     def delete_storage(self, obj: Storage) -> None:
         old = self._storage.remove(obj)

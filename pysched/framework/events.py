@@ -23,6 +23,8 @@ class EventKind(enum.Enum):
     PV_CHANGE = "PersistentVolumeChange"
     STORAGE_CLASS_CHANGE = "StorageClassChange"
     CSI_NODE_CHANGE = "CSINodeChange"
+    CSI_DRIVER_CHANGE = "CSIDriverChange"
+    CSI_STORAGE_CAPACITY_CHANGE = "CSIStorageCapacityChange"
 
 
 @dataclass(frozen=True, slots=True)

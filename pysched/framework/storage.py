@@ -1,4 +1,5 @@
-"""The storage objects a backend knows (PVCs, PVs, StorageClasses, CSINodes), kept in memory
+"""The storage objects a backend knows (PVCs, PVs, StorageClasses, CSINodes, CSIDrivers and
+CSIStorageCapacities), kept in memory
 with the lookups the volume plugins make: by namespace/name, PVs by storage class.
 
 Both backends own one `StorageView` and feed it (the live one from informers, the simulator from
@@ -14,7 +15,9 @@ import numpy as np
 
 from pysched.api.selectors import SelectorTerm
 from pysched.api.volumes import (
+    CSIDriver,
     CSINode,
+    CSIStorageCapacity,
     PersistentVolume,
     PersistentVolumeClaim,
     Storage,
@@ -34,6 +37,10 @@ def storage_kind(obj: Storage) -> EventKind:
         return EventKind.PV_CHANGE
     if isinstance(obj, StorageClass):
         return EventKind.STORAGE_CLASS_CHANGE
+    if isinstance(obj, CSIDriver):
+        return EventKind.CSI_DRIVER_CHANGE
+    if isinstance(obj, CSIStorageCapacity):
+        return EventKind.CSI_STORAGE_CAPACITY_CHANGE
     return EventKind.CSI_NODE_CHANGE
 
 
@@ -43,6 +50,8 @@ class StorageView:
         self.pvs: dict[str, PersistentVolume] = {}
         self.classes: dict[str, StorageClass] = {}
         self.csi_nodes: dict[str, CSINode] = {}
+        self.csi_drivers: dict[str, CSIDriver] = {}
+        self.capacities: dict[str, CSIStorageCapacity] = {}  # "ns/name"
         self._by_class: dict[str, dict[str, PersistentVolume]] = {}
         self._listeners: list[StorageListener] = []
 
@@ -59,6 +68,13 @@ class StorageView:
     def csi_node(self, name: str) -> CSINode | None:
         return self.csi_nodes.get(name)
 
+    def csi_driver(self, name: str) -> CSIDriver | None:
+        return self.csi_drivers.get(name)
+
+    def capacities_of_class(self, storage_class: str) -> Iterable[CSIStorageCapacity]:
+        """Every CSIStorageCapacity of the class, in any namespace (kube lists them all)."""
+        return (c for c in self.capacities.values() if c.storage_class == storage_class)
+
     def pvs_of_class(self, storage_class: str) -> Iterable[PersistentVolume]:
         return self._by_class.get(storage_class, {}).values()
 
@@ -74,6 +90,10 @@ class StorageView:
             return self.pvs, obj.name  # type: ignore[return-value]
         if isinstance(obj, StorageClass):
             return self.classes, obj.name  # type: ignore[return-value]
+        if isinstance(obj, CSIDriver):
+            return self.csi_drivers, obj.name  # type: ignore[return-value]
+        if isinstance(obj, CSIStorageCapacity):
+            return self.capacities, obj.key  # type: ignore[return-value]
         return self.csi_nodes, obj.name  # type: ignore[return-value]
 
     def upsert(self, obj: Storage) -> Storage | None:

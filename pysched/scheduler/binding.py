@@ -69,8 +69,13 @@ class BindPipeline(Generic[J]):
         if self._idle is not None:
             await self._idle.wait()
 
-    async def stop(self) -> None:
-        await self.join()
+    async def stop(self, grace: float | None = None) -> None:
+        """Let the binding cycles in flight finish, for at most `grace` seconds (None: however
+        long they take); those still running then (a PreBind waiting for volumes) are cancelled."""
+        try:
+            await asyncio.wait_for(self.join(), grace)
+        except TimeoutError:
+            log.warning("binding cycles cancelled at stop", in_flight=self._pending, grace_seconds=grace)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

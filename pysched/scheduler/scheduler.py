@@ -78,6 +78,12 @@ class SchedulerStats:
     cycle_seconds: list[float] = field(default_factory=list)
 
 
+# How long a stopping scheduler lets its binding cycles finish: an API bind takes milliseconds;
+# what takes longer is a PreBind waiting for volumes (up to its bindTimeoutSeconds), which a new
+# leader takes over from the claims' state.
+STOP_GRACE_S = 5.0
+
+
 @dataclass(slots=True)
 class _BindJob:
     framework: Framework
@@ -107,6 +113,7 @@ class Scheduler:
         timer: Callable[[], float] = time.perf_counter,
         record_cycle_times: bool = False,
         observer: SchedulingObserver | None = None,
+        stop_grace: float = STOP_GRACE_S,
     ) -> None:
         self.config = config
         self.backend = backend
@@ -163,6 +170,7 @@ class Scheduler:
         self.observer: SchedulingObserver = observer or NullObserver()
         self._binds: BindPipeline[_BindJob] = BindPipeline(self._run_binding_cycle, max_binds_in_flight)
         self._stopping = False
+        self._stop_grace = stop_grace
         intervals = [p.reconcile_interval for f in self.frameworks.values() for p in f.reconcile]
         # Clamped so that a plugin outside pysched cannot make the clock stand still (args are checked).
         self._reconcile_interval = max(min(intervals), MIN_RECONCILE_INTERVAL_S) if intervals else None
@@ -176,11 +184,12 @@ class Scheduler:
 
     async def stop(self) -> None:
         """Give back the room of pods waiting at Permit (quietly: the next leader schedules them),
-        finish in-flight binds, then stop the workers."""
+        finish in-flight binds (cancelling, after `stop_grace` seconds, a PreBind that still waits, as
+        kube-scheduler's cancelled context does), then stop the workers."""
         self._stopping = True
         for waiting in self.waiting_pods:
             waiting.reject("", "the scheduler is stopping")
-        await self._binds.stop()
+        await self._binds.stop(self._stop_grace)
         await self._side_tasks.join()
 
     def _algorithm_of(self, scheduler_name: str) -> SchedulingAlgorithm | None:

@@ -40,7 +40,9 @@ from pysched.api.volumes import (
     PersistentVolume,
     PersistentVolumeClaim,
     Storage,
+    csi_driver_from_dict,
     csi_node_from_dict,
+    csi_storage_capacity_from_dict,
     pv_from_dict,
     pvc_from_dict,
     storage_class_from_dict,
@@ -207,6 +209,12 @@ class LiveCluster:
                 ("/api/v1/persistentvolumes", "persistentvolumes", pv_from_dict),
                 ("/apis/storage.k8s.io/v1/storageclasses", "storageclasses", storage_class_from_dict),
                 ("/apis/storage.k8s.io/v1/csinodes", "csinodes", csi_node_from_dict),
+                ("/apis/storage.k8s.io/v1/csidrivers", "csidrivers", csi_driver_from_dict),
+                (
+                    "/apis/storage.k8s.io/v1/csistoragecapacities",
+                    "csistoragecapacities",
+                    csi_storage_capacity_from_dict,
+                ),
             )
         )
         self.pod_informer = Informer(

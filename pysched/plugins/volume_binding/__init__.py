@@ -25,8 +25,10 @@ from pysched.api.volumes import (
     ANN_SELECTED_NODE,
     NO_PROVISIONER,
     WAIT_FOR_FIRST_CONSUMER,
+    CSIStorageCapacity,
     PersistentVolume,
     PersistentVolumeClaim,
+    StorageClass,
     volume_matches_claim,
 )
 from pysched.framework.cycle_state import CycleState
@@ -41,6 +43,7 @@ NAME = "VolumeBinding"
 REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"  # kube v1.36 wording
 REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+REASON_NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 _CLAIMS = "VolumeBinding/claims"
 _DECISION = "VolumeBinding/decision"
@@ -165,7 +168,9 @@ class VolumeBinding:
         key = (kind, name, version)
         found = self._masks.get(key)
         if found is None:
-            found = self._masks[key] = terms_mask(build, nodes)  # type: ignore[arg-type]
+            capacity = isinstance(build, CSIStorageCapacity)
+            found = _serving_mask(build, nodes) if capacity else terms_mask(build, nodes)  # type: ignore[arg-type]
+            self._masks[key] = found
         return found
 
     def _pv_mask(self, pv: PersistentVolume, nodes: NodeTable) -> Bools | None:
@@ -173,16 +178,35 @@ class VolumeBinding:
             return None
         return self._mask("pv", pv.name, pv.resource_version, pv.node_affinity, nodes)
 
-    def _provision_mask(self, claim: PersistentVolumeClaim, nodes: NodeTable) -> Bools:
-        """checkVolumeProvisions for one claim: where its class may provision a volume."""
+    def _provision_mask(self, claim: PersistentVolumeClaim, nodes: NodeTable, space: bool = True) -> Bools:
+        """checkVolumeProvisions for one claim: where its class may provision a volume (with
+        `space`, also where its CSI driver says a volume of its size still fits)."""
         storage_class = self.storage.storage_class(claim.storage_class)
         if storage_class is None or storage_class.provisioner == NO_PROVISIONER:
             return np.zeros(nodes.size, np.bool_)
         if storage_class.allowed_topologies is None:
-            return np.ones(nodes.size, np.bool_)
-        return self._mask(
-            "class", storage_class.name, storage_class.resource_version, storage_class.allowed_topologies, nodes
-        )
+            mask = np.ones(nodes.size, np.bool_)
+        else:
+            mask = self._mask(
+                "class", storage_class.name, storage_class.resource_version, storage_class.allowed_topologies, nodes
+            )
+        room = self._space_mask(claim, storage_class, nodes) if space else None
+        return mask if room is None else mask & room
+
+    def _space_mask(self, claim: PersistentVolumeClaim, storage_class: StorageClass, nodes: NodeTable) -> Bools | None:
+        """kube's hasEnoughCapacity: rows some CSIStorageCapacity of the class serves with room for
+        the claim; None when nothing is checked (no size asked, or a driver that does not opt in)."""
+        if not self._checks_space(claim, storage_class):
+            return None
+        mask = np.zeros(nodes.size, np.bool_)
+        for capacity in self.storage.capacities_of_class(storage_class.name):
+            if capacity.limit is not None and capacity.limit >= claim.request:
+                mask |= self._mask("capacity", capacity.key, capacity.resource_version, capacity, nodes)
+        return mask
+
+    def _checks_space(self, claim: PersistentVolumeClaim, storage_class: StorageClass) -> bool:
+        driver = self.storage.csi_driver(storage_class.provisioner)
+        return claim.request > 0 and driver is not None and driver.storage_capacity
 
     def _excluded(self, pod: PodInfo) -> frozenset[str]:
         return frozenset(name for name, owner in self.assumed.items() if owner != pod.key)
@@ -203,17 +227,33 @@ class VolumeBinding:
             if mask is not None:
                 node_conflict |= ~mask
         bind_conflict = np.zeros(size, np.bool_)
+        no_space = np.zeros(size, np.bool_)
         if claims.delayed:
             bind_conflict = ~self._delayed_feasible(pod, claims.delayed, nodes)
-        feasible = ~(missing | node_conflict | bind_conflict)
+            if bind_conflict.any() and self._space_matters(claims.delayed):
+                # Rows that only the drivers' free storage refuses are told so, as kube does.
+                without_space = ~self._delayed_feasible(pod, claims.delayed, nodes, space=False)
+                no_space = bind_conflict & ~without_space
+                bind_conflict = without_space
+        feasible = ~(missing | node_conflict | bind_conflict | no_space)
         reasons = {
             REASON_PV_NOT_EXIST: missing,
             REASON_NODE_CONFLICT: node_conflict,
             REASON_BIND_CONFLICT: bind_conflict,
+            REASON_NOT_ENOUGH_SPACE: no_space,
         }
         return FilterResult(feasible, reasons, unresolvable=True)
 
-    def _delayed_feasible(self, pod: PodInfo, delayed: Sequence[PersistentVolumeClaim], nodes: NodeTable) -> Bools:
+    def _space_matters(self, delayed: Sequence[PersistentVolumeClaim]) -> bool:
+        storage = self.storage
+        return any(
+            (sc := storage.storage_class(claim.storage_class)) is not None and self._checks_space(claim, sc)
+            for claim in delayed
+        )
+
+    def _delayed_feasible(
+        self, pod: PodInfo, delayed: Sequence[PersistentVolumeClaim], nodes: NodeTable, space: bool = True
+    ) -> Bools:
         """Rows where every unbound WaitForFirstConsumer claim gets a PV or can be provisioned."""
         size = nodes.size
         excluded = self._excluded(pod)
@@ -226,7 +266,7 @@ class VolumeBinding:
                 selected_row = nodes.row.get(NodeName(selected))
                 if selected_row is not None:
                     only[selected_row] = True
-                feasible &= only & self._provision_mask(claim, nodes)
+                feasible &= only & self._provision_mask(claim, nodes, space)
         if not to_match:
             return feasible
         # Rows where no PV of any claim fits provision every claim: one vectorised pass. Rows
@@ -235,7 +275,7 @@ class VolumeBinding:
         provision_all = np.ones(size, np.bool_)
         for claim in to_match:
             prebound, matching = candidate_volumes(claim, self.storage, excluded)
-            provision_all &= self._provision_mask(claim, nodes)
+            provision_all &= self._provision_mask(claim, nodes, space)
             for pv in (prebound, *matching) if prebound is not None else matching:
                 mask = self._pv_mask(pv, nodes)
                 if mask is None:
@@ -246,7 +286,7 @@ class VolumeBinding:
                 touched[:] = True  # a pre-bound claim whose PV does not fit a node provisions nothing
         result = feasible & ~touched & provision_all
         for row in np.flatnonzero(touched & feasible & nodes.present[:size]):
-            result[row] = self.decide(pod, to_match, int(row), nodes, excluded) is not None
+            result[row] = self.decide(pod, to_match, int(row), nodes, excluded, space) is not None
         return result
 
     def decide(
@@ -256,6 +296,7 @@ class VolumeBinding:
         row: int,
         nodes: NodeTable,
         excluded: frozenset[str],
+        space: bool = True,
     ) -> Decision | None:
         """The binder's choice on one node (findMatchingVolumes then checkVolumeProvisions):
         claims smallest first each take the smallest fitting PV not taken yet; the rest must
@@ -266,7 +307,7 @@ class VolumeBinding:
         for claim in claims:
             selected = claim.annotations.get(ANN_SELECTED_NODE)
             if selected is not None:
-                if nodes.names[row] != selected or not self._provision_mask(claim, nodes)[row]:
+                if nodes.names[row] != selected or not self._provision_mask(claim, nodes, space)[row]:
                     return None
                 provision.append(claim)
                 continue
@@ -285,7 +326,7 @@ class VolumeBinding:
             if pick is not None:
                 chosen.add(pick.name)
                 static.append((pick, claim))
-            elif prebound is None and self._provision_mask(claim, nodes)[row]:
+            elif prebound is None and self._provision_mask(claim, nodes, space)[row]:
                 provision.append(claim)
             else:
                 return None
@@ -381,7 +422,21 @@ class VolumeBinding:
             EventRegistration(EventKind.PV_CHANGE),
             EventRegistration(EventKind.STORAGE_CLASS_CHANGE),
             EventRegistration(EventKind.CSI_NODE_CHANGE),
+            EventRegistration(EventKind.CSI_DRIVER_CHANGE),
+            EventRegistration(EventKind.CSI_STORAGE_CAPACITY_CHANGE),
         )
+
+
+def _serving_mask(capacity: CSIStorageCapacity, nodes: NodeTable) -> Bools:
+    """Rows whose labels the capacity's nodeTopology selects (kube's nodeHasAccess)."""
+    mask = np.zeros(nodes.size, np.bool_)
+    if capacity.node_topology is None:
+        return mask
+    for row in range(nodes.size):
+        info = nodes.infos[row]
+        if info is not None:
+            mask[row] = capacity.serves(info.labels)
+    return mask
 
 
 def _claim_of_pod(pod: PodInfo, event: ClusterEvent) -> QueueingHint:

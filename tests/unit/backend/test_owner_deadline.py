@@ -267,6 +267,8 @@ async def test_live_start_lists_jobs_before_pods() -> None:
         "/api/v1/persistentvolumes",
         "/apis/storage.k8s.io/v1/storageclasses",
         "/apis/storage.k8s.io/v1/csinodes",
+        "/apis/storage.k8s.io/v1/csidrivers",
+        "/apis/storage.k8s.io/v1/csistoragecapacities",
         PODS,
     ]
     assert listener.added["ns/p"].owner_created == JOB_CREATED and not listener.updated

@@ -143,3 +143,49 @@ def test_an_update_racing_ahead_of_the_binding_does_not_schedule_the_pod_twice()
         await scheduler.stop()
 
     asyncio.run(run())
+
+
+@dataclass(slots=True)
+class WaitsForever:
+    """A PreBind that waits for something that never comes (volumes no provisioner binds)."""
+
+    NAME: ClassVar[str] = "WaitsForever"
+    handle: Handle
+    cancelled: list[str] = field(default_factory=list)
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.append(pod.name)
+            raise
+        return SUCCESS
+
+
+def test_stopping_cancels_a_prebind_that_still_waits_after_the_grace() -> None:
+    made: list[WaitsForever] = []
+
+    def factory(args: NoArgs, handle: Handle) -> WaitsForever:
+        made.append(WaitsForever(handle))
+        return made[-1]
+
+    registry = default_registry()
+    registry.register(PluginSpec("WaitsForever", NoArgs, factory, WaitsForever))
+    clock = VirtualClock(1000.0)
+    cluster = SimulatedCluster(clock)
+    profile = PROFILE.replace("GrowOnSmall", "WaitsForever")
+    scheduler = Scheduler(
+        parse_config(yaml.safe_load(profile), "t", registry), cluster, clock, registry, stop_grace=0.0
+    )
+    cluster.add_node(node_dict("big", cpu="16", memory="8Gi"))
+
+    async def run() -> None:
+        await scheduler.start()
+        cluster.create_pod(pod_dict("p", cpu="1", memory="1Gi", scheduler_name="s", created=clock.now()))
+        assert scheduler.schedule_one()
+        await asyncio.sleep(0)  # the bind worker enters PreBind
+        await scheduler.stop()  # returns: the waiting PreBind is cancelled, not awaited
+
+    asyncio.run(run())
+    assert made[0].cancelled == ["p"]
+    assert cluster.pods[PodKey("default/p")].node_name is None

@@ -6,7 +6,15 @@ import yaml
 
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.ids import PodKey
-from pysched.api.storage_builders import claim_volume, pv_dict, pvc_dict, storage_class_dict, with_volumes
+from pysched.api.storage_builders import (
+    claim_volume,
+    csi_driver_dict,
+    pv_dict,
+    pvc_dict,
+    storage_capacity_dict,
+    storage_class_dict,
+    with_volumes,
+)
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import parse_config
@@ -198,5 +206,60 @@ def test_malformed_claim_does_not_break_other_pods(loop: asyncio.AbstractEventLo
         await scheduler.run_until_idle()
         assert "matchExpressions operator 'Bogus'" in last_note(cluster, "p")
         assert cluster.pods[PodKey("default/plain")].node_name is not None
+
+    loop.run_until_complete(run())
+
+
+def test_a_csi_driver_that_publishes_capacity_provisions_only_where_the_claim_fits(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """kube's CSIStorageCapacity check: maximumVolumeSize before capacity, nodeTopology selects
+    the nodes, no topology reaches none; a driver that does not opt in is not checked."""
+
+    async def run() -> None:
+        cluster, scheduler = setup()  # n0 and n2 in zone z0, n1 in z1
+        cluster.add_storage_class(storage_class_dict("fast", provisioner="csi.example.com"))
+        cluster.add_csi_driver(csi_driver_dict("csi.example.com"))
+        cluster.add_storage_capacity(storage_capacity_dict("z0-pool", "fast", zone="z0", capacity="2Gi"))
+        cluster.add_storage_capacity(
+            storage_capacity_dict("z1-pool", "fast", zone="z1", capacity="100Gi", maximum_volume_size="8Gi")
+        )
+        cluster.add_storage_capacity(storage_capacity_dict("lost", "fast", zone=None, capacity="1Ti"))
+        cluster.add_storage_class(storage_class_dict("other", provisioner="other.example.com"))
+        cluster.add_csi_driver(csi_driver_dict("other.example.com", storage_capacity=False))
+        cluster.add_pvc(pvc_dict("fits", storage_class="fast", size="5Gi"))
+        cluster.add_pvc(pvc_dict("huge", storage_class="fast", size="20Gi"))
+        cluster.add_pvc(pvc_dict("unchecked", storage_class="other", size="1Ti"))
+        await scheduler.start()
+        for name in ("fits", "huge", "unchecked"):
+            cluster.create_pod(volume_pod(name, name))
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/fits")].node_name == "n1"
+        assert cluster.pods[PodKey("default/unchecked")].node_name is not None
+        assert cluster.pods[PodKey("default/huge")].node_name is None
+        assert last_note(cluster, "huge") == "0/3 nodes are available: 3 node(s) did not have enough free storage."
+        # The driver reports more room in z0: the pod is tried again and lands there.
+        cluster.add_storage_capacity(storage_capacity_dict("z0-pool", "fast", zone="z0", capacity="50Gi"))
+        scheduler.clock.advance(2.0)  # type: ignore[attr-defined]
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/huge")].node_name in ("n0", "n2")
+
+    loop.run_until_complete(run())
+
+
+def test_nodes_refused_for_storage_and_for_topology_get_their_own_reasons(loop: asyncio.AbstractEventLoop) -> None:
+    async def run() -> None:
+        cluster, scheduler = setup()
+        cluster.add_storage_class(storage_class_dict("zonal", provisioner="csi.example.com", zones=["z0"]))
+        cluster.add_csi_driver(csi_driver_dict("csi.example.com"))
+        cluster.add_storage_capacity(storage_capacity_dict("z0-pool", "zonal", zone="z0", capacity="1Gi"))
+        cluster.add_pvc(pvc_dict("big", storage_class="zonal", size="5Gi"))
+        await scheduler.start()
+        cluster.create_pod(volume_pod("p", "big"))
+        await scheduler.run_until_idle()
+        assert last_note(cluster, "p") == (
+            "0/3 nodes are available: 1 node(s) didn't find available persistent volumes to bind, "
+            "2 node(s) did not have enough free storage."
+        )
 
     loop.run_until_complete(run())
