@@ -53,7 +53,7 @@ from __future__ import annotations
 import enum
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -454,9 +454,9 @@ class JobModel:
         """Whether some count is measured (`speed` is not None), without fitting the curve."""
         return bool(self._count_stats())
 
-    def is_measured(self, cpus: float) -> bool:
-        """Whether `step_estimate` at this count is the count's own measurement."""
-        return cpus in self._count_stats()
+    def measured(self) -> Mapping[float, CountStats]:
+        """The measured counts, by CPU count: where `step_estimate` gives the count's own."""
+        return self._count_stats()
 
     def curve_floor(self, lo: float, hi: float) -> tuple[float, float] | None:
         """Lower bounds of `step_estimate`'s step seconds and relative sigma over every count in
@@ -678,9 +678,10 @@ def choose(
                 return Choice(run[i], at)
         return None
 
+    measured = model.measured()
     run: list[float] = []
     for cpus in counts:
-        if cpus != current and not model.is_measured(cpus):
+        if cpus != current and cpus not in measured:
             run.append(cpus)
             continue
         if run:
