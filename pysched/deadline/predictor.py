@@ -428,27 +428,30 @@ class JobModel:
 
     def step_estimate(self, cpus: float) -> StepEstimate | None:
         """Seconds per step at `cpus`, with its relative sigma and where it comes from."""
-        stats = self._count_stats()
-        own = stats.get(cpus)
+        found = self.step_and_sigma(cpus)
+        return None if found is None else StepEstimate(cpus, *found)
+
+    def step_and_sigma(self, cpus: float) -> tuple[float, float, Source] | None:
+        """`step_estimate` as a plain tuple (predictions price many counts per reconcile)."""
+        own = self._count_stats().get(cpus)
         if own is not None:
-            return StepEstimate(cpus, own.step_seconds, own.rel_sigma, Source.MEASURED)
+            return own.step_seconds, own.rel_sigma, Source.MEASURED
         fit = self.speed()
         if fit is None:
             return None
         return self._curve_estimate(fit, cpus)
 
-    def _curve_estimate(self, fit: SpeedFit, cpus: float) -> StepEstimate:
+    def _curve_estimate(self, fit: SpeedFit, cpus: float) -> tuple[float, float, Source]:
         """The curve's estimate at a count, as if it were not measured."""
         t = fit.step_seconds(cpus)
         base = self._base_sigma
         if fit.source is Source.PRIOR:
             # The largest relative change of the prior's prediction over its serial-fraction range.
             spread = max(abs(other.step_seconds(cpus) / t - 1) for other in self._prior_range)
-            return StepEstimate(cpus, t, math.hypot(base, spread / BAND_Z), Source.PRIOR)
+            return t, math.hypot(base, spread / BAND_Z), Source.PRIOR
         lo, hi = fit.counts[0], fit.counts[-1]  # `count_stats` order: ascending
         distance = math.log(lo / cpus) if cpus < lo else math.log(cpus / hi) if cpus > hi else 0.0
-        sigma = math.hypot(fit.rel_rms, base) + EXTRAPOLATION_WIDENING * distance
-        return StepEstimate(cpus, t, sigma, Source.FITTED)
+        return t, math.hypot(fit.rel_rms, base) + EXTRAPOLATION_WIDENING * distance, Source.FITTED
 
     def has_speed(self) -> bool:
         """Whether some count is measured (`speed` is not None), without fitting the curve."""
@@ -473,7 +476,7 @@ class JobModel:
         first, last = fit.counts[0], fit.counts[-1]
         nearest = hi if hi < first else lo if lo > last else None
         if nearest is not None:
-            return step, self._curve_estimate(fit, nearest).rel_sigma
+            return step, self._curve_estimate(fit, nearest)[1]
         if fit.source is Source.PRIOR:
             return step, math.hypot(self._base_sigma, 0.0)
         return step, math.hypot(fit.rel_rms, self._base_sigma) + EXTRAPOLATION_WIDENING * 0.0
@@ -485,10 +488,10 @@ class JobModel:
             return None
         if now <= last.at:
             return float(last.steps)
-        est = self.step_estimate(last.cpus)
-        if est is None or est.step_seconds <= 0 or math.isinf(est.step_seconds):
+        est = self.step_and_sigma(last.cpus)
+        if est is None or est[0] <= 0 or math.isinf(est[0]):
             return float(last.steps)
-        return min(float(self.total_steps), last.steps + (now - last.at) / est.step_seconds)
+        return min(float(self.total_steps), last.steps + (now - last.at) / est[0])
 
     def remaining(
         self, cpus: float, now: float, *, from_start: bool = False, done: float | None = None
@@ -608,10 +611,12 @@ def predicted_finish(
     """When the job ends on `cpus` (`done` steps by `now`), at the band's upper edge times
     `1 + margin`; inf while nothing is known of its speed. See `choose`."""
     cost = restart_s if restart_s is not None and cpus != current else None  # a move that restarts
-    rest = model.remaining(cpus, now, from_start=cost is not None, done=done)
-    if rest is None:
+    est = model.step_and_sigma(cpus)
+    if est is None:
         return math.inf
-    return now + rest.upper(band_z) * (1 + margin) + (0.0 if cost is None else cost)
+    # `remaining` and `Remaining.upper`, operation for operation, without their objects.
+    steps = max(0.0, model.total_steps - (0.0 if cost is not None else done))
+    return now + steps * est[0] * (1 + band_z * est[1]) * (1 + margin) + (0.0 if cost is None else cost)
 
 
 @dataclass(frozen=True, slots=True)

@@ -368,6 +368,10 @@ def test_choose_agrees_with_trying_every_count(
             finish = predicted_finish(
                 model, now, done, cpus, current=current, margin=margin, band_z=band_z, restart_s=restart_s
             )
+            moved = restart_s is not None and cpus != current
+            rest = model.remaining(cpus, now, from_start=moved, done=done)
+            assert rest is not None  # the same figure as the model's own `remaining`
+            assert finish == now + rest.upper(band_z) * (1 + margin) + (restart_s if moved and restart_s else 0.0)
             if finish <= deadline:
                 return found, (cpus, finish)
         return found, (None, finish)
