@@ -131,7 +131,7 @@ class Controller:
     # ----- bounds and node room
     def _bounds(self, pod: PodInfo, node: NodeName | None) -> tuple[float, float]:
         """The pod's CPU range, capped by its node's allocatable CPUs before any search: the
-        annotations are the user's, and `choose` tries every whole count in the range."""
+        annotations are the user's, and `choose` considers every whole count in the range."""
         allocatable = self.handle.nodes.allocatable_and_free(node, CPU)[0]
         lo = cpu_milli_of(pod, CPU_MIN) or int(self.args.cpu_min * 1000)
         hi = cpu_milli_of(pod, CPU_MAX) or allocatable
