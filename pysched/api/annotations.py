@@ -5,6 +5,7 @@ A malformed value reads as absent (None); the caller decides whether to warn.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from pysched.api.containers import container_names
@@ -54,14 +55,25 @@ def deadline_of(pod: PodInfo) -> float | None:
     value = pod.annotations.get(DEADLINE)
     if value is None:
         return None
-    absolute = parse_rfc3339(value)
+    absolute, duration = (_deadline_values if len(value) <= MAX_VALUE_CHARS else _deadline_value)(value)
     if absolute is not None:
         return absolute
-    duration = parse_duration(value)
     if duration is None:
         return None
     deadline = (pod.created if pod.owner_created is None else pod.owner_created) + duration
     return deadline if deadline <= MAX_EPOCH else None
+
+
+def _deadline_value(value: str) -> tuple[float | None, float | None]:
+    """(the RFC 3339 time, else the duration) a deadline annotation says."""
+    absolute = parse_rfc3339(value)
+    return (absolute, None) if absolute is not None else (None, parse_duration(value))
+
+
+# Read for every running deadline pod at every reconcile, and fixed for the pod's life: each
+# distinct value is parsed once (pure functions of the string). Only values short enough to be
+# valid are kept, so hostile ones cannot fill memory.
+_deadline_values = functools.lru_cache(maxsize=16384)(_deadline_value)
 
 
 def parse_steps(value: str) -> int | None:
@@ -73,8 +85,12 @@ def parse_steps(value: str) -> int | None:
     return steps if steps <= MAX_STEPS else None
 
 
+_total_steps = functools.lru_cache(maxsize=16384)(parse_steps)  # as `_deadline_values`
+
+
 def total_steps_of(pod: PodInfo) -> int | None:
-    steps = parse_steps(pod.annotations.get(TOTAL_STEPS, ""))
+    value = pod.annotations.get(TOTAL_STEPS, "")
+    steps = (_total_steps if len(value) <= MAX_VALUE_CHARS else parse_steps)(value)
     return steps if steps else None
 
 

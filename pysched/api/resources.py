@@ -6,6 +6,7 @@ else in base units (bytes for memory), both rounded up like `Quantity.MilliValue
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -86,6 +87,13 @@ def parse_quantity(value: str | int | float) -> Decimal:
 def to_scheduler_units(resource: str, value: str | int | float) -> int:
     """A quantity in the unit the scheduler compares: millicores for CPU, base units otherwise.
     Beyond MAX_UNITS (no node has that much) it is refused rather than carried into int64 tables."""
+    try:
+        return _scheduler_units(resource, value)
+    except TypeError:  # unhashable, so no quantity: refused as malformed
+        return _parse_units(resource, value)
+
+
+def _parse_units(resource: str, value: str | int | float) -> int:
     quantity = parse_quantity(value)
     if resource == CPU:
         quantity *= 1000
@@ -96,6 +104,11 @@ def to_scheduler_units(resource: str, value: str | int | float) -> int:
             f"{resource} {shown} is beyond any node's capacity (at most {format_resource(resource, MAX_UNITS)})"
         )
     return units
+
+
+# A pure function of a few distinct values (a cluster's pods ask for a handful of sizes), read
+# again for every pod at every reconcile; refusals raise, and are not remembered.
+_scheduler_units = functools.lru_cache(maxsize=4096, typed=True)(_parse_units)
 
 
 ResourceMap = dict[str, int]

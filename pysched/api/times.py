@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 import time
 from datetime import UTC, datetime
 
@@ -9,11 +11,18 @@ from pysched.api.limits import MAX_EPOCH, MAX_VALUE_CHARS
 
 
 def format_rfc3339(epoch: float, *, millis: bool = False) -> str:
-    """UTC, as the API writes times: whole seconds (gmtime + f-string: once per progress write), or
-    with milliseconds (the emulator's scaled time, where whole seconds would be too coarse)."""
-    t = time.gmtime(epoch)
-    whole = f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
+    """UTC, as the API writes times: whole seconds (once per progress write: the date and minute
+    are formatted once per minute), or with milliseconds (the emulator's scaled time, where whole
+    seconds would be too coarse)."""
+    second = math.floor(epoch)  # what gmtime takes of a float
+    whole = f"{_minute(second // 60)}{second % 60:02d}"
     return f"{whole}.{int((epoch % 1) * 1000):03d}Z" if millis else f"{whole}Z"
+
+
+@functools.lru_cache(maxsize=256)
+def _minute(minute: int) -> str:
+    t = time.gmtime(minute * 60)
+    return f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:"
 
 
 def parse_rfc3339(value: str) -> float | None:

@@ -92,6 +92,9 @@ class Timeline:
         for k in range(i, j):
             self.levels[k] += reservation.units
 
+    def copy(self) -> Timeline:
+        return Timeline(self.capacity, list(self.times), list(self.levels))
+
     def used_at(self, t: float) -> int:
         return self.levels[bisect.bisect_right(self.times, t) - 1]
 
@@ -133,16 +136,26 @@ class Plan:
     targets: Mapping[JobKey, int]  # units each job should hold now (absent: none)
 
 
+def _deadline_order(demand: Demand) -> tuple[float, JobKey]:
+    return (demand.deadline if demand.deadline is not None else math.inf), demand.key
+
+
+def _reserve(demand: Demand, timeline: Timeline, reserved: dict[JobKey, Reservation], now: float) -> bool:
+    """Reserve the job's minimum share on what `timeline` leaves; False when it has none."""
+    share = minimum_share(demand, timeline, now)
+    if share is None:
+        return False
+    timeline.reserve(share)
+    reserved[demand.key] = share
+    return True
+
+
 def reserve_all(demands: Iterable[Demand], capacity: int, now: float) -> tuple[Timeline, dict[JobKey, Reservation]]:
     """Minimum satisfactory shares in deadline order (ties by key)."""
     timeline = Timeline(capacity)
     reserved: dict[JobKey, Reservation] = {}
-    ordered = sorted((d for d in demands if d.deadline is not None), key=lambda d: (d.deadline, d.key))
-    for demand in ordered:
-        share = minimum_share(demand, timeline, now)
-        if share is not None:
-            timeline.reserve(share)
-            reserved[demand.key] = share
+    for demand in sorted((d for d in demands if d.deadline is not None), key=_deadline_order):
+        _reserve(demand, timeline, reserved, now)
     return timeline, reserved
 
 
@@ -211,9 +224,31 @@ class Admission:
 
 def admit(candidate: Demand, admitted: Sequence[Demand], capacity: int, now: float) -> Admission:
     """Admit the job only if the plan with it still finds a share for every job that had one
-    without it, and one for the job itself."""
-    timeline, before = reserve_all(admitted, capacity, now)
+    without it, and one for the job itself.
+
+    The plan with it is the plan without it up to its place in the deadline order (a fold over
+    that order), so it goes on from there; with every key distinct it stops at the first job
+    that loses its share."""
+    ordered = sorted((d for d in admitted if d.deadline is not None), key=_deadline_order)
+    # Where the sort of `[*admitted, candidate]` (stable) puts the candidate.
+    place = (
+        len(ordered)
+        if candidate.deadline is None
+        else bisect.bisect_right(ordered, _deadline_order(candidate), key=_deadline_order)
+    )
+    timeline = Timeline(capacity)
+    before: dict[JobKey, Reservation] = {}
+    for demand in ordered[:place]:
+        _reserve(demand, timeline, before, now)
+    plan_with, after = timeline.copy(), dict(before)
+    for demand in ordered[place:]:
+        _reserve(demand, timeline, before, now)
     earliest = earliest_finish(candidate, timeline, now)
-    _, after = reserve_all([*admitted, candidate], capacity, now)
+    rest = [candidate] if candidate.deadline is not None else []
+    rest += ordered[place:]
+    distinct = len({d.key for d in ordered} | {candidate.key}) == len(ordered) + 1
+    for demand in rest:
+        if not _reserve(demand, plan_with, after, now) and distinct and (demand is candidate or demand.key in before):
+            return Admission(False, earliest)  # a job that had a share, or the candidate, has none
     ok = candidate.key in after and all(key in after for key in before)
     return Admission(ok, earliest)

@@ -53,7 +53,7 @@ from __future__ import annotations
 import enum
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -190,17 +190,19 @@ def nnls_amdahl(
     Solve unconstrained; if that is infeasible the convex optimum lies on the boundary, so take
     the best of a = 0, b = 0 (each with its own clamped optimum) and (0, 0). Counts below one CPU
     are mapped to the equivalent point at one CPU (`y * c`, the whole step is throttled)."""
-    c = np.asarray(cpus, dtype=float)
-    y = np.asarray(step_seconds, dtype=float)
-    w = np.ones_like(y) if weights is None else np.asarray(weights, dtype=float)
-    below = c < 1
-    y = np.where(below, y * c, y)
-    x = 1.0 / np.maximum(c, 1.0)
-    sw, swx, swy = w.sum(), (w * x).sum(), (w * y).sum()
-    swxx, swxy = (w * x * x).sum(), (w * x * y).sum()
+    # Plain floats: a job refits after every report, on a handful of counts, where numpy's
+    # per-call overhead is most of the cost. `_sum` keeps numpy's results bit for bit.
+    c = [float(v) for v in cpus]
+    w = [1.0] * len(c) if weights is None else [float(v) for v in weights]
+    y = [float(v) * ci if ci < 1 else float(v) for v, ci in zip(step_seconds, c, strict=True)]
+    x = [1.0 / max(ci, 1.0) for ci in c]
+    wx = [wi * xi for wi, xi in zip(w, x, strict=True)]
+    sw, swx, swy = _sum(w), _sum(wx), _sum([wi * yi for wi, yi in zip(w, y, strict=True)])
+    swxx = _sum([wxi * xi for wxi, xi in zip(wx, x, strict=True)])
+    swxy = _sum([wxi * yi for wxi, yi in zip(wx, y, strict=True)])
 
     def cost(a: float, b: float) -> float:
-        return float((w * (y - a - b * x) ** 2).sum())
+        return _sum([wi * _square(yi - a - b * xi) for wi, xi, yi in zip(w, x, y, strict=True)])
 
     det = sw * swxx - swx * swx
     if det > 1e-12 * max(sw * swxx, 1e-300):
@@ -214,6 +216,21 @@ def nnls_amdahl(
     if sw > 0:
         candidates.append((max(0.0, float(swy / sw)), 0.0))
     return min(candidates, key=lambda ab: cost(*ab))
+
+
+def _sum(values: list[float]) -> float:
+    """`np.sum`, bit for bit: numpy adds fewer than eight values one by one from zero (and in
+    blocks beyond; Python's `sum` compensates since 3.12)."""
+    if len(values) >= 8:
+        return float(np.sum(values))
+    total = 0.0
+    for value in values:
+        total += value
+    return total
+
+
+def _square(value: float) -> float:
+    return value * value  # what numpy's `** 2` computes
 
 
 def prior_fit(cpus: float, step_seconds: float, serial_fraction: float = PRIOR_SERIAL_FRACTION) -> SpeedFit:
@@ -362,7 +379,10 @@ class JobModel:
 
     def _append(self, interval: Interval) -> None:
         self._intervals.append(interval)
-        self._groups.setdefault(interval.cpus, _CountSums()).add(interval)
+        group = self._groups.get(interval.cpus)
+        if group is None:
+            group = self._groups[interval.cpus] = _CountSums()
+        group.add(interval)
         self._dirty.add(interval.cpus)
 
     # --- estimates ---
@@ -398,35 +418,68 @@ class JobModel:
         stats = self.count_stats()
         if len(stats) == 1:
             return prior_fit(stats[0].cpus, stats[0].step_seconds, self.serial_fraction)
-        c = np.array([s.cpus for s in stats])
-        y = np.array([s.step_seconds for s in stats])
-        sig = np.array([max(s.rel_sigma, MIN_REL_SIGMA) for s in stats])
-        a, b = nnls_amdahl(c, y, 1.0 / (y * sig) ** 2)
-        fit = SpeedFit(a, b, Source.FITTED, 0.0, tuple(float(v) for v in c))
-        rel = np.array([(s.step_seconds - fit.step_seconds(s.cpus)) / s.step_seconds for s in stats])
-        seconds = np.array([s.seconds for s in stats])
-        rms = float(np.sqrt((seconds * rel**2).sum() / seconds.sum()))
+        weights = [1.0 / _square(s.step_seconds * max(s.rel_sigma, MIN_REL_SIGMA)) for s in stats]
+        a, b = nnls_amdahl([s.cpus for s in stats], [s.step_seconds for s in stats], weights)
+        fit = SpeedFit(a, b, Source.FITTED, 0.0, tuple(s.cpus for s in stats))
+        rel = [(s.step_seconds - fit.step_seconds(s.cpus)) / s.step_seconds for s in stats]
+        seconds = [s.seconds for s in stats]
+        rms = math.sqrt(_sum([t * _square(r) for t, r in zip(seconds, rel, strict=True)]) / _sum(seconds))
         return SpeedFit(a, b, Source.FITTED, rms, fit.counts)
 
     def step_estimate(self, cpus: float) -> StepEstimate | None:
         """Seconds per step at `cpus`, with its relative sigma and where it comes from."""
-        stats = self._count_stats()
-        own = stats.get(cpus)
+        found = self.step_and_sigma(cpus)
+        return None if found is None else StepEstimate(cpus, *found)
+
+    def step_and_sigma(self, cpus: float) -> tuple[float, float, Source] | None:
+        """`step_estimate` as a plain tuple (predictions price many counts per reconcile)."""
+        own = self._count_stats().get(cpus)
         if own is not None:
-            return StepEstimate(cpus, own.step_seconds, own.rel_sigma, Source.MEASURED)
+            return own.step_seconds, own.rel_sigma, Source.MEASURED
         fit = self.speed()
         if fit is None:
             return None
+        return self._curve_estimate(fit, cpus)
+
+    def _curve_estimate(self, fit: SpeedFit, cpus: float) -> tuple[float, float, Source]:
+        """The curve's estimate at a count, as if it were not measured."""
         t = fit.step_seconds(cpus)
         base = self._base_sigma
         if fit.source is Source.PRIOR:
             # The largest relative change of the prior's prediction over its serial-fraction range.
             spread = max(abs(other.step_seconds(cpus) / t - 1) for other in self._prior_range)
-            return StepEstimate(cpus, t, math.hypot(base, spread / BAND_Z), Source.PRIOR)
-        lo, hi = min(fit.counts), max(fit.counts)
+            return t, math.hypot(base, spread / BAND_Z), Source.PRIOR
+        lo, hi = fit.counts[0], fit.counts[-1]  # `count_stats` order: ascending
         distance = math.log(lo / cpus) if cpus < lo else math.log(cpus / hi) if cpus > hi else 0.0
-        sigma = math.hypot(fit.rel_rms, base) + EXTRAPOLATION_WIDENING * distance
-        return StepEstimate(cpus, t, sigma, Source.FITTED)
+        return t, math.hypot(fit.rel_rms, base) + EXTRAPOLATION_WIDENING * distance, Source.FITTED
+
+    def has_speed(self) -> bool:
+        """Whether some count is measured (`speed` is not None), without fitting the curve."""
+        return bool(self._count_stats())
+
+    def measured(self) -> Mapping[float, CountStats]:
+        """The measured counts, by CPU count: where `step_estimate` gives the count's own."""
+        return self._count_stats()
+
+    def curve_floor(self, lo: float, hi: float) -> tuple[float, float] | None:
+        """Lower bounds of `step_estimate`'s step seconds and relative sigma over every count in
+        [lo, hi] that is not measured; None while nothing is known.
+
+        The curve's step time falls as the count grows, and its sigma grows with the distance from
+        the measured counts (the fit's range, or the prior's one count), so the bounds are the step
+        time at `hi` and the sigma at the point of [lo, hi] nearest those counts. Each is computed
+        by the same float operations as the estimate itself, which round monotonically."""
+        fit = self.speed()
+        if fit is None:
+            return None
+        step = fit.step_seconds(hi)
+        first, last = fit.counts[0], fit.counts[-1]
+        nearest = hi if hi < first else lo if lo > last else None
+        if nearest is not None:
+            return step, self._curve_estimate(fit, nearest)[1]
+        if fit.source is Source.PRIOR:
+            return step, math.hypot(self._base_sigma, 0.0)
+        return step, math.hypot(fit.rel_rms, self._base_sigma) + EXTRAPOLATION_WIDENING * 0.0
 
     def steps_at(self, now: float) -> float | None:
         """Steps done by `now`, extrapolated from the last observation at its own count."""
@@ -435,10 +488,10 @@ class JobModel:
             return None
         if now <= last.at:
             return float(last.steps)
-        est = self.step_estimate(last.cpus)
-        if est is None or est.step_seconds <= 0 or math.isinf(est.step_seconds):
+        est = self.step_and_sigma(last.cpus)
+        if est is None or est[0] <= 0 or math.isinf(est[0]):
             return float(last.steps)
-        return min(float(self.total_steps), last.steps + (now - last.at) / est.step_seconds)
+        return min(float(self.total_steps), last.steps + (now - last.at) / est[0])
 
     def remaining(
         self, cpus: float, now: float, *, from_start: bool = False, done: float | None = None
@@ -544,6 +597,28 @@ def candidate_counts(cpu_min: float, cpu_max: float) -> Iterator[float]:
         yield float(cpu_max)
 
 
+def predicted_finish(
+    model: JobModel,
+    now: float,
+    done: float,
+    cpus: float,
+    *,
+    current: float,
+    margin: float,
+    band_z: float,
+    restart_s: float | None,
+) -> float:
+    """When the job ends on `cpus` (`done` steps by `now`), at the band's upper edge times
+    `1 + margin`; inf while nothing is known of its speed. See `choose`."""
+    cost = restart_s if restart_s is not None and cpus != current else None  # a move that restarts
+    est = model.step_and_sigma(cpus)
+    if est is None:
+        return math.inf
+    # `remaining` and `Remaining.upper`, operation for operation, without their objects.
+    steps = max(0.0, model.total_steps - (0.0 if cost is not None else done))
+    return now + steps * est[0] * (1 + band_z * est[1]) * (1 + margin) + (0.0 if cost is None else cost)
+
+
 @dataclass(frozen=True, slots=True)
 class Choice:
     """The smallest count that makes the deadline, with its predicted finish (None: none does)."""
@@ -572,16 +647,61 @@ def choose(
     done = model.steps_at(now)
     if done is None:
         return None
-    finish = math.inf
-    for cpus in candidate_counts(lo, hi):
-        cost = restart_s if restart_s is not None and cpus != current else None  # a move that restarts
-        rest = model.remaining(cpus, now, from_start=cost is not None, done=done)
-        if rest is None:
-            return None
-        finish = now + rest.upper(band_z) * (1 + margin) + (0.0 if cost is None else cost)
-        if finish <= deadline:
-            return Choice(cpus, finish)
-    return Choice(None, finish)
+    counts = list(candidate_counts(lo, hi))
+    if not counts:
+        return Choice(None, math.inf)
+    if not model.has_speed():
+        return None
+
+    def finish_at(cpus: float) -> float:
+        return predicted_finish(
+            model, now, done, cpus, current=current, margin=margin, band_z=band_z, restart_s=restart_s
+        )
+
+    # Every count but the measured ones and the current one is priced on the curve, with the same
+    # steps left and restart cost: a run of such counts whose floor misses the deadline holds no
+    # fit (a hopeless job is judged in a few steps, not one prediction per count).
+    moved = restart_s is not None
+    steps = max(0.0, model.total_steps - (0.0 if moved else done))
+    extra = restart_s if restart_s is not None else 0.0
+
+    def first_fit(run: list[float]) -> Choice | None:
+        pending = [(0, len(run) - 1)]
+        while pending:
+            i, j = pending.pop()
+            if i < j:
+                floor = model.curve_floor(run[i], run[j])
+                assert floor is not None
+                step, sigma = floor
+                if now + steps * step * (1 + band_z * sigma) * (1 + margin) + extra > deadline:
+                    continue
+                middle = (i + j) // 2
+                pending += [(middle + 1, j), (i, middle)]  # the lower half first
+                continue
+            at = finish_at(run[i])
+            if at <= deadline:
+                return Choice(run[i], at)
+        return None
+
+    measured = model.measured()
+    run: list[float] = []
+    for cpus in counts:
+        if cpus != current and cpus not in measured:
+            run.append(cpus)
+            continue
+        if run:
+            found = first_fit(run)
+            if found is not None:
+                return found
+            run = []
+        at = finish_at(cpus)
+        if at <= deadline:
+            return Choice(cpus, at)
+    if run:
+        found = first_fit(run)
+        if found is not None:
+            return found
+    return Choice(None, finish_at(counts[-1]))
 
 
 def central_finish(
@@ -589,8 +709,10 @@ def central_finish(
 ) -> float:
     """The predicted finish at `cpus` without band or margin (what users are told); inf when
     nothing is known yet."""
-    choice = choose(model, -math.inf, now, cpus, cpus, current=current, band_z=0.0, restart_s=restart_s)
-    return math.inf if choice is None else choice.finish
+    done = model.steps_at(now)
+    if done is None or not (cpus > 0 and math.isfinite(cpus)):
+        return math.inf
+    return predicted_finish(model, now, done, cpus, current=current, margin=0.0, band_z=0.0, restart_s=restart_s)
 
 
 def progress_observation(value: str) -> tuple[int, float] | None:

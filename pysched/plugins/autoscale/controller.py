@@ -131,7 +131,7 @@ class Controller:
     # ----- bounds and node room
     def _bounds(self, pod: PodInfo, node: NodeName | None) -> tuple[float, float]:
         """The pod's CPU range, capped by its node's allocatable CPUs before any search: the
-        annotations are the user's, and `choose` tries every whole count in the range."""
+        annotations are the user's, and `choose` considers every whole count in the range."""
         allocatable = self.handle.nodes.allocatable_and_free(node, CPU)[0]
         lo = cpu_milli_of(pod, CPU_MIN) or int(self.args.cpu_min * 1000)
         hi = cpu_milli_of(pod, CPU_MAX) or allocatable
@@ -493,9 +493,9 @@ class Controller:
         job = tick.job
         if not job.reason:
             return
-        counts = tick.model.count_stats()
-        measured = {s.cpus: s.steps for s in counts}
-        grown = set(measured) != set(job.written_steps) or any(
+        # By count as measured (unsorted): sorted only when the condition is written.
+        measured = {cpus: stats.steps for cpus, stats in tick.model.measured().items()}
+        grown = measured.keys() != job.written_steps.keys() or any(
             steps >= 2 * job.written_steps[c] for c, steps in measured.items()
         )
         moved = not math.isfinite(job.written_finish) or abs(finish - job.written_finish) > max(
@@ -504,7 +504,7 @@ class Controller:
         if not (force or grown or moved):
             return
         job.written_steps, job.written_finish = measured, finish
-        message = condition_message(job.what, finish, tick.deadline, counts, job.last_rescale)
+        message = condition_message(job.what, finish, tick.deadline, tick.model.count_stats(), job.last_rescale)
         status = "False" if job.reason == DEMOTED_REASON else "True"
         await self.handle.cluster.patch_pod_condition(tick.pod, PodCondition(CONDITION, status, job.reason, message))
 

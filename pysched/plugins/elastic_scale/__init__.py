@@ -206,17 +206,25 @@ class ElasticScale:
             state.admitted = False
         return state
 
-    def _demands(self, now: float, exclude: JobKey | None = None) -> tuple[list[Demand], list[Demand]]:
+    def _demands(
+        self, now: float, exclude: JobKey | None = None, *, admitted_only: bool = False
+    ) -> tuple[list[Demand], list[Demand]]:
+        """The admitted deadline jobs' demands and the others'; with `admitted_only` the others
+        are only caught up (their models fed as a plan would feed them), not priced."""
         capacity = self.capacity()
         admitted: list[Demand] = []
         others: list[Demand] = []
         for job in self.jobs.values():
             if job.key == exclude:
                 continue
+            counted = job.admitted is not False and job.deadline is not None
+            if admitted_only and not counted:
+                job.catch_up(now)
+                continue
             demand = self._demand(job, now, capacity)
             if demand is None:
                 continue
-            (admitted if job.admitted is not False and job.deadline is not None else others).append(demand)
+            (admitted if counted else others).append(demand)
         return admitted, others
 
     def _judge(self, job: GpuJob, pod: PodInfo, now: float) -> None:
@@ -228,7 +236,7 @@ class ElasticScale:
             job.admitted = True
             return
         if self._admitted is None:  # one pass over the jobs per reconcile, not one per arrival
-            self._admitted = {d.key: d for d in self._demands(now, exclude=job.key)[0]}
+            self._admitted = {d.key: d for d in self._demands(now, exclude=job.key, admitted_only=True)[0]}
         admitted = [d for k, d in self._admitted.items() if k != job.key]
         verdict = admit(demand, admitted, self.capacity(), now)
         job.admitted = verdict.admitted

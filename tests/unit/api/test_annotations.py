@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pysched.api.annotations import (
+    DEADLINE,
     MAX_STEP_DIGITS,
     PROGRESS,
     PROGRESS_FORMS,
     TOTAL_STEPS,
     TOTAL_STEPS_FORMS,
+    deadline_of,
     invalid_annotations,
     parse_progress,
     total_steps_of,
@@ -34,3 +36,14 @@ def test_longer_values_are_malformed_not_errors() -> None:
             (PROGRESS, progress, PROGRESS_FORMS),
         ]
     assert parse_progress("1@2026-11-30T12:00:05Z" + " " * 200_000) is None
+
+
+def test_a_pods_deadline_and_total_steps_read_the_same_however_often_and_however_padded() -> None:
+    # Each distinct short value is parsed once and remembered; a long (padded) one is read as is.
+    for pad in ("", " " * 100):
+        pod = make_pod("p", annotations={TOTAL_STEPS: f"{pad}1200{pad}", DEADLINE: f"{pad}2026-11-30T12:00:05Z{pad}"})
+        for _ in range(2):
+            assert (total_steps_of(pod), deadline_of(pod)) == (1200, 1_796_040_005.0)
+    relative = make_pod("q", annotations={DEADLINE: "1h"})
+    later = relative.evolve(created=relative.created + 60.0)
+    assert deadline_of(later) == relative.created + 3660.0  # a duration counts from each pod's creation

@@ -7,7 +7,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pysched.api.ids import JobKey
-from pysched.deadline.planner import Demand, Reservation, Timeline, admit, minimum_share, plan, reserve_all
+from pysched.deadline.planner import (
+    Demand,
+    Reservation,
+    Timeline,
+    admit,
+    earliest_finish,
+    minimum_share,
+    plan,
+    reserve_all,
+)
 
 NOW = 1000.0
 
@@ -117,3 +126,23 @@ def test_a_plan_hands_out_at_most_the_capacity(admitted: list[Demand], others: l
     for key, units in result.targets.items():
         job = next(d for d in (*admitted, *others) if d.key == key)
         assert units in job.counts
+
+
+@settings(max_examples=300, deadline=None)
+@given(demands(), st.integers(1, 12), st.data())
+def test_admission_is_the_two_plans_it_compares(jobs: list[Demand], capacity: int, data: st.DataObject) -> None:
+    """Admission goes on from the plan without the candidate, and stops at the first loss: the
+    verdict and earliest finish are those of the two whole plans (ties, repeated keys and jobs
+    without a deadline included)."""
+    *admitted, candidate = jobs
+    if data.draw(st.booleans()) and admitted:  # the candidate ties with an admitted job's deadline
+        candidate = Demand(candidate.key, candidate.seconds, candidate.held, candidate.pause_s, admitted[0].deadline)
+    if data.draw(st.booleans()) and admitted:
+        admitted.append(Demand(admitted[0].key, candidate.seconds, 0, 0.0, candidate.deadline))  # a key twice
+    if data.draw(st.booleans()):
+        candidate = Demand(candidate.key, candidate.seconds, candidate.held, candidate.pause_s, None)
+    timeline, before = reserve_all(admitted, capacity, NOW)
+    _, after = reserve_all([*admitted, candidate], capacity, NOW)
+    verdict = admit(candidate, admitted, capacity, NOW)
+    assert verdict.admitted == (candidate.key in after and all(key in after for key in before))
+    assert verdict.earliest == earliest_finish(candidate, timeline, NOW)

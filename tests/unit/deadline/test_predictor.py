@@ -27,6 +27,7 @@ from pysched.api.ids import PodKey
 from pysched.deadline.predictor import (
     BAND_Z,
     PRIOR_SERIAL_FRACTION,
+    Choice,
     CountStats,
     JobModel,
     Predictor,
@@ -36,6 +37,7 @@ from pysched.deadline.predictor import (
     central_finish,
     choose,
     nnls_amdahl,
+    predicted_finish,
     progress_observation,
     stamp_resolution,
 )
@@ -211,6 +213,27 @@ def test_restart_keeps_the_speed_and_forgets_the_progress() -> None:
     assert rest is not None and rest.seconds == pytest.approx(10_000.0)
 
 
+def numpy_nnls(c: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float]:
+    """`nnls_amdahl` as whole-array numpy operations."""
+    y = np.where(c < 1, y * c, y)
+    x = 1.0 / np.maximum(c, 1.0)
+    sw, swx, swy, swxx, swxy = w.sum(), (w * x).sum(), (w * y).sum(), (w * x * x).sum(), (w * x * y).sum()
+    det = sw * swxx - swx * swx
+    if det > 1e-12 * max(sw * swxx, 1e-300):
+        a, b = (swxx * swy - swx * swxy) / det, (sw * swxy - swx * swy) / det
+        if a >= 0 and b >= 0:
+            return float(a), float(b)
+    candidates = [(0.0, 0.0), (0.0, max(0.0, float(swxy / swxx))), (max(0.0, float(swy / sw)), 0.0)]
+    return min(candidates, key=lambda ab: float((w * (y - ab[0] - ab[1] * x) ** 2).sum()))
+
+
+@given(st.lists(st.tuples(st.floats(0.25, 64.0), st.floats(1e-3, 10.0), st.floats(1e-3, 1e3)), min_size=1, max_size=12))
+@settings(max_examples=200, deadline=None, derandomize=True)
+def test_nnls_on_plain_floats_matches_numpy_bit_for_bit(points: list[tuple[float, float, float]]) -> None:
+    c, y, w = (np.array(column) for column in zip(*points, strict=True))
+    assert nnls_amdahl(c, y, w) == numpy_nnls(c, y, w)
+
+
 # --- choose: the smallest count that meets a deadline ------------------------------------------
 
 
@@ -297,6 +320,69 @@ def test_choose_is_monotone(a: float, b: float, slack: list[float], margin: floa
         rest = model.remaining(lo, now)
         assert rest is not None
         assert now + rest.upper(BAND_Z if band else 0.0) * (1 + margin) <= now + s
+
+
+@given(
+    st.lists(st.sampled_from([1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0]), min_size=1, max_size=3, unique=True),
+    st.floats(0.0, 0.3),
+    st.floats(0.02, 1.0),
+    st.sampled_from([1.0, 2.0, 4.0, 7.0, 8.0, 16.0]),
+    st.sampled_from([0.5, 1.0, 1.5]),
+    st.sampled_from([6.0, 16.0, 32.0, 33.5]),
+    st.floats(0.0, 0.3),
+    st.sampled_from([0.0, 1.0, BAND_Z]),
+    st.sampled_from([None, 30.0]),
+    st.lists(st.floats(0.0, 1.2), min_size=1, max_size=6),
+)
+@settings(max_examples=300, deadline=None, derandomize=True)
+def test_choose_agrees_with_trying_every_count(
+    counts: list[float],
+    a: float,
+    b: float,
+    current: float,
+    lo: float,
+    hi: float,
+    margin: float,
+    band_z: float,
+    restart_s: float | None,
+    shares: list[float],
+) -> None:
+    """The pruned search finds the count (and finish) a walk over every candidate finds, with
+    deadlines at, just inside and just outside the finishes it predicts (prior and fitted curves,
+    measured counts inside and outside the range, a current count measured or not)."""
+    model = exact_model(a, b, counts=tuple(counts), total=400_000)
+    last = model.last
+    assert last is not None
+    now = last.at + 37.0
+    ends = [f for c in candidate_counts(lo, hi) if math.isfinite(f := central_finish(model, now, c, current=c))]
+    span = max(ends) - now
+    deadlines = [now + share * span * 2.5 for share in shares]
+
+    def both(deadline: float, lo: float, hi: float) -> tuple[Choice | None, tuple[float | None, float]]:
+        """`choose`, and the walk by the book: every candidate in order, the first that makes it."""
+        found = choose(model, deadline, now, lo, hi, current=current, margin=margin, band_z=band_z, restart_s=restart_s)
+        done = model.steps_at(now)
+        assert done is not None
+        finish = math.inf
+        for cpus in candidate_counts(lo, hi):
+            finish = predicted_finish(
+                model, now, done, cpus, current=current, margin=margin, band_z=band_z, restart_s=restart_s
+            )
+            moved = restart_s is not None and cpus != current
+            rest = model.remaining(cpus, now, from_start=moved, done=done)
+            assert rest is not None  # the same figure as the model's own `remaining`
+            assert finish == now + rest.upper(band_z) * (1 + margin) + (restart_s if moved and restart_s else 0.0)
+            if finish <= deadline:
+                return found, (cpus, finish)
+        return found, (None, finish)
+
+    for c in candidate_counts(lo, hi):
+        edge = both(-math.inf, c, c)[1]
+        assert edge is not None
+        deadlines += [edge[1], math.nextafter(edge[1], -math.inf)]
+    for deadline in deadlines:
+        found, expected = both(deadline, lo, hi)
+        assert found is not None and (found.cpus, found.finish) == expected
 
 
 def _model(step_s: float, cpus: float, total: int = 10_000) -> JobModel:

@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
+from pysched.api.annotations import format_progress
 from pysched.api.ids import JobKey
 from pysched.api.jobs import JobRef
 from pysched.api.objects import PodInfo
 from pysched.backend.simulated import SimulatedCluster
+from pysched.deadline.predictor import JobModel
 from pysched.framework.clock import VirtualClock
 from pysched.framework.cluster import PodCondition
 from pysched.framework.config import SchedulerConfig
@@ -22,6 +24,7 @@ from pysched.framework.status import Status, error, unschedulable
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.plugins.elastic_scale import IGNORED_REASON, ElasticScale, ElasticScaleArgs
+from pysched.plugins.elastic_scale.jobs import GpuJob
 from pysched.scheduler.scheduler import Scheduler
 from pysched.sim.runner import EPOCH, PolicyResult, _Replay, metrics
 from pysched.sim.scenario import cpu_nodes
@@ -233,3 +236,34 @@ def test_a_scale_the_api_refuses_makes_the_job_rigid_with_the_apis_reason() -> N
         "the job keeps 2 workers"
     ]
     assert cluster.scales == [] and result.deadline_met == 0
+
+
+def test_judging_an_arrival_feeds_the_jobs_it_does_not_price_as_a_plan_would() -> None:
+    """Admission prices only the admitted jobs; the refused one is still fed its progress, so the
+    plan after it sees the model a plan at every step would have built."""
+
+    def plugin() -> ElasticScale:
+        made = ElasticScale(ElasticScaleArgs(), handle=None)  # type: ignore[arg-type]
+        made._capacity = 16
+        for name, admitted in (("kept", True), ("refused", False)):
+            job = GpuJob(JobKey(name), None, 10_000, EPOCH + 9000.0, 8, 1, 1, 1, JobModel(10_000), admitted=admitted)
+            job.expect(5000.0)
+            job.held, job.running_since = 8, EPOCH
+            job.model.observe(0, EPOCH, 8.0, EPOCH)
+            made.jobs[job.key] = job
+        return made
+
+    lazy, eager = plugin(), plugin()
+    for minute in range(1, 6):
+        now = EPOCH + 60.0 * minute
+        for made in (lazy, eager):
+            for job in made.jobs.values():
+                job.unread = format_progress(int(now - EPOCH) * (2 if job.admitted else 1), now)
+        admitted, others = lazy._demands(now, admitted_only=True)
+        assert [d.key for d in admitted] == ["kept"] and others == []
+        eager._demands(now)
+    now = EPOCH + 400.0
+    assert lazy._demands(now) == eager._demands(now)
+    refused = lazy.jobs[JobKey("refused")].model
+    assert refused.count_stats() == eager.jobs[JobKey("refused")].model.count_stats()
+    assert refused.last is not None and refused.last.steps == 300  # the last report was read
