@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pysched.api.ids import NodeName, PodKey
+from pysched.api.ids import NodeName, PodKey, PodUID
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.resources import nonzero_requests
 from pysched.framework.nodetable import POD_COLUMN, NodeTable, RequestShape
@@ -127,9 +127,10 @@ class Cache:
         entry = self._pods.get(key)
         return entry is not None and entry.nominated
 
-    def is_assumed(self, key: PodKey) -> bool:
+    def is_assumed(self, key: PodKey, uid: PodUID | None = None) -> bool:
+        """Assumed (and, given `uid`, as that very pod: not a pod recreated under its name)."""
         entry = self._pods.get(key)
-        return entry is not None and entry.assumed
+        return entry is not None and entry.assumed and (uid is None or entry.pod.uid == uid)
 
     # ----- informer side
     def add_pod(self, pod: PodInfo) -> None:

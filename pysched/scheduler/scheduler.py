@@ -300,7 +300,7 @@ class Scheduler:
         """Assumed and already handed out of the queue: its bind was sent, and a pending update
         (a condition, a label) raced ahead of the informer's view of the binding. Queueing it
         again would schedule the same pod twice, as kube-scheduler's assumed-pod check prevents."""
-        return pod.key not in self.queue and self.cache.is_assumed(pod.key)
+        return pod.key not in self.queue and self.cache.is_assumed(pod.key, pod.uid)
 
     def _pod_terminated(self, pod: PodInfo) -> None:
         framework = self.frameworks.get(pod.scheduler_name)

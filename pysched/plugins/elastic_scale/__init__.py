@@ -244,7 +244,9 @@ class ElasticScale:
             self._admitted[job.key] = demand
         if not verdict.admitted:
             self.rejected += 1
-            job.waiting = self.args.not_admitted == WAIT and self._could_meet_alone(demand, now)
+            # Only a job with nothing placed yet can wait: one judged at its first progress runs.
+            placed = bool(self._rows.get(job.key))
+            job.waiting = self.args.not_admitted == WAIT and not placed and self._could_meet_alone(demand, now)
             earliest = "no finish at all" if math.isinf(verdict.earliest) else f"{verdict.earliest - now:.0f}s from now"
             self._tell_rejected(pod, f"the earliest finish alongside the admitted jobs is {earliest}")
 

@@ -17,7 +17,7 @@ import yaml
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.containers import cpu_resize
 from pysched.api.ids import NodeName, PodKey
-from pysched.api.objects import PodInfo
+from pysched.api.objects import PodInfo, pod_from_dict
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import parse_config
@@ -189,3 +189,28 @@ def test_stopping_cancels_a_prebind_that_still_waits_after_the_grace() -> None:
     asyncio.run(run())
     assert made[0].cancelled == ["p"]
     assert cluster.pods[PodKey("default/p")].node_name is None
+
+
+def test_a_pod_recreated_under_the_name_of_one_whose_binding_is_unseen_is_queued() -> None:
+    """The assumed-pod check is for the same pod: a new pod (another uid) under the name is not
+    mistaken for the one bound."""
+    registry = default_registry()
+    registry.register(PluginSpec("SentNotSeen", NoArgs, lambda args, handle: SentNotSeen(handle), SentNotSeen))
+    clock = VirtualClock(1000.0)
+    cluster = SimulatedCluster(clock)
+    profile = PROFILE.replace("      preBind: [{name: GrowOnSmall}]\n", "").replace("DefaultBinder", "SentNotSeen")
+    scheduler = Scheduler(parse_config(yaml.safe_load(profile), "t", registry), cluster, clock, registry)
+    cluster.add_node(node_dict("big", cpu="16", memory="8Gi"))
+    key = PodKey("default/p")
+
+    async def run() -> None:
+        await scheduler.start()
+        first = cluster.create_pod(pod_dict("p", cpu="1", memory="1Gi", scheduler_name="s", uid="u1"))
+        await scheduler.run_until_idle()
+        assert first is not None and scheduler.cache.is_assumed(key, first.uid)
+        again = pod_from_dict(pod_dict("p", cpu="1", memory="1Gi", scheduler_name="s", uid="u2"))
+        scheduler.on_pod_added(again)  # as an informer would deliver a pod it had not seen
+        assert scheduler.queue.get(key) is not None
+        await scheduler.stop()
+
+    asyncio.run(run())
