@@ -267,3 +267,14 @@ def test_judging_an_arrival_feeds_the_jobs_it_does_not_price_as_a_plan_would() -
     refused = lazy.jobs[JobKey("refused")].model
     assert refused.count_stats() == eager.jobs[JobKey("refused")].model.count_stats()
     assert refused.last is not None and refused.last.steps == 300  # the last report was read
+
+
+def test_with_wait_a_job_judged_only_once_it_runs_is_not_held_back() -> None:
+    # No expected duration: the second job is judged at its first progress, already running
+    # beside the elastic one, and refused; it cannot wait any more, so it runs as best-effort.
+    first = elastic("first", 4000, deadline=1300.0, gpus=2)
+    second = Job("second", 10.0, 2000, 4000, "4Gi", TABLE, gpu=4, deadline=900.0)
+    cluster, result = replay([first, second], args=WAIT)
+    notes = [e.note for e in cluster.events if e.reason == REJECTED and e.pod == "sim/second"]
+    assert len(notes) == 1 and notes[0].endswith("runs as best-effort"), notes
+    assert result.unfinished == 0
