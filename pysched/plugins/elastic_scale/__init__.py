@@ -148,8 +148,10 @@ class ElasticScale:
     def _demand(self, job: GpuJob, now: float, capacity: int) -> Demand | None:
         """The job as the planner sees it, holding the GPUs its pods are placed on now: a job
         that started since the last reconcile is running, and is not moved behind a newcomer."""
-        placed = sum(self._rows.get(job.key, {}).values())
-        return job.demand(capacity, now, self.args.band_z, self.args.scale_pause_seconds, placed)
+        return job.demand(capacity, now, self.args.band_z, self.args.scale_pause_seconds, self._placed_gpus(job.key))
+
+    def _placed_gpus(self, key: JobKey) -> int:
+        return sum(self._rows.get(key, {}).values())
 
     def job_key(self, pod: PodInfo) -> JobKey:
         job = self.handle.jobs.of(pod.key)
@@ -463,7 +465,7 @@ class ElasticScale:
         admitted = self._admitted
         demand = admitted.get(key) if admitted is not None else None
         if admitted is not None and demand is not None:
-            admitted[key] = dataclasses.replace(demand, held=sum(self._rows.get(key, {}).values()))
+            admitted[key] = dataclasses.replace(demand, held=self._placed_gpus(key))
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeTable, feasible: Bools) -> Status:
         if pod.requests.get(GPU, 0) <= 0 or GPU not in nodes.column:

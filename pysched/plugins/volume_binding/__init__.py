@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import ClassVar
 
 import numpy as np
@@ -161,22 +162,21 @@ class VolumeBinding:
         return SUCCESS
 
     # ----- Filter
-    def _mask(self, kind: str, name: str, version: str, build: object, nodes: NodeTable) -> Bools:
+    def _mask(self, kind: str, name: str, version: str, build: Callable[[], Bools], nodes: NodeTable) -> Bools:
+        """`build()`'s rows for one version of one object, kept until the node table changes."""
         if self._mask_generation != nodes.generation or len(self._masks) > 4096:
             self._masks.clear()
             self._mask_generation = nodes.generation
         key = (kind, name, version)
         found = self._masks.get(key)
         if found is None:
-            capacity = isinstance(build, CSIStorageCapacity)
-            found = _serving_mask(build, nodes) if capacity else terms_mask(build, nodes)  # type: ignore[arg-type]
-            self._masks[key] = found
+            found = self._masks[key] = build()
         return found
 
     def _pv_mask(self, pv: PersistentVolume, nodes: NodeTable) -> Bools | None:
         if pv.node_affinity is None:
             return None
-        return self._mask("pv", pv.name, pv.resource_version, pv.node_affinity, nodes)
+        return self._mask("pv", pv.name, pv.resource_version, partial(terms_mask, pv.node_affinity, nodes), nodes)
 
     def _provision_mask(self, claim: PersistentVolumeClaim, nodes: NodeTable, space: bool = True) -> Bools:
         """checkVolumeProvisions for one claim: where its class may provision a volume (with
@@ -187,9 +187,8 @@ class VolumeBinding:
         if storage_class.allowed_topologies is None:
             mask = np.ones(nodes.size, np.bool_)
         else:
-            mask = self._mask(
-                "class", storage_class.name, storage_class.resource_version, storage_class.allowed_topologies, nodes
-            )
+            build = partial(terms_mask, storage_class.allowed_topologies, nodes)
+            mask = self._mask("class", storage_class.name, storage_class.resource_version, build, nodes)
         room = self._space_mask(claim, storage_class, nodes) if space else None
         return mask if room is None else mask & room
 
@@ -201,7 +200,8 @@ class VolumeBinding:
         mask = np.zeros(nodes.size, np.bool_)
         for capacity in self.storage.capacities_of_class(storage_class.name):
             if capacity.limit is not None and capacity.limit >= claim.request:
-                mask |= self._mask("capacity", capacity.key, capacity.resource_version, capacity, nodes)
+                build = partial(_serving_mask, capacity, nodes)
+                mask |= self._mask("capacity", capacity.key, capacity.resource_version, build, nodes)
         return mask
 
     def _checks_space(self, claim: PersistentVolumeClaim, storage_class: StorageClass) -> bool:

@@ -117,9 +117,8 @@ class SentNotSeen:
         return SUCCESS
 
 
-def test_an_update_racing_ahead_of_the_binding_does_not_schedule_the_pod_twice() -> None:
-    """A pending update (a label, a condition) that the informer delivers after the bind was sent
-    but before the binding itself: the pod is assumed and out of the queue, and must stay out."""
+def _sent_not_seen() -> tuple[VirtualClock, SimulatedCluster, Scheduler]:
+    """A one-node cluster whose binder never lets the informer see the binding."""
     registry = default_registry()
     registry.register(PluginSpec("SentNotSeen", NoArgs, lambda args, handle: SentNotSeen(handle), SentNotSeen))
     clock = VirtualClock(1000.0)
@@ -127,6 +126,13 @@ def test_an_update_racing_ahead_of_the_binding_does_not_schedule_the_pod_twice()
     profile = PROFILE.replace("      preBind: [{name: GrowOnSmall}]\n", "").replace("DefaultBinder", "SentNotSeen")
     scheduler = Scheduler(parse_config(yaml.safe_load(profile), "t", registry), cluster, clock, registry)
     cluster.add_node(node_dict("big", cpu="16", memory="8Gi"))
+    return clock, cluster, scheduler
+
+
+def test_an_update_racing_ahead_of_the_binding_does_not_schedule_the_pod_twice() -> None:
+    """A pending update (a label, a condition) that the informer delivers after the bind was sent
+    but before the binding itself: the pod is assumed and out of the queue, and must stay out."""
+    clock, cluster, scheduler = _sent_not_seen()
     key = PodKey("default/p")
 
     async def run() -> None:
@@ -194,13 +200,7 @@ def test_stopping_cancels_a_prebind_that_still_waits_after_the_grace() -> None:
 def test_a_pod_recreated_under_the_name_of_one_whose_binding_is_unseen_is_queued() -> None:
     """The assumed-pod check is for the same pod: a new pod (another uid) under the name is not
     mistaken for the one bound."""
-    registry = default_registry()
-    registry.register(PluginSpec("SentNotSeen", NoArgs, lambda args, handle: SentNotSeen(handle), SentNotSeen))
-    clock = VirtualClock(1000.0)
-    cluster = SimulatedCluster(clock)
-    profile = PROFILE.replace("      preBind: [{name: GrowOnSmall}]\n", "").replace("DefaultBinder", "SentNotSeen")
-    scheduler = Scheduler(parse_config(yaml.safe_load(profile), "t", registry), cluster, clock, registry)
-    cluster.add_node(node_dict("big", cpu="16", memory="8Gi"))
+    _, cluster, scheduler = _sent_not_seen()
     key = PodKey("default/p")
 
     async def run() -> None:
