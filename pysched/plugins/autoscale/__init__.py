@@ -13,8 +13,10 @@
   at risk and the node has headroom, at most `maxStepFactor` times the current count per step
   (the predictor extrapolates badly far beyond measured counts); down when the smaller count
   still leaves `downSlack` of the time left (hysteresis); never within `cooldownSeconds` of the
-  last rescale. A container that restarts on a CPU resize (`resizePolicy: RestartContainer`)
-  loses its progress: the choice then counts the whole run again plus `restartSeconds`.
+  last rescale. A node's room goes to its jobs earliest deadline first, and a job above its own
+  share, or one no count saves, gives CPUs to one that can still be saved (`deadline.shares`).
+  A container that restarts on a CPU resize (`resizePolicy: RestartContainer`) loses its
+  progress: the choice then counts the whole run again plus `restartSeconds`.
 - The `pysched.io/Deadline` condition (`pysched.deadline.condition`) carries what a new leader needs: the last
   rescale (cooldown), the speed measured per CPU count (the fitted model) and the predicted
   finish. It is rewritten when its reason changes, when the measurements grow materially (a new

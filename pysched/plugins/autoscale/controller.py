@@ -50,6 +50,7 @@ from pysched.deadline.condition import (
     saved_job,
 )
 from pysched.deadline.predictor import (
+    Choice,
     CountStats,
     JobModel,
     Predictor,
@@ -59,6 +60,7 @@ from pysched.deadline.predictor import (
     progress_observation,
     stamp_resolution,
 )
+from pysched.deadline.shares import CpuClaim, Grants, share_room
 from pysched.framework.cluster import PodCondition
 from pysched.framework.interfaces import Handle, MetricFamily
 from pysched.framework.jobs import Job
@@ -108,6 +110,11 @@ class Tick:
     restart_s: float | None  # None: a CPU resize is in place; else a restart, its progress lost, costing this
     # The other workers of its gang (the pod is the gang's leader): resized with it to the same count.
     followers: tuple[tuple[PodInfo, str], ...] = ()
+    gang: bool = False  # its workers may span nodes: it takes room as it finds it, never shares its own
+
+    @property
+    def in_place(self) -> bool:
+        return self.restart_s is None
 
 
 class Controller:
@@ -269,19 +276,24 @@ class Controller:
         for key in [k for k in self._slack if k not in alive]:
             del self._slack[key]
         self._prune_gangs(now)
+        ready: list[tuple[Tick, float]] = []
         for pod in pods:
             try:
                 container = self.eligible(pod)
                 if container is None:
                     continue
                 gang = self.handle.jobs.gang_of(pod.key)
+                prepared: tuple[Tick, float] | None = None
                 if gang is None:
-                    await self._reconcile_one(pod, container, now)
+                    prepared = await self._prepare(pod, container, now)
                 elif self.leader(gang) == pod.key:
                     self._gangs_seen[incarnation(pod, gang.key)] = now
-                    await self._reconcile_one(pod, container, now, self._followers(pod, gang))
+                    prepared = await self._prepare(pod, container, now, self._followers(pod, gang), gang=True)
+                if prepared is not None:
+                    ready.append(prepared)
             except Exception as err:  # one pod's bug must not stop the others' scaling
                 self.handle.incidents.report("Autoscale reconcile", pod, err, then="its CPUs are left as they are")
+        await self._act(ready)
 
     def _resume(self, pod: PodInfo, total: int, deadline: float, current: float) -> JobState:
         """A running job this scheduler did not bind (a new leader): take back what the
@@ -326,12 +338,18 @@ class Controller:
             return model, f"{PROGRESS}: {clip(value or '')} ignored: {result.message}"
         return model, ""
 
-    async def _reconcile_one(
-        self, pod: PodInfo, container: str, now: float, followers: tuple[tuple[PodInfo, str], ...] = ()
-    ) -> None:
+    async def _prepare(
+        self,
+        pod: PodInfo,
+        container: str,
+        now: float,
+        followers: tuple[tuple[PodInfo, str], ...] = (),
+        gang: bool = False,
+    ) -> tuple[Tick, float] | None:
+        """Observe the job; the tick and its central finish when a decision is due now."""
         total, deadline = total_steps_of(pod), deadline_of(pod)
         if total is None or deadline is None:
-            return
+            return None
         # The job runs on what the kubelet actuated; the spec may be ahead of it while a resize
         # is pending (Deferred, or on its way).
         desired = container_cpus(pod, container)
@@ -345,46 +363,132 @@ class Controller:
         if problem:
             await self.handle.cluster.emit_event(pod, "Warning", "InvalidProgress", problem)
         if current <= 0:
-            return
+            return None
         restart_s = self.args.restart_seconds if restarts_on_resize(pod, container) else None
-        tick = Tick(pod, container, job, model, current, deadline, now, restart_s, followers)
+        tick = Tick(pod, container, job, model, current, deadline, now, restart_s, followers, gang)
         if any(container_cpus(m, c) != (actual_cpus(m, c) or container_cpus(m, c)) for m, c in followers):
-            return  # a worker's resize is still on its way: decide once the whole gang runs on it
+            return None  # a worker's resize is still on its way: decide once the whole gang runs on it
         if desired != current:
             refused = resize_infeasible(pod)
             # Put back at once; a put-back the apiserver refused is tried again after the cooldown.
             retry = job.abandoned != desired or now - job.last_rescale >= self.args.cooldown_seconds
             if refused is not None and retry:
                 await self._abandon(tick, desired, refused)
-            return  # a resize is in flight: decide again once the kubelet has actuated it
+            return None  # a resize is in flight: decide again once the kubelet has actuated it
         here = central_finish(model, now, current, current=current)
         if not math.isfinite(here):
-            return  # nothing known yet
+            return None  # nothing known yet
         self._slack[pod.key] = deadline - here
-        in_cooldown = now - job.last_rescale < self.args.cooldown_seconds
-        if in_cooldown or not await self._decide(tick):
+        if now - job.last_rescale < self.args.cooldown_seconds:
             await self._save(tick, here)
+            return None
+        return tick, here
 
-    async def _decide(self, tick: Tick) -> bool:
-        """Choose the count and act; True when a resize was accepted (it wrote the condition)."""
-        lo, hi = self._bounds(tick.pod, tick.pod.node_name)
-        choice = choose(
+    def _choice(
+        self, tick: Tick, deadline: float | None = None, lo: float | None = None, hi: float | None = None
+    ) -> Choice | None:
+        """`choose` for the tick's job, within its bounds unless others are given."""
+        low, high = self._bounds(tick.pod, tick.pod.node_name)
+        return choose(
             tick.model,
-            tick.deadline,
+            tick.deadline if deadline is None else deadline,
             tick.now,
-            lo,
-            hi,
+            low if lo is None else lo,
+            high if hi is None else hi,
             current=tick.current,
             margin=self.args.safety_margin,
             band_z=self.args.band_z,
             restart_s=tick.restart_s,
         )
+
+    async def _act(self, ready: Sequence[tuple[Tick, float]]) -> None:
+        """Decide every due job, its node's room shared in deadline order (`deadline.shares`): the
+        jobs that give CPUs back act first, so the room they free is there for the others; the rest
+        keep the order they came in, in which gangs take the room they find."""
+        choices = {tick.pod.key: self._choice(tick) for tick, _ in ready}
+        downs = {tick.pod.key for tick, _ in ready if self._goes_down(tick, choices[tick.pod.key])}
+        grants = self._share(ready, choices, downs)
+        ordered = sorted(ready, key=lambda r: r[0].pod.key not in grants.taken)  # stable
+        for tick, here in ordered:
+            key = tick.pod.key
+            try:
+                decided = await self._decide(tick, choices[key], key in downs, grants)
+                if not decided:
+                    await self._save(tick, here)
+            except Exception as err:  # one pod's bug must not stop the others' scaling
+                self.handle.incidents.report("Autoscale reconcile", tick.pod, err, then="its CPUs are left as they are")
+
+    def _goes_down(self, tick: Tick, choice: Choice | None) -> bool:
+        """A smaller count that still leaves `downSlack` of the time left (hysteresis)."""
+        need = None if choice is None else choice.cpus
+        if need is None or need >= tick.current:
+            return False
+        slack_deadline = tick.deadline - self.args.down_slack * (tick.deadline - tick.now)
+        lower = self._choice(tick, deadline=slack_deadline, lo=need, hi=need)
+        return lower is not None and lower.cpus is not None
+
+    def _step(self, tick: Tick, need: float) -> float:
+        """The count a job below its share asks for now. In place it steps up gradually (the
+        predictor extrapolates badly far beyond measured counts); a restarting container loses its
+        progress on every step, so it moves straight to its share."""
+        if tick.restart_s is not None:
+            return float(math.floor(need))
+        return float(math.floor(min(need, max(tick.current * self.args.max_step_factor, tick.current + 1))))
+
+    def _share(
+        self, ready: Sequence[tuple[Tick, float]], choices: dict[PodKey, Choice | None], downs: set[PodKey]
+    ) -> Grants:
+        """Each node's claims (gangs take room as they find it), shared in deadline order."""
+        by_node: dict[NodeName, list[CpuClaim]] = collections.defaultdict(list)
+        freed: dict[NodeName, float] = collections.defaultdict(float)
+        for tick, _ in ready:
+            node, choice = tick.pod.node_name, choices[tick.pod.key]
+            if tick.gang or node is None or choice is None:
+                continue
+            key, current, need = tick.pod.key, tick.current, choice.cpus
+            gives = tick.in_place  # a restarting container would lose its progress
+            if need is None:
+                lo = self._bounds(tick.pod, node)[0]
+                claim = CpuClaim(key, tick.deadline, spare=max(0.0, current - lo) if gives else 0.0, at_risk=True)
+            elif key in downs:
+                freed[node] += current - need  # it goes down anyway: what it frees is free
+                continue
+            elif need < current:
+                claim = CpuClaim(key, tick.deadline, spare=current - need if gives else 0.0)
+            else:
+                claim = CpuClaim(
+                    key, tick.deadline, want=max(0.0, self._step(tick, need) - current), short=need - current
+                )
+            by_node[node].append(claim)
+        given: dict[PodKey, float] = {}
+        taken: dict[PodKey, float] = {}
+        for node, claims in by_node.items():
+            free = self.handle.nodes.allocatable_and_free(node, CPU)[1] / 1000 + freed[node]
+            grants = share_room(claims, free)
+            given.update(grants.given)
+            taken.update(grants.taken)
+        return Grants(given, taken)
+
+    async def _decide(self, tick: Tick, choice: Choice | None, goes_down: bool, grants: Grants) -> bool:
+        """Act on the job's choice; True when a resize was accepted (it wrote the condition)."""
         if choice is None:
             return False
+        key = tick.pod.key
         if choice.cpus is None:
+            hi = self._bounds(tick.pod, tick.pod.node_name)[1]
             await self._verdict(tick, DEMOTED_REASON, f"cannot meet the deadline even at {hi:g} CPUs")
-            return False
-        target = self._target(tick, choice.cpus)
+            if key not in grants.taken:
+                return False
+            down = tick.current - grants.taken[key]
+            return await self._resize(tick, down, "for jobs its CPUs can still save", DEMOTED_REASON)
+        need = choice.cpus
+        target: float | None = None
+        if goes_down:
+            target = need
+        elif key in grants.taken:
+            target = tick.current - grants.taken[key]
+        elif need > tick.current:
+            target = self._grow(tick, need, grants.given.get(key))
         if target is None:
             await self._verdict(tick, ON_TRACK_REASON, f"on track at {tick.current:g} CPUs")
             return False
@@ -393,9 +497,23 @@ class Controller:
             await self.handle.cluster.emit_event(
                 tick.pod, "Warning", "DeadlineAtRisk",
                 f"at {tick.current:g} CPUs the job would miss its deadline {message_time(tick.deadline)}; "
-                f"{choice.cpus:g} CPUs needed",
+                f"{need:g} CPUs needed",
             )  # fmt: skip
-        return await self._resize(tick, target)
+        why = "for a job with an earlier deadline" if key in grants.taken and not goes_down else ""
+        return await self._resize(tick, target, why)
+
+    def _grow(self, tick: Tick, need: float, given: float | None) -> float | None:
+        """The count to grow to now (None: no room). A job on one node grows by what its node's
+        share gave it; a gang's workers all move to the same count, so the tightest node bounds it."""
+        current = tick.current
+        room = min(
+            self._room(p, c, p.node_name, _running_cpus(p, c)) - _running_cpus(p, c) + current
+            for p, c in ((tick.pod, tick.container), *tick.followers)
+        )
+        if not tick.gang:
+            room = min(room, current + (given or 0.0))
+        target = float(math.floor(min(self._step(tick, need), room)))
+        return target if target > current else None
 
     async def _abandon(self, tick: Tick, desired: float, why: str) -> None:
         """The kubelet refuses the pending resize for good: ask for what the container has again,
@@ -413,38 +531,9 @@ class Controller:
             pod, "Warning", "RescaleFailed", f"cpu {current:g} -> {desired:g} refused by the kubelet ({why}); {outcome}"
         )
 
-    def _target(self, tick: Tick, need: float) -> float | None:
-        """The count to move to now, or None to stay."""
-        current = tick.current
-        if need > current:
-            # Step up gradually where a step is cheap (in place). A restarting container loses its
-            # progress on every step, so it moves straight to the count the prediction asks for.
-            step = need if tick.restart_s is not None else max(current * self.args.max_step_factor, current + 1)
-            room = min(
-                self._room(p, c, p.node_name, _running_cpus(p, c)) - _running_cpus(p, c) + current
-                for p, c in ((tick.pod, tick.container), *tick.followers)
-            )  # every worker moves to the same count: the tightest node bounds it
-            target = float(math.floor(min(need, step, room)))
-            return target if target > current else None
-        if need < current:
-            # Hysteresis: only when the smaller count still leaves real slack.
-            lo_choice = choose(
-                tick.model,
-                tick.deadline - self.args.down_slack * (tick.deadline - tick.now),
-                tick.now,
-                need,
-                need,
-                current=current,
-                margin=self.args.safety_margin,
-                band_z=self.args.band_z,
-                restart_s=tick.restart_s,
-            )
-            if lo_choice is not None and lo_choice.cpus is not None:
-                return need
-        return None
-
-    async def _resize(self, tick: Tick, target: float) -> bool:
-        """Resize; True when it was accepted (and the condition says so)."""
+    async def _resize(self, tick: Tick, target: float, why: str = "", reason: str = RESCALED_REASON) -> bool:
+        """Resize (`why`: for whom, when it is for another job); True when it was accepted (and
+        the condition says so)."""
         pod, job, current = tick.pod, tick.job, tick.current
         change = self._change(pod, tick.container, current, target)
         status = await self.handle.cluster.resize(pod, {tick.container: change})
@@ -472,9 +561,11 @@ class Controller:
         what = f"cpu {current:g} -> {target:g}"
         if MEMORY in change.requests:
             what += f", memory -> {change.requests[MEMORY]}"
+        if why:
+            what += f" {why}"
         note = f"{what}: predicted finish {message_time(finish)} vs deadline {message_time(tick.deadline)}"
         await self.handle.cluster.emit_event(pod, "Normal", "Rescaled", note)
-        job.reason, job.what = RESCALED_REASON, what
+        job.reason, job.what = reason, what
         await self._save(tick, finish, force=True)
         return True
 

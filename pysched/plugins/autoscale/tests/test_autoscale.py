@@ -1,5 +1,4 @@
 import asyncio
-import dataclasses
 from typing import Any
 
 import pytest
@@ -14,13 +13,12 @@ from pysched.backend.simulated import SimulatedCluster
 from pysched.cmd.metrics import SchedulerMetrics, plugin_metrics
 from pysched.framework.clock import VirtualClock
 from pysched.framework.cluster import PodCondition
-from pysched.framework.config import ConfigError, SchedulerConfig, parse_config
-from pysched.framework.registry import ArgsError, camel_case, parse_args
+from pysched.framework.config import ConfigError, parse_config
+from pysched.framework.registry import ArgsError, parse_args
 from pysched.framework.status import Code, Status
 from pysched.plugins import default_registry
-from pysched.plugins.autoscale import NAME, Autoscale, AutoscaleArgs
-from pysched.plugins.builtin import builtin_config
-from pysched.scheduler.scheduler import Scheduler
+from pysched.plugins.autoscale import Autoscale, AutoscaleArgs
+from pysched.plugins.autoscale.tests.profile import pysched_scheduler
 from pysched.testing.scheduler import parse_metrics
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -61,12 +59,7 @@ class World:
         self.limits = limits  # the container's limits (none by default)
         self.clock = VirtualClock(T0)
         self.cluster = SimulatedCluster(self.clock)
-        registry = default_registry()
-        (profile,) = builtin_config(registry).only("pysched").profiles
-        given = {camel_case(name): value for name, value in args.items()}
-        plugin_args = {**profile.plugin_args, NAME: {**profile.plugin_args.get(NAME, {}), **given}}
-        config = SchedulerConfig((dataclasses.replace(profile, plugin_args=plugin_args),))
-        self.scheduler = Scheduler(config, self.cluster, self.clock, registry)
+        self.scheduler = pysched_scheduler(self.cluster, self.clock, **args)
         self.cluster.add_node(node_dict("n", cpu=node_cpu, memory=node_memory))
         plugin = self.scheduler.frameworks["pysched"].reconcile[0]
         assert isinstance(plugin, Autoscale)
