@@ -26,6 +26,10 @@ class EventKind(enum.Enum):
     CSI_DRIVER_CHANGE = "CSIDriverChange"
     CSI_STORAGE_CAPACITY_CHANGE = "CSIStorageCapacityChange"
 
+    # Members are singletons compared by identity: hash them as such, in C (Enum's own hash is a
+    # Python call, paid on every queue lookup by kind).
+    __hash__ = object.__hash__
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterEvent:

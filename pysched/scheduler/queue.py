@@ -201,7 +201,8 @@ class SchedulingQueue:
 
     def delete(self, key: PodKey) -> None:
         self._pods.pop(key, None)
-        self._where.pop(key, None)
+        if self._where.pop(key, None) is None:
+            return  # not placed since its last delete: every other book is set with `_where`
         self._token.pop(key, None)
         self._drop_unschedulable(key)
         self._parked.pop(key, None)
@@ -210,8 +211,11 @@ class SchedulingQueue:
     def on_event(self, event: ClusterEvent) -> int:
         """A cluster change: move the parked pods it may help. Returns how many moved."""
         self._event_seq += 1
+        for_kind, for_any = self._waiting_for.get(event.kind), self._waiting_for.get(None)
+        if not for_kind and not for_any:
+            return 0  # most events: nothing parked waits for this kind
         moved = 0
-        waiting = [*self._waiting_for.get(event.kind, {}).values(), *self._waiting_for.get(None, {}).values()]
+        waiting = [*(for_kind or {}).values(), *(for_any or {}).values()]
         for qp in waiting:
             try:
                 hint = self._hint(qp, event)

@@ -33,7 +33,7 @@ from pysched.framework.interfaces import (
     ReservePlugin,
 )
 from pysched.framework.registry import ArgsError, Registry
-from pysched.framework.status import SUCCESS, Code, Status, error
+from pysched.framework.status import SKIP, SUCCESS, Code, Status, error
 from pysched.scheduler.algorithm import ScheduleResult, SchedulingAlgorithm, WeightedScore
 
 P = TypeVar("P")
@@ -163,8 +163,11 @@ class Framework:
 
     def run_permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, dict[str, float]]:
         """Success, a rejection, or Wait with the seconds each waiting plugin gives the pod."""
+        permit = self._acting("permit", self.permit, pod.features)
+        if not permit:
+            return SUCCESS, {}
         waits: dict[str, float] = {}
-        for plugin in self._acting("permit", self.permit, pod.features):
+        for plugin in permit:
             status, timeout = plugin.permit(state, pod, node)
             if status.code is Code.WAIT:
                 waits[plugin.NAME] = timeout
@@ -176,8 +179,8 @@ class Framework:
     def run_pre_bind_pre_flights(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
         """Success when some PreBind plugin will work on the pod, Skip when none will, or the
         first error (a pre-flight cannot reject: kube treats a rejection as an error too)."""
-        result = Status(Code.SKIP)
-        for plugin in self._pre_flights:
+        result = SKIP
+        for plugin in self._acting("preBindPreFlight", self._pre_flights, pod.features):
             status = plugin.pre_bind_pre_flight(state, pod, node)
             if status.code is Code.SKIP:
                 continue
@@ -187,7 +190,7 @@ class Framework:
         return result
 
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
-        for plugin in self.pre_bind:
+        for plugin in self._acting("preBind", self.pre_bind, pod.features):
             status = await plugin.pre_bind(state, pod, node)
             if not status.ok:
                 return status.with_plugin(plugin.NAME)

@@ -266,12 +266,13 @@ class Scheduler:
 
     @_contained("PodUpdate")
     def on_pod_updated(self, old: PodInfo, new: PodInfo) -> None:
-        if self._ours(new):
+        ours = new.scheduler_name in self.frameworks
+        if ours:
             self.jobs.observe(new, old)
         if new.node_name is None:
             if self._bound_unseen(new):
                 return  # our bind went through; the informer has not seen it yet
-            if self._ours(new) and not new.deleting and not new.terminated:
+            if ours and not new.deleting and not new.terminated:
                 self.queue.update(new)
                 self._observe_nomination(old, new)
                 return

@@ -22,6 +22,8 @@ UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule"
 
 
 def tolerates_unschedulable(pod: PodInfo) -> bool:
+    if not pod.tolerations:  # most pods: no generator per cycle
+        return False
     return any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations)
 
 

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pysched.scheduler.algorithm as algorithm_module
+import pysched.scheduler.runtime as runtime_module
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.features import EVERY_POD, LABELS, NO_FEATURES, POD_AFFINITY, VOLUMES
 from pysched.api.ids import PodKey
@@ -31,24 +32,29 @@ HOSTNAME = "kubernetes.io/hostname"
 
 def _ungated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(algorithm_module, "acts_on", lambda plugin: EVERY_POD)
+    monkeypatch.setattr(runtime_module, "acts_on", lambda plugin: EVERY_POD)  # PreEnqueue to PreBind
 
 
-def _bench_placements(monkeypatch: pytest.MonkeyPatch | None) -> dict[str, str | None]:
+def _bench_placements(monkeypatch: pytest.MonkeyPatch | None) -> tuple[dict[str, str | None], dict[str, str]]:
+    """Where each pod went, and the volume each claim was bound to (PreBind's work)."""
     if monkeypatch is not None:
         _ungated(monkeypatch)
     held: list[Scheduler] = []
     asyncio.run(run_bench(60, 600, mix="constrained", configure=held.append))
     cluster = held[0].backend
     assert isinstance(cluster, SimulatedCluster)
-    return {str(key): pod.node_name for key, pod in cluster.pods.items()}
+    claims = {key: claim.volume_name for key, claim in cluster.storage.pvcs.items()}
+    return {str(key): pod.node_name for key, pod in cluster.pods.items()}, claims
 
 
 def test_the_constrained_bench_mix_lands_exactly_as_with_every_plugin_called(monkeypatch: pytest.MonkeyPatch) -> None:
-    gated = _bench_placements(None)
+    gated, gated_claims = _bench_placements(None)
     with monkeypatch.context() as patch:
-        ungated = _bench_placements(patch)
+        ungated, ungated_claims = _bench_placements(patch)
     assert gated == ungated
+    assert gated_claims == ungated_claims
     assert sum(node is None for node in gated.values()) < len(gated) // 2  # most pods were placed
+    assert sum(bool(volume) for volume in gated_claims.values()) > len(gated_claims) // 2  # most claims bound
 
 
 def _anti(selector: dict[str, Any]) -> dict[str, Any]:
