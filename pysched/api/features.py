@@ -19,6 +19,7 @@ VOLUMES: Final = PodFeatures(16)  # claims, ephemeral, CSI or other disks the vo
 CONTROLLER: Final = PodFeatures(32)  # a controlling owner (default spread constraints select by it)
 LABELS: Final = PodFeatures(64)  # any label (a Service, or another pod's term, may select it)
 NODE_PREFERENCES: Final = PodFeatures(128)  # preferred node affinity
+REFUSED: Final = PodFeatures(256)  # a PodSpec field pysched refuses (`pysched.api.podspec`)
 
 
 def features_of(
@@ -30,6 +31,7 @@ def features_of(
     controller: bool,
     labels: bool,
     node_preferences: bool,
+    refused: bool = False,
 ) -> PodFeatures:
     return PodFeatures(
         EVERY_POD
@@ -40,4 +42,5 @@ def features_of(
         | (CONTROLLER if controller else 0)
         | (LABELS if labels else 0)
         | (NODE_PREFERENCES if node_preferences else 0)
+        | (REFUSED if refused else 0)
     )

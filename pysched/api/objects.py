@@ -16,6 +16,7 @@ from pysched.api.affinity import PodAffinity, parse_pod_affinity
 from pysched.api.features import PodFeatures, features_of
 from pysched.api.ids import NodeName, OwnerUID, PodKey, PodUID, pod_key
 from pysched.api.images import NodeImage, node_images
+from pysched.api.podspec import refused_fields
 from pysched.api.ports import HostPort, host_ports
 from pysched.api.resources import PODS, ResourceMap, nonzero_requests, parse_resource_list, pod_requests
 from pysched.api.selectors import Requirement as Requirement  # re-exported: their home was here
@@ -97,6 +98,7 @@ class PodInfo:
     volumes: PodVolumes | None = None  # PVCs and inline disks, None for pods without either
     pod_affinity: PodAffinity | None = None  # spec.affinity.podAffinity / podAntiAffinity
     spread: tuple[SpreadConstraint, ...] = ()  # spec.topologySpreadConstraints
+    refused: tuple[str, ...] = ()  # the refused PodSpec paths it sets (api/podspec.py); immutable in the API
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     # Derived from the fields above (api/features.py), never given: plugins gate on it per cycle.
     features: PodFeatures = field(init=False, compare=False, repr=False)
@@ -113,6 +115,7 @@ class PodInfo:
             controller=self.controller is not None,
             labels=bool(self.labels),
             node_preferences=bool(self.preferred_terms),
+            refused=bool(self.refused),
         )
 
     @property
@@ -146,7 +149,7 @@ _POD_SLOT_SETTERS: tuple[Callable[[PodInfo, object], None], ...] = tuple(
     vars(PodInfo)[name].__set__ for name in sorted(_POD_FIELDS)
 )
 _FEATURE_FIELDS: frozenset[str] = frozenset(
-    {"pod_affinity", "spread", "host_ports", "volumes", "controller", "labels", "preferred_terms"}
+    {"pod_affinity", "spread", "host_ports", "volumes", "controller", "labels", "preferred_terms", "refused"}
 )  # what `_features` reads
 
 
@@ -273,6 +276,7 @@ def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | Non
         volumes=pod_volumes(spec, name) if "volumes" in spec else None,
         pod_affinity=parse_pod_affinity(spec.get("affinity"), namespace, meta.get("labels")),
         spread=spread_constraints(spec.get("topologySpreadConstraints")),
+        refused=refused_fields(obj),
         raw=obj,
     )
 

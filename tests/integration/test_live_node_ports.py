@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pysched.api.podspec import refusal
 from pysched.plugins.node_ports import REASON
-from pysched.plugins.unsupported_fields.fields import refusal
 from pysched.testing import KubeAPI, LocalControlPlane, wait_for
 from pysched.testing.scheduler import (
     SchedulerProcess,

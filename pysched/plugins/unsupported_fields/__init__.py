@@ -1,6 +1,7 @@
 """UnsupportedFields: a pod that sets a PodSpec field the default kube-scheduler honours but
 pysched does not implement is refused at PreFilter (UnschedulableAndUnresolvable, one clear
-event), never placed as if the field were not there. The table is `fields.FIELDS`."""
+event), never placed as if the field were not there. The table is `pysched.api.podspec.FIELDS`;
+the paths a pod sets are read when its record is built (`PodInfo.refused`)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from pysched.api.features import REFUSED, PodFeatures
 from pysched.api.objects import PodInfo
+from pysched.api.podspec import refusal
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import EventRegistration
 from pysched.framework.interfaces import Handle
 from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
-from pysched.framework.status import SUCCESS, Status, unresolvable
-from pysched.plugins.unsupported_fields.fields import refusal, refused_fields
+from pysched.framework.status import SKIP, Status, unresolvable
 
 NAME = "UnsupportedFields"
 
@@ -24,11 +26,13 @@ NAME = "UnsupportedFields"
 class UnsupportedFields:
     NAME: ClassVar[str] = NAME
 
+    def acts_on(self) -> PodFeatures:
+        return REFUSED  # a pod that sets no refused field is skipped
+
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
-        refused = refused_fields(pod.raw)
-        if not refused:
-            return SUCCESS
-        return unresolvable(*(refusal(path) for path in refused), plugin=NAME)
+        if not pod.refused:
+            return SKIP
+        return unresolvable(*(refusal(path) for path in pod.refused), plugin=NAME)
 
     def events_to_register(self) -> Sequence[EventRegistration]:
         return ()  # only a change of the pod itself can help

@@ -3,13 +3,15 @@ from typing import Any
 
 import pytest
 
+from pysched.api import features
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.ids import PodKey
+from pysched.api.objects import pod_from_dict
+from pysched.api.podspec import FIELDS, NOT_READ, REFUSED, refusal, refused_fields
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import parse_config
 from pysched.plugins import default_registry
-from pysched.plugins.unsupported_fields.fields import FIELDS, NOT_READ, REFUSED, refusal, refused_fields
 from pysched.scheduler.scheduler import Scheduler
 
 # The fields of PodSpec in staging/src/k8s.io/api/core/v1/types.go at v1.36 (JSON names).
@@ -256,3 +258,17 @@ def test_several_refused_fields_are_all_named() -> None:
     raw = _pod_using("p", "spec.resourceClaims")
     raw["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
     assert refused_fields(raw) == ("spec.resourceClaims", "spec.containers[].resources.claims")
+
+
+def test_a_pod_record_carries_its_refused_paths_and_the_feature_the_plugin_is_gated_on() -> None:
+    raw = pod_dict("claims")
+    raw["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
+    raw["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    pod = pod_from_dict(raw)
+    assert pod.refused == ("spec.resourceClaims", "spec.containers[].resources.claims")
+    assert pod.features & features.REFUSED
+    # A later update keeps them (the fields are immutable in the API); a plain pod has none.
+    bound = pod.evolve(node_name="n", raw={**raw, "status": {"phase": "Running"}})
+    assert bound.refused == pod.refused and bound.features & features.REFUSED
+    plain = pod_from_dict(pod_dict("plain"))
+    assert plain.refused == () and not plain.features & features.REFUSED

@@ -1,5 +1,8 @@
 """The one table of PodSpec fields: which pysched plugin handles each, which are refused, and
 which no default kube-scheduler v1.36 plugin reads (so ignoring them is what kube-scheduler does).
+A pod's refused paths are read once, when its record is built (`PodInfo.refused`): the fields
+refused are immutable in the API, so a pod keeps them for its lifetime, and a pod that sets none
+costs the UnsupportedFields plugin nothing per cycle.
 
 A path is JSON field names joined by dots, `[]` stepping into every item of a list. A pod that
 sets a refused path (a non-empty value) is left Pending with `refusal(path)`: pysched must never
