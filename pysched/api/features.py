@@ -31,7 +31,7 @@ def features_of(
     controller: bool,
     labels: bool,
     node_preferences: bool,
-    refused: bool = False,
+    refused: bool,
 ) -> PodFeatures:
     return PodFeatures(
         EVERY_POD

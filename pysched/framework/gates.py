@@ -2,9 +2,9 @@
 
 A PreFilter or PreScore plugin that returns Skip for every pod lacking certain features
 (`pysched.api.features`) may say so with `acts_on`; the engine then treats it as having returned
-Skip for such pods without calling it (its Filter or Score is left out too); the same holds
-at PreEnqueue, Reserve, Permit and PreBind, for a plugin that does nothing there for such pods. The answer may
-depend on cluster state (pod affinity must see every pod once a placed pod carries
+Skip for such pods without calling it (its Filter or Score is left out too); the same holds at
+PreEnqueue, Reserve, Permit and PreBind, for a plugin that does nothing there for such pods. The
+answer may depend on cluster state (pod affinity must see every pod once a placed pod carries
 anti-affinity): `acts_on` is read again whenever the node table's generation changes or the
 plugin calls `PodGates.changed`. Saying too little is a bug that places pods against their
 constraints, so each plugin's tests check that it skips every pod its gate leaves out.

@@ -163,11 +163,8 @@ class Framework:
 
     def run_permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, dict[str, float]]:
         """Success, a rejection, or Wait with the seconds each waiting plugin gives the pod."""
-        permit = self._acting("permit", self.permit, pod.features)
-        if not permit:
-            return SUCCESS, {}
         waits: dict[str, float] = {}
-        for plugin in permit:
+        for plugin in self._acting("permit", self.permit, pod.features):
             status, timeout = plugin.permit(state, pod, node)
             if status.code is Code.WAIT:
                 waits[plugin.NAME] = timeout
