@@ -9,7 +9,7 @@ plugins that count pods per node see the node as it would be) and put them back 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
@@ -60,6 +60,9 @@ class Nominator:
         self._cache = cache
         self._algorithm_of = algorithm_of
         self._nominated: dict[PodKey, tuple[NodeName, PodInfo]] = {}
+        # The same dict, read-only: the engine tests membership before calling in (most pods have
+        # no nomination, and a call per cycle point is most of what they would cost).
+        self.holding: Mapping[PodKey, tuple[NodeName, PodInfo]] = self._nominated
 
     def dry_run(self, state: CycleState, pod: PodInfo, row: int) -> _NodeDryRun:
         algorithm = self._algorithm_of(pod.scheduler_name)

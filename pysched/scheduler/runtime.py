@@ -6,7 +6,8 @@ around it (PreEnqueue and queueing hints, Reserve, Permit, PreBind, Bind, PostBi
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from pysched.api.features import PodFeatures
 from pysched.api.ids import NodeName
@@ -37,6 +38,21 @@ from pysched.framework.status import SKIP, SUCCESS, Code, Status, error
 from pysched.scheduler.algorithm import ScheduleResult, SchedulingAlgorithm, WeightedScore
 
 P = TypeVar("P")
+
+
+class PreFlightedPlugin(PreBindPlugin, PreBindPreFlight, Protocol):
+    """A PreBind plugin that also says, before PreBind, whether it will have work to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActingPlugins:
+    """The plugins of the points after the node choice that act on pods of one feature set: the
+    scheduler skips a point whose tuple is empty without calling into it (most pods: all four)."""
+
+    reserve: tuple[ReservePlugin, ...]
+    permit: tuple[PermitPlugin, ...]
+    pre_flights: tuple[PreFlightedPlugin, ...]
+    pre_bind: tuple[PreBindPlugin, ...]
 
 
 class Framework:
@@ -71,7 +87,7 @@ class Framework:
         self.reserve: list[ReservePlugin] = at("reserve")
         self.permit: list[PermitPlugin] = at("permit")
         self.pre_bind: list[PreBindPlugin] = at("preBind")
-        self._pre_flights = [p for p in self.pre_bind if isinstance(p, PreBindPreFlight)]
+        self._pre_flights: list[PreFlightedPlugin] = [p for p in self.pre_bind if isinstance(p, PreBindPreFlight)]
         self.bind_plugins: list[BindPlugin] = at("bind")
         self.post_bind: list[PostBindPlugin] = at("postBind")
         self.reconcile: list[ReconcilePlugin] = at("reconcile")
@@ -82,6 +98,7 @@ class Framework:
             if isinstance(plugin, EnqueueExtensions)
         }
         self._acting_plugins: dict[tuple[str, PodFeatures], tuple[object, ...]] = {}
+        self._acting_sets: dict[PodFeatures, ActingPlugins] = {}
         self._acting_version = -1
         scores = [WeightedScore(self.plugins[ref.name], ref.weight) for ref in profile.enabled("score")]  # type: ignore[arg-type]
         self.algorithm = SchedulingAlgorithm(
@@ -135,18 +152,37 @@ class Framework:
     def _acting(self, point: str, plugins: list[P], features: PodFeatures) -> tuple[P, ...]:
         """The plugins of `point` that act on a pod with `features` (`pysched.framework.gates`):
         a gated plugin that says it does nothing for such a pod is not called, as at PreFilter."""
-        version = self.handle.gates.version
-        if version != self._acting_version:
-            self._acting_plugins.clear()
-            self._acting_version = version
+        self._check_gates()
         key = (point, features)
         found = self._acting_plugins.get(key)
         if found is None:
             found = self._acting_plugins[key] = tuple(p for p in plugins if acts_on(p) & features)
         return found  # type: ignore[return-value]  # the key's point fixes the plugins' type
 
-    def run_reserve(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
-        reserve = self._acting("reserve", self.reserve, pod.features)
+    def _check_gates(self) -> None:
+        version = self.handle.gates.version
+        if version != self._acting_version:
+            self._acting_plugins.clear()
+            self._acting_sets.clear()
+            self._acting_version = version
+
+    def acting(self, features: PodFeatures) -> ActingPlugins:
+        """Reserve, Permit, PreBind pre-flight and PreBind plugins acting on such a pod, at once.
+        The scheduler looks them up at the pod's scheduling cycle and keeps them for its binding
+        cycle, so a gate that opens in between cannot PreBind with a plugin that did not Reserve."""
+        self._check_gates()
+        found = self._acting_sets.get(features)
+        if found is None:
+            found = self._acting_sets[features] = ActingPlugins(
+                self._acting("reserve", self.reserve, features),
+                self._acting("permit", self.permit, features),
+                self._acting("preBindPreFlight", self._pre_flights, features),
+                self._acting("preBind", self.pre_bind, features),
+            )
+        return found
+
+    def run_reserve(self, state: CycleState, pod: PodInfo, node: NodeName, acting: ActingPlugins) -> Status:
+        reserve = acting.reserve
         state.reserved = reserve
         for i, plugin in enumerate(reserve):
             status = plugin.reserve(state, pod, node)
@@ -161,10 +197,12 @@ class Framework:
         for plugin in reversed(self.reserve if state.reserved is None else state.reserved):
             plugin.unreserve(state, pod, node)
 
-    def run_permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, dict[str, float]]:
+    def run_permit(
+        self, state: CycleState, pod: PodInfo, node: NodeName, acting: ActingPlugins
+    ) -> tuple[Status, dict[str, float]]:
         """Success, a rejection, or Wait with the seconds each waiting plugin gives the pod."""
         waits: dict[str, float] = {}
-        for plugin in self._acting("permit", self.permit, pod.features):
+        for plugin in acting.permit:
             status, timeout = plugin.permit(state, pod, node)
             if status.code is Code.WAIT:
                 waits[plugin.NAME] = timeout
@@ -173,11 +211,13 @@ class Framework:
         return (Status(Code.WAIT) if waits else SUCCESS), waits
 
     # ----- binding cycle
-    def run_pre_bind_pre_flights(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
+    def run_pre_bind_pre_flights(
+        self, state: CycleState, pod: PodInfo, node: NodeName, acting: ActingPlugins
+    ) -> Status:
         """Success when some PreBind plugin will work on the pod, Skip when none will, or the
         first error (a pre-flight cannot reject: kube treats a rejection as an error too)."""
         result = SKIP
-        for plugin in self._acting("preBindPreFlight", self._pre_flights, pod.features):
+        for plugin in acting.pre_flights:
             status = plugin.pre_bind_pre_flight(state, pod, node)
             if status.code is Code.SKIP:
                 continue
@@ -186,8 +226,8 @@ class Framework:
             result = SUCCESS
         return result
 
-    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
-        for plugin in self._acting("preBind", self.pre_bind, pod.features):
+    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: NodeName, acting: ActingPlugins) -> Status:
+        for plugin in acting.pre_bind:
             status = await plugin.pre_bind(state, pod, node)
             if not status.ok:
                 return status.with_plugin(plugin.NAME)

@@ -40,7 +40,7 @@ from pysched.scheduler.cache import Cache
 from pysched.scheduler.nominator import Nominator
 from pysched.scheduler.observer import NullObserver, SchedulingObserver
 from pysched.scheduler.queue import DEFAULT_TIMINGS, QueueTimings, SchedulingQueue
-from pysched.scheduler.runtime import Framework
+from pysched.scheduler.runtime import ActingPlugins, Framework
 
 log = structlog.get_logger("pysched.scheduler.scheduler")
 
@@ -90,6 +90,7 @@ class _BindJob:
     state: CycleState
     queued: QueuedPod
     node: NodeName
+    acting: ActingPlugins  # what acts on the pod after the node choice, looked up once
     started: float = 0.0  # timer() at the start of the scheduling cycle (attempt duration)
     # nominatedNodeName written for it (held at Permit, or a PreBind that takes time): cleared
     # again if the pod does not bind, as kube-scheduler's failure handler does.
@@ -144,6 +145,7 @@ class Scheduler:
             for profile in config.profiles
         }
         self.nominator = Nominator(self.cache, self._algorithm_of)
+        self._nominations = self.nominator.holding
         for framework in self.frameworks.values():
             framework.handle.preemption.install(self.nominator)
         sorts = {f.profile.queue_sort for f in self.frameworks.values()}
@@ -281,7 +283,8 @@ class Scheduler:
                 self.queue.delete(new.key)
                 self._release_waiting(new, "the pod is being deleted")
             return
-        self.nominator.drop(new.key)
+        if new.key in self._nominations:
+            self.nominator.drop(new.key)
         self.cache.update_pod(new)
         # Bound (by us or by anyone else): it leaves the queue, even mid-binding-cycle.
         self.queue.delete(new.key)
@@ -361,12 +364,15 @@ class Scheduler:
             return False
         framework = self.frameworks[queued.pod.scheduler_name]
         state = CycleState()
-        self.nominator.release_for_cycle(queued.pod.key)  # its own held room is free to it
+        key = queued.pod.key
+        if key in self._nominations:
+            self.nominator.release_for_cycle(key)  # its own held room is free to it
         try:
             self._scheduling_cycle(framework, state, queued)
         except Exception as err:
             self._cycle_crashed(framework, state, queued, err)
-        self.nominator.hold_after_failure(queued.pod.key)
+        if key in self._nominations:  # kept, or made by this cycle's preemption
+            self.nominator.hold_after_failure(key)
         return True
 
     def _cycle_crashed(self, framework: Framework, state: CycleState, queued: QueuedPod, err: Exception) -> None:
@@ -391,17 +397,21 @@ class Scheduler:
             self._fail(queued, result.status, result.diagnosis.rejectors if result.diagnosis else frozenset(), started)
             return
         node = result.node
-        self.nominator.drop(pod.key)
+        if pod.key in self._nominations:
+            self.nominator.drop(pod.key)
         state.write(_RESERVING, node)  # from here a crash must unreserve
-        if framework.reserve:
-            status = framework.run_reserve(state, pod, node)
+        acting = framework.acting(pod.features)
+        if acting.reserve:
+            status = framework.run_reserve(state, pod, node, acting)
             if not status.ok:
                 self._fail(queued, status, frozenset({status.plugin}), started)
                 return
+        else:
+            state.reserved = ()  # none to undo
         self.cache.assume(pod, node, result.request)
         waits = None
-        if framework.permit:
-            status, waits = framework.run_permit(state, pod, node)
+        if acting.permit:
+            status, waits = framework.run_permit(state, pod, node, acting)
             if status.rejected or status.code is Code.ERROR:
                 framework.run_unreserve(state, pod, node)
                 self.cache.forget(pod)
@@ -409,7 +419,7 @@ class Scheduler:
                 return
         if self._record:
             self.stats.cycle_seconds.append(self._timer() - started)
-        job = _BindJob(framework, state, queued, node, started)
+        job = _BindJob(framework, state, queued, node, acting, started)
         if waits:
             # Held, assumed, until its plugins allow it; no bind worker waits for it meanwhile.
             # Others (a cluster autoscaler, a new leader) learn where it goes from its nomination.
@@ -468,16 +478,19 @@ class Scheduler:
             self._undo(job, Status(Code.ERROR, ("internal error while binding",)))
 
     async def _binding_cycle(self, job: _BindJob) -> None:
-        framework, state, pod, node = job.framework, job.state, job.queued.pod, job.node
-        status = framework.run_pre_bind_pre_flights(state, pod, node)
-        if not status.ok:
-            self._undo(job, status)
-            return
-        if status.code is Code.SUCCESS and not job.nominated:
-            # PreBind will take time (volumes to bind): say where the pod goes before it starts.
-            job.nominated = True
-            await self._nominate(pod, node)
-        status = await framework.run_pre_bind(state, pod, node)
+        framework, state, pod, node, acting = job.framework, job.state, job.queued.pod, job.node, job.acting
+        status = SUCCESS
+        if acting.pre_flights:
+            status = framework.run_pre_bind_pre_flights(state, pod, node, acting)
+            if not status.ok:
+                self._undo(job, status)
+                return
+            if status.code is Code.SUCCESS and not job.nominated:
+                # PreBind will take time (volumes to bind): say where the pod goes before it starts.
+                job.nominated = True
+                await self._nominate(pod, node)
+        if acting.pre_bind:
+            status = await framework.run_pre_bind(state, pod, node, acting)
         if status.ok:
             pod, status = self._reread(job, pod)
         if status.ok:
