@@ -51,9 +51,10 @@ non-finite) is rejected with an `ObserveResult` whose verdict says why; the mode
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -597,6 +598,14 @@ def candidate_counts(cpu_min: float, cpu_max: float) -> Iterator[float]:
         yield float(cpu_max)
 
 
+@functools.lru_cache(maxsize=4096)
+def _candidate_table(cpu_min: float, cpu_max: float) -> tuple[tuple[float, ...], Mapping[float, int]]:
+    """`candidate_counts` as a tuple with each count's position: a reconcile prices the same few
+    ranges for every job, tick after tick."""
+    counts = tuple(candidate_counts(cpu_min, cpu_max))
+    return counts, {c: i for i, c in enumerate(counts)}
+
+
 def predicted_finish(
     model: JobModel,
     now: float,
@@ -647,7 +656,7 @@ def choose(
     done = model.steps_at(now)
     if done is None:
         return None
-    counts = list(candidate_counts(lo, hi))
+    counts, position = _candidate_table(lo, hi)
     if not counts:
         return Choice(None, math.inf)
     if not model.has_speed():
@@ -665,7 +674,7 @@ def choose(
     steps = max(0.0, model.total_steps - (0.0 if moved else done))
     extra = restart_s if restart_s is not None else 0.0
 
-    def first_fit(run: list[float]) -> Choice | None:
+    def first_fit(run: Sequence[float]) -> Choice | None:
         pending = [(0, len(run) - 1)]
         while pending:
             i, j = pending.pop()
@@ -683,24 +692,21 @@ def choose(
                 return Choice(run[i], at)
         return None
 
-    measured = model.measured()
-    run: list[float] = []
-    for cpus in counts:
-        if cpus != current and cpus not in measured:
-            run.append(cpus)
-            continue
-        if run:
-            found = first_fit(run)
+    # The counts priced one by one (the current one, the measured ones) split the others into
+    # runs; ascending, each run before the count that ends it.
+    own = sorted({i for c in (current, *model.measured()) if (i := position.get(c)) is not None})
+    start = 0
+    for i in (*own, len(counts)):
+        if i > start:
+            found = first_fit(counts[start:i])
             if found is not None:
                 return found
-            run = []
-        at = finish_at(cpus)
+        if i == len(counts):
+            break
+        at = finish_at(counts[i])
         if at <= deadline:
-            return Choice(cpus, at)
-    if run:
-        found = first_fit(run)
-        if found is not None:
-            return found
+            return Choice(counts[i], at)
+        start = i + 1
     return Choice(None, finish_at(counts[-1]))
 
 

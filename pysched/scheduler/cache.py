@@ -138,7 +138,11 @@ class Cache:
         if pod.node_name is None or pod.terminated:
             return
         entry = self._pods.get(pod.key)
-        if entry is not None and entry.node == pod.node_name and entry.pod.requests == pod.requests:
+        if (
+            entry is not None
+            and entry.node == pod.node_name
+            and (entry.pod.requests is pod.requests or entry.pod.requests == pod.requests)
+        ):
             # The informer confirms what we assumed, or a change that costs nothing.
             self.placed.replaced(entry.pod, pod, self.nodes.row[entry.node])
             entry.pod = pod

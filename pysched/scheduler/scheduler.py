@@ -98,6 +98,8 @@ class _BindJob:
 
 
 def _shrank(old: PodInfo, new: PodInfo) -> bool:
+    if old.requests is new.requests:  # most updates (a progress report) share the requests
+        return False
     return any(new.requests.get(name, 0) < value for name, value in old.requests.items())
 
 
