@@ -18,7 +18,7 @@ import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from pysched.backend.live.kubeclient import JSON, ApiResponse, WatchFailed
+from pysched.backend.live.kubeclient import JSON, ApiResponse, WatchFailed, WatchIdle
 from pysched.backend.live.ratelimit import TokenBucket
 
 
@@ -119,7 +119,9 @@ class AsyncKubeClient:
                     line, buffer = buffer[:end], buffer[end + 1 :]
                     if line.strip():
                         yield json.loads(line)
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:
+        except TimeoutError as err:  # sock_read: the inactivity watchdog fired
+            raise WatchIdle(inactivity) from err
+        except (aiohttp.ClientError, OSError, ValueError) as err:
             raise WatchFailed(0, f"watch broke off: {type(err).__name__}: {err}") from err
         finally:
             resp.release()

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from pysched.backend.live.kubeclient import JSON, Backoff, KubeClient, WatchFailed
+from pysched.backend.live.kubeclient import JSON, Backoff, KubeClient, WatchFailed, WatchIdle
 
 log = structlog.get_logger("pysched.informer")
 
@@ -126,22 +126,26 @@ class Informer:
                 "timeoutSeconds": str(random.randint(300, 600)),
             }
         )
-        async for event in self._client.watch(self._path, query, self._inactivity):
-            kind = event.get("type")
-            obj: JSON = event.get("object") or {}
-            if kind == "ERROR":
-                if obj.get("code") == 410:
-                    raise _Gone()
-                raise WatchFailed(int(obj.get("code") or 0), str(obj.get("message") or "watch error"))
-            new_version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-            if kind in ("ADDED", "MODIFIED"):
-                self._known[object_key(obj)] = new_version
-                self._call(self._upsert, obj)
-            elif kind == "DELETED":
-                key = object_key(obj)
-                if self._known.pop(key, None) is not None:
-                    self._call_delete(key, obj)
-            version = new_version  # BOOKMARK: only the version moves
+        try:
+            async for event in self._client.watch(self._path, query, self._inactivity):
+                kind = event.get("type")
+                obj: JSON = event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise _Gone()
+                    raise WatchFailed(int(obj.get("code") or 0), str(obj.get("message") or "watch error"))
+                new_version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                if kind in ("ADDED", "MODIFIED"):
+                    self._known[object_key(obj)] = new_version
+                    self._call(self._upsert, obj)
+                elif kind == "DELETED":
+                    key = object_key(obj)
+                    if self._known.pop(key, None) is not None:
+                        self._call_delete(key, obj)
+                version = new_version  # BOOKMARK: only the version moves
+        except WatchIdle:
+            # A quiet resource (no change, no bookmark in time): an ordinary renewal, not a fault.
+            log.debug("watch idle, renewing", resource=self.resource, idle_seconds=self._inactivity)
         return version
 
     async def run(self) -> None:

@@ -40,6 +40,15 @@ class WatchFailed(Exception):
         self.status = status
 
 
+class WatchIdle(WatchFailed):
+    """A watch sent nothing, not even a bookmark, for its inactivity limit: renewed at once from
+    the last version seen, as a quiet resource's watches are (a broken connection then fails to
+    reconnect, which is reported)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(0, f"watch broke off: nothing received for {seconds:g} s")
+
+
 class KubeClient(Protocol):
     async def request(
         self,
