@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(abspath $(VENV))/bin
-SOURCES := pysched tests perf
+SOURCES := pysched tests perf conftest.py
 
 .PHONY: install simulate control-plane lint typecheck unit test bench clean
 

@@ -14,6 +14,7 @@ from typing import Any, NoReturn, cast
 from pysched import __version__
 from pysched.cmd.errors import bad_input
 from pysched.cmd.flags import first_problem, number_problem, output_problem
+from pysched.cmd.logs import configure_logging
 from pysched.workload.progress import MAX_PROGRESS_INTERVAL_S, MIN_PROGRESS_INTERVAL_S
 
 
@@ -230,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # bare `pysched`: what it can do
         parser.print_help()
         return 0
+    if args.command != "run":  # `run` has its own --log-level and --log-format
+        configure_logging("auto", "warning")
     code: int = args.func(args)
     return code
 

@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import contextlib
 import ipaddress
-import logging
 import signal
 import socket
 import sys
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from pysched.cmd.errors import bad_input
+from pysched.cmd.logs import configure_logging
 from pysched.framework.incidents import describe
 
 if TYPE_CHECKING:
@@ -95,28 +95,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _fail(message: str) -> int:
     return bad_input("pysched run", message)
-
-
-def configure_logging(fmt: str, level: str) -> None:
-    """structlog to stderr: JSON for log collectors, coloured lines for a person at a terminal."""
-    human = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
-    renderer: structlog.types.Processor = (
-        structlog.dev.ConsoleRenderer() if human else structlog.processors.JSONRenderer()
-    )
-    numeric = logging.getLevelName(level.upper())
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=True,
-    )
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
 
 
 def _parse_address(text: str) -> tuple[str, int] | None:
@@ -272,7 +250,13 @@ async def _serve(
     metrics = SchedulerMetrics()
     clock = WallClock()
     scheduler = Scheduler(
-        config, backend, clock, registry, max_binds_in_flight=args.max_binds_in_flight, observer=metrics
+        config,
+        backend,
+        clock,
+        registry,
+        max_binds_in_flight=args.max_binds_in_flight,
+        observer=metrics,
+        log_decisions=True,
     )
     state = RunState(leader=lease is None)
     elector = LeaderElector(client, lease, lambda leader: _on_leadership(state, leader)) if lease else None

@@ -45,6 +45,9 @@ class ClusterListener(Protocol):
         ...
 
 
+FAILED_SCHEDULING = "FailedScheduling"  # the event reason of a pod that could not be scheduled
+
+
 @dataclass(frozen=True, slots=True)
 class PodCondition:
     type: str

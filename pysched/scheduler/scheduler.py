@@ -20,7 +20,7 @@ from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.times import parse_time
 from pysched.api.volumes import Storage
 from pysched.framework.clock import Clock
-from pysched.framework.cluster import ClusterBackend, PodCondition
+from pysched.framework.cluster import FAILED_SCHEDULING, ClusterBackend, PodCondition
 from pysched.framework.config import ConfigError, SchedulerConfig
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
@@ -117,8 +117,12 @@ class Scheduler:
         record_cycle_times: bool = False,
         observer: SchedulingObserver | None = None,
         stop_grace: float = STOP_GRACE_S,
+        log_decisions: bool = False,
     ) -> None:
         self.config = config
+        # One log line per scheduling cycle (debug) and per Permit verdict (info): what `pysched
+        # run` logs; off for the simulator and for embedders, whose structlog may print every level.
+        self._log_decisions = log_decisions
         self.backend = backend
         self.clock = clock
         self.cache = Cache()
@@ -147,6 +151,9 @@ class Scheduler:
             for profile in config.profiles
         }
         self.nominator = Nominator(self.cache, self._algorithm_of)
+        # Bound once: the configured logger, whose disabled levels are no-op methods (a lazy
+        # proxy would look its configuration up on every call of the hot path).
+        self._log = log.bind()
         self._nominations = self.nominator.holding
         for framework in self.frameworks.values():
             framework.handle.preemption.install(self.nominator)
@@ -353,7 +360,7 @@ class Scheduler:
             raw=raw,
         )
         self._side_tasks.spawn(
-            self.backend.emit_event(stub, "Warning", "FailedScheduling", f"pod cannot be scheduled: {problem}")
+            self.backend.emit_event(stub, "Warning", FAILED_SCHEDULING, f"pod cannot be scheduled: {problem}")
         )
 
     # ----- scheduling cycle
@@ -421,6 +428,9 @@ class Scheduler:
                 return
         if self._record:
             self.stats.cycle_seconds.append(self._timer() - started)
+        if self._log_decisions:
+            outcome = "waits" if waits else "assumed"
+            self._log.debug("scheduling cycle", pod=pod.key, profile=framework.name, node=node, result=outcome)
         job = _BindJob(framework, state, queued, node, acting, started)
         if waits:
             # Held, assumed, until its plugins allow it; no bind worker waits for it meanwhile.
@@ -432,6 +442,11 @@ class Scheduler:
             self._binds.submit(job)
 
     def _permitted(self, job: _BindJob, status: Status) -> None:
+        pod = job.queued.pod
+        if self._log_decisions and status.ok:
+            self._log.info("allowed at permit", pod=pod.key, node=job.node, job=self._job_key(pod))
+        elif self._log_decisions:
+            self._log.info("rejected at permit", pod=pod.key, job=self._job_key(pod), why=status.message())
         if status.ok:
             self._binds.submit(job)
         elif self._stopping or job.queued.pod.key not in self.queue:
@@ -443,6 +458,10 @@ class Scheduler:
             self._fail(job.queued, status, frozenset({status.plugin} if status.plugin else ()), job.started)
         else:
             self._undo(job, status)
+
+    def _job_key(self, pod: PodInfo) -> str | None:
+        job = self.jobs.of(pod.key)
+        return None if job is None else str(job.key)
 
     def _release_waiting(self, pod: PodInfo, why: str) -> None:
         """The pod left the queue while a Permit plugin held it: give its room back (the queue no
@@ -465,10 +484,12 @@ class Scheduler:
             self.queue.requeue_unschedulable(queued, rejectors)
             reason = "Unschedulable"
         message = status.message()
+        if self._log_decisions:
+            self._log.debug("scheduling cycle", pod=pod.key, profile=pod.scheduler_name, result=result, why=message)
         self._side_tasks.spawn(self._report_failure(pod, reason, message))
 
     async def _report_failure(self, pod: PodInfo, reason: str, message: str) -> None:
-        await self.backend.emit_event(pod, "Warning", "FailedScheduling", message)
+        await self.backend.emit_event(pod, "Warning", FAILED_SCHEDULING, message)
         await self.backend.patch_pod_condition(pod, PodCondition("PodScheduled", "False", reason, message))
 
     # ----- binding cycle

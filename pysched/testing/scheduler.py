@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS
 from pysched.api.resources import pod_requests
 from pysched.testing.controlplane import (
     LocalControlPlane,
@@ -37,6 +38,14 @@ TEST_LABEL = "pysched.io/test"
 def pod_for(name: str, scheduler: str, namespace: str, cpu: str, memory: str = "64Mi") -> dict[str, Any]:
     pod = make_pod(name, cpu=cpu, memory=memory, cpu_limit=None, memory_limit=None, scheduler=scheduler)
     pod["spec"]["nodeSelector"] = {TEST_LABEL: namespace}
+    return pod
+
+
+def gang_member(name: str, scheduler: str, namespace: str, job: str, minimum: int, cpu: str = "1") -> dict[str, Any]:
+    """A `pod_for` pod in the gang `job` (`pysched.io/job`) that binds only with `minimum` members."""
+    pod = pod_for(name, scheduler, namespace, cpu)
+    pod["metadata"].setdefault("labels", {})[JOB_LABEL] = job
+    pod["metadata"].setdefault("annotations", {})[MIN_MEMBERS] = str(minimum)
     return pod
 
 

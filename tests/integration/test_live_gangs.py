@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from pysched.api.annotations import DEADLINE, TOTAL_STEPS
-from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, REPLICATED_JOB_LABEL
+from pysched.api.jobs import REPLICATED_JOB_LABEL
 from pysched.api.times import parse_time
 from pysched.testing import KubeAPI, LocalControlPlane, NodeSpec, wait_for
 from pysched.testing.controlplane import SCHEDULING_API, ManagedProcess, create_fake_nodes
@@ -25,6 +25,7 @@ from pysched.testing.scheduler import (
     SchedulerProcess,
     create_pods,
     events,
+    gang_member,
     list_pods,
     namespace_nodes,
     pod_for,
@@ -127,10 +128,7 @@ def test_a_labelled_gang_waits_for_its_last_member_then_binds_together(
     name = f"pysched-{namespace}"
 
     def member(i: int) -> dict[str, Any]:
-        pod = pod_for(f"w{i}", name, namespace, "1")
-        pod["metadata"].setdefault("labels", {})[JOB_LABEL] = "train"
-        pod["metadata"].setdefault("annotations", {})[MIN_MEMBERS] = "3"
-        return pod
+        return gang_member(f"w{i}", name, namespace, "train", 3)
 
     with namespace_nodes(kube, namespace, 2):
         create_pods(kube, namespace, [member(0), member(1)])

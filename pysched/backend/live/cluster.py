@@ -30,6 +30,7 @@ from pysched.api.jobs import (
     JobSource,
     indexed_job_minimum,
     job_key,
+    job_of,
     pod_group_minimum,
 )
 from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict
@@ -50,7 +51,7 @@ from pysched.api.volumes import (
 from pysched.backend.live.eventsink import EventRecord, EventSink, Series
 from pysched.backend.live.informer import Informer
 from pysched.backend.live.kubeclient import JSON, MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeClient
-from pysched.framework.cluster import ClusterListener, PodCondition
+from pysched.framework.cluster import FAILED_SCHEDULING, ClusterListener, PodCondition
 from pysched.framework.status import SUCCESS, Status, error, unschedulable
 from pysched.framework.storage import StorageView, storage_kind
 from pysched.framework.tasks import BackgroundTasks
@@ -799,7 +800,12 @@ class LiveCluster:
             self._pod_upsert(answer)
 
     async def emit_event(self, pod: PodInfo, event_type: str, reason: str, note: str) -> None:
-        """Queued, never awaited on the API: binds must not wait behind events."""
+        """Queued, never awaited on the API: binds must not wait behind events. Each is also the
+        decision's log line (a failed attempt's is the scheduling cycle's debug line), written
+        even if the event sink must drop the event."""
+        if reason != FAILED_SCHEDULING:
+            job = job_of(pod)
+            log.info(reason, pod=pod.key, job=job.key if job is not None else None, type=event_type, note=note)
         self.events.record(
             EventRecord(
                 namespace=pod.namespace,

@@ -1,10 +1,12 @@
 import asyncio
-from collections.abc import Iterator
+import logging
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field
-from typing import ClassVar, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import pytest
+import structlog
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -354,3 +356,41 @@ def test_a_reconcile_interval_below_the_minimum_is_clamped_so_virtual_time_advan
     scheduler = Scheduler(parse_config(profile, "t", registry), SimulatedCluster(clock), clock, registry)
     wakeup = scheduler.next_wakeup()
     assert wakeup is not None and wakeup - clock.now() == pytest.approx(MIN_RECONCILE_INTERVAL_S)
+
+
+@pytest.mark.parametrize("log_decisions", [False, True])
+def test_only_a_scheduler_built_to_log_decisions_logs_its_cycles(
+    loop: asyncio.AbstractEventLoop, log_decisions: bool
+) -> None:
+    """`pysched run` logs one debug line per cycle; the simulator and embedders, whose structlog may
+    print every level, get none."""
+    previous = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+
+    async def run() -> list[MutableMapping[str, Any]]:
+        clock = VirtualClock(1000.0)
+        cluster = SimulatedCluster(clock)
+        registry = default_registry()
+        with structlog.testing.capture_logs() as logs:
+            config = builtin_config(registry).only("default")
+            scheduler = Scheduler(config, cluster, clock, registry, log_decisions=log_decisions)
+            cluster.add_node(node_dict("a", cpu="4", memory="8Gi"))
+            await scheduler.start()
+            cluster.create_pod(pod_dict("fits", cpu="2", scheduler_name="default"))
+            cluster.create_pod(pod_dict("huge", cpu="64", scheduler_name="default"))
+            await scheduler.run_until_idle()
+            await scheduler.stop()
+        return [e for e in logs if e["event"] == "scheduling cycle"]
+
+    try:
+        cycles = loop.run_until_complete(run())
+    finally:
+        structlog.configure(**previous)
+    if not log_decisions:
+        assert cycles == []
+        return
+    by_pod = {e["pod"]: e for e in cycles}
+    assert by_pod["default/fits"]["result"] == "assumed" and by_pod["default/fits"]["node"] == "a"
+    assert by_pod["default/huge"]["result"] == "unschedulable"
+    assert "Insufficient cpu" in str(by_pod["default/huge"]["why"])
+    assert all(e["log_level"] == "debug" for e in cycles)
