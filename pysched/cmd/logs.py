@@ -40,6 +40,8 @@ def configure_logging(fmt: str, level: str) -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(cast(TextIO, _Stderr())),
-        cache_logger_on_first_use=True,
+        # Not cached: a later configure (an embedder's, a test's) still applies to every logger;
+        # the engine binds its hot-path logger once anyway.
+        cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
