@@ -44,11 +44,18 @@ class PreFlightedPlugin(PreBindPlugin, PreBindPreFlight, Protocol):
     """A PreBind plugin that also says, before PreBind, whether it will have work to do."""
 
 
+def _acting_on(plugins: list[P], features: PodFeatures) -> tuple[P, ...]:
+    """A gated plugin that says it does nothing for such pods is not called, as at PreFilter."""
+    return tuple(p for p in plugins if acts_on(p) & features)
+
+
 @dataclass(frozen=True, slots=True)
 class ActingPlugins:
-    """The plugins of the points after the node choice that act on pods of one feature set: the
-    scheduler skips a point whose tuple is empty without calling into it (most pods: all four)."""
+    """The plugins of the gated points outside the node choice (PreFilter and PreScore are the
+    algorithm's plan) that act on pods of one feature set: the scheduler skips a point whose
+    tuple is empty without calling into it (most pods: all of them)."""
 
+    pre_enqueue: tuple[PreEnqueuePlugin, ...]
     reserve: tuple[ReservePlugin, ...]
     permit: tuple[PermitPlugin, ...]
     pre_flights: tuple[PreFlightedPlugin, ...]
@@ -97,8 +104,7 @@ class Framework:
             for name, plugin in self.plugins.items()
             if isinstance(plugin, EnqueueExtensions)
         }
-        self._acting_plugins: dict[tuple[str, PodFeatures], tuple[object, ...]] = {}
-        self._acting_sets: dict[PodFeatures, ActingPlugins] = {}
+        self._acting: dict[PodFeatures, ActingPlugins] = {}
         self._acting_version = -1
         scores = [WeightedScore(self.plugins[ref.name], ref.weight) for ref in profile.enabled("score")]  # type: ignore[arg-type]
         self.algorithm = SchedulingAlgorithm(
@@ -114,7 +120,7 @@ class Framework:
 
     # ----- queue side
     def run_pre_enqueue(self, pod: PodInfo) -> Status:
-        for plugin in self._acting("preEnqueue", self.pre_enqueue, pod.features):
+        for plugin in self.acting(pod.features).pre_enqueue:
             status = plugin.pre_enqueue(pod)
             if not status.ok:
                 return status.with_plugin(plugin.NAME)
@@ -148,36 +154,24 @@ class Framework:
     def find_node(self, state: CycleState, pod: PodInfo) -> ScheduleResult:
         return self.algorithm.find_node(state, pod)
 
-    # ----- reserve / permit (end of the scheduling cycle)
-    def _acting(self, point: str, plugins: list[P], features: PodFeatures) -> tuple[P, ...]:
-        """The plugins of `point` that act on a pod with `features` (`pysched.framework.gates`):
-        a gated plugin that says it does nothing for such a pod is not called, as at PreFilter."""
-        self._check_gates()
-        key = (point, features)
-        found = self._acting_plugins.get(key)
-        if found is None:
-            found = self._acting_plugins[key] = tuple(p for p in plugins if acts_on(p) & features)
-        return found  # type: ignore[return-value]  # the key's point fixes the plugins' type
-
-    def _check_gates(self) -> None:
+    # ----- the gated points around the node choice
+    def acting(self, features: PodFeatures) -> ActingPlugins:
+        """The PreEnqueue, Reserve, Permit, PreBind pre-flight and PreBind plugins that act on a
+        pod with `features` (`pysched.framework.gates`), kept until a gate changes. The scheduler
+        looks them up at the pod's scheduling cycle and keeps them for its binding cycle, so a gate
+        that opens in between cannot PreBind with a plugin that did not Reserve."""
         version = self.handle.gates.version
         if version != self._acting_version:
-            self._acting_plugins.clear()
-            self._acting_sets.clear()
+            self._acting.clear()
             self._acting_version = version
-
-    def acting(self, features: PodFeatures) -> ActingPlugins:
-        """Reserve, Permit, PreBind pre-flight and PreBind plugins acting on such a pod, at once.
-        The scheduler looks them up at the pod's scheduling cycle and keeps them for its binding
-        cycle, so a gate that opens in between cannot PreBind with a plugin that did not Reserve."""
-        self._check_gates()
-        found = self._acting_sets.get(features)
+        found = self._acting.get(features)
         if found is None:
-            found = self._acting_sets[features] = ActingPlugins(
-                self._acting("reserve", self.reserve, features),
-                self._acting("permit", self.permit, features),
-                self._acting("preBindPreFlight", self._pre_flights, features),
-                self._acting("preBind", self.pre_bind, features),
+            found = self._acting[features] = ActingPlugins(
+                _acting_on(self.pre_enqueue, features),
+                _acting_on(self.reserve, features),
+                _acting_on(self.permit, features),
+                _acting_on(self._pre_flights, features),
+                _acting_on(self.pre_bind, features),
             )
         return found
 
