@@ -9,6 +9,7 @@ from typing import Any
 
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, format_resource, infeasible_resize, to_scheduler_units
+from pysched.api.times import parse_rfc3339
 
 
 def container_names(pod: PodInfo) -> list[str]:
@@ -130,3 +131,16 @@ def container_resize(pod: PodInfo, container: str, requests: Mapping[str, int]) 
             new_limit = -(-limit_u * value // request_u)
         new_limits[name] = format_resource(name, new_limit)
     return ContainerResize(new_requests, new_limits)
+
+
+def finished_at(pod: PodInfo) -> float | None:
+    """When the pod's last container terminated, as the kubelet reports it
+    (`containerStatuses[].state.terminated.finishedAt`); None when it reports no finish."""
+    latest: float | None = None
+    for status in (pod.raw.get("status") or {}).get("containerStatuses") or ():
+        terminated = ((status.get("state") or {}) if isinstance(status, Mapping) else {}).get("terminated")
+        stamp = terminated.get("finishedAt") if isinstance(terminated, Mapping) else None
+        at = parse_rfc3339(stamp) if isinstance(stamp, str) else None
+        if at is not None and (latest is None or at > latest):
+            latest = at
+    return latest

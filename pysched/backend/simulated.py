@@ -129,20 +129,24 @@ class SimulatedCluster:
             hook(bound, node)
         return SUCCESS
 
-    async def patch_pod_condition(self, pod: PodInfo, condition: PodCondition) -> None:
-        """Kept apart (`conditions`) and in the pod's status. A pending pod's is delivered as an
-        update, as the informer delivers a condition written through `pods/status` (the queue
-        order reads it: a demotion); a bound pod's is not, as nothing of a running simulation
-        reads it back (a new leader would) and every rewrite would cost an update."""
+    async def patch_pod_conditions(self, pod: PodInfo, *conditions: PodCondition) -> None:
+        """Kept apart (`conditions`) and in the pod's status. A pending pod's are delivered as an
+        update, as the informer delivers conditions written through `pods/status` (the queue
+        order reads them: a demotion); a bound pod's are not, as nothing of a running simulation
+        reads them back (a new leader would) and every rewrite would cost an update."""
         current = self.pods.get(pod.key)
-        if current is None:
+        if current is None or not conditions:
             return
-        self.conditions.setdefault(pod.key, {})[condition.type] = condition
+        kept = self.conditions.setdefault(pod.key, {})
         status = dict(current.raw.get("status") or {})
-        entry = {"type": condition.type, "status": condition.status, "reason": condition.reason}
-        entry["message"] = condition.message
-        kept = [c for c in status.get("conditions") or () if c.get("type") != condition.type]
-        status["conditions"] = [*kept, entry]
+        types = {c.type for c in conditions}
+        entries = [c for c in status.get("conditions") or () if c.get("type") not in types]
+        for condition in conditions:
+            kept[condition.type] = condition
+            entry = {"type": condition.type, "status": condition.status, "reason": condition.reason}
+            entry["message"] = condition.message
+            entries.append(entry)
+        status["conditions"] = entries
         updated = current.evolve(raw={**current.raw, "status": status})
         self.pods[pod.key] = updated
         if self._listener is not None and current.node_name is None:

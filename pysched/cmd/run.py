@@ -257,6 +257,7 @@ async def _serve(
         max_binds_in_flight=args.max_binds_in_flight,
         observer=metrics,
         log_decisions=True,
+        standby=True,  # until it leads: lead_and_schedule
     )
     state = RunState(leader=lease is None)
     elector = LeaderElector(client, lease, lambda leader: _on_leadership(state, leader)) if lease else None
@@ -352,7 +353,9 @@ async def lead_and_schedule(
         if state.leader and not state.stop.is_set():
             log.info("scheduling")
             state.scheduling = True
-            await backend.post_missing_scheduled_events(scheduler.clock.now())
+            ended = await backend.ended_pods()
+            await backend.post_missing_scheduled_events(scheduler.clock.now(), ended)
+            scheduler.take_over(ended)
             await scheduler.run(state.stop)
     except Exception as err:
         # A bug past every per-pod guard: never keep the Lease with a dead loop (the standby

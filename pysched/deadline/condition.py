@@ -1,40 +1,48 @@
-"""What Autoscale keeps in the `pysched.io/Deadline` pod condition, so that a new leader resumes.
+"""The two pod conditions a deadline job carries, written through `pods/status`.
 
-The message is for people first (`kubectl describe pod`: what happened, the predicted finish
-against the deadline), then what a new leader needs, in a form both can read:
+`pysched.io/Deadline` is for people. Its status is True while the job is predicted to finish by
+its deadline, and once it met it; False while it is predicted to miss (demoted as infeasible, not
+admitted) and once it missed. Its reason says what pysched last did or concluded (`OnTrack`,
+`Rescaled`, `DeadlineInfeasible`, `DeadlineRejected`, `DeadlineAdmitted`, finally `DeadlineMet` or
+`DeadlineMissed`), and its message says it in words:
 
-    on track at 4 CPUs: predicted finish 2026-11-30T14:02:10Z vs deadline 2026-11-30T15:00:00Z;
-    measured 2 CPUs 0.51234 s/step ±3.10% (4570 steps in 2341 s), 4 CPUs 0.27 s/step ±2.00%
-    (1200 steps in 324 s); lastRescale=1764500000
+    on track: finishes in 18m (07:33 UTC), 10m before the deadline, at 2 CPUs
 
-`measured` is the speed summary per CPU count that the fitted model rests on
-(`JobModel.restore` takes it back), `lastRescale` keeps the cooldown, the reason keeps a demotion
-(`DeadlineInfeasible`), and the predicted finish seeds the slack metric until the next prediction.
+`pysched.io/State` is for programs (a new leader, `pysched status`): status True, the same reason,
+and as message one versioned JSON object (`state_message`): the predicted finish, the deadline,
+the CPUs, the last rescale (the cooldown), the speed measured per CPU count (the fitted model
+rests on it; `JobModel.restore` takes it back) and, once the job ended, its verdict. A leader of
+the previous version kept that state in the Deadline message itself; it is still read back.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pysched.api.objects import PodInfo
 from pysched.api.times import format_rfc3339, parse_rfc3339
 from pysched.deadline.predictor import CountStats
 
 CONDITION = "pysched.io/Deadline"
+STATE_CONDITION = "pysched.io/State"
+STATE_VERSION = 1
+MAX_STATE_CHARS = 4096  # a State message longer than this was not written by pysched: ignored
+
 DEMOTED_REASON = "DeadlineInfeasible"  # the deadline cannot be met: ordered as best-effort
 REJECTED_REASON = "DeadlineRejected"  # not admitted: meeting it would make an admitted job miss; best-effort
 ADMITTED_REASON = "DeadlineAdmitted"  # admitted after it waited for room in the plan
 ON_TRACK_REASON = "OnTrack"  # the job meets its deadline at the CPUs it has
 RESCALED_REASON = "Rescaled"  # the job was resized toward its deadline
-MAX_COUNTS = 4  # the counts with the most measured time: keeps the message short
-
-_NUM = r"[0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?"
-_COUNT = re.compile(rf"({_NUM}) CPUs? ({_NUM}) s/step ±({_NUM})% \(({_NUM}) steps in ({_NUM}) s\)")
-_LAST_RESCALE = re.compile(r"lastRescale=(\d+)")
-_FINISH = re.compile(r"predicted finish (\S+Z)")
+MET_REASON = "DeadlineMet"  # final: it Succeeded by its deadline
+MISSED_REASON = "DeadlineMissed"  # final: it ended after its deadline, or Failed
+VERDICT_REASONS = (MET_REASON, MISSED_REASON)
+MAX_COUNTS = 4  # the counts with the most measured time: keeps the state short
 
 
 def message_time(t: float) -> str:
@@ -42,69 +50,203 @@ def message_time(t: float) -> str:
     return format_rfc3339(t) if math.isfinite(t) else "unknown"
 
 
+def duration_words(seconds: float) -> str:
+    """`45s`, `18m`, `2h 5m`, `3d 4h`: two units at most, as a person reads a countdown."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        h, m = divmod(s // 60, 60)
+        return f"{h}h {m}m" if m else f"{h}h"
+    d, h = divmod(s // 3600, 24)
+    return f"{d}d {h}h" if h else f"{d}d"
+
+
+def clock_words(t: float, now: float) -> str:
+    """`07:33 UTC` on the same UTC day as `now`, else with the date."""
+    if not math.isfinite(t):
+        return "unknown"
+    stamp, today = time.gmtime(t), time.gmtime(now)
+    hm = f"{stamp.tm_hour:02d}:{stamp.tm_min:02d} UTC"
+    if stamp[:3] == today[:3]:
+        return hm
+    return f"{stamp.tm_year:04d}-{stamp.tm_mon:02d}-{stamp.tm_mday:02d} {hm}"
+
+
+def against_deadline(t: float, deadline: float) -> str:
+    """`10m before the deadline` / `4m after the deadline`."""
+    if t <= deadline:
+        return f"{duration_words(deadline - t)} before the deadline"
+    return f"{duration_words(t - deadline)} after the deadline"
+
+
+def forecast_words(finish: float | None, deadline: float, cpus: float | None, now: float) -> str:
+    """The Deadline message's sentence for a running job."""
+    at = f", at {cpus:g} CPUs" if cpus is not None else ""
+    if finish is None or not math.isfinite(finish):
+        due = f"in {duration_words(deadline - now)}" if deadline > now else f"{duration_words(now - deadline)} ago"
+        return f"no prediction yet; the deadline is {due} ({clock_words(deadline, now)}){at}"
+    when = f"in {duration_words(finish - now)}" if finish > now else "now"
+    return f"finishes {when} ({clock_words(finish, now)}), {against_deadline(finish, deadline)}{at}"
+
+
+def verdict_words(met: bool, ended_at: float, deadline: float, succeeded: bool, now: float) -> str:
+    """The Deadline message of a job that ended."""
+    how = "finished" if succeeded else "failed"
+    head = "met" if met else "missed"
+    return f"{head}: {how} {against_deadline(ended_at, deadline)} ({clock_words(ended_at, now)})"
+
+
 @dataclass(frozen=True, slots=True)
-class SavedJob:
-    """The condition as a previous leader (or this one) wrote it."""
+class JobRecord:
+    """The State condition's content."""
 
-    status: str
     reason: str
-    message: str
-    last_rescale: float  # -inf: never rescaled
-    finish: float | None
-    counts: tuple[CountStats, ...]
+    what: str = ""  # the human part of the Deadline message before its forecast
+    deadline: float | None = None
+    finish: float | None = None  # central predicted finish at `cpus`
+    cpus: float | None = None
+    last_rescale: float = -math.inf  # -inf: never rescaled
+    counts: tuple[CountStats, ...] = ()
+    verdict: str | None = None  # "met" / "missed" once the job ended
+    ended_at: float | None = None
+    counted: bool = False  # this pod carries its job's verdict in pysched_deadlines_total (a gang's first to end)
 
 
-def saved_job(pod: PodInfo) -> SavedJob | None:
-    for cond in (pod.raw.get("status") or {}).get("conditions") or ():
-        if cond.get("type") != CONDITION:
+def _time_or_none(t: float | None) -> str | None:
+    return format_rfc3339(t) if t is not None and math.isfinite(t) else None
+
+
+def state_message(record: JobRecord) -> str:
+    """Versioned JSON, keys sorted, counts with the most measured time first, at most MAX_COUNTS."""
+    kept = sorted(record.counts, key=lambda s: s.seconds, reverse=True)[:MAX_COUNTS]
+    body: dict[str, Any] = {
+        "version": STATE_VERSION,
+        "reason": record.reason,
+        "what": record.what,
+        "deadline": _time_or_none(record.deadline),
+        "finish": _time_or_none(record.finish),
+        "cpus": record.cpus,
+        "lastRescale": _time_or_none(record.last_rescale),
+        "measured": [
+            {
+                "cpus": s.cpus,
+                "stepSeconds": float(f"{s.step_seconds:.6g}"),
+                "relSigma": round(s.rel_sigma, 5),
+                "steps": float(f"{s.steps:.6g}"),
+                "seconds": float(f"{s.seconds:.6g}"),
+            }
+            for s in sorted(kept, key=lambda s: s.cpus)
+        ],
+    }
+    if record.verdict is not None:
+        body.update(verdict=record.verdict, endedAt=_time_or_none(record.ended_at), counted=record.counted)
+    return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def _time_field(body: Mapping[str, Any], key: str) -> float | None:
+    value = body.get(key)
+    return parse_rfc3339(value) if isinstance(value, str) else None
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _counts(raw: object) -> tuple[CountStats, ...]:
+    found: list[CountStats] = []
+    for item in raw[: 4 * MAX_COUNTS] if isinstance(raw, list) else ():
+        if not isinstance(item, dict):
             continue
-        message = str(cond.get("message", ""))
-        rescale = _LAST_RESCALE.search(message)
-        finish = _FINISH.search(message)
-        counts = tuple(
-            CountStats(float(c), float(t), float(sigma) / 100, float(seconds), float(steps), 1)
-            for c, t, sigma, steps, seconds in _COUNT.findall(message)
-        )
-        return SavedJob(
-            status=str(cond.get("status", "")),
-            reason=str(cond.get("reason", "")),
-            message=message,
-            last_rescale=float(rescale.group(1)) if rescale else -math.inf,
-            finish=parse_rfc3339(finish.group(1)) if finish else None,
-            counts=tuple(s for s in counts if math.isfinite(s.step_seconds)),
-        )
-    return None
+        cpus, step, sigma = _number(item.get("cpus")), _number(item.get("stepSeconds")), _number(item.get("relSigma"))
+        steps, seconds = _number(item.get("steps")), _number(item.get("seconds"))
+        if None in (cpus, step, sigma, steps, seconds):
+            continue
+        found.append(CountStats(cpus, step, sigma, seconds, steps, 1))  # type: ignore[arg-type]
+    return tuple(found)
 
 
-def measured_text(counts: Sequence[CountStats]) -> str:
-    kept = sorted(counts, key=lambda s: s.seconds, reverse=True)[:MAX_COUNTS]
-    parts = [
-        f"{s.cpus:g} CPUs {s.step_seconds:.6g} s/step ±{100 * s.rel_sigma:.2f}% "
-        f"({s.steps:.6g} steps in {s.seconds:.6g} s)"
-        for s in sorted(kept, key=lambda s: s.cpus)
-    ]
-    return "measured " + ", ".join(parts) if parts else ""
+def parse_state(message: str) -> JobRecord | None:
+    """The State message back; None when it is not one pysched of this or an earlier version
+    wrote (too long, not JSON, a newer version, fields of the wrong type)."""
+    if len(message) > MAX_STATE_CHARS:
+        return None
+    try:
+        body = json.loads(message)
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or not isinstance(body.get("version"), int) or body["version"] > STATE_VERSION:
+        return None
+    reason, what, verdict = body.get("reason"), body.get("what", ""), body.get("verdict")
+    if not isinstance(reason, str) or not isinstance(what, str) or verdict not in (None, "met", "missed"):
+        return None
+    last_rescale = _time_field(body, "lastRescale")
+    return JobRecord(
+        reason=reason,
+        what=what,
+        deadline=_time_field(body, "deadline"),
+        finish=_time_field(body, "finish"),
+        cpus=_number(body.get("cpus")),
+        last_rescale=-math.inf if last_rescale is None else last_rescale,
+        counts=_counts(body.get("measured")),
+        verdict=verdict,
+        ended_at=_time_field(body, "endedAt"),
+        counted=body.get("counted") is True,
+    )
 
 
-def condition_message(
-    what: str, finish: float | None, deadline: float, counts: Sequence[CountStats], last_rescale: float
-) -> str:
-    parts = [
-        f"{what}: predicted finish {message_time(finish)} vs deadline {message_time(deadline)}"
-        if finish is not None and math.isfinite(finish)
-        else f"{what}: deadline {message_time(deadline)}"
-    ]
-    measured = measured_text(counts)
-    if measured:
-        parts.append(measured)
-    if math.isfinite(last_rescale):
-        parts.append(f"lastRescale={last_rescale:.0f}")
-    return "; ".join(parts)
+def _conditions(pod: PodInfo) -> Sequence[Mapping[str, Any]]:
+    conditions = (pod.raw.get("status") or {}).get("conditions") or ()
+    return [c for c in conditions if isinstance(c, Mapping)]
+
+
+def condition_of(pod: PodInfo, kind: str) -> Mapping[str, Any] | None:
+    return next((c for c in _conditions(pod) if c.get("type") == kind), None)
+
+
+# The previous version's Deadline message: "<what>: predicted finish T vs deadline T; measured 2
+# CPUs 0.51 s/step ±3.10% (4570 steps in 2341 s), ...; lastRescale=1764500000".
+_NUM = r"[0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?"
+_COUNT = re.compile(rf"({_NUM}) CPUs? ({_NUM}) s/step ±({_NUM})% \(({_NUM}) steps in ({_NUM}) s\)")
+_LAST_RESCALE = re.compile(r"lastRescale=(\d+)")
+_FINISH = re.compile(r"predicted finish (\S+Z)")
+
+
+def _from_message(reason: str, message: str) -> JobRecord:
+    rescale = _LAST_RESCALE.search(message[:MAX_STATE_CHARS])
+    finish = _FINISH.search(message[:MAX_STATE_CHARS])
+    counts = tuple(
+        CountStats(float(c), float(t), float(sigma) / 100, float(seconds), float(steps), 1)
+        for c, t, sigma, steps, seconds in _COUNT.findall(message[:MAX_STATE_CHARS])
+    )
+    return JobRecord(
+        reason=reason,
+        what=message.partition(":")[0],
+        finish=parse_rfc3339(finish.group(1)) if finish else None,
+        last_rescale=float(rescale.group(1)) if rescale else -math.inf,
+        counts=tuple(s for s in counts if math.isfinite(s.step_seconds)),
+    )
+
+
+def saved_job(pod: PodInfo) -> JobRecord | None:
+    """What a previous leader (or this one) kept of the job: its State condition, else what the
+    previous version wrote into the Deadline message."""
+    state = condition_of(pod, STATE_CONDITION)
+    if state is not None:
+        record = parse_state(str(state.get("message", "")))
+        if record is not None:
+            return record
+    deadline = condition_of(pod, CONDITION)
+    if deadline is None:
+        return None
+    return _from_message(str(deadline.get("reason", "")), str(deadline.get("message", "")))
 
 
 def demoted_by_condition(pod: PodInfo) -> bool:
     """A previous leader (or this one) demoted the pod: read back from its `pysched.io/Deadline`."""
-    for cond in (pod.raw.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == CONDITION and cond.get("reason") in (DEMOTED_REASON, REJECTED_REASON):
-            return True
-    return False
+    cond = condition_of(pod, CONDITION)
+    return cond is not None and cond.get("reason") in (DEMOTED_REASON, REJECTED_REASON)

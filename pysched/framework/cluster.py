@@ -67,7 +67,9 @@ class ClusterBackend(Protocol):
         """Bind through the binding subresource; a conflict is a rejection, not an exception."""
         ...
 
-    async def patch_pod_condition(self, pod: PodInfo, condition: PodCondition) -> None: ...
+    async def patch_pod_conditions(self, pod: PodInfo, *conditions: PodCondition) -> None:
+        """Write the conditions through `pods/status`, in one request."""
+        ...
 
     async def resize(self, pod: PodInfo, containers: Mapping[str, ContainerResize]) -> Status:
         """Request an in-place resize (`pods/resize`): container name -> its new requests and limits."""

@@ -7,27 +7,39 @@ of the profile reached Succeeded or Failed (the one moment a deadline is known m
 terminated pods leave the cache, so reconcile never sees them), and a pod of the profile, pending
 or bound, was deleted (per-pod plugin state must be dropped then, or it grows with every pod ever
 seen). A pod the informer drops after it terminated is told as deleted too, after it terminated.
+
+A third notice is a leader's: when a replica takes over (the first, or after a failover), the pods
+of the profile that ended while no replica of it led, listed once from the API (the informer holds
+active pods only), so that a verdict missed in between is given and counts are rebuilt. Until then
+`leading` is False on a standby replica: it sees pods end but gives no verdicts (its writes would
+be refused, and its counts would double what it finds at take-over).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pysched.api.objects import PodInfo
 
 PodHandler = Callable[[PodInfo], None]
+TakeOverHandler = Callable[[Sequence[PodInfo]], None]
 
 
 class PodLifecycle:
-    def __init__(self) -> None:
+    def __init__(self, leading: bool = True) -> None:
         self._terminated: list[PodHandler] = []
         self._deleted: list[PodHandler] = []
+        self._taken_over: list[TakeOverHandler] = []
+        self.leading = leading
 
     def on_terminated(self, handler: PodHandler) -> None:
         self._terminated.append(handler)
 
     def on_deleted(self, handler: PodHandler) -> None:
         self._deleted.append(handler)
+
+    def on_taken_over(self, handler: TakeOverHandler) -> None:
+        self._taken_over.append(handler)
 
     # The engine's side.
     def terminated(self, pod: PodInfo) -> None:
@@ -37,3 +49,8 @@ class PodLifecycle:
     def deleted(self, pod: PodInfo) -> None:
         for handler in self._deleted:
             handler(pod)
+
+    def taken_over(self, ended: Sequence[PodInfo]) -> None:
+        self.leading = True
+        for handler in self._taken_over:
+            handler(ended)

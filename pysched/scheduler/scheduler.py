@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec
 
@@ -118,6 +118,7 @@ class Scheduler:
         observer: SchedulingObserver | None = None,
         stop_grace: float = STOP_GRACE_S,
         log_decisions: bool = False,
+        standby: bool = False,
     ) -> None:
         self.config = config
         # One log line per scheduling cycle (debug) and per Permit verdict (info): what `pysched
@@ -140,7 +141,8 @@ class Scheduler:
                     clock,
                     self.cache.nodes,
                     self.waiting_pods,
-                    PodLifecycle(),
+                    # A standby (`pysched run` until `take_over`) gives no verdicts.
+                    PodLifecycle(leading=not standby),
                     self.incidents,
                     self.cache.placed,
                     PreemptionSupport(),
@@ -192,6 +194,12 @@ class Scheduler:
     async def start(self) -> None:
         self._binds.start()
         await self.backend.start(self)
+
+    def take_over(self, ended: Sequence[PodInfo]) -> None:
+        """This replica leads from now: each profile is told of its pods in `ended` (bound pods
+        that ended while no replica led, or before, as the backend listed them once)."""
+        for name, framework in self.frameworks.items():
+            framework.handle.pod_lifecycle.taken_over([p for p in ended if p.scheduler_name == name])
 
     async def stop(self) -> None:
         """Give back the room of pods waiting at Permit (quietly: the next leader schedules them),
@@ -490,7 +498,7 @@ class Scheduler:
 
     async def _report_failure(self, pod: PodInfo, reason: str, message: str) -> None:
         await self.backend.emit_event(pod, "Warning", FAILED_SCHEDULING, message)
-        await self.backend.patch_pod_condition(pod, PodCondition("PodScheduled", "False", reason, message))
+        await self.backend.patch_pod_conditions(pod, PodCondition("PodScheduled", "False", reason, message))
 
     # ----- binding cycle
     async def _run_binding_cycle(self, job: _BindJob) -> None:

@@ -2,7 +2,7 @@
 
 A pending deadline job is sized from the profile's prior before it binds (through
 `pods/{name}/resize` on an unscheduled pod) and binds with the new requests, without a stale-bind
-refusal. Its measured speed goes into the `pysched.io/Deadline` condition through `pods/status`;
+refusal. Its measured speed goes into the `pysched.io/State` condition through `pods/status`;
 a second scheduler, started after the first one stopped (a new leader), takes the same speed
 model back from the pod it lists.
 """
@@ -22,7 +22,7 @@ from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
 from pysched.backend.live.client import connect
 from pysched.backend.live.cluster import LiveCluster, LiveOptions
-from pysched.deadline.condition import measured_text
+from pysched.deadline.condition import parse_state
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import parse_config
 from pysched.framework.status import Status
@@ -146,9 +146,13 @@ async def test_prior_sizing_before_bind_and_the_model_survives_a_new_leader(
         model = first.autoscale.predictor.get(key)
         assert model is not None
         measured = model.count_stats()
-        text = measured_text(measured)
-        assert text.startswith("measured 2 CPUs")
-        saved = await pod_until(kube, namespace, lambda p: text in _deadline_message(p), "the speed in the condition")
+        assert [s.cpus for s in measured] == [2.0]
+
+        def speed_saved(pod: JSON) -> bool:
+            state = parse_state(_state_message(pod))
+            return state is not None and [s.cpus for s in state.counts] == [2.0]
+
+        saved = await pod_until(kube, namespace, speed_saved, "the speed in the State condition")
         await first.close()
 
         await second.start()  # a new leader: it knows the pod only from the apiserver
@@ -159,7 +163,7 @@ async def test_prior_sizing_before_bind_and_the_model_survives_a_new_leader(
         assert restored is not None
         again = restored.count_stats()
         assert [s.cpus for s in again] == [s.cpus for s in measured] == [2.0]
-        assert again[0].step_seconds == pytest.approx(measured[0].step_seconds, rel=1e-4), _deadline_message(saved)
+        assert again[0].step_seconds == pytest.approx(measured[0].step_seconds, rel=1e-4), _state_message(saved)
     finally:
         for replica in (first, second):
             if hasattr(replica, "loop") and not replica.loop.done():
@@ -189,8 +193,8 @@ async def pod_until(kube: KubeAPI, namespace: str, predicate: Callable[[JSON], b
     return found
 
 
-def _deadline_message(pod: JSON) -> str:
+def _state_message(pod: JSON) -> str:
     for cond in pod.get("status", {}).get("conditions") or ():
-        if cond.get("type") == "pysched.io/Deadline":
+        if cond.get("type") == "pysched.io/State":
             return str(cond.get("message", ""))
     return ""

@@ -82,7 +82,7 @@ async def test_live_cluster_reads_and_writes(control_plane: LocalControlPlane, k
         assert stale.code is Code.ERROR and "resized" in stale.message()
         pod = listener.pods[key]
 
-        await backend.patch_pod_condition(pod, PodCondition("PodScheduled", "False", "Unschedulable", "0/1 nodes"))
+        await backend.patch_pod_conditions(pod, PodCondition("PodScheduled", "False", "Unschedulable", "0/1 nodes"))
         stored = await asyncio.to_thread(kube.get_pod, namespace, "ours")
         cond = condition(stored, "PodScheduled")
         assert cond is not None and cond["reason"] == "Unschedulable"

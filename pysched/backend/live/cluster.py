@@ -682,34 +682,42 @@ class LiveCluster:
             return error(f"binding conflict: {resp.message()}")
         return error(f"binding {pod.key} to {node} failed: {resp.message()}")
 
-    async def patch_pod_condition(self, pod: PodInfo, condition: PodCondition) -> None:
+    async def patch_pod_conditions(self, pod: PodInfo, *conditions: PodCondition) -> None:
+        """One strategic-merge PATCH of `pods/status` (conditions merge by type). A condition
+        that says what the pod already shows is not written (kube-scheduler skips such writes
+        too); one whose status is unchanged keeps its lastTransitionTime."""
         if not self.writable():
             return
         current = self.pods.get(pod.key, pod)
-        if condition.type == "PodScheduled" and condition.status == "False" and current.node_name is not None:
-            return  # bound meanwhile (e.g. a bind that lost a race): the pod is not unschedulable
-        for existing in (current.raw.get("status") or {}).get("conditions") or ():
-            if (
-                existing.get("type") == condition.type
-                and existing.get("status") == condition.status
-                and existing.get("reason", "") == condition.reason
-                and existing.get("message", "") == condition.message
+        existing = {str(c.get("type")): c for c in (current.raw.get("status") or {}).get("conditions") or ()}
+        entries = []
+        for condition in conditions:
+            if condition.type == "PodScheduled" and condition.status == "False" and current.node_name is not None:
+                continue  # bound meanwhile (e.g. a bind that lost a race): the pod is not unschedulable
+            before = existing.get(condition.type)
+            if before is not None and (
+                before.get("status") == condition.status
+                and before.get("reason", "") == condition.reason
+                and before.get("message", "") == condition.message
             ):
-                return  # unchanged: kube-scheduler skips the write too
-        entry = {
-            "type": condition.type,
-            "status": condition.status,
-            "reason": condition.reason,
-            "message": condition.message,
-            "lastProbeTime": None,
-            "lastTransitionTime": format_rfc3339(time.time()),
-        }
-        body = {"metadata": {"uid": pod.uid}, "status": {"conditions": [entry]}}
+                continue
+            since = before.get("lastTransitionTime") if before and before.get("status") == condition.status else None
+            entries.append({
+                "type": condition.type,
+                "status": condition.status,
+                "reason": condition.reason,
+                "message": condition.message,
+                "lastProbeTime": None,
+                "lastTransitionTime": since or format_rfc3339(time.time()),
+            })  # fmt: skip
+        if not entries:
+            return
+        body = {"metadata": {"uid": pod.uid}, "status": {"conditions": entries}}
         resp = await self.client.request(
             "PATCH", _pod_path(pod, "status"), body=body, content_type=STRATEGIC_MERGE_PATCH, only_if=self.writable
         )
         if not resp.ok and resp.status != 404:
-            log.warning("pod condition not written", pod=pod.key, error=resp.message())
+            log.warning("pod conditions not written", pod=pod.key, error=resp.message())
 
     async def resize(self, pod: PodInfo, containers: Mapping[str, ContainerResize]) -> Status:
         if not self.writable():
@@ -819,13 +827,13 @@ class LiveCluster:
             )
         )
 
-    async def post_missing_scheduled_events(self, now: float) -> int:
+    async def post_missing_scheduled_events(self, now: float, ended: Sequence[PodInfo]) -> int:
         """A leader killed between a bind and its `Scheduled` event leaves a bound pod without one.
         A new leader lists the `Scheduled` events once and posts the missing ones for pods of its
         profiles bound within the events' lifetime, running or ended since (a short job may finish
-        before the Lease changes hands); returns how many it posted."""
+        before the Lease changes hands: `ended`, as `ended_pods` lists them); returns how many it posted."""
         names = self.options.scheduler_names
-        candidates = [*self.pods.values(), *await self._ended_pods()]
+        candidates = [*self.pods.values(), *ended]
         bound = list(
             {
                 pod.uid: pod
@@ -859,9 +867,9 @@ class LiveCluster:
             log.info("scheduled events re-posted", pods=len(missing))
         return len(missing)
 
-    async def _ended_pods(self) -> list[PodInfo]:
+    async def ended_pods(self) -> list[PodInfo]:
         """Bound pods of our profiles that ended: the pod informer no longer holds them
-        (ACTIVE_PODS). Listed once per leadership, paged; a failed list gives what it read."""
+        (ACTIVE_PODS). Listed once, by a new leader, paged; a failed list gives what it read."""
         selector = "spec.nodeName!=,status.phase!=Pending,status.phase!=Running,status.phase!=Unknown"
         names = self.options.scheduler_names
         selectors = [selector] if names is None else [f"{selector},spec.schedulerName={n}" for n in sorted(names)]
@@ -871,7 +879,7 @@ class LiveCluster:
             while True:
                 resp = await self.client.request("GET", "/api/v1/pods", query=query)
                 if not resp.ok:
-                    log.warning("ended pods not listed; their scheduled events not checked", error=resp.message())
+                    log.warning("ended pods not listed; their events and verdicts not checked", error=resp.message())
                     return found
                 for raw in resp.body.get("items") or ():
                     with contextlib.suppress(*MALFORMED):

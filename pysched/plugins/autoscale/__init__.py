@@ -17,15 +17,19 @@
   share, or one no count saves, gives CPUs to one that can still be saved (`deadline.shares`).
   A container that restarts on a CPU resize (`resizePolicy: RestartContainer`) loses its
   progress: the choice then counts the whole run again plus `restartSeconds`.
-- The `pysched.io/Deadline` condition (`pysched.deadline.condition`) carries what a new leader needs: the last
-  rescale (cooldown), the speed measured per CPU count (the fitted model) and the predicted
-  finish. It is rewritten when its reason changes, when the measurements grow materially (a new
-  count, or twice the steps at one), or when the predicted finish moves by more than 5% of the
-  time left (at least a minute): a steady job costs no API writes.
+- The `pysched.io/State` condition (`pysched.deadline.condition`, JSON) carries what a new leader
+  needs: the last rescale (cooldown), the speed measured per CPU count (the fitted model) and the
+  predicted finish; `pysched.io/Deadline` says the same in words. Both are rewritten when the
+  reason changes, when the measurements grow materially (a new count, or twice the steps at one),
+  or when the predicted finish moves by more than 5% of the time left (at least a minute): a
+  steady job costs no API writes.
+- When a deadline job's first pod ends (the leader only), both conditions and an event give its
+  verdict, `DeadlineMet` or `DeadlineMissed`; a replica that takes over counts the verdicts on
+  the ended pods and judges the jobs that ended while none led.
 
 Metrics (`metric_families`, on `pysched run`'s /metrics with a `profile` label):
 `pysched_autoscale_predicted_slack_seconds{namespace,pod}` (deadline minus the central predicted
-finish at the job's current CPUs, per running deadline job, as of the last reconcile),
+finish at the job's current CPUs, per running deadline job, as of the last reconcile or rescale),
 `pysched_autoscale_rescales_total{direction,result}` and `pysched_deadlines_total{result}` (met:
 the pod Succeeded by its deadline; missed: it ended later, or Failed).
 
@@ -104,6 +108,7 @@ def factory(args: AutoscaleArgs, handle: Handle) -> Autoscale:
     plugin = Autoscale(args, handle)
     handle.pod_lifecycle.on_terminated(plugin.pod_terminated)
     handle.pod_lifecycle.on_deleted(plugin.pod_deleted)
+    handle.pod_lifecycle.on_taken_over(plugin.controller.taken_over)
     return plugin
 
 

@@ -31,6 +31,7 @@ from pysched.api.containers import (
     container_cpus,
     container_request,
     container_resize,
+    finished_at,
     resize_infeasible,
     restarts_on_resize,
 )
@@ -43,11 +44,17 @@ from pysched.api.resources import CPU, GPU, MEMORY, to_scheduler_units
 from pysched.deadline.condition import (
     CONDITION,
     DEMOTED_REASON,
+    MET_REASON,
+    MISSED_REASON,
     ON_TRACK_REASON,
     RESCALED_REASON,
-    condition_message,
+    STATE_CONDITION,
+    JobRecord,
+    forecast_words,
     message_time,
     saved_job,
+    state_message,
+    verdict_words,
 )
 from pysched.deadline.predictor import (
     Choice,
@@ -97,6 +104,16 @@ class JobState:
 
 
 @dataclass(frozen=True, slots=True)
+class Judged:
+    """A job's verdict, given when its first pod ended; the later members of a gang take it."""
+
+    when: float  # when it was given (how long it is remembered)
+    met: bool
+    ended_at: float
+    succeeded: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     """One running job at one reconcile."""
 
@@ -133,7 +150,7 @@ class Controller:
         # those judged, each with when (kept a while after the job leaves: a member's end can be
         # learnt after its deletion, once the backend has read how it ended).
         self._gangs_seen: dict[GangIncarnation, float] = {}
-        self._judged: dict[GangIncarnation, float] = {}
+        self._judged: dict[GangIncarnation, Judged] = {}
 
     # ----- bounds and node room
     def _bounds(self, pod: PodInfo, node: NodeName | None) -> tuple[float, float]:
@@ -244,7 +261,7 @@ class Controller:
             await self.handle.cluster.emit_event(
                 pod, "Normal", "Rescaled",
                 f"cpu {current:g} -> {choice.cpus:g} before binding, from {basis}: "
-                f"predicted finish {message_time(finish)} vs deadline {message_time(deadline)}",
+                f"{forecast_words(finish, deadline, choice.cpus, now)}",
             )  # fmt: skip
 
     def started(self, pod: PodInfo) -> None:
@@ -304,7 +321,7 @@ class Controller:
             return job
         job.last_rescale = saved.last_rescale
         job.reason = saved.reason
-        job.what = saved.message.partition(":")[0]
+        job.what = saved.what
         model = self.predictor.job(pod.key, total)
         if not model.intervals:
             model.restore(saved.counts)
@@ -490,7 +507,7 @@ class Controller:
         elif need > tick.current:
             target = self._grow(tick, need, grants.given.get(key))
         if target is None:
-            await self._verdict(tick, ON_TRACK_REASON, f"on track at {tick.current:g} CPUs")
+            await self._verdict(tick, ON_TRACK_REASON, "on track")
             return False
         if target > tick.current and not tick.job.at_risk:
             tick.job.at_risk = True
@@ -563,10 +580,11 @@ class Controller:
             what += f", memory -> {change.requests[MEMORY]}"
         if why:
             what += f" {why}"
-        note = f"{what}: predicted finish {message_time(finish)} vs deadline {message_time(tick.deadline)}"
+        self._slack[pod.key] = tick.deadline - finish
+        note = f"{what}: {forecast_words(finish, tick.deadline, target, tick.now)}"
         await self.handle.cluster.emit_event(pod, "Normal", "Rescaled", note)
         job.reason, job.what = reason, what
-        await self._save(tick, finish, force=True)
+        await self._save(tick, finish, cpus=target, force=True)
         return True
 
     async def _verdict(self, tick: Tick, reason: str, what: str) -> None:
@@ -579,8 +597,9 @@ class Controller:
         job.reason, job.what = reason, what
         job.written_finish = math.nan  # the message changes: write it with the next save
 
-    async def _save(self, tick: Tick, finish: float, force: bool = False) -> None:
-        """Write the condition when what it says has changed enough (see the plugin's doc)."""
+    async def _save(self, tick: Tick, finish: float, cpus: float | None = None, force: bool = False) -> None:
+        """Write the conditions when what they say has changed enough (see the plugin's doc);
+        `cpus`: the count the job runs on from now (the tick's unless it was just resized)."""
         job = tick.job
         if not job.reason:
             return
@@ -595,9 +614,18 @@ class Controller:
         if not (force or grown or moved):
             return
         job.written_steps, job.written_finish = measured, finish
-        message = condition_message(job.what, finish, tick.deadline, tick.model.count_stats(), job.last_rescale)
-        status = "False" if job.reason == DEMOTED_REASON else "True"
-        await self.handle.cluster.patch_pod_condition(tick.pod, PodCondition(CONDITION, status, job.reason, message))
+        count = tick.current if cpus is None else cpus
+        known = finish if math.isfinite(finish) else None
+        record = JobRecord(
+            job.reason, job.what, tick.deadline, known, count, job.last_rescale, tick.model.count_stats()
+        )
+        words = f"{job.what}: {forecast_words(known, tick.deadline, count, tick.now)}"
+        late = job.reason == DEMOTED_REASON or (known is not None and known > tick.deadline)
+        await self.handle.cluster.patch_pod_conditions(
+            tick.pod,
+            PodCondition(STATE_CONDITION, "True", job.reason, state_message(record)),
+            PodCondition(CONDITION, "False" if late else "True", job.reason, words),
+        )
 
     def _count_rescale(self, current: float, target: float, ok: bool) -> None:
         self._rescales["up" if target > current else "down", "ok" if ok else "failed"] += 1
@@ -608,9 +636,10 @@ class Controller:
         if not self._gangs_seen and not self._judged:
             return
         live = {job.key for job in self.handle.jobs}
-        for book in (self._gangs_seen, self._judged):
-            for key in [k for k, when in book.items() if k[0] not in live and now - when > GANG_MEMORY_S]:
-                del book[key]
+        for key in [k for k, when in self._gangs_seen.items() if k[0] not in live and now - when > GANG_MEMORY_S]:
+            del self._gangs_seen[key]
+        for key in [k for k, j in self._judged.items() if k[0] not in live and now - j.when > GANG_MEMORY_S]:
+            del self._judged[key]
 
     def forget(self, pod: PodInfo) -> None:
         """Deleted (pending or bound)."""
@@ -620,22 +649,81 @@ class Controller:
         self.predictor.forget(pod.key)
 
     def ended(self, pod: PodInfo) -> None:
-        """A deadline job ended: met if it Succeeded by its deadline, else missed. A gang counts
-        once, by the first member to end (members end one by one, and rank 0 need not be first)."""
+        """A deadline job ended: met if it Succeeded by its deadline, else missed. A gang is
+        judged once, by the first member to end (members end one by one, and rank 0 need not be
+        first); its other members carry the same verdict. A standby judges nothing."""
         self._jobs.pop(pod.key, None)
         self._slack.pop(pod.key, None)
         self.predictor.forget(pod.key)
+        if self.handle.pod_lifecycle.leading:
+            self._judge(pod)
+
+    def taken_over(self, ended: Sequence[PodInfo]) -> None:
+        """A new leader: the verdicts its predecessors wrote count again, and a job that ended
+        while no one led is judged now, from when the kubelet says it finished."""
+        unjudged: list[PodInfo] = []
+        for pod in ended:
+            record = saved_job(pod)
+            if record is None or record.verdict is None:
+                unjudged.append(pod)
+                continue
+            if record.counted:
+                self._deadlines[record.verdict] += 1
+            ref = job_of(pod)
+            if ref is not None and record.ended_at is not None:
+                run = incarnation(pod, ref.key)
+                self._gangs_seen[run] = self.handle.clock.now()
+                self._judged.setdefault(
+                    run, Judged(self.handle.clock.now(), record.verdict == "met", record.ended_at, True)
+                )
+        # In the order they ended: a gang's first member to end judges the job.
+        for pod in sorted(unjudged, key=lambda p: finished_at(p) or self.handle.clock.now()):
+            ref = job_of(pod)
+            if ref is not None and (ref.min_members or self.handle.cluster.job_minimum(ref) or 1) > 1:
+                self._gangs_seen.setdefault(incarnation(pod, ref.key), self.handle.clock.now())
+            self._judge(pod)
+
+    def _judge(self, pod: PodInfo) -> None:
         deadline = deadline_of(pod)
         if deadline is None:
             return
+        now = self.handle.clock.now()
         ref = job_of(pod)
         run = incarnation(pod, ref.key) if ref is not None else None
-        if run is not None and run in self._judged:
-            return
-        if run is not None and run in self._gangs_seen:
-            self._judged[run] = self.handle.clock.now()
-        met = pod.phase == "Succeeded" and self.handle.clock.now() <= deadline
-        self._deadlines["met" if met else "missed"] += 1
+        verdict = self._judged.get(run) if run is not None else None
+        counted = verdict is None
+        if verdict is None:
+            ended_at = finished_at(pod) or now
+            succeeded = pod.phase == "Succeeded"
+            verdict = Judged(now, succeeded and ended_at <= deadline, ended_at, succeeded)
+            self._deadlines["met" if verdict.met else "missed"] += 1
+            if run is not None and run in self._gangs_seen:
+                self._judged[run] = verdict
+        self.handle.tasks.spawn(self._write_verdict(pod, deadline, verdict, counted))
+
+    async def _write_verdict(self, pod: PodInfo, deadline: float, verdict: Judged, counted: bool) -> None:
+        """The final conditions and an event: the verdict outlives this leader and the events."""
+        reason = MET_REASON if verdict.met else MISSED_REASON
+        now = self.handle.clock.now()
+        words = verdict_words(verdict.met, verdict.ended_at, deadline, verdict.succeeded, now)
+        saved = saved_job(pod)
+        record = JobRecord(
+            reason,
+            "met" if verdict.met else "missed",
+            deadline,
+            cpus=saved.cpus if saved is not None else None,
+            last_rescale=saved.last_rescale if saved is not None else -math.inf,
+            counts=saved.counts if saved is not None else (),
+            verdict="met" if verdict.met else "missed",
+            ended_at=verdict.ended_at,
+            counted=counted,
+        )
+        await self.handle.cluster.patch_pod_conditions(
+            pod,
+            PodCondition(STATE_CONDITION, "True", reason, state_message(record)),
+            PodCondition(CONDITION, "True" if verdict.met else "False", reason, words),
+        )
+        await self.handle.cluster.emit_event(pod, "Normal" if verdict.met else "Warning", reason, words)
 
     def metric_families(self) -> list[MetricFamily]:
         rescales: dict[tuple[str, ...], float] = {(d, r): 0.0 for d in ("up", "down") for r in ("ok", "failed")}

@@ -168,7 +168,7 @@ class DeadlineLaxity:
         )
         self._tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", DEMOTED_REASON, note))
         self._tasks.spawn(
-            self.handle.cluster.patch_pod_condition(pod, PodCondition(CONDITION, "False", DEMOTED_REASON, note))
+            self.handle.cluster.patch_pod_conditions(pod, PodCondition(CONDITION, "False", DEMOTED_REASON, note))
         )
 
     def pod_deleted(self, pod: PodInfo) -> None:

@@ -168,7 +168,7 @@ class DefaultPreemption:
                 waiting.reject(NAME, "preempted")
             elif not victim.deleting:
                 message = f"{pod.scheduler_name}: preempting to accommodate a higher priority pod"
-                await cluster.patch_pod_condition(
+                await cluster.patch_pod_conditions(
                     victim, PodCondition("DisruptionTarget", "True", PREEMPTION_BY_SCHEDULER, message)
                 )
                 status = await cluster.delete_preempted(victim)

@@ -297,7 +297,7 @@ class ElasticScale:
             if i == 0:
                 self._tasks.spawn(self.handle.cluster.emit_event(pod, "Normal", ADMITTED_REASON, note))
             condition = PodCondition(CONDITION, "True", ADMITTED_REASON, note)
-            self._tasks.spawn(self.handle.cluster.patch_pod_condition(pod, condition))
+            self._tasks.spawn(self.handle.cluster.patch_pod_conditions(pod, condition))
 
     def _tell_rejected(self, pod: PodInfo, why: str) -> None:
         """Once per pod: the pod passes preEnqueue again after every failed attempt, and each
@@ -314,7 +314,7 @@ class ElasticScale:
         if why:
             self._tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", REJECTED_REASON, note))
         self._tasks.spawn(
-            self.handle.cluster.patch_pod_condition(pod, PodCondition(CONDITION, "False", REJECTED_REASON, note))
+            self.handle.cluster.patch_pod_conditions(pod, PodCondition(CONDITION, "False", REJECTED_REASON, note))
         )
 
     def _waits(self, pod: PodInfo) -> bool:

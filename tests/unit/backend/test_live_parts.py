@@ -444,7 +444,7 @@ async def test_a_new_leader_posts_the_missing_scheduled_events_of_running_and_en
     await backend.start(InvalidPods())
     try:
         # "done" finished before this leader took over: the informer (active pods) never held it.
-        assert await backend.post_missing_scheduled_events(time.time()) == 2
+        assert await backend.post_missing_scheduled_events(time.time(), await backend.ended_pods()) == 2
     finally:
         await backend.stop()
     assert sorted(posted) == ["done Scheduled", "running Scheduled"]

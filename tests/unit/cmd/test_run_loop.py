@@ -11,12 +11,18 @@ class DyingScheduler:
 
     clock: Any = None
 
+    def take_over(self, ended: list[Any]) -> None:
+        pass
+
     async def run(self, stop: asyncio.Event) -> None:
         raise RuntimeError("a bug nobody contained")
 
 
 class Backend:
-    async def post_missing_scheduled_events(self, now: float) -> int:
+    async def ended_pods(self) -> list[Any]:
+        return []
+
+    async def post_missing_scheduled_events(self, now: float, ended: list[Any]) -> int:
         return 0
 
 

@@ -1,4 +1,5 @@
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -9,8 +10,10 @@ from pysched.api.containers import ContainerResize, cpu_resize
 from pysched.api.ids import PodKey
 from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, ROLE_LABEL
 from pysched.api.objects import PodInfo, pod_from_dict
+from pysched.api.times import format_rfc3339
 from pysched.backend.simulated import SimulatedCluster
 from pysched.cmd.metrics import SchedulerMetrics, plugin_metrics
+from pysched.deadline.condition import JobRecord, parse_state, state_message
 from pysched.framework.clock import VirtualClock
 from pysched.framework.cluster import PodCondition
 from pysched.framework.config import ConfigError, parse_config
@@ -20,6 +23,13 @@ from pysched.plugins import default_registry
 from pysched.plugins.autoscale import Autoscale, AutoscaleArgs
 from pysched.plugins.autoscale.tests.profile import pysched_scheduler
 from pysched.testing.scheduler import parse_metrics
+
+
+def state_of(condition: PodCondition) -> JobRecord:
+    record = parse_state(condition.message)
+    assert record is not None, condition.message
+    return record
+
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 KEY = PodKey("default/job")
@@ -64,14 +74,14 @@ class World:
         plugin = self.scheduler.frameworks["pysched"].reconcile[0]
         assert isinstance(plugin, Autoscale)
         self.plugin = plugin
-        self.writes: list[PodCondition] = []  # every condition write, in order
-        patch = self.cluster.patch_pod_condition
+        self.writes: list[JobRecord] = []  # the State of every condition write, in order
+        patch = self.cluster.patch_pod_conditions
 
-        async def counted(pod: PodInfo, condition: PodCondition) -> None:
-            self.writes.append(condition)
-            await patch(pod, condition)
+        async def counted(pod: PodInfo, *conditions: PodCondition) -> None:
+            self.writes.extend(state_of(c) for c in conditions if c.type == "pysched.io/State")
+            await patch(pod, *conditions)
 
-        self.cluster.patch_pod_condition = counted  # type: ignore[method-assign]
+        self.cluster.patch_pod_conditions = counted  # type: ignore[method-assign]
 
     async def submit(self, deadline: str, **notes: str) -> None:
         await self.scheduler.start()
@@ -107,7 +117,10 @@ def test_scale_up_when_at_risk_gradually_then_cooldown() -> None:
     assert world.reasons() == ["DeadlineAtRisk", "Rescaled"]
     assert "6 CPUs needed" in world.cluster.events[-2].note or "5 CPUs needed" in world.cluster.events[-2].note
     condition = world.cluster.conditions[KEY]["pysched.io/Deadline"]
-    assert condition.reason == "Rescaled" and "cpu 2 -> 4" in condition.message and "lastRescale=" in condition.message
+    assert condition.reason == "Rescaled" and condition.message.startswith("cpu 2 -> 4: finishes in ")
+    assert condition.message.endswith(" before the deadline, at 4 CPUs") and condition.status == "True"
+    state = state_of(world.cluster.conditions[KEY]["pysched.io/State"])
+    assert state.reason == "Rescaled" and state.cpus == 4 and state.last_rescale == world.clock.now()
 
     async def later() -> None:
         await world.progress(900, 60)  # within the cooldown: no decision
@@ -193,21 +206,26 @@ def test_a_running_pods_malformed_progress_is_warned_about_once() -> None:
 
 
 def test_a_new_leader_keeps_the_cooldown_from_the_condition() -> None:
-    async def run(message: str) -> int:
+    async def run(message: str, kind: str = "pysched.io/Deadline") -> int:
         world = World()
         await world.scheduler.start()
         notes = {"pysched.io/deadline": "20m", "pysched.io/total-steps": "10000"}
         raw: dict[str, Any] = pod_dict("job", cpu="2", created=T0, annotations=notes, scheduler_name="pysched")
         raw["spec"]["nodeName"] = "n"
         raw.setdefault("status", {})["conditions"] = [
-            {"type": "pysched.io/Deadline", "status": "True", "reason": "Rescaled", "message": message}
+            {"type": kind, "status": "True", "reason": "Rescaled", "message": message}
         ]
         world.cluster.create_pod(raw)
         await world.progress(0, 60)
         await world.progress(300, 60)
         return world.cpu()
 
-    assert asyncio.run(run(f"cpu 1 -> 2: ...; lastRescale={T0 + 100:.0f}")) == 2000  # rescaled 20 s ago
+    # What this version writes: the State condition.
+    state = JobRecord("Rescaled", "cpu 1 -> 2", T0 + 1200, last_rescale=T0 + 100)
+    assert asyncio.run(run(state_message(state), "pysched.io/State")) == 2000  # rescaled 20 s ago
+    assert asyncio.run(run(state_message(dataclasses.replace(state, last_rescale=0)), "pysched.io/State")) == 4000
+    # What the previous version wrote into the Deadline message.
+    assert asyncio.run(run(f"cpu 1 -> 2: ...; lastRescale={T0 + 100:.0f}")) == 2000
     assert asyncio.run(run("cpu 1 -> 2: ...; lastRescale=0")) == 4000
 
 
@@ -264,20 +282,22 @@ def test_cpu_resize_keeps_the_ratio() -> None:
     assert cpu_resize(pod({"requests": {"cpu": "1"}}), "other", 2000) == ContainerResize({"cpu": "2"})
 
 
+async def _ended(deadline: str, phase: str, late: float = 0.0) -> World:
+    """A job that reported progress once, then ended `late` seconds later in `phase`."""
+    world = World()
+    await world.submit(deadline)
+    await world.progress(300, 60)
+    world.clock.advance(late)
+    world.cluster.finish_pod(KEY, phase)
+    await world.scheduler.run_until_idle()
+    return world
+
+
 def test_metrics_count_rescales_slack_and_deadlines_met_and_missed() -> None:
     def scrape(world: World) -> dict[str, float]:
         metrics = SchedulerMetrics()
         metrics.add_source(lambda: plugin_metrics(world.scheduler))
         return parse_metrics(metrics.render().decode())
-
-    async def run(deadline: str, phase: str, late: float = 0.0) -> World:
-        world = World()
-        await world.submit(deadline)
-        await world.progress(300, 60)
-        world.clock.advance(late)
-        world.cluster.finish_pod(KEY, phase)
-        await world.scheduler.run_until_idle()
-        return world
 
     at_risk = World()
 
@@ -288,20 +308,21 @@ def test_metrics_count_rescales_slack_and_deadlines_met_and_missed() -> None:
     asyncio.run(slack())
     seen = scrape(at_risk)
     labels = 'namespace="default",pod="job",profile="pysched"'  # sorted, as exposed
-    # 300 steps a minute on 2 CPUs: ~1,940 s left, 1,140 s to the deadline.
-    assert -900 < seen[f"pysched_autoscale_predicted_slack_seconds{{{labels}}}"] < -700
+    # 300 steps a minute on 2 CPUs: ~1,940 s left, 1,140 s to the deadline (about -800 s of slack).
+    # The rescale to 4 CPUs that followed is the slack's from then on: just inside the deadline.
+    assert 0 < seen[f"pysched_autoscale_predicted_slack_seconds{{{labels}}}"] < 200
     assert seen['pysched_autoscale_rescales_total{direction="up",profile="pysched",result="ok"}'] == 1
     assert seen['pysched_autoscale_rescales_total{direction="down",profile="pysched",result="ok"}'] == 0
     assert seen['pysched_deadlines_total{profile="pysched",result="met"}'] == 0
 
-    roomy = scrape(asyncio.run(run("10h", "Succeeded")))
+    roomy = scrape(asyncio.run(_ended("10h", "Succeeded")))
     assert roomy['pysched_autoscale_rescales_total{direction="down",profile="pysched",result="ok"}'] == 1
     assert roomy['pysched_deadlines_total{profile="pysched",result="met"}'] == 1
     assert roomy['pysched_deadlines_total{profile="pysched",result="missed"}'] == 0
     assert not any(k.startswith("pysched_autoscale_predicted_slack_seconds{") for k in roomy)  # ended: gone
-    late = scrape(asyncio.run(run("20m", "Succeeded", late=3600)))
+    late = scrape(asyncio.run(_ended("20m", "Succeeded", late=3600)))
     assert late['pysched_deadlines_total{profile="pysched",result="missed"}'] == 1
-    failed = scrape(asyncio.run(run("10h", "Failed")))
+    failed = scrape(asyncio.run(_ended("10h", "Failed")))
     assert failed['pysched_deadlines_total{profile="pysched",result="missed"}'] == 1
     assert failed['pysched_deadlines_total{profile="pysched",result="met"}'] == 0
 
@@ -328,8 +349,8 @@ def test_a_new_leader_resumes_the_fitted_model_and_predicted_finish_from_the_con
 
     old = asyncio.run(first())
     assert old.cpu() == 4000
-    saved = old.cluster.conditions[KEY]["pysched.io/Deadline"]
-    assert "measured 2 CPUs" in saved.message and "4 CPUs" in saved.message  # the new count's speed was written
+    saved = old.cluster.conditions[KEY]["pysched.io/State"]
+    assert [c.cpus for c in state_of(saved).counts] == [2, 4]  # the new count's speed was written
     old_model = old.plugin.predictor.get(KEY)
     assert old_model is not None
     old_fit = old_model.speed()
@@ -378,9 +399,10 @@ def test_the_condition_is_rewritten_only_when_what_it_says_changes_enough() -> N
     world = asyncio.run(run())
     assert world.cpu() == 2000
     # First OnTrack, then each time the measured steps double: 30 reconciles, a handful of writes.
-    assert 2 <= len(world.writes) <= 6, [w.message for w in world.writes]
+    assert 2 <= len(world.writes) <= 6, world.writes
     assert all(w.reason == "OnTrack" for w in world.writes)
-    assert "measured 2 CPUs 0.200" in world.writes[-1].message  # what a new leader would restore
+    measured = world.writes[-1].counts  # what a new leader would restore
+    assert [c.cpus for c in measured] == [2] and measured[0].step_seconds == pytest.approx(0.2, rel=1e-3)
 
     async def moved(steps: int) -> World:
         world = World()
@@ -393,7 +415,7 @@ def test_the_condition_is_rewritten_only_when_what_it_says_changes_enough() -> N
     assert len(asyncio.run(moved(540)).writes) == 1
     # Half a step a second: the finish moves by ~25 minutes, which users should read.
     slowed = asyncio.run(moved(330)).writes
-    assert len(slowed) == 2 and slowed[0].message != slowed[1].message
+    assert len(slowed) == 2 and slowed[0].finish != slowed[1].finish
 
 
 def test_a_pending_job_is_sized_from_the_profile_prior_before_binding() -> None:
@@ -601,3 +623,71 @@ def test_a_gangs_workers_scale_together_from_rank_0s_progress_and_the_server_kee
     asyncio.run(finish())
     (deadlines,) = [f for f in world.plugin.metric_families() if f.name == "pysched_deadlines"]
     assert deadlines.values == {("met",): 1.0, ("missed",): 0.0}  # the job once, not once per pod
+
+    # Every member carries the job's verdict; one of them (the first to end) counts it.
+    states = {key: state_of(world.cluster.conditions[key]["pysched.io/State"]) for key in world.cluster.pods}
+    assert {s.verdict for s in states.values()} == {"met"} and [k for k, s in states.items() if s.counted] == [rank0]
+    reasons = {world.cluster.conditions[key]["pysched.io/Deadline"].reason for key in world.cluster.pods}
+    assert reasons == {"DeadlineMet"}
+
+    # A new leader counts the job once again from what the pods say, and writes nothing.
+    leader = World(node_cpu="32")
+    leader.scheduler.take_over(list(world.cluster.pods.values()))
+    (rebuilt,) = [f for f in leader.plugin.metric_families() if f.name == "pysched_deadlines"]
+    assert rebuilt.values == {("met",): 1.0, ("missed",): 0.0} and leader.writes == []
+
+
+def test_a_job_that_ends_gets_a_verdict_condition_and_event_saying_by_how_much() -> None:
+    met = asyncio.run(_ended("10h", "Succeeded"))
+    condition = met.cluster.conditions[KEY]["pysched.io/Deadline"]
+    assert (condition.status, condition.reason) == ("True", "DeadlineMet")
+    assert condition.message.startswith("met: finished 9h 59m before the deadline (")
+    state = state_of(met.cluster.conditions[KEY]["pysched.io/State"])
+    assert (state.verdict, state.ended_at, state.counted, state.deadline) == ("met", met.clock.now(), True, T0 + 36000)
+    assert state.counts  # what was measured stays with the verdict
+    (event,) = [e for e in met.cluster.events if e.reason == "DeadlineMet"]
+    assert event.type == "Normal" and event.note == condition.message
+
+    late = asyncio.run(_ended("20m", "Succeeded", late=3600))
+    condition = late.cluster.conditions[KEY]["pysched.io/Deadline"]
+    assert (condition.status, condition.reason) == ("False", "DeadlineMissed")
+    assert condition.message.startswith("missed: finished 41m after the deadline (")
+    assert [e.type for e in late.cluster.events if e.reason == "DeadlineMissed"] == ["Warning"]
+
+    failed = asyncio.run(_ended("10h", "Failed"))
+    condition = failed.cluster.conditions[KEY]["pysched.io/Deadline"]
+    assert condition.reason == "DeadlineMissed" and condition.message.startswith("missed: failed 9h 59m before")
+
+
+def test_a_standby_judges_nothing_and_a_new_leader_judges_what_ended_meanwhile() -> None:
+    async def run() -> tuple[World, list[PodInfo]]:
+        world = World()
+        await world.submit("10h")
+        world.scheduler.frameworks["pysched"].handle.pod_lifecycle.leading = False  # as `pysched run` builds a standby
+        await world.progress(300, 60)
+        world.cluster.finish_pod(KEY, "Succeeded")
+        await world.scheduler.run_until_idle()
+        assert world.writes == [] or all(w.verdict is None for w in world.writes)
+        assert "DeadlineMet" not in world.reasons()
+        # Another job a previous leader judged, then this one takes over.
+        notes = {"pysched.io/deadline": "1h", "pysched.io/total-steps": "10"}
+        judged = pod_dict("old", cpu="1", created=T0, annotations=notes, node_name="n")
+        judged.setdefault("status", {})["phase"] = "Succeeded"
+        record = JobRecord("DeadlineMissed", "missed", T0 + 3600, verdict="missed", ended_at=T0 + 4000, counted=True)
+        judged["status"]["conditions"] = [
+            {"type": "pysched.io/State", "status": "True", "message": state_message(record)}
+        ]
+        finished = {"name": "main", "state": {"terminated": {"finishedAt": format_rfc3339(world.clock.now())}}}
+        world.cluster.set_status(KEY, {**world.cluster.pods[KEY].raw["status"], "containerStatuses": [finished]})
+        ended = [world.cluster.pods[KEY], pod_from_dict(judged)]
+        world.clock.advance(600)  # the kubelet's finish is what counts, not when a leader learns it
+        world.scheduler.take_over(ended)
+        await world.scheduler.run_until_idle()
+        return world, ended
+
+    world, _ = asyncio.run(run())
+    (deadlines,) = [f for f in world.plugin.metric_families() if f.name == "pysched_deadlines"]
+    assert deadlines.values == {("met",): 1.0, ("missed",): 1.0}
+    condition = world.cluster.conditions[KEY]["pysched.io/Deadline"]
+    assert condition.reason == "DeadlineMet" and "9h 59m before the deadline" in condition.message
+    assert PodKey("default/old") not in world.cluster.conditions  # judged already: not written again

@@ -60,9 +60,10 @@ class CountingCluster(SimulatedCluster):
             return self.failure
         return await super().scale_job(job, workers)
 
-    async def patch_pod_condition(self, pod: PodInfo, condition: PodCondition) -> None:
-        self.condition_writes[(pod.key, condition.reason)] += 1
-        await super().patch_pod_condition(pod, condition)
+    async def patch_pod_conditions(self, pod: PodInfo, *conditions: PodCondition) -> None:
+        for condition in conditions:
+            self.condition_writes[(pod.key, condition.reason)] += 1
+        await super().patch_pod_conditions(pod, *conditions)
 
 
 PLUGINS: list[ElasticScale] = []  # the plugin of each replay, last one last
@@ -121,7 +122,7 @@ def test_a_job_that_would_make_an_admitted_one_miss_is_rejected_and_runs_best_ef
     assert "earliest finish" in rejected[0].note and rejected[0].note.endswith("runs as best-effort")
     assert result.deadline_met == 1 and result.unfinished == 0  # the second still ran, after the first
     condition = cluster.conditions[rejected[0].pod]["pysched.io/Deadline"]
-    assert condition.reason == REJECTED
+    assert (condition.status, condition.reason) == ("False", "DeadlineMissed")  # the verdict, once it ended
     # Written once, though the first member (never removed by a scale) came back through
     # preEnqueue after each of its failed attempts.
     assert cluster.condition_writes[(rejected[0].pod, "Unschedulable")] >= 2
@@ -182,8 +183,9 @@ def test_with_wait_a_job_not_admitted_is_held_back_and_admitted_once_the_plan_ha
     assert rejected[0].note.endswith("waits until it can be admitted")
     admitted = [e for e in cluster.events if e.reason == "DeadlineAdmitted"]
     assert [e.pod for e in admitted] == ["sim/second"]
+    assert cluster.condition_writes[("sim/second", "DeadlineAdmitted")] == 1
     condition = cluster.conditions["sim/second"]["pysched.io/Deadline"]  # type: ignore[index]
-    assert (condition.status, condition.reason) == ("True", "DeadlineAdmitted")
+    assert (condition.status, condition.reason) == ("True", "DeadlineMet")  # the verdict, once it ended
     assert result.deadline_met == 2 and result.unfinished == 0
 
 

@@ -1,0 +1,159 @@
+"""Deadline verdicts against the real apiserver: the leader writes `DeadlineMet` / `DeadlineMissed`
+on a pod that ended, a standby writes nothing and counts nothing, and a replica that takes over
+counts the verdicts it finds and judges the job that ended while no replica led."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import pytest
+
+from pysched.api.ids import PodKey
+from pysched.api.times import format_rfc3339
+from pysched.backend.live.client import connect
+from pysched.backend.live.cluster import LiveCluster, LiveOptions
+from pysched.framework.clock import WallClock
+from pysched.framework.config import parse_config
+from pysched.plugins import default_registry
+from pysched.plugins.autoscale import Autoscale
+from pysched.scheduler.scheduler import Scheduler
+from pysched.testing import KubeAPI, LocalControlPlane
+from pysched.testing.helpers import condition, eventually, fake_node, make_pod
+from pysched.testing.kube import JSON
+
+pytestmark = pytest.mark.integration
+
+
+def profile(name: str) -> dict[str, Any]:
+    plugins = {
+        "queueSort": [{"name": "DeadlineLaxity"}],
+        "filter": [{"name": "NodeAffinity"}, {"name": "NodeResourcesFit"}],
+        "bind": [{"name": "DefaultBinder"}],
+        "postBind": [{"name": "Autoscale"}],
+        "reconcile": [{"name": "Autoscale"}],
+    }
+    return {"profiles": [{"schedulerName": name, "plugins": plugins}]}
+
+
+class Replica:
+    """A `pysched run` process's worth, built as a standby: it leads from `take_over` on."""
+
+    def __init__(self, control_plane: LocalControlPlane, name: str) -> None:
+        self.control_plane, self.name = control_plane, name
+        self.stop = asyncio.Event()
+        self.loop: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        registry = default_registry()
+        self.client = await connect(str(self.control_plane.kubeconfig_path), qps=100, burst=100)
+        self.backend = LiveCluster(self.client, LiveOptions(scheduler_names=frozenset({self.name})))
+        config = parse_config(profile(self.name), "test", registry)
+        self.scheduler = Scheduler(config, self.backend, WallClock(), registry, standby=True)
+        await self.scheduler.start()
+        (plugin,) = self.scheduler.frameworks[self.name].reconcile
+        assert isinstance(plugin, Autoscale)
+        self.autoscale = plugin
+
+    async def lead(self) -> None:
+        """What `pysched run` does once it holds the Lease."""
+        self.scheduler.take_over(await self.backend.ended_pods())
+        self.loop = asyncio.create_task(self.scheduler.run(self.stop, idle_poll=0.05))
+
+    def verdicts(self) -> dict[str, float]:
+        (family,) = [f for f in self.autoscale.metric_families() if f.name == "pysched_deadlines"]
+        return {key[0]: value for key, value in family.values.items()}
+
+    async def close(self) -> None:
+        self.stop.set()
+        if self.loop is not None:
+            await self.loop
+        await self.scheduler.stop()
+        await self.backend.stop()
+        await self.client.close()
+
+
+def _end(kube: KubeAPI, namespace: str, name: str, finished: float) -> None:
+    """What a kubelet writes when the pod's only container exits 0."""
+    terminated = {"exitCode": 0, "reason": "Completed", "startedAt": format_rfc3339(finished - 60),
+                  "finishedAt": format_rfc3339(finished)}  # fmt: skip
+    status = {
+        "phase": "Succeeded",
+        "containerStatuses": [
+            {"name": "main", "image": "trainer", "imageID": "", "ready": False, "restartCount": 0,
+             "state": {"terminated": terminated}},
+        ],
+    }  # fmt: skip
+    kube.patch(kube.pod_path(namespace, name, "status"), {"status": status})
+
+
+def _state(pod: JSON) -> dict[str, Any]:
+    found = condition(pod, "pysched.io/State")
+    return json.loads(found["message"]) if found else {}
+
+
+async def test_verdicts_are_written_by_the_leader_and_rebuilt_by_the_next(
+    control_plane: LocalControlPlane, kube: KubeAPI, namespace: str
+) -> None:
+    name = f"verdicts-{namespace}"
+    node = await asyncio.to_thread(fake_node, kube, f"{namespace}-n0")
+    notes = {"pysched.io/deadline": "40m", "pysched.io/total-steps": "10000"}
+    pinned = {"nodeSelector": {"kubernetes.io/hostname": node}}  # the control plane is shared
+    first, second = Replica(control_plane, name), Replica(control_plane, name)
+    try:
+        await first.start()
+        await first.lead()
+        await second.start()  # a standby: its informers run, it judges nothing
+        for pod in ("early", "late"):
+            raw = make_pod(pod, cpu="100m", scheduler=name, annotations=notes)
+            raw["spec"].update(pinned)
+            await asyncio.to_thread(kube.create_pod, namespace, raw)
+
+        def bound() -> bool:
+            return all(kube.get_pod(namespace, pod)["spec"].get("nodeName") for pod in ("early", "late"))
+
+        await eventually(bound, "both bound")
+
+        ended_at = time.time()
+        await asyncio.to_thread(_end, kube, namespace, "early", ended_at)
+
+        def judged() -> bool:
+            return bool(_state(kube.get_pod(namespace, "early")).get("verdict"))
+
+        await eventually(judged, "the leader's verdict on early")
+        early = kube.get_pod(namespace, "early")
+        verdict = condition(early, "pysched.io/Deadline")
+        assert verdict is not None and (verdict["status"], verdict["reason"]) == ("True", "DeadlineMet")
+        assert verdict["message"].startswith("met: finished 39m before the deadline ("), verdict["message"]
+        state = _state(early)
+        assert (state["verdict"], state["counted"], state["endedAt"]) == ("met", True, format_rfc3339(ended_at))
+        assert first.verdicts() == {"met": 1, "missed": 0}
+        await eventually(lambda: PodKey(f"{namespace}/early") not in second.backend.pods, "the standby saw it end")
+        assert second.verdicts() == {"met": 0, "missed": 0}  # a standby counts nothing
+        await first.close()  # the leader dies; "late" ends while nobody leads, two hours late
+
+        await asyncio.to_thread(_end, kube, namespace, "late", ended_at + 7200)
+        await eventually(lambda: PodKey(f"{namespace}/late") not in second.backend.pods, "the standby saw it end")
+        assert not _state(kube.get_pod(namespace, "late")) and second.verdicts() == {"met": 0, "missed": 0}
+
+        await second.lead()
+        assert second.verdicts() == {"met": 1, "missed": 1}  # early's verdict found, late's given now
+        await eventually(lambda: bool(_state(kube.get_pod(namespace, "late")).get("verdict")), "late judged")
+        late = kube.get_pod(namespace, "late")
+        missed = condition(late, "pysched.io/Deadline")
+        assert missed is not None and (missed["status"], missed["reason"]) == ("False", "DeadlineMissed")
+        assert missed["message"].startswith("missed: finished 1h 20m after the deadline"), missed["message"]
+        notes_seen = [
+            e["note"] for e in kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
+            if e["reason"] == "DeadlineMissed"
+        ]  # fmt: skip
+        assert notes_seen == [missed["message"]]
+    finally:
+        for replica in (first, second):
+            if hasattr(replica, "scheduler") and not replica.stop.is_set():
+                await replica.close()
+        for pod in ("early", "late"):
+            await asyncio.to_thread(kube.force_delete_pod, namespace, pod)
+        await asyncio.to_thread(kube.delete, f"/api/v1/nodes/{node}")
