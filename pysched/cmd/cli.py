@@ -1,4 +1,4 @@
-"""The `pysched` command: simulate, bench, run, dev-cluster, version.
+"""The `pysched` command: simulate, bench, run, status, explain, dev-cluster, version (also `kubectl pysched`).
 
 Bad input ends with one line on stderr and exit code 2.
 """
@@ -138,6 +138,47 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from pysched.cmd.status import StatusError, context_namespace, default_kubeconfig, status
+
+    problem = first_problem(
+        number_problem("--interval", args.interval, 0.5, 3600),
+        "--namespace and --all-namespaces exclude each other" if args.namespace and args.all_namespaces else None,
+    )
+    if problem:
+        return _fail(problem)
+    kubeconfig = args.kubeconfig or default_kubeconfig()
+    if kubeconfig and not Path(kubeconfig).is_file():
+        return bad_input("pysched status", f"kubeconfig {kubeconfig}: no such file")
+    namespace = None if args.all_namespaces else args.namespace or context_namespace(kubeconfig, args.context)
+    schedulers = frozenset(args.scheduler or ("pysched",))
+    try:
+        return asyncio.run(
+            status(kubeconfig, args.context, namespace, schedulers, args.output, args.interval if args.watch else None)
+        )
+    except StatusError as err:
+        return bad_input("pysched status", str(err))
+    except KeyboardInterrupt:
+        return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from pysched.cmd.status import StatusError, context_namespace, default_kubeconfig, explain
+
+    kubeconfig = args.kubeconfig or default_kubeconfig()
+    if kubeconfig and not Path(kubeconfig).is_file():
+        return bad_input("pysched explain", f"kubeconfig {kubeconfig}: no such file")
+    namespace = args.namespace or context_namespace(kubeconfig, args.context)
+    try:
+        return asyncio.run(explain(kubeconfig, args.context, namespace, args.pod))
+    except StatusError as err:
+        return bad_input("pysched explain", str(err))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="pysched", description="Deadline-aware scheduler and autoscaler for training jobs on Kubernetes."
@@ -216,6 +257,33 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", metavar="OUT")
     bench.set_defaults(func=cmd_bench)
 
+    status = sub.add_parser(
+        "status", help="one row per training job: progress, predicted finish, deadline, slack, state (reads the API)"
+    )
+    status.add_argument("--kubeconfig", metavar="FILE", help="default: $KUBECONFIG, ~/.kube/config, else in-cluster")
+    status.add_argument("--context", help="kubeconfig context (default: the current one)")
+    status.add_argument("-n", "--namespace", help="the namespace (default: the context's, else default)")
+    status.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    status.add_argument(
+        "-o", "--output", choices=("table", "wide", "json", "yaml"), default="table", help="format (default table)"
+    )
+    status.add_argument("-w", "--watch", action="store_true", help="print again every --interval seconds")
+    status.add_argument("--interval", type=float, default=5.0, metavar="SECONDS", help="for --watch (default 5)")
+    status.add_argument(
+        "--scheduler", action="append", metavar="NAME",
+        help="the schedulerName of pysched's pods; repeatable (default pysched)",
+    )  # fmt: skip
+    status.set_defaults(func=cmd_status)
+
+    explain = sub.add_parser(
+        "explain", help="the decision history of a pod's job: its conditions, measured speed and events"
+    )
+    explain.add_argument("pod", metavar="POD", help="any pod of the job")
+    explain.add_argument("--kubeconfig", metavar="FILE", help="default: $KUBECONFIG, ~/.kube/config, else in-cluster")
+    explain.add_argument("--context", help="kubeconfig context (default: the current one)")
+    explain.add_argument("-n", "--namespace", help="the pod's namespace (default: the context's, else default)")
+    explain.set_defaults(func=cmd_explain)
+
     from pysched.cmd.devcluster import register
 
     register(cast("argparse._SubParsersAction[argparse.ArgumentParser]", sub))
@@ -235,6 +303,11 @@ def main(argv: list[str] | None = None) -> int:
         configure_logging("auto", "warning")
     code: int = args.func(args)
     return code
+
+
+def kubectl_main() -> int:
+    """`kubectl pysched ...` (kubectl runs `kubectl-pysched` from PATH with the rest of the line)."""
+    return main(sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -9,9 +9,10 @@ admitted) and once it missed. Its reason says what pysched last did or concluded
     on track: finishes in 18m (07:33 UTC), 10m before the deadline, at 2 CPUs
 
 `pysched.io/State` is for programs (a new leader, `pysched status`): status True, the same reason,
-and as message one versioned JSON object (`state_message`): the predicted finish, the deadline,
-the CPUs, the last rescale (the cooldown), the speed measured per CPU count (the fitted model
-rests on it; `JobModel.restore` takes it back) and, once the job ended, its verdict. A leader of
+and as message one versioned JSON object (`state_message`): the predicted finish and its standard
+deviation, the deadline, the CPUs, the last rescale (the cooldown), the speed measured per CPU
+count (the fitted model rests on it; `JobModel.restore` takes it back) and, once the job ended,
+its verdict. A leader of
 the previous version kept that state in the Deadline message itself; it is still read back.
 """
 
@@ -113,6 +114,7 @@ class JobRecord:
     verdict: str | None = None  # "met" / "missed" once the job ended
     ended_at: float | None = None
     counted: bool = False  # this pod carries its job's verdict in pysched_deadlines_total (a gang's first to end)
+    finish_sigma: float | None = None  # seconds: one standard deviation of the predicted finish
 
 
 def _time_or_none(t: float | None) -> str | None:
@@ -130,6 +132,7 @@ def state_message(record: JobRecord) -> str:
         "finish": _time_or_none(record.finish),
         "cpus": record.cpus,
         "lastRescale": _time_or_none(record.last_rescale),
+        "finishSigmaSeconds": None if record.finish_sigma is None else round(record.finish_sigma, 1),
         "measured": [
             {
                 "cpus": s.cpus,
@@ -196,6 +199,7 @@ def parse_state(message: str) -> JobRecord | None:
         verdict=verdict,
         ended_at=_time_field(body, "endedAt"),
         counted=body.get("counted") is True,
+        finish_sigma=_number(body.get("finishSigmaSeconds")),
     )
 
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 import pytest
 
 from pysched.api.ids import PodKey
-from pysched.api.times import format_rfc3339
+from pysched.api.times import format_rfc3339, parse_rfc3339
 from pysched.backend.live.client import connect
 from pysched.backend.live.cluster import LiveCluster, LiveOptions
+from pysched.cmd.cli import main
 from pysched.framework.clock import WallClock
 from pysched.framework.config import parse_config
 from pysched.plugins import default_registry
@@ -95,7 +95,7 @@ def _state(pod: JSON) -> dict[str, Any]:
 
 
 async def test_verdicts_are_written_by_the_leader_and_rebuilt_by_the_next(
-    control_plane: LocalControlPlane, kube: KubeAPI, namespace: str
+    control_plane: LocalControlPlane, kube: KubeAPI, namespace: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     name = f"verdicts-{namespace}"
     node = await asyncio.to_thread(fake_node, kube, f"{namespace}-n0")
@@ -116,7 +116,10 @@ async def test_verdicts_are_written_by_the_leader_and_rebuilt_by_the_next(
 
         await eventually(bound, "both bound")
 
-        ended_at = time.time()
+        # Ends as the kubelet says (whole seconds): 30 minutes after creation, 10 before the deadline.
+        created = {pod: parse_rfc3339(kube.get_pod(namespace, pod)["metadata"]["creationTimestamp"]) or 0.0
+                   for pod in ("early", "late")}  # fmt: skip
+        ended_at = created["early"] + 1800
         await asyncio.to_thread(_end, kube, namespace, "early", ended_at)
 
         def judged() -> bool:
@@ -126,7 +129,7 @@ async def test_verdicts_are_written_by_the_leader_and_rebuilt_by_the_next(
         early = kube.get_pod(namespace, "early")
         verdict = condition(early, "pysched.io/Deadline")
         assert verdict is not None and (verdict["status"], verdict["reason"]) == ("True", "DeadlineMet")
-        assert verdict["message"].startswith("met: finished 39m before the deadline ("), verdict["message"]
+        assert verdict["message"].startswith("met: finished 10m before the deadline ("), verdict["message"]
         state = _state(early)
         assert (state["verdict"], state["counted"], state["endedAt"]) == ("met", True, format_rfc3339(ended_at))
         assert first.verdicts() == {"met": 1, "missed": 0}
@@ -134,7 +137,7 @@ async def test_verdicts_are_written_by_the_leader_and_rebuilt_by_the_next(
         assert second.verdicts() == {"met": 0, "missed": 0}  # a standby counts nothing
         await first.close()  # the leader dies; "late" ends while nobody leads, two hours late
 
-        await asyncio.to_thread(_end, kube, namespace, "late", ended_at + 7200)
+        await asyncio.to_thread(_end, kube, namespace, "late", created["late"] + 2400 + 4800)
         await eventually(lambda: PodKey(f"{namespace}/late") not in second.backend.pods, "the standby saw it end")
         assert not _state(kube.get_pod(namespace, "late")) and second.verdicts() == {"met": 0, "missed": 0}
 
@@ -150,6 +153,21 @@ async def test_verdicts_are_written_by_the_leader_and_rebuilt_by_the_next(
             if e["reason"] == "DeadlineMissed"
         ]  # fmt: skip
         assert notes_seen == [missed["message"]]
+        # What an operator reads, from the API alone.
+        status = ["status", "--kubeconfig", str(control_plane.kubeconfig_path), "-n", namespace, "--scheduler", name]
+        assert await asyncio.to_thread(main, [*status, "-o", "json"]) == 0
+        rows = json.loads(capsys.readouterr().out)["jobs"]
+        assert [(r["job"], r["state"]) for r in rows] == [("late", "Missed"), ("early", "Met")]  # tightest first
+        assert (rows[0]["slack"], rows[1]["slack"]) == (-4800, 600)
+        assert await asyncio.to_thread(main, status) == 0
+        table = capsys.readouterr().out
+        assert "DeadlineMissed: missed: finished 1h 20m after the deadline" in table
+        explain = ["explain", "late", "--kubeconfig", str(control_plane.kubeconfig_path), "-n", namespace]
+        assert await asyncio.to_thread(main, explain) == 0
+        history = capsys.readouterr().out.splitlines()
+        events = history[history.index("Events:") + 1 :]
+        assert [line.split()[3] for line in events] == ["Scheduled:", "DeadlineMissed:"], history  # oldest first
+        assert "  DeadlineMissed (False): missed: finished 1h 20m after the deadline" in "\n".join(history)
     finally:
         for replica in (first, second):
             if hasattr(replica, "scheduler") and not replica.stop.is_set():

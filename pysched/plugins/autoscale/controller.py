@@ -616,9 +616,12 @@ class Controller:
         job.written_steps, job.written_finish = measured, finish
         count = tick.current if cpus is None else cpus
         known = finish if math.isfinite(finish) else None
+        estimate = tick.model.step_and_sigma(count)
+        sigma = (known - tick.now) * estimate[1] if known is not None and estimate is not None else None
         record = JobRecord(
-            job.reason, job.what, tick.deadline, known, count, job.last_rescale, tick.model.count_stats()
-        )
+            job.reason, job.what, tick.deadline, known, count, job.last_rescale, tick.model.count_stats(),
+            finish_sigma=sigma,
+        )  # fmt: skip
         words = f"{job.what}: {forecast_words(known, tick.deadline, count, tick.now)}"
         late = job.reason == DEMOTED_REASON or (known is not None and known > tick.deadline)
         await self.handle.cluster.patch_pod_conditions(

@@ -55,7 +55,7 @@ def test_a_verdict_says_by_how_much() -> None:
 
 def test_the_state_round_trips_keeping_the_longest_measured_counts() -> None:
     counts = tuple(CountStats(float(c), 0.5 / c, 0.031, 100.0 * c, 200.0 * c * c, 3) for c in (1, 2, 3, 4, 8))
-    record = JobRecord("Rescaled", "cpu 4 -> 8", NOW + 3600, NOW + 1800, 8.0, NOW - 60, counts)
+    record = JobRecord("Rescaled", "cpu 4 -> 8", NOW + 3600, NOW + 1800, 8.0, NOW - 60, counts, finish_sigma=42.04)
     message = state_message(record)
     assert json.loads(message)["version"] == 1 and len(message) < 1000
     back = parse_state(message)
@@ -65,7 +65,7 @@ def test_the_state_round_trips_keeping_the_longest_measured_counts() -> None:
     )  # fmt: skip
     assert [c.cpus for c in back.counts] == [2, 3, 4, 8]  # the four with the most measured time
     assert back.counts[-1].step_seconds == 0.0625 and back.counts[-1].rel_sigma == 0.031
-    assert back.verdict is None and not back.counted
+    assert back.verdict is None and not back.counted and back.finish_sigma == 42.0
     judged = JobRecord("DeadlineMet", "met", NOW, verdict="met", ended_at=NOW - 5, counted=True)
     again = parse_state(state_message(judged))
     assert again is not None and (again.verdict, again.ended_at, again.counted) == ("met", NOW - 5, True)

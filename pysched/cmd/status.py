@@ -1,0 +1,401 @@
+"""`pysched status`: one row per training job, read from the API alone (no scheduler needs to run);
+`pysched explain POD`: the decision history of the pod's job.
+
+A job's pods are grouped as the scheduler groups them (`api.jobs.job_of`; a pod in no job is a
+job of one). What pysched concluded comes from the pods' `pysched.io/Deadline` and
+`pysched.io/State` conditions, the rest from the pods themselves:
+
+    Met / Missed   a member carries the job's verdict
+    Rejected       not admitted (the plan could not fit it without making an admitted job miss)
+    Infeasible     demoted: no size meets the deadline; it runs as best-effort
+    Succeeded      every member ended (Failed: one failed) with no verdict (a profile that judges none)
+    BestEffort     no deadline
+    Pending        not every member is bound yet
+    Rescaling      a member's resize is asked for and not yet actuated by the kubelet
+    AtRisk         predicted to miss at what it has (Deadline False)
+    OnTrack        predicted to finish in time (Deadline True)
+    Running        bound, nothing predicted yet (no progress reported)
+
+Rows are sorted by slack (deadline minus predicted finish, or minus the end once judged), the
+tightest first; jobs without a deadline last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pysched.api.annotations import deadline_of, progress_of, total_steps_of
+from pysched.api.containers import actual_cpus, container_cpus, container_names
+from pysched.api.inputs import load_yaml
+from pysched.api.jobs import job_of
+from pysched.api.objects import MALFORMED, PodInfo, pod_from_dict
+from pysched.api.resources import GPU
+from pysched.api.times import format_rfc3339, parse_rfc3339
+from pysched.deadline.condition import (
+    CONDITION,
+    DEMOTED_REASON,
+    REJECTED_REASON,
+    condition_of,
+    duration_words,
+    saved_job,
+)
+
+STATES = (
+    "Met", "Missed", "Rejected", "Infeasible", "Succeeded", "Failed", "BestEffort", "Pending", "Rescaling", "AtRisk",
+    "OnTrack", "Running",
+)  # fmt: skip
+PAGE = "500"
+MAX_PAGES = 200  # 100,000 objects: a status table, not a backup
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    namespace: str
+    job: str
+    state: str
+    bound: int
+    minimum: int
+    cpus: float
+    gpus: float
+    progress: float | None  # 0..1 of the total steps
+    finish: float | None  # predicted (running) or actual (ended)
+    finish_sigma: float | None
+    deadline: float | None
+    slack: float | None
+    message: str  # the Deadline condition's words
+    last_event: str
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for key in ("finish", "deadline"):
+            out[key] = format_rfc3339(out[key]) if out[key] is not None else None
+        return out
+
+
+def _minimum(pods: Sequence[PodInfo]) -> int:
+    """The members that must run together, as the pods declare it (`pysched.io/min-members`)."""
+    ref = job_of(pods[0])
+    return ref.min_members if ref is not None and ref.min_members is not None else 1
+
+
+def _rescaling(pod: PodInfo) -> bool:
+    for name in container_names(pod):
+        actual = actual_cpus(pod, name)
+        if actual is not None and actual != container_cpus(pod, name):
+            return True
+    return False
+
+
+def _row(namespace: str, name: str, pods: Sequence[PodInfo], last_event: str) -> JobRow:
+    bound = [p for p in pods if p.node_name is not None]
+    deadline = next((d for p in pods if (d := deadline_of(p)) is not None), None)
+    records = [(p, r) for p in pods if (r := saved_job(p)) is not None]
+    judged = next(((p, r) for p, r in records if r.verdict is not None and r.counted), None) or next(
+        ((p, r) for p, r in records if r.verdict is not None), None
+    )
+    # The member that speaks for the job: the one with the newest State (rank 0 in a gang).
+    speaker = judged or (max(records, key=lambda pr: pr[1].finish or 0.0) if records else None)
+    condition = next((c for p in pods if (c := condition_of(p, CONDITION)) is not None), None)
+    reason = str(condition.get("reason", "")) if condition else ""
+    finish = sigma = None
+    if judged is not None:
+        finish = judged[1].ended_at
+        state = "Met" if judged[1].verdict == "met" else "Missed"
+    elif reason == REJECTED_REASON:
+        state = "Rejected"
+    elif reason == DEMOTED_REASON:
+        state = "Infeasible"
+    elif pods and all(p.terminated for p in pods):
+        state = "Failed" if any(p.phase == "Failed" for p in pods) else "Succeeded"
+    elif deadline is None:
+        state = "BestEffort"
+    elif len(bound) < _minimum(pods):
+        state = "Pending"
+    elif any(_rescaling(p) for p in bound):
+        state = "Rescaling"
+    elif condition is not None and condition.get("status") == "False":
+        state = "AtRisk"
+    elif condition is not None and condition.get("status") == "True":
+        state = "OnTrack"
+    else:
+        state = "Running"
+    if judged is None and speaker is not None and state != "Pending":
+        finish, sigma = speaker[1].finish, speaker[1].finish_sigma
+    steps = [(total, done[0]) for p in pods if (total := total_steps_of(p)) and (done := progress_of(p))]
+    progress = min(1.0, max(done / total for total, done in steps)) if steps else None
+    if state == "Met" and progress is None:
+        progress = 1.0
+    running = [p for p in bound if p.phase not in ("Succeeded", "Failed")]
+    return JobRow(
+        namespace=namespace,
+        job=name,
+        state=state,
+        bound=len(bound),
+        minimum=_minimum(pods),
+        cpus=sum(p.requests.get("cpu", 0) for p in running) / 1000,
+        gpus=float(sum(p.requests.get(GPU, 0) for p in running)),
+        progress=progress,
+        finish=finish,
+        finish_sigma=sigma,
+        deadline=deadline,
+        slack=deadline - finish if deadline is not None and finish is not None else None,
+        message=str(condition.get("message", "")) if condition else "",
+        last_event=last_event,
+    )
+
+
+def _event_time(event: Mapping[str, Any]) -> float:
+    """When the event (or its series) was last seen; 0 when it says nothing readable."""
+    series = (event.get("series") or {}).get("lastObservedTime")
+    stamp = series or event.get("eventTime") or (event.get("metadata") or {}).get("creationTimestamp") or ""
+    return parse_rfc3339(str(stamp)) or 0.0
+
+
+def job_rows(
+    raw_pods: Sequence[Mapping[str, Any]], raw_events: Sequence[Mapping[str, Any]], owner_times: Mapping[str, float]
+) -> list[JobRow]:
+    """The table's rows from pods and events as the API serves them (a pod that cannot be read is
+    left out), sorted by slack, tightest first."""
+    jobs: dict[tuple[str, str], list[PodInfo]] = {}
+    for raw in raw_pods:
+        try:
+            pod = pod_from_dict(raw, owner_times)
+        except MALFORMED:
+            continue
+        ref = job_of(pod)
+        jobs.setdefault((pod.namespace, ref.name if ref is not None else pod.name), []).append(pod)
+    latest: dict[str, tuple[float, str]] = {}  # pod uid -> its newest event
+    for event in raw_events:
+        uid = str((event.get("regarding") or {}).get("uid") or "")
+        at = _event_time(event)
+        text = f"{event.get('reason', '')}: {event.get('note', '')}"
+        if uid and at >= latest.get(uid, (-math.inf, ""))[0]:
+            latest[uid] = (at, text)
+    rows = []
+    for (namespace, name), pods in jobs.items():
+        events = [latest[p.uid] for p in pods if p.uid in latest]
+        rows.append(_row(namespace, name, pods, max(events)[1] if events else ""))
+    return sorted(rows, key=lambda r: (r.slack is None, r.slack if r.slack is not None else 0.0, r.namespace, r.job))
+
+
+# ----- rendering
+
+
+def _relative(t: float | None, now: float) -> str:
+    if t is None or not math.isfinite(t):
+        return "-"
+    return f"in {duration_words(t - now)}" if t >= now else f"{duration_words(now - t)} ago"
+
+
+def _signed(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return ("" if seconds >= 0 else "-") + duration_words(abs(seconds))
+
+
+def render_table(rows: Sequence[JobRow], now: float, wide: bool = False) -> str:
+    head = ["NAMESPACE", "JOB", "PODS", "CPU", "GPU", "PROGRESS", "FINISH", "DEADLINE", "SLACK", "STATE", "LAST EVENT"]
+    if wide:
+        head.append("MESSAGE")
+    lines = [head]
+    for r in rows:
+        finish = _relative(r.finish, now)
+        if r.finish_sigma is not None and r.finish is not None and r.state not in ("Met", "Missed"):
+            finish += f" ±{duration_words(r.finish_sigma)}"
+        event = r.last_event if wide else r.last_event[:60]
+        cells = [
+            r.namespace, r.job, f"{r.bound}/{r.minimum}", f"{r.cpus:g}", f"{r.gpus:g}",
+            "-" if r.progress is None else f"{100 * r.progress:.0f}%", finish, _relative(r.deadline, now),
+            _signed(r.slack), r.state, event or "-",
+        ]  # fmt: skip
+        if wide:
+            cells.append(r.message or "-")
+        lines.append(cells)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    return "\n".join("   ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)
+
+
+def render(rows: Sequence[JobRow], output: str, now: float) -> str:
+    if output == "json":
+        return json.dumps({"jobs": [r.as_dict() for r in rows]}, indent=2)
+    if output == "yaml":
+        return yaml.safe_dump({"jobs": [r.as_dict() for r in rows]}, sort_keys=False).rstrip()
+    if not rows:
+        return "No pysched jobs found."
+    return render_table(rows, now, wide=output == "wide")
+
+
+# ----- reading the API
+
+
+class StatusError(Exception):
+    """The API could not be read: one line for the user."""
+
+
+async def _list(client: Any, path: str, query: Mapping[str, str] | None = None) -> list[Mapping[str, Any]]:
+    items: list[Mapping[str, Any]] = []
+    params = {**(query or {}), "limit": PAGE}
+    for _ in range(MAX_PAGES):
+        resp = await client.request("GET", path, query=params)
+        if not resp.ok:
+            what = path.rsplit("/", 1)[-1]
+            raise StatusError(f"cannot list {what}: {resp.message()}")
+        items.extend(i for i in resp.body.get("items") or () if isinstance(i, Mapping))
+        cont = str((resp.body.get("metadata") or {}).get("continue") or "")
+        if not cont:
+            break
+        params = {**params, "continue": cont}
+    return items
+
+
+async def read_rows(client: Any, namespace: str | None, schedulers: frozenset[str]) -> list[JobRow]:
+    scope = f"/namespaces/{namespace}" if namespace else ""
+    pods = [
+        p for p in await _list(client, f"/api/v1{scope}/pods")
+        if str((p.get("spec") or {}).get("schedulerName") or "") in schedulers
+    ]  # fmt: skip
+    events = await _list(client, f"/apis/events.k8s.io/v1{scope}/events")
+    ours = {str((p.get("metadata") or {}).get("uid")) for p in pods}
+    events = [e for e in events if str((e.get("regarding") or {}).get("uid")) in ours]
+    owner_times: dict[str, float] = {}
+    if any("job-name" in ((p.get("metadata") or {}).get("labels") or {}) for p in pods):
+        for job in await _list(client, f"/apis/batch/v1{scope}/jobs"):
+            meta = job.get("metadata") or {}
+            created = parse_rfc3339(str(meta.get("creationTimestamp") or ""))
+            if meta.get("uid") and created is not None:
+                owner_times[str(meta["uid"])] = created
+    return job_rows(pods, events, owner_times)
+
+
+def default_kubeconfig() -> str | None:
+    """As kubectl: `$KUBECONFIG` (its first file), else `~/.kube/config`, else in-cluster (None)."""
+    env = os.environ.get("KUBECONFIG", "")
+    first = next((p for p in env.split(os.pathsep) if p), "")
+    if first:
+        return first
+    home = Path.home() / ".kube" / "config"
+    return str(home) if home.is_file() else None
+
+
+def context_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace of the kubeconfig's context (kubectl's default), else `default`."""
+    if not kubeconfig:
+        return "default"
+    try:
+        config = load_yaml(kubeconfig)
+    except (OSError, ValueError):
+        return "default"
+    if not isinstance(config, Mapping):
+        return "default"
+    name = context or config.get("current-context")
+    for entry in config.get("contexts") or ():
+        if isinstance(entry, Mapping) and entry.get("name") == name:
+            namespace = (entry.get("context") or {}).get("namespace")
+            return str(namespace) if namespace else "default"
+    return "default"
+
+
+async def status(
+    kubeconfig: str | None, context: str | None, namespace: str | None, schedulers: frozenset[str], output: str,
+    watch_s: float | None,
+) -> int:  # fmt: skip
+    from pysched.backend.live.client import KubeConfigError, connect
+
+    try:
+        client = await connect(kubeconfig, qps=50, burst=100, context=context)
+    except KubeConfigError as err:
+        raise StatusError(str(err)) from err
+    try:
+        while True:
+            rows = await read_rows(client, namespace, schedulers)
+            if watch_s is not None and output in ("table", "wide") and sys.stdout.isatty():
+                print("\x1b[H\x1b[2J", end="")
+            print(render(rows, output, time.time()), flush=True)
+            if watch_s is None:
+                return 0
+            await asyncio.sleep(watch_s)
+    finally:
+        await client.close()
+
+
+def explain_text(raw_pod: Mapping[str, Any], raw_pods: Sequence[Mapping[str, Any]],
+                 raw_events: Sequence[Mapping[str, Any]], now: float) -> str:  # fmt: skip
+    """The job of `raw_pod`: its row, what pysched concluded and measured, then every event on its
+    pods, oldest first."""
+    pod = pod_from_dict(raw_pod)
+    ref = job_of(pod)
+    members = []
+    for raw in raw_pods:
+        with contextlib.suppress(*MALFORMED):
+            other = pod_from_dict(raw)
+            other_ref = job_of(other)
+            same = other.uid == pod.uid or (ref is not None and other_ref is not None and other_ref.key == ref.key)
+            if same and other.namespace == pod.namespace:
+                members.append(raw)
+    uids = {str((m.get("metadata") or {}).get("uid")) for m in members}
+    names = {str((m.get("metadata") or {}).get("uid")): str((m.get("metadata") or {}).get("name")) for m in members}
+    ours = [e for e in raw_events if str((e.get("regarding") or {}).get("uid")) in uids]
+    rows = job_rows(members, ours, {})
+    lines = [render_table(rows, now, wide=False)] if rows else []
+    for member in sorted(members, key=lambda m: str((m.get("metadata") or {}).get("name"))):
+        info = pod_from_dict(member)
+        deadline, record = condition_of(info, CONDITION), saved_job(info)
+        if deadline is None and record is None:
+            continue
+        lines.append(f"\n{info.name}:")
+        if deadline is not None:
+            lines.append(
+                f"  {deadline.get('reason', '')} ({deadline.get('status', '')}): {deadline.get('message', '')}"
+            )
+        if record is not None:
+            if math.isfinite(record.last_rescale):
+                lines.append(
+                    f"  last rescale: {_relative(record.last_rescale, now)} ({format_rfc3339(record.last_rescale)})"
+                )
+            for c in record.counts:
+                lines.append(
+                    f"  measured at {c.cpus:g} CPUs: {c.step_seconds:.4g} s/step ±{100 * c.rel_sigma:.1f}% "
+                    f"over {c.steps:.6g} steps in {duration_words(c.seconds)}"
+                )
+    lines.append("\nEvents:" if ours else "\nNo events (they expire after an hour).")
+    for at, event in sorted(((_event_time(e), e) for e in ours), key=lambda te: te[0]):
+        who = names.get(str((event.get("regarding") or {}).get("uid")), "?")
+        count = (event.get("series") or {}).get("count")
+        times = f" (x{count})" if count else ""
+        what = f"{event.get('type', '')}  {event.get('reason', '')}{times}: {event.get('note', '')}"
+        lines.append(f"  {format_rfc3339(at)}  {who}  {what}")
+    return "\n".join(lines)
+
+
+async def explain(kubeconfig: str | None, context: str | None, namespace: str, name: str) -> int:
+    from pysched.backend.live.client import KubeConfigError, connect
+
+    try:
+        client = await connect(kubeconfig, qps=50, burst=100, context=context)
+    except KubeConfigError as err:
+        raise StatusError(str(err)) from err
+    try:
+        resp = await client.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        if not resp.ok:
+            raise StatusError(f"pod {namespace}/{name}: {resp.message()}")
+        pods = await _list(client, f"/api/v1/namespaces/{namespace}/pods")
+        events = await _list(client, f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+        try:
+            print(explain_text(resp.body, pods, events, time.time()))
+        except MALFORMED as err:
+            raise StatusError(f"pod {namespace}/{name} cannot be read: {err}") from err
+        return 0
+    finally:
+        await client.close()

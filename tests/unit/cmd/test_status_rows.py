@@ -1,0 +1,64 @@
+"""`pysched status`'s rows from pods as the API serves them: a gang is one row, what speaks for it."""
+
+import sys
+from importlib.metadata import entry_points
+from typing import Any
+
+from pysched.api.builders import pod_dict
+from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS
+from pysched.cmd.status import job_rows, render
+from pysched.deadline.condition import JobRecord, state_message
+
+DEADLINE = "2026-12-01T00:00:00Z"
+NOW = 1_796_083_200.0  # the deadline
+
+
+def _member(name: str, node: str | None, **status: Any) -> dict[str, Any]:
+    notes = {"pysched.io/deadline": DEADLINE, MIN_MEMBERS: "2"}
+    raw = pod_dict(name, cpu="2", annotations=notes, labels={JOB_LABEL: "train"}, node_name=node)
+    raw["metadata"]["uid"] = name
+    raw["status"] = {"phase": "Running" if node else "Pending", **status}
+    return raw
+
+
+def test_a_gang_is_one_row_pending_until_every_member_is_bound_then_rescaling_while_a_resize_waits() -> None:
+    rows = job_rows([_member("train-0", "n1"), _member("train-1", None)], [], {})
+    assert [(r.job, r.state, r.bound, r.minimum) for r in rows] == [("train", "Pending", 1, 2)]
+    waiting = {"containerStatuses": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}]}
+    rows = job_rows([_member("train-0", "n1", **waiting), _member("train-1", "n2")], [], {})
+    assert [(r.state, r.bound, r.cpus) for r in rows] == [("Rescaling", 2, 4.0)]
+    assert rows[0].progress is None and rows[0].finish is None
+
+
+def test_a_gang_ended_is_judged_by_the_member_that_counts_and_the_last_event_is_the_newest() -> None:
+    def ended(name: str, counted: bool) -> dict[str, Any]:
+        record = JobRecord("DeadlineMissed", "missed", NOW, verdict="missed", ended_at=NOW + 60, counted=counted)
+        conditions = [{"type": "pysched.io/State", "status": "True", "message": state_message(record)}]
+        return _member(name, "n1", phase="Succeeded", conditions=conditions)
+
+    def event(uid: str, reason: str, note: str, hour: int) -> dict[str, Any]:
+        return {"regarding": {"uid": uid}, "reason": reason, "note": note, "eventTime": f"2026-11-30T{hour}:00:00Z"}
+
+    events = [
+        event("train-0", "Rescaled", "cpu 2 -> 4", 10),
+        event("train-1", "DeadlineMissed", "missed", 11),
+        event("elsewhere", "Scheduled", "x", 12),  # another pod's
+    ]
+    (row,) = job_rows([ended("train-0", False), ended("train-1", True)], events, {})
+    assert (row.state, row.slack, row.last_event) == ("Missed", -60, "DeadlineMissed: missed")
+    assert row.cpus == 0  # nothing runs any more
+    assert "Missed" in render([row], "table", NOW) and '"state": "Missed"' in render([row], "json", NOW)
+
+
+def test_a_pod_that_cannot_be_read_is_left_out_and_no_rows_say_so() -> None:
+    bad = pod_dict("bad", cpu="1")
+    bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    assert job_rows([bad], [], {}) == []
+    assert render([], "table", NOW) == "No pysched jobs found."
+
+
+def test_kubectl_runs_the_same_command_as_a_plugin(monkeypatch: Any, capsys: Any) -> None:
+    (script,) = entry_points(group="console_scripts", name="kubectl-pysched")
+    monkeypatch.setattr(sys, "argv", ["kubectl-pysched", "status", "--kubeconfig", "/nonexistent/config"])
+    assert script.load()() == 2
+    assert capsys.readouterr().err == "pysched status: error: kubeconfig /nonexistent/config: no such file\n"
