@@ -244,9 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.set_defaults(func=cmd_simulate)
 
     bench = sub.add_parser("bench", help="schedule M pending pods onto N simulated nodes through the full loop")
-    bench.add_argument("--nodes", type=int, required=True)
-    bench.add_argument("--pods", type=int, required=True)
-    bench.add_argument("--seed", type=int, default=1)
+    bench.add_argument("--nodes", type=int, required=True, help="simulated nodes")
+    bench.add_argument("--pods", type=int, required=True, help="pending pods, all created before the first cycle")
+    bench.add_argument("--seed", type=int, default=1, help="seed of the pod and node draws (default 1)")
     bench.add_argument(
         "--mix",
         choices=("plain", "constrained", "gangs"),
@@ -254,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="plain: requests, GPUs, selectors, taints; constrained: also a fifth of the pods in groups "
         "with hostname anti-affinity or zone spread; gangs: 4/9 of the pods in jobs of 8 placed all together",
     )
-    bench.add_argument("--json", metavar="OUT")
+    bench.add_argument("--json", metavar="OUT", help="also write the result here")
     bench.set_defaults(func=cmd_bench)
 
     status = sub.add_parser(

@@ -67,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.set_defaults(func=cmd_up)
 
     down = sub.add_parser("down", help="stop every process started by `up`")
-    down.add_argument("--dir", required=True, type=Path)
+    down.add_argument("--dir", required=True, type=Path, help="the state folder `up` was given")
     down.set_defaults(func=cmd_down)
 
 

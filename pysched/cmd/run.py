@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 import ipaddress
+import platform
 import signal
 import socket
 import sys
@@ -79,17 +80,35 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--qps", type=float, default=50.0, help="client QPS to the API server (default 50; 0: no limit)")
     run.add_argument("--burst", type=int, default=100, help="client burst (default 100)")
     run.add_argument("--event-qps", type=float, default=50.0, help="events per second at most (default 50)")
-    run.add_argument("--event-burst", type=int, default=100)
-    run.add_argument("--max-binds-in-flight", type=int, default=64)
-    run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True)
-    run.add_argument("--lease-name", default="pysched")
+    run.add_argument(
+        "--event-burst", type=int, default=100, help="events sent at once after a quiet spell (default 100)"
+    )
+    run.add_argument("--max-binds-in-flight", type=int, default=64, help="binding cycles running at once (default 64)")
+    run.add_argument(
+        "--leader-elect", action=argparse.BooleanOptionalAction, default=True,
+        help="hold a Lease so that one replica schedules at a time (default on)",
+    )  # fmt: skip
+    run.add_argument("--lease-name", default="pysched", help="the Lease's name (default pysched)")
     run.add_argument("--lease-namespace", help="default: the pod's namespace in a cluster, else `default`")
-    run.add_argument("--lease-duration", type=float, default=15.0)
-    run.add_argument("--renew-deadline", type=float, default=10.0)
-    run.add_argument("--retry-period", type=float, default=2.0)
+    run.add_argument(
+        "--lease-duration", type=float, default=15.0, help="seconds a standby waits before taking over (default 15)"
+    )
+    run.add_argument(
+        "--renew-deadline",
+        type=float,
+        default=10.0,
+        help="seconds the leader may fail to renew before it stops (default 10)",
+    )
+    run.add_argument("--retry-period", type=float, default=2.0, help="seconds between Lease attempts (default 2)")
     run.add_argument("--identity", help="leader-election identity (default: hostname_random)")
-    run.add_argument("--log-format", choices=("auto", "json", "console"), default="auto")
-    run.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    run.add_argument(
+        "--log-format", choices=("auto", "json", "console"), default="auto",
+        help="auto: console on a terminal, else JSON lines (default auto)",
+    )  # fmt: skip
+    run.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info",
+        help="info: one line per decision; debug: also one per scheduling cycle (default info)",
+    )  # fmt: skip
     run.set_defaults(func=cmd_run)
 
 
@@ -231,6 +250,7 @@ async def _serve(
     from pysched.backend.live.client import KubeConfigError, connect
     from pysched.backend.live.cluster import LiveCluster, LiveOptions
     from pysched.backend.live.leader import LeaderElector
+    from pysched.backend.live.version import version_problem
     from pysched.cmd.delegated import DelegatedAuth
     from pysched.cmd.metrics import SchedulerMetrics
     from pysched.cmd.server import OpsServer
@@ -242,6 +262,12 @@ async def _serve(
         client = await connect(args.kubeconfig, qps=args.qps, burst=args.burst, context=args.context)
     except KubeConfigError as err:
         return _fail(str(err))
+    version = await client.request("GET", "/version")
+    if version.ok and (too_old := version_problem(version.body)) is not None:
+        await client.close()
+        return _fail(too_old)
+    if not version.ok:  # not up yet: the informers wait for it; the version is not checked
+        log.warning("API server version not checked", error=version.message())
     names = frozenset(p.scheduler_name for p in config.profiles)
     backend = LiveCluster(
         client,
@@ -262,7 +288,7 @@ async def _serve(
     state = RunState(leader=lease is None)
     elector = LeaderElector(client, lease, lambda leader: _on_leadership(state, leader)) if lease else None
     backend.writable = lambda: state.leader and not state.lost and (elector is None or elector.fresh())
-    add_sources(metrics, scheduler, backend, client, state)
+    add_sources(metrics, scheduler, backend, client, state, lease_name=args.lease_name)
 
     def not_live() -> str | None:
         return liveness_problem(state, clock.now() - scheduler.last_tick)
@@ -389,21 +415,48 @@ async def _teardown(
 
 
 def add_sources(
-    metrics: SchedulerMetrics, scheduler: Scheduler, backend: LiveCluster, client: AsyncKubeClient, state: RunState
+    metrics: SchedulerMetrics,
+    scheduler: Scheduler,
+    backend: LiveCluster,
+    client: AsyncKubeClient,
+    state: RunState,
+    lease_name: str = "pysched",
 ) -> None:
+    """What /metrics shows beside the observer's counters. A standby's queue is never worked and
+    its plugins judge nothing: the queue, Permit and plugin families are the leader's only (a
+    standby exports none of them rather than numbers that look like a stuck scheduler)."""
+    from pysched import __version__
     from pysched.cmd.metrics import counter, gauge, plugin_metrics
 
-    def collect() -> list[Metric]:
+    def leading() -> list[Metric]:
         counts = scheduler.queue.counts()
-        api = client.calls
-        cache = scheduler.cache
-        assumed = len(cache) - len(cache.bound_pods())  # O(pods), paid per scrape only
         return [
             gauge(
                 "scheduler_pending_pods",
                 "Number of pending pods, by the queue type.",
                 {(name,): float(n) for name, n in counts.items() if name != "in-flight"},
                 ["queue"],
+            ),
+            gauge(
+                "pysched_waiting_pods",
+                "Pods held at Permit, assumed on their node, waiting to be allowed.",
+                {(): float(len(scheduler.waiting_pods))},
+                [],
+            ),
+            *plugin_metrics(scheduler),
+        ]
+
+    def collect() -> list[Metric]:
+        api = client.calls
+        cache = scheduler.cache
+        assumed = len(cache) - len(cache.bound_pods())  # O(pods), paid per scrape only
+        return [
+            *(leading() if state.leader and not state.lost else ()),
+            gauge(
+                "pysched_build_info",
+                "1, labelled with the version of pysched and of Python it runs on.",
+                {(__version__, platform.python_version()): 1.0},
+                ["version", "python_version"],
             ),
             counter(
                 "pysched_bind_calls",
@@ -412,10 +465,10 @@ def add_sources(
                 ["result"],
             ),
             counter(
-                "pysched_api_requests",
-                "Requests to the API server, by verb and HTTP status (0: no answer).",
-                {(verb, str(code)): float(n) for (verb, code), n in api.items()},
-                ["verb", "code"],
+                "rest_client_requests",
+                "Requests to the API server, by HTTP status (0: no answer) and method (client-go's name).",
+                {(str(code), verb): float(n) for (verb, code), n in api.items()},
+                ["code", "method"],
             ),
             counter(
                 "pysched_events_dropped",
@@ -428,12 +481,6 @@ def add_sources(
                 "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
                 {("nodes",): float(cache.nodes.count), ("pods",): float(len(cache)), ("assumed_pods",): float(assumed)},
                 ["type"],
-            ),
-            gauge(
-                "pysched_waiting_pods",
-                "Pods held at Permit, assumed on their node, waiting to be allowed.",
-                {(): float(len(scheduler.waiting_pods))},
-                [],
             ),
             gauge(
                 "pysched_informer_objects",
@@ -458,7 +505,12 @@ def add_sources(
                 {(): float(backend.events.series)},
                 [],
             ),
-            gauge("pysched_leader", "1 while this replica holds the Lease.", {(): float(state.leader)}, []),
+            gauge(
+                "leader_election_master_status",
+                "1 while this replica holds the Lease, else 0 (client-go's name).",
+                {(lease_name,): float(state.leader and not state.lost)},
+                ["name"],
+            ),
             counter(
                 "pysched_informer_relists",
                 "Full lists after a watch expired (410 Gone), delivered as a diff, by resource.",
@@ -471,7 +523,6 @@ def add_sources(
                 {(stage,): float(n) for stage, n in scheduler.incidents.counts.items()},
                 ["stage"],
             ),
-            *plugin_metrics(scheduler),
         ]
 
     metrics.add_source(collect)

@@ -182,7 +182,7 @@ class SchedulerProcess:
         return sum(v for k, v in self.metrics().items() if k.startswith("pysched_bind_calls_total"))
 
     def is_leader(self) -> bool:
-        return self.metric("pysched_leader") == 1.0
+        return any(v == 1.0 for k, v in self.metrics().items() if k.startswith("leader_election_master_status{"))
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pysched.testing import KubeAPI, KubeAPIError, LocalControlPlane, NodeSpec, create_fake_nodes, wait_for
 from pysched.testing.controlplane import kubeconfig_dict
@@ -77,6 +78,23 @@ def test_manifests_apply_and_server_dry_run_is_clean(control_plane: LocalControl
     again = kubectl(control_plane, "apply", "-k", str(MANIFESTS), "--dry-run=server")
     assert again.returncode == 0, again.stderr
     assert "Deployment" in kubectl(control_plane, "get", "deployment/pysched", "-n", NAMESPACE, "-o", "json").stdout
+
+
+def test_the_monitoring_overlay_scrapes_the_metrics_service_and_ships_the_dashboard(
+    control_plane: LocalControlPlane, installed: Path
+) -> None:
+    service = json.loads(kubectl(control_plane, "get", "service/pysched-metrics", "-n", NAMESPACE, "-o", "json").stdout)
+    rendered = kubectl(control_plane, "kustomize", str(MANIFESTS / "monitoring"))
+    assert rendered.returncode == 0, rendered.stderr
+    objects = {doc["kind"]: doc for doc in yaml.safe_load_all(rendered.stdout)}
+    monitor, dashboard = objects["ServiceMonitor"], objects["ConfigMap"]
+    assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"] == NAMESPACE
+    selected = monitor["spec"]["selector"]["matchLabels"]
+    assert selected.items() <= service["metadata"]["labels"].items()
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == [p["name"] for p in service["spec"]["ports"]]
+    assert service["spec"]["ports"][0]["port"] == 10259 and monitor["spec"]["endpoints"][0]["scheme"] == "https"
+    assert json.loads(dashboard["data"]["pysched.json"])["uid"] == "pysched"
+    assert dashboard["metadata"]["labels"] == {"grafana_dashboard": "1"}
 
 
 ALLOWED = [
@@ -287,9 +305,12 @@ def test_metrics_on_the_secure_port_need_a_permitted_token(kube: KubeAPI, secure
         lambda: secure.get_secure("/metrics", scraper), lambda answer: answer[0] == 200, timeout=30, what="200"
     )
     metrics = parse_metrics(body)
-    assert metrics["pysched_leader"] == 1.0 and 'scheduler_pending_pods{queue="active"}' in metrics
+    assert (
+        metrics['leader_election_master_status{name="pysched"}'] == 1.0
+        and 'scheduler_pending_pods{queue="active"}' in metrics
+    )
     # The reviews were made with pysched's own token: none was refused by RBAC.
-    forbidden = {k: v for k, v in secure.metrics().items() if "pysched_api_requests_total" in k and 'code="403"' in k}
+    forbidden = {k: v for k, v in secure.metrics().items() if "rest_client_requests_total" in k and 'code="403"' in k}
     assert not forbidden, forbidden
 
 

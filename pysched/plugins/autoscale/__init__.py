@@ -28,8 +28,9 @@
   the ended pods and judges the jobs that ended while none led.
 
 Metrics (`metric_families`, on `pysched run`'s /metrics with a `profile` label):
-`pysched_autoscale_predicted_slack_seconds{namespace,pod}` (deadline minus the central predicted
-finish at the job's current CPUs, per running deadline job, as of the last reconcile or rescale),
+`pysched_autoscale_predicted_slack_seconds{namespace,pod,state}` (deadline minus the central
+predicted finish at the job's current CPUs, per running deadline job, as of the last reconcile or
+rescale, within 30 days either way; state on_track, at_risk or infeasible),
 `pysched_autoscale_rescales_total{direction,result}` and `pysched_deadlines_total{result}` (met:
 the pod Succeeded by its deadline; missed: it ended later, or Failed).
 

@@ -84,6 +84,7 @@ def incarnation(pod: PodInfo, job: JobKey) -> GangIncarnation:
 
 REFRESH_FINISH_SHARE = 0.05  # rewrite the condition when the finish moves by this share of the time left
 REFRESH_FINISH_MIN_S = 60.0  # ... and by at least this much
+MAX_SLACK_S = 30 * 86400.0  # the slack gauge's range: past it, "very late" or "very early" is all it can say
 GANG_MEMORY_S = 600.0  # how long a gang that left the job book is remembered (its verdict counted once)
 
 
@@ -728,18 +729,26 @@ class Controller:
         )
         await self.handle.cluster.emit_event(pod, "Normal" if verdict.met else "Warning", reason, words)
 
+    def _slack_state(self, key: PodKey, seconds: float) -> str:
+        job = self._jobs.get(key)
+        if job is not None and job.reason == DEMOTED_REASON:
+            return "infeasible"
+        return "at_risk" if seconds < 0 else "on_track"
+
     def metric_families(self) -> list[MetricFamily]:
         rescales: dict[tuple[str, ...], float] = {(d, r): 0.0 for d in ("up", "down") for r in ("ok", "failed")}
         rescales.update({key: float(n) for key, n in self._rescales.items()})
         deadlines: dict[tuple[str, ...], float] = {("met",): 0.0, ("missed",): 0.0}
         deadlines.update({(key,): float(n) for key, n in self._deadlines.items()})
-        slack = {tuple(key.split("/", 1)): seconds for key, seconds in self._slack.items()}
+        slack = {(*key.split("/", 1), self._slack_state(key, seconds)): max(-MAX_SLACK_S, min(MAX_SLACK_S, seconds))
+                 for key, seconds in self._slack.items()}  # fmt: skip
         return [
             MetricFamily(
                 "pysched_autoscale_predicted_slack_seconds",
-                "Deadline minus predicted finish at the current CPUs, per running deadline job (last reconcile).",
+                "Deadline minus predicted finish at the current CPUs, per running deadline job (last reconcile or "
+                "rescale), within 30 days either way; state: on_track, at_risk (negative) or infeasible (demoted).",
                 "gauge",
-                ("namespace", "pod"),
+                ("namespace", "pod", "state"),
                 slack,
             ),
             MetricFamily(

@@ -1,3 +1,4 @@
+import argparse
 import json
 import subprocess
 import sys
@@ -6,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pysched import __version__
-from pysched.cmd.cli import main
+from pysched.cmd.cli import build_parser, main
 from pysched.testing.hostile import alias_bomb
 
 
@@ -23,7 +24,7 @@ def test_bare_pysched_prints_its_commands_and_exits_0() -> None:
         result = subprocess.run(command, capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith("usage: pysched")
-        for name in ("simulate", "bench", "run", "dev-cluster", "version"):
+        for name in ("simulate", "bench", "run", "status", "explain", "dev-cluster", "version"):
             assert name in result.stdout
 
 
@@ -213,3 +214,17 @@ def test_traces_with_oversized_cells_or_bad_bytes_exit_2_naming_the_line(tmp_pat
     _one_line_exit_2(_cli("simulate", "--trace", str(trace)), f"{trace}:3: field larger than field limit")
     trace.write_bytes(b"job_id,submission_time,duration\n1,0,600\n2,0,6\xff0\n")
     _one_line_exit_2(_cli("simulate", "--trace", str(trace)), f"{trace}:3: not UTF-8 text")
+
+
+def test_every_flag_of_every_command_has_help() -> None:
+    def missing(parser: argparse.ArgumentParser, path: str) -> list[str]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found += missing(sub, f"{path} {name}")
+            elif not action.help and action.dest != "help":
+                found.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+        return found
+
+    assert missing(build_parser(), "pysched") == []

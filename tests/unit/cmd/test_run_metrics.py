@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import collections
+import json
+import re
+from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, cast
 
@@ -25,13 +28,18 @@ if TYPE_CHECKING:
 NODES, PODS = "/api/v1/nodes", "/api/v1/pods"
 
 
-async def test_cache_informer_permit_and_event_sizes_follow_the_pods() -> None:
-    api = ScriptedApi()
+def _pysched(api: ScriptedApi, standby: bool = False) -> tuple[LiveCluster, Scheduler]:
+    """The built-in `pysched` profile on a live backend over a scripted API."""
     backend = LiveCluster(api)
     registry = default_registry()
     builtin = builtin_config(registry)
     config = type(builtin)(tuple(p for p in builtin.profiles if p.scheduler_name == "pysched"), builtin.source)
-    scheduler = Scheduler(config, backend, VirtualClock(), registry)
+    return backend, Scheduler(config, backend, VirtualClock(), registry, standby=standby)
+
+
+async def test_cache_informer_permit_and_event_sizes_follow_the_pods() -> None:
+    api = ScriptedApi()
+    backend, scheduler = _pysched(api)
     metrics = SchedulerMetrics()
     client = cast("AsyncKubeClient", SimpleNamespace(calls=collections.Counter()))
     add_sources(metrics, scheduler, backend, client, RunState(leader=True))
@@ -70,3 +78,47 @@ async def test_cache_informer_permit_and_event_sizes_follow_the_pods() -> None:
     assert values['pysched_informer_objects{resource="pods"}'] == 0.0
     assert values["pysched_waiting_pods"] == 0.0
     assert values["pysched_event_backlog"] == 0.0
+
+
+async def test_a_standby_exports_no_queue_permit_or_plugin_families_and_says_it_does_not_lead() -> None:
+    backend, scheduler = _pysched(ScriptedApi(), standby=True)
+    client = cast("AsyncKubeClient", SimpleNamespace(calls=collections.Counter({("GET", 200): 3})))
+    scraped: dict[bool, dict[str, float]] = {}
+    for leader in (False, True):
+        metrics = SchedulerMetrics()
+        add_sources(metrics, scheduler, backend, client, RunState(leader=leader), lease_name="train-sched")
+        scraped[leader] = parse_metrics(metrics.render().decode())
+    standby, leading = scraped[False], scraped[True]
+    assert standby['leader_election_master_status{name="train-sched"}'] == 0.0
+    assert leading['leader_election_master_status{name="train-sched"}'] == 1.0
+    for family in ("scheduler_pending_pods", "pysched_waiting_pods", "pysched_deadlines_total", "pysched_autoscale_"):
+        assert not any(k.startswith(family) for k in standby), family
+        assert any(k.startswith(family) for k in leading), family
+    assert standby['rest_client_requests_total{code="200",method="GET"}'] == 3.0
+    assert [v for k, v in standby.items() if k.startswith("pysched_build_info{")] == [1.0]
+
+
+DASHBOARD = Path(__file__).resolve().parents[3] / "manifests" / "monitoring" / "grafana-dashboard.json"
+SUFFIXES = {"histogram": ("_bucket", "_sum", "_count")}
+
+
+def test_every_metric_the_grafana_dashboard_queries_is_one_pysched_run_exports() -> None:
+    backend, scheduler = _pysched(ScriptedApi())
+    metrics = SchedulerMetrics()
+    client = cast("AsyncKubeClient", SimpleNamespace(calls=collections.Counter()))
+    add_sources(metrics, scheduler, backend, client, RunState(leader=True))
+    # Every family is declared (# TYPE) even before it has a sample.
+    declared = re.findall(r"^# TYPE (\S+) (\S+)$", metrics.render().decode(), flags=re.MULTILINE)
+    # A counter's samples end in _total, whether its TYPE line names it with the suffix or not.
+    samples = {name.removesuffix("_total") + "_total" for name, kind in declared if kind == "counter"}
+    samples |= {name + suffix for name, kind in declared if kind != "counter" for suffix in SUFFIXES.get(kind, ("",))}
+    dashboard = json.loads(DASHBOARD.read_text())
+    queried = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\b((?:scheduler|pysched|rest_client|leader_election)_[a-z_]+)", target["expr"])
+    }
+    assert len(queried) >= 10, queried
+    assert queried <= samples, sorted(queried - samples)
+    assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])

@@ -38,7 +38,8 @@ KEY = PodKey("default/job")
 def slack_of(plugin: Autoscale, key: PodKey) -> float:
     """The job's predicted slack as /metrics shows it."""
     (gauge,) = [f for f in plugin.metric_families() if f.name == "pysched_autoscale_predicted_slack_seconds"]
-    return gauge.values[tuple(key.split("/", 1))]
+    (value,) = [v for labels, v in gauge.values.items() if labels[:2] == tuple(key.split("/", 1))]
+    return value
 
 
 def test_args_are_checked() -> None:
@@ -307,7 +308,7 @@ def test_metrics_count_rescales_slack_and_deadlines_met_and_missed() -> None:
 
     asyncio.run(slack())
     seen = scrape(at_risk)
-    labels = 'namespace="default",pod="job",profile="pysched"'  # sorted, as exposed
+    labels = 'namespace="default",pod="job",profile="pysched",state="on_track"'  # sorted, as exposed
     # 300 steps a minute on 2 CPUs: ~1,940 s left, 1,140 s to the deadline (about -800 s of slack).
     # The rescale to 4 CPUs that followed is the slack's from then on: just inside the deadline.
     assert 0 < seen[f"pysched_autoscale_predicted_slack_seconds{{{labels}}}"] < 200
@@ -691,3 +692,15 @@ def test_a_standby_judges_nothing_and_a_new_leader_judges_what_ended_meanwhile()
     condition = world.cluster.conditions[KEY]["pysched.io/Deadline"]
     assert condition.reason == "DeadlineMet" and "9h 59m before the deadline" in condition.message
     assert PodKey("default/old") not in world.cluster.conditions  # judged already: not written again
+
+
+def test_the_slack_of_a_job_past_its_deadline_is_clamped_and_labelled_infeasible() -> None:
+    async def run() -> World:
+        world = World()
+        await world.submit("2020-01-01T00:00:00Z")  # six years ago: no count can make it
+        await world.progress(300, 60)
+        return world
+
+    world = asyncio.run(run())
+    (gauge,) = [f for f in world.plugin.metric_families() if f.name == "pysched_autoscale_predicted_slack_seconds"]
+    assert gauge.values == {("default", "job", "infeasible"): -30 * 86400.0}
