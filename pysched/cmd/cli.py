@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
@@ -59,6 +60,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         number_problem("--horizon", args.horizon, 1, MAX_HORIZON_S) if args.horizon is not None else None,
         output_problem("--json", args.json) if args.json else None,
         output_problem("--plot", args.plot, folder=True) if args.plot else None,
+        output_problem("--jobs-csv", args.jobs_csv) if args.jobs_csv else None,
     )
     if problem:
         return _fail(problem)
@@ -112,12 +114,30 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                 "policies": {name: r.as_json() for name, r in results.items()},
             },
         )
+    if args.jobs_csv:
+        _write_jobs_csv(args.jobs_csv, results)
     if args.plot:
         from pysched.sim.plots import write_plots
 
-        for path in write_plots(results, args.plot):
+        capacity = cluster_summary(scenario)["cpu"]
+        for path in write_plots(results, args.plot, title, capacity):
             console.print(f"wrote {path}")
     return 0
+
+
+def _write_jobs_csv(path: str, results: Mapping[str, Any]) -> None:
+    """One row per policy and job (`JobOutcome.CSV_FIELDS` after the policy)."""
+    import csv
+
+    from pysched.sim.runner import JobOutcome
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["policy", *JobOutcome.CSV_FIELDS])
+        for name, result in results.items():
+            writer.writerows([name, *o.csv_row()] for o in result.outcomes)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -240,6 +260,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     simulate.add_argument("--json", metavar="OUT", help="write the simulate JSON here")
     simulate.add_argument("--plot", metavar="DIR", help="write PNG charts here (deadline met, CPU over time, JCT CDF)")
+    simulate.add_argument(
+        "--jobs-csv", metavar="OUT",
+        help="write one row per policy and job: submitted, started, finished, deadline, met, request, "
+        "rescales, CPU segments (start-end:CPUs, seconds from the start)",
+    )  # fmt: skip
     simulate.add_argument("--seed", type=int, default=7, help="seed of the workload draws (default 7)")
     simulate.set_defaults(func=cmd_simulate)
 

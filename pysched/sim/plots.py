@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -24,11 +25,33 @@ def cpu_over_time(result: PolicyResult, points: int = 400) -> tuple[np.ndarray, 
     return (grid - start.min()) / 3600, active @ cpu, active @ used
 
 
-def write_plots(results: Mapping[str, PolicyResult], directory: str | Path) -> list[Path]:
+def same_curves(results: Mapping[str, PolicyResult]) -> dict[str, str]:
+    """Policy -> the earlier policy whose JCT curve it repeats exactly (drawn on top of each other,
+    the legend says so)."""
+    seen: dict[tuple[float, ...], str] = {}
+    same: dict[str, str] = {}
+    for name, result in results.items():
+        curve = tuple(sorted(result.jct))
+        if curve and curve in seen:
+            same[name] = seen[curve]
+        else:
+            seen.setdefault(curve, name)
+    return same
+
+
+def write_plots(
+    results: Mapping[str, PolicyResult], directory: str | Path, workload: str = "", capacity_cpu: float | None = None
+) -> list[Path]:
+    """`workload` (the scenario or trace and its job count) goes under every title; `capacity_cpu`
+    is drawn on the CPU panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    def titled(fig: Any, title: str) -> None:
+        fig.suptitle(f"{title}\n{workload}" if workload else title, fontsize=10)
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
@@ -40,7 +63,7 @@ def write_plots(results: Mapping[str, PolicyResult], directory: str | Path) -> l
     ax.bar(names, ratios, color="tab:blue")
     ax.set_ylim(0, 1.12)  # room for the labels above full bars
     ax.set_ylabel("deadline met ratio")
-    ax.set_title("Jobs finished by their deadline")
+    titled(fig, "Jobs finished by their deadline")
     for i, r in enumerate(ratios):
         ax.text(i, r + 0.02, f"{r:.0%}", ha="center")
     fig.tight_layout()
@@ -51,26 +74,36 @@ def write_plots(results: Mapping[str, PolicyResult], directory: str | Path) -> l
     fig, axes = plt.subplots(len(names), 1, figsize=(7, 2.2 * len(names)), sharex=True, squeeze=False)
     for ax, name in zip(axes[:, 0], names, strict=True):
         hours, allocated, used = cpu_over_time(results[name])
-        ax.fill_between(hours, allocated, step="mid", alpha=0.3, label="allocated")
-        ax.plot(hours, used, lw=1, label="used")
+        if capacity_cpu:
+            ax.axhline(capacity_cpu, color="black", ls="--", lw=1, label="capacity")
+        ax.fill_between(hours, allocated, step="mid", color="tab:blue", alpha=0.25, label="allocated")
+        ax.plot(hours, used, color="tab:orange", lw=1.2, label="used")
         ax.set_ylabel("CPUs")
         ax.set_title(f"{name}: utilisation {results[name].cpu_utilization:.0%}", fontsize=9)
     axes[0, 0].legend(loc="upper right", fontsize=8)
     axes[-1, 0].set_xlabel("hours (CPU-model jobs)")
+    titled(fig, "CPUs allocated and used")
     fig.tight_layout()
     written.append(out / "cpu_allocated_vs_used.png")
     fig.savefig(written[-1], dpi=120)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    same = same_curves(results)
     for name in names:
         jct = np.sort(np.array(results[name].jct)) / 3600
         if jct.size:
-            ax.step(jct, np.arange(1, jct.size + 1) / jct.size, where="post", label=name)
+            label = f"{name} (same as {same[name]})" if name in same else name
+            style = "--" if name in same else "-"
+            ax.step(jct, np.arange(1, jct.size + 1) / jct.size, style, where="post", label=label)
     ax.set_xscale("log")
-    ax.set_xlabel("job completion time (hours)")
+    plain = FuncFormatter(lambda x, _: f"{x:g}")  # 0.1, 2, 10: not 10^-1, 2x10^0
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(plain)
+    ax.set_xlabel("job completion time (hours, log scale)")
     ax.set_ylabel("fraction of finished jobs")
     ax.legend(fontsize=8)
+    titled(fig, "Job completion time, cumulative")
     fig.tight_layout()
     written.append(out / "jct_cdf.png")
     fig.savefig(written[-1], dpi=120)

@@ -8,6 +8,7 @@ between events the scheduler runs until idle. Jobs run steps at the speed their 
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import heapq
 import itertools
@@ -15,6 +16,7 @@ import random
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from pysched.api.annotations import PROGRESS, PROGRESS_INTERVAL, format_progress
 from pysched.api.ids import NodeName, PodKey
@@ -55,6 +57,40 @@ def member_key(member: Member) -> PodKey:
 
 
 @dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """One job of a run, for `--jobs-csv`: times in seconds from the start of the run (None: it
+    never got there), its request, its resource changes and its CPU allocation segments."""
+
+    job: str
+    submitted: float
+    started: float | None
+    finished: float | None
+    deadline: float | None
+    met: bool | None  # None: no deadline
+    cpu: float
+    gpu: int
+    members: int
+    rescales: int
+    cpu_segments: tuple[tuple[float, float, float], ...]  # (start, end, CPUs held), member by member
+
+    CSV_FIELDS: ClassVar[tuple[str, ...]] = (
+        "job", "submitted_s", "started_s", "finished_s", "deadline_s", "met", "cpu", "gpu", "members",
+        "rescales", "cpu_segments",
+    )  # fmt: skip
+
+    def csv_row(self) -> list[str]:
+        def t(value: float | None) -> str:
+            return "" if value is None else f"{value:.1f}"
+
+        segments = ";".join(f"{a:.0f}-{b:.0f}:{c:g}" for a, b, c in self.cpu_segments)
+        met = "" if self.met is None else str(self.met).lower()
+        return [
+            self.job, t(self.submitted), t(self.started), t(self.finished), t(self.deadline), met,
+            f"{self.cpu:g}", str(self.gpu), str(self.members), str(self.rescales), segments,
+        ]  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class PolicyResult:
     jobs: int
     deadline_jobs: int
@@ -69,6 +105,7 @@ class PolicyResult:
     unfinished: int
     usage: tuple[Usage, ...] = field(default=(), repr=False, compare=False)  # for the CPU chart
     jct: tuple[float, ...] = field(default=(), repr=False, compare=False)  # for the JCT CDF
+    outcomes: tuple[JobOutcome, ...] = field(default=(), repr=False, compare=False)  # for --jobs-csv
 
     def as_json(self) -> dict[str, float | int]:
         """The simulate JSON fields (docs/architecture.md, "Simulation")."""
@@ -344,6 +381,30 @@ def metrics(replay: _Replay, skipped: int, never_run: Sequence[Job] = ()) -> Pol
     jct = [max(0.0, finished[k] - EPOCH - jobs[k].submit) for k in finished]
     queue = [max(0.0, started[k] - EPOCH - jobs[k].submit) for k in started]
     first_submit = min((j.submit for j in jobs.values()), default=0.0)
+    segments: dict[str, list[tuple[float, float, float]]] = collections.defaultdict(list)
+    for use in replay.books.usage:
+        segments[use.job].append((use.start - EPOCH, use.end - EPOCH, use.cpu))
+    outcomes = [
+        JobOutcome(
+            job=job.name,
+            submitted=job.submit,
+            started=started[k] - EPOCH if k in started else None,
+            finished=finished[k] - EPOCH if k in finished else None,
+            deadline=job.deadline,
+            met=None if job.deadline is None else k in finished and finished[k] - EPOCH <= job.deadline,
+            cpu=job.cpu_milli / 1000,
+            gpu=job.gpu,
+            members=len(job.gang.members) if job.gang is not None else 1,
+            rescales=replay.books.job_rescales[job.name],
+            cpu_segments=tuple(segments[job.name]),
+        )
+        for k, job in jobs.items()
+    ]
+    outcomes += [
+        JobOutcome(j.name, j.submit, None, None, j.deadline, None if j.deadline is None else False, j.cpu_milli / 1000,
+                   j.gpu, len(j.gang.members) if j.gang is not None else 1, 0, ())
+        for j in never_run
+    ]  # fmt: skip
     return PolicyResult(
         jobs=len(jobs) + len(never_run),
         deadline_jobs=deadline_jobs,
@@ -358,6 +419,7 @@ def metrics(replay: _Replay, skipped: int, never_run: Sequence[Job] = ()) -> Pol
         unfinished=len(jobs) - len(finished),
         usage=tuple(replay.books.usage),
         jct=tuple(jct),
+        outcomes=tuple(outcomes),
     )
 
 

@@ -7,6 +7,7 @@ CPU-seconds its steps used, for utilisation and the CPU-over-time chart.
 
 from __future__ import annotations
 
+import collections
 import random
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ class Usage:
     end: float
     cpu: float
     used_cpu_s: float
+    job: str = ""  # the job's name (`pysched simulate --jobs-csv`)
 
 
 @dataclass(slots=True)
@@ -30,6 +32,12 @@ class Accounting:
     used_cpu_s: float = 0.0
     rescales: int = 0
     usage: list[Usage] = field(default_factory=list)
+    job_rescales: collections.Counter[str] = field(default_factory=collections.Counter)
+
+    def rescaled(self, job: str) -> None:
+        """A running job's resources changed (CPUs in place or by a restart, its worker set)."""
+        self.rescales += 1
+        self.job_rescales[job] += 1
 
     @property
     def cpu_utilization(self) -> float:
@@ -43,7 +51,7 @@ def close_segment(run: Run, now: float, books: Accounting) -> None:
         used = (run.steps_at(now) - run.steps_at(run.alloc_from)) * per_step
         books.allocated_cpu_s += run.cpu * (now - run.alloc_from)
         books.used_cpu_s += used
-        books.usage.append(Usage(run.alloc_from, now, run.cpu, used))
+        books.usage.append(Usage(run.alloc_from, now, run.cpu, used, run.job.name))
     run.alloc_from = now
 
 
@@ -52,5 +60,5 @@ def resize_run(
 ) -> None:
     """A change of the running job's CPUs: in place keeps progress, a restart loses it and waits."""
     close_segment(run, now, books)
-    books.rescales += 1
+    books.rescaled(run.job.name)
     retime(run, cpu, now, rng, noise)

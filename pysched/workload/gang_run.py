@@ -66,7 +66,7 @@ class GangRun:
         self.held[index] = dataclasses.replace(self.held[index], cpu=cpu)
         if not running:
             return
-        books.rescales += 1
+        books.rescaled(self.job.name)
         if self.job.restart_on_resize:
             self.steps = self.checkpoint
             self._start(now + RESTART_SECONDS, now, rng, noise)
@@ -103,7 +103,7 @@ class GangRun:
         if running or self.steps > 0:  # a job that never trained has no workers to restart
             self.paused_until = now + pause
         if running:
-            books.rescales += 1
+            books.rescaled(self.job.name)
         if self.complete:
             self._start(now, now, rng, noise)
         return pause
@@ -145,7 +145,8 @@ class GangRun:
         books.allocated_cpu_s += total
         books.used_cpu_s += used
         for i, cpu_s in allocated.items():
-            books.usage.append(Usage(self.since[i], now, self.held[i].cpu, used * cpu_s / total if total else 0.0))
+            share = used * cpu_s / total if total else 0.0
+            books.usage.append(Usage(self.since[i], now, self.held[i].cpu, share, self.job.name))
 
     def _ordered(self) -> tuple[Held, ...]:
         return tuple(self.held[i] for i in sorted(self.held))

@@ -1,4 +1,5 @@
 import argparse
+import csv
 import json
 import subprocess
 import sys
@@ -8,6 +9,8 @@ import pytest
 
 from pysched import __version__
 from pysched.cmd.cli import build_parser, main
+from pysched.sim.plots import same_curves
+from pysched.sim.runner import PolicyResult
 from pysched.testing.hostile import alias_bomb
 
 
@@ -228,3 +231,31 @@ def test_every_flag_of_every_command_has_help() -> None:
         return found
 
     assert missing(build_parser(), "pysched") == []
+
+
+def test_jobs_csv_has_one_row_per_policy_and_job_agreeing_with_the_json(tmp_path: Path) -> None:
+    out, table = tmp_path / "sim.json", tmp_path / "out" / "jobs.csv"
+    args = ["simulate", "--policy", "default", "--policy", "pysched", "--json", str(out), "--jobs-csv", str(table)]
+    assert main(args) == 0
+    summary = json.loads(out.read_text())["policies"]
+    with table.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for policy in ("default", "pysched"):
+        mine = [r for r in rows if r["policy"] == policy]
+        assert len(mine) == summary[policy]["jobs"] == 200
+        assert sum(r["met"] == "true" for r in mine) == summary[policy]["deadline_met"]
+        assert sum(int(r["rescales"]) for r in mine) == summary[policy]["rescales"]
+    rescaled = next(r for r in rows if r["policy"] == "pysched" and int(r["rescales"]) > 0 and r["cpu_segments"])
+    segments = [s.partition(":") for s in rescaled["cpu_segments"].split(";")]
+    assert len(segments) >= 2 and len({cpus for _, _, cpus in segments}) >= 2  # the CPUs it held changed
+    start = float(segments[0][0].split("-")[0])
+    assert abs(start - float(rescaled["started_s"])) <= 1
+    assert float(rescaled["finished_s"]) >= float(segments[-1][0].split("-")[1]) - 1
+
+
+def test_identical_jct_curves_are_named_in_the_legend() -> None:
+    def result(jct: tuple[float, ...]) -> PolicyResult:
+        return PolicyResult(len(jct), 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, jct=jct)
+
+    results = {"default": result((3.0, 1.0)), "edf": result((1.0, 3.0)), "seed": result((2.0,)), "x": result(())}
+    assert same_curves(results) == {"edf": "default"}
