@@ -14,17 +14,17 @@ from pysched.api.limits import MAX_EPOCH, MAX_STEPS, MAX_VALUE_CHARS
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, QuantityError, to_scheduler_units
 from pysched.api.times import format_rfc3339, parse_rfc3339
+from pysched_progress import PROGRESS as PROGRESS
+from pysched_progress import PROGRESS_INTERVAL as PROGRESS_INTERVAL
 
 DEADLINE = "pysched.io/deadline"
 TOTAL_STEPS = "pysched.io/total-steps"
-PROGRESS = "pysched.io/progress"
 DEADLINE_FORMS = "an RFC 3339 time (2026-11-30T12:00:00Z) or a duration such as 45m, 6h or 1h30m"
 URGENCY = "pysched.io/urgency"
 URGENCY_VALUES = ("urgent", "relaxed")
 URGENCY_FORMS = '"urgent" or "relaxed"'
 INVALID_ANNOTATION = "InvalidAnnotation"  # the Warning event's reason for a malformed or disagreeing value
 
-PROGRESS_INTERVAL = 60.0  # the training helper writes its progress at most once a minute by default
 # The admission policy of manifests/training enforces the same bounds (a unit test holds them together).
 MAX_STEP_DIGITS = len(str(MAX_STEPS))
 PROGRESS_MAX_LENGTH = MAX_VALUE_CHARS

@@ -157,7 +157,7 @@ def test_a_pod_token_writes_its_own_progress_and_nothing_else(
 
     # Not another pod's progress: the helper logs the refusal and carries on.
     assert "only update its own progress, not pod" in denied(api, ns, "b", annotate(PROGRESS, "1@2026-11-30T12:00:00Z"))
-    with caplog.at_level(logging.WARNING, logger="pysched.progress"):
+    with caplog.at_level(logging.WARNING, logger="pysched_progress"):
         assert not Reporter(PodRef(ns, "b"), transport, clock=lambda: T0).report(1)
     assert "could not write pysched.io/progress=1@2026-11-30T12:00:00Z on pod" in caplog.text
 

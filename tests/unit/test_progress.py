@@ -12,6 +12,7 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
+import pysched_progress
 from pysched import progress
 from pysched.progress import (
     PROGRESS,
@@ -103,7 +104,7 @@ def test_a_clock_going_backwards_does_not_stall_writes() -> None:
 def test_api_errors_are_logged_never_raised_and_retried(caplog: pytest.LogCaptureFixture) -> None:
     rep, transport, clock = reporter()
     transport.fail = True
-    with caplog.at_level(logging.WARNING, logger="pysched.progress"):
+    with caplog.at_level(logging.WARNING, logger="pysched_progress"):
         assert not rep.report(10)
     assert "could not write pysched.io/progress=10@" in caplog.text and "apiserver unreachable" in caplog.text
     clock.now += 1
@@ -115,14 +116,14 @@ def test_api_errors_are_logged_never_raised_and_retried(caplog: pytest.LogCaptur
 
 def test_bad_steps_are_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     rep, transport, _ = reporter()
-    with caplog.at_level(logging.WARNING, logger="pysched.progress"):
+    with caplog.at_level(logging.WARNING, logger="pysched_progress"):
         assert not rep.report(-1)
         assert not rep.report(1.5)  # type: ignore[arg-type]
     assert transport.writes == [] and "negative" in caplog.text and "non-integer" in caplog.text
 
 
 def test_outside_a_pod_every_call_is_a_no_op(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="pysched.progress"):
+    with caplog.at_level(logging.WARNING, logger="pysched_progress"):
         rep = Reporter.from_environment({})
     assert rep.pod is None and "POD_NAME" in caplog.text
     assert not rep.report(1) and not rep.flush()
@@ -267,7 +268,7 @@ def test_lightning_callback_does_not_hide_a_broken_install(monkeypatch: pytest.M
     def import_module(name: str) -> ModuleType:  # lightning is there, a dependency of it is not
         raise ModuleNotFoundError("No module named 'lightning_utilities'", name="lightning_utilities")
 
-    monkeypatch.setattr(progress, "importlib", SimpleNamespace(import_module=import_module))
+    monkeypatch.setattr(pysched_progress, "importlib", SimpleNamespace(import_module=import_module))
     with pytest.raises(ModuleNotFoundError, match="lightning_utilities"):
         lightning_callback()
 

@@ -1,0 +1,101 @@
+"""pysched_progress's own parts: the stdlib transport's credentials, the request-only CPU count,
+the one-line rate-limited warning, and its progress stamp matching pysched's."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import pysched_progress
+from pysched.api.annotations import format_progress as pysched_format
+from pysched_progress import ApiCredentials, PodRef, Reporter, format_progress, granted_cpus
+
+PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+@given(st.integers(0, 10**16 - 1), st.floats(0, 253402300799, allow_nan=False))
+def test_the_stamp_is_the_one_pysched_reads(steps: int, when: float) -> None:
+    assert format_progress(steps, when) == pysched_format(steps, when)
+
+
+def _config(user: Mapping[str, object], cluster: Mapping[str, object] | None = None) -> dict[str, object]:
+    return {
+        "current-context": "c",
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+        "clusters": [{"name": "k", "cluster": {"server": "https://10.0.0.1:6443", **(cluster or {})}}],
+        "users": [{"name": "u", "user": dict(user)}],
+    }
+
+
+def test_kubeconfig_credentials_token_or_client_certificate(caplog: pytest.LogCaptureFixture) -> None:
+    data = base64.b64encode(PEM.encode()).decode()
+    token = ApiCredentials.from_kubeconfig(_config({"token": "abc"}, {"certificate-authority-data": data}))
+    assert (token.server, token.token(), token.ca_pem, token.client_cert) == ("https://10.0.0.1:6443", "abc", PEM, None)
+    cert = ApiCredentials.from_kubeconfig(
+        _config({"client-certificate-data": data, "client-key-data": data}, {"insecure-skip-tls-verify": True})
+    )
+    assert cert.insecure and cert.token() is None and cert.client_cert is not None
+    for path in cert.client_cert:
+        assert Path(path).read_text() == PEM and stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    with caplog.at_level(logging.WARNING, logger="pysched_progress"):
+        ApiCredentials.from_kubeconfig(_config({"exec": {"command": "aws"}}))
+    assert "credential plugin" in caplog.text
+    with pytest.raises(ValueError, match="no cluster server"):
+        ApiCredentials.from_kubeconfig({"current-context": "none"})
+
+
+def test_in_a_pod_the_service_account_token_is_read_at_every_write(tmp_path: Path) -> None:
+    env = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    assert ApiCredentials.in_cluster(tmp_path, env) is None  # no token file
+    (tmp_path / "token").write_text("first")
+    (tmp_path / "ca.crt").write_text(PEM)
+    creds = ApiCredentials.in_cluster(tmp_path, env)
+    assert creds is not None and creds.server == "https://10.96.0.1:443" and creds.ca_pem == PEM.strip()
+    assert creds.token() == "first"
+    (tmp_path / "token").write_text("rotated")
+    assert creds.token() == "rotated"
+    six = ApiCredentials.in_cluster(tmp_path, {"KUBERNETES_SERVICE_HOST": "fd00::1"})
+    assert six is not None and six.server == "https://[fd00::1]:443"
+
+
+def test_a_request_only_container_counts_the_cpus_of_its_cpu_weight(tmp_path: Path) -> None:
+    # The kubelet's cgroup v2 weight for a request of R millicores, R*1024/1000 shares.
+    def weight(milli: int) -> int:
+        return 1 + ((milli * 1024 // 1000 - 2) * 9999) // 262142
+
+    for milli, expected in ((2000, 2.0), (4000, 4.0), (500, 0.5)):
+        (tmp_path / "cpu.weight").write_text(f"{weight(milli)}\n")
+        assert granted_cpus(tmp_path) == pytest.approx(expected, abs=0.03)
+    (tmp_path / "cpu.max").write_text("300000 100000\n")  # a limit wins over the request
+    assert granted_cpus(tmp_path) == 3.0
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    (tmp_path / "cpu.weight").write_text("100\n")  # the default weight: no request is known
+    assert granted_cpus(tmp_path) == float(len(os.sched_getaffinity(0)))
+
+
+class Refusing:
+    def patch_annotations(self, pod: PodRef, annotations: Mapping[str, str]) -> None:
+        raise RuntimeError("HTTP 403: forbidden\nby policy")
+
+
+def test_failures_are_one_line_without_traceback_then_one_every_ten_minutes(caplog: pytest.LogCaptureFixture) -> None:
+    clock = [1_796_040_000.0]
+    rep = Reporter(PodRef("ns", "p"), Refusing(), interval=0, clock=lambda: clock[0])
+    with caplog.at_level(logging.WARNING, logger="pysched_progress"):
+        for step in range(1, 6):
+            clock[0] += 60
+            assert not rep.report(step)
+        clock[0] += pysched_progress.WARN_EVERY_S
+        rep.report(6)
+    assert [r.exc_info for r in caplog.records] == [None, None]
+    first, second = (r.getMessage() for r in caplog.records)
+    assert first.endswith("on pod ns/p: HTTP 403: forbidden by policy") and "\n" not in first
+    assert second.endswith("(4 more failed since the last warning)")
