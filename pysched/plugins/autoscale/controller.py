@@ -673,19 +673,25 @@ class Controller:
                 continue
             if record.counted:
                 self._deadlines[record.verdict] += 1
-            ref = job_of(pod)
-            if ref is not None and record.ended_at is not None:
-                run = incarnation(pod, ref.key)
+            run = self._gang_run(pod)
+            if run is not None and record.ended_at is not None:
                 self._gangs_seen[run] = self.handle.clock.now()
-                self._judged.setdefault(
-                    run, Judged(self.handle.clock.now(), record.verdict == "met", record.ended_at, True)
-                )
+                met = record.verdict == "met"
+                self._judged.setdefault(run, Judged(self.handle.clock.now(), met, record.ended_at, met))
         # In the order they ended: a gang's first member to end judges the job.
         for pod in sorted(unjudged, key=lambda p: finished_at(p) or self.handle.clock.now()):
-            ref = job_of(pod)
-            if ref is not None and (ref.min_members or self.handle.cluster.job_minimum(ref) or 1) > 1:
-                self._gangs_seen.setdefault(incarnation(pod, ref.key), self.handle.clock.now())
+            run = self._gang_run(pod)
+            if run is not None:
+                self._gangs_seen.setdefault(run, self.handle.clock.now())
             self._judge(pod)
+
+    def _gang_run(self, pod: PodInfo) -> GangIncarnation | None:
+        """The run of the gang an ended pod was a member of (None: a job of one pod at a time),
+        from what the pod and the backend say of its minimum."""
+        ref = job_of(pod)
+        if ref is None or (ref.min_members or self.handle.cluster.job_minimum(ref) or 1) <= 1:
+            return None
+        return incarnation(pod, ref.key)
 
     def _judge(self, pod: PodInfo) -> None:
         deadline = deadline_of(pod)

@@ -704,3 +704,29 @@ def test_the_slack_of_a_job_past_its_deadline_is_clamped_and_labelled_infeasible
     world = asyncio.run(run())
     (gauge,) = [f for f in world.plugin.metric_families() if f.name == "pysched_autoscale_predicted_slack_seconds"]
     assert gauge.values == {("default", "job", "infeasible"): -30 * 86400.0}
+
+
+def test_at_take_over_pods_of_one_job_that_are_no_gang_are_judged_each_on_its_own() -> None:
+    """A Job that runs its pods one after the other: a verdict on one is not the other's."""
+
+    def ended(name: str, verdict: str | None) -> PodInfo:
+        notes = {"pysched.io/deadline": "1h", "pysched.io/total-steps": "10"}
+        raw = pod_dict(name, cpu="1", created=T0, annotations=notes, node_name="n", labels={JOB_LABEL: "seq"})
+        raw.setdefault("status", {})["phase"] = "Succeeded"
+        if verdict is not None:
+            record = JobRecord("DeadlineMissed", "missed", T0 + 3600, verdict=verdict, ended_at=T0 + 4000, counted=True)
+            raw["status"]["conditions"] = [
+                {"type": "pysched.io/State", "status": "True", "message": state_message(record)}
+            ]
+        return pod_from_dict(raw)
+
+    async def run() -> World:
+        world = World()
+        world.clock.advance(60)  # the second pod ended well within its deadline
+        world.scheduler.take_over([ended("seq-0", "missed"), ended("seq-1", None)])
+        await world.scheduler.run_until_idle()
+        return world
+
+    world = asyncio.run(run())
+    (deadlines,) = [f for f in world.plugin.metric_families() if f.name == "pysched_deadlines"]
+    assert deadlines.values == {("met",): 1.0, ("missed",): 1.0}
