@@ -29,7 +29,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -105,8 +105,8 @@ def _row(namespace: str, name: str, pods: Sequence[PodInfo], last_event: str) ->
     judged = next(((p, r) for p, r in records if r.verdict is not None and r.counted), None) or next(
         ((p, r) for p, r in records if r.verdict is not None), None
     )
-    # The member that speaks for the job: the one with the newest State (rank 0 in a gang).
-    speaker = judged or (max(records, key=lambda pr: pr[1].finish or 0.0) if records else None)
+    # The member that speaks for the job: the one whose State carries a prediction (rank 0 in a gang).
+    speaker = judged or next(((p, r) for p, r in records if r.finish is not None), None)
     condition = next((c for p in pods if (c := condition_of(p, CONDITION)) is not None), None)
     reason = str(condition.get("reason", "")) if condition else ""
     finish = sigma = None
@@ -307,10 +307,9 @@ def context_namespace(kubeconfig: str | None, context: str | None) -> str:
     return "default"
 
 
-async def status(
-    kubeconfig: str | None, context: str | None, namespace: str | None, schedulers: frozenset[str], output: str,
-    watch_s: float | None,
-) -> int:  # fmt: skip
+@contextlib.asynccontextmanager
+async def _client(kubeconfig: str | None, context: str | None) -> AsyncIterator[Any]:
+    """The live client, closed afterwards; a kubeconfig it cannot use is a StatusError."""
     from pysched.backend.live.client import KubeConfigError, connect
 
     try:
@@ -318,6 +317,16 @@ async def status(
     except KubeConfigError as err:
         raise StatusError(str(err)) from err
     try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def status(
+    kubeconfig: str | None, context: str | None, namespace: str | None, schedulers: frozenset[str], output: str,
+    watch_s: float | None,
+) -> int:  # fmt: skip
+    async with _client(kubeconfig, context) as client:
         while True:
             rows = await read_rows(client, namespace, schedulers)
             if watch_s is not None and output in ("table", "wide") and sys.stdout.isatty():
@@ -326,8 +335,6 @@ async def status(
             if watch_s is None:
                 return 0
             await asyncio.sleep(watch_s)
-    finally:
-        await client.close()
 
 
 def explain_text(raw_pod: Mapping[str, Any], raw_pods: Sequence[Mapping[str, Any]],
@@ -336,21 +343,19 @@ def explain_text(raw_pod: Mapping[str, Any], raw_pods: Sequence[Mapping[str, Any
     pods, oldest first."""
     pod = pod_from_dict(raw_pod)
     ref = job_of(pod)
-    members = []
+    members: list[tuple[Mapping[str, Any], PodInfo]] = []
     for raw in raw_pods:
         with contextlib.suppress(*MALFORMED):
             other = pod_from_dict(raw)
             other_ref = job_of(other)
             same = other.uid == pod.uid or (ref is not None and other_ref is not None and other_ref.key == ref.key)
             if same and other.namespace == pod.namespace:
-                members.append(raw)
-    uids = {str((m.get("metadata") or {}).get("uid")) for m in members}
-    names = {str((m.get("metadata") or {}).get("uid")): str((m.get("metadata") or {}).get("name")) for m in members}
-    ours = [e for e in raw_events if str((e.get("regarding") or {}).get("uid")) in uids]
-    rows = job_rows(members, ours, {})
+                members.append((raw, other))
+    names: dict[str, str] = {info.uid: info.name for _, info in members}
+    ours = [e for e in raw_events if str((e.get("regarding") or {}).get("uid")) in names]
+    rows = job_rows([raw for raw, _ in members], ours, {})
     lines = [render_table(rows, now, wide=False)] if rows else []
-    for member in sorted(members, key=lambda m: str((m.get("metadata") or {}).get("name"))):
-        info = pod_from_dict(member)
+    for _, info in sorted(members, key=lambda m: m[1].name):
         deadline, record = condition_of(info, CONDITION), saved_job(info)
         if deadline is None and record is None:
             continue
@@ -380,13 +385,7 @@ def explain_text(raw_pod: Mapping[str, Any], raw_pods: Sequence[Mapping[str, Any
 
 
 async def explain(kubeconfig: str | None, context: str | None, namespace: str, name: str) -> int:
-    from pysched.backend.live.client import KubeConfigError, connect
-
-    try:
-        client = await connect(kubeconfig, qps=50, burst=100, context=context)
-    except KubeConfigError as err:
-        raise StatusError(str(err)) from err
-    try:
+    async with _client(kubeconfig, context) as client:
         resp = await client.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
         if not resp.ok:
             raise StatusError(f"pod {namespace}/{name}: {resp.message()}")
@@ -397,5 +396,3 @@ async def explain(kubeconfig: str | None, context: str | None, namespace: str, n
         except MALFORMED as err:
             raise StatusError(f"pod {namespace}/{name} cannot be read: {err}") from err
         return 0
-    finally:
-        await client.close()
