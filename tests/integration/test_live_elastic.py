@@ -321,17 +321,18 @@ def test_the_planner_scales_an_elastic_job_up_to_meet_its_deadline_and_back_down
             wait_for(spec_seen, lambda s: s == (4, 4), timeout=20, interval=0.05, what="the plan's 4 workers")
             progress = Progress(kube, namespace)
             progress.reaches(int(GPU_STEPS * 0.8), "the job 80% done on 4 GPUs")
-            # A short best-effort job that needs 6 of the 8 GPUs: the elastic job has the slack to
-            # finish on 2 by now, so the plan gives the others back.
+            # A short best-effort job that needs 5 of the 8 GPUs: the elastic job gives back the one
+            # GPU it lacks, whatever its deadline would allow by now (2 on a quiet machine, 3 on a
+            # loaded one), so the outcome does not hang on how fast this machine ran the job.
             short = {TOTAL_STEPS: "1000", EXPECTED_DURATION: "5s"}
             pod = {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": "short", **gpu_template(name, namespace, 6, short)["metadata"]},
+                "metadata": {"name": "short", **gpu_template(name, namespace, 5, short)["metadata"]},
             }
-            pod["spec"] = gpu_template(name, namespace, 6, short)["spec"]
+            pod["spec"] = gpu_template(name, namespace, 5, short)["spec"]
             kube.post(f"/api/v1/namespaces/{namespace}/pods", pod)
-            wait_for(spec_seen, lambda s: s == (2, 2), timeout=20, interval=0.05, what="the elastic job back on 2")
+            wait_for(spec_seen, lambda s: s == (3, 3), timeout=20, interval=0.05, what="the elastic job down to 3")
             for going in list_pods(kube, namespace):
                 if going["metadata"].get("deletionTimestamp"):
                     kube.force_delete_pod(namespace, going["metadata"]["name"])  # as a kubelet finishes it
@@ -349,7 +350,7 @@ def test_the_planner_scales_an_elastic_job_up_to_meet_its_deadline_and_back_down
                 what="the elastic job done",
             )
             finished = time.time()
-            assert specs[0] == (2, 2) and (4, 4) in specs and specs[-1] == (2, 2), specs  # up, then down
+            assert specs[0] == (2, 2) and (4, 4) in specs and specs[-1] == (3, 3), specs  # up, then down
             assert finished <= deadline, f"missed by {finished - deadline:.1f}s"
             assert progress.never_went_back(), progress.seen
             assert (done.get("status") or {}).get("failed", 0) == 0
