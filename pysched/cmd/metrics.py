@@ -14,12 +14,26 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from pysched.framework.interfaces import MetricFamily, MetricsPlugin, QueuedPod
+from pysched.framework.status import Code
+from pysched.scheduler.observer import ExtensionPointTimer, PluginTimer
 
 if TYPE_CHECKING:
     from pysched.scheduler.scheduler import Scheduler
 
 ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))  # kube-scheduler: ExponentialBuckets(0.001, 2, 15)
 SLI_BUCKETS = tuple(0.01 * 2**i for i in range(20))  # kube-scheduler: ExponentialBuckets(0.01, 2, 20)
+POINT_BUCKETS = tuple(0.0001 * 2**i for i in range(12))  # kube-scheduler: ExponentialBuckets(0.0001, 2, 12)
+PLUGIN_BUCKETS = tuple(0.00001 * 1.5**i for i in range(20))  # kube-scheduler: ExponentialBuckets(0.00001, 1.5, 20)
+ATTEMPTS_BUCKETS = (1.0, 2.0, 4.0, 8.0, 16.0)  # kube-scheduler: ExponentialBuckets(1, 2, 5)
+# The `status` label as kube-scheduler's framework writes a code.
+CODE_NAMES = {
+    Code.SUCCESS: "Success",
+    Code.ERROR: "Error",
+    Code.UNSCHEDULABLE: "Unschedulable",
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
+    Code.WAIT: "Wait",
+    Code.SKIP: "Skip",
+}
 
 MetricSource = Callable[[], Iterable[Metric]]
 
@@ -58,8 +72,38 @@ class SchedulerMetrics:
             buckets=SLI_BUCKETS,
             registry=self.registry,
         )
+        self.attempts_needed = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.",
+            buckets=ATTEMPTS_BUCKETS,
+            registry=self.registry,
+        )
+        self.point_duration = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point.",
+            ["profile", "extension_point", "status"],
+            buckets=POINT_BUCKETS,
+            registry=self.registry,
+        )
+        self.plugin_duration = Histogram(
+            "scheduler_plugin_execution_duration_seconds",
+            "Duration for running a plugin at a specific extension point.",
+            ["plugin", "extension_point", "status"],
+            buckets=PLUGIN_BUCKETS,
+            registry=self.registry,
+        )
+        self._point_timer = _ByCode(self.point_duration)
+        self._plugin_timer = _ByCode(self.plugin_duration)
         self._scraped = _Scraped()
         self.registry.register(self._scraped)
+
+    @property
+    def extension_points(self) -> ExtensionPointTimer:
+        return self._point_timer
+
+    @property
+    def plugin_executions(self) -> PluginTimer:
+        return self._plugin_timer
 
     def attempt(self, profile: str, result: str, seconds: float) -> None:
         self.attempts.labels(result, profile).inc()
@@ -67,6 +111,7 @@ class SchedulerMetrics:
 
     def bound(self, queued: QueuedPod, now: float) -> None:
         self.sli.labels(str(min(queued.attempts, 15))).observe(max(now - queued.added, 0.0))
+        self.attempts_needed.observe(queued.attempts)
 
     def add_source(self, source: MetricSource) -> None:
         self._scraped.sources.append(source)
@@ -87,6 +132,51 @@ def counter(name: str, documentation: str, values: dict[tuple[str, ...], float],
     for key, value in values.items():
         family.add_metric(list(key), value)
     return family
+
+
+class _ByCode:
+    """A duration histogram labelled (who, extension point, status), its children looked up once:
+    it is observed several times per scheduling cycle."""
+
+    __slots__ = ("children", "histogram")
+
+    def __init__(self, histogram: Histogram) -> None:
+        self.histogram = histogram
+        self.children: dict[tuple[str, str, Code], Histogram] = {}
+
+    def __call__(self, who: str, point: str, code: Code, seconds: float) -> None:
+        key = (who, point, code)
+        child = self.children.get(key)
+        if child is None:
+            child = self.children[key] = self.histogram.labels(who, point, CODE_NAMES[code])
+        child.observe(seconds)
+
+
+def queue_metrics(scheduler: Scheduler) -> list[Metric]:
+    """The scheduling queue under kube-scheduler's names: what waits where, why pods came in, and
+    which plugins keep them out."""
+    counts = scheduler.queue.counts()
+    return [
+        gauge(
+            "scheduler_pending_pods",
+            "Number of pending pods, by the queue type.",
+            {(name,): float(n) for name, n in counts.items() if name != "in-flight"},
+            ["queue"],
+        ),
+        counter(
+            "scheduler_queue_incoming_pods",
+            "Number of pods added to scheduling queues by event and queue type.",
+            {(queue, event): float(n) for (queue, event), n in scheduler.queue.incoming.items()},
+            ["queue", "event"],
+        ),
+        gauge(
+            "scheduler_unschedulable_pods",
+            "The number of unschedulable pods broken down by plugin name. A pod will increment the gauge "
+            "for all plugins that caused it to not schedule.",
+            {key: float(n) for key, n in scheduler.queue.unschedulable_by_plugin().items()},
+            ["plugin", "profile"],
+        ),
+    ]
 
 
 def plugin_metrics(scheduler: Scheduler) -> list[Metric]:

@@ -426,17 +426,11 @@ def add_sources(
     its plugins judge nothing: the queue, Permit and plugin families are the leader's only (a
     standby exports none of them rather than numbers that look like a stuck scheduler)."""
     from pysched import __version__
-    from pysched.cmd.metrics import counter, gauge, plugin_metrics
+    from pysched.cmd.metrics import counter, gauge, plugin_metrics, queue_metrics
 
     def leading() -> list[Metric]:
-        counts = scheduler.queue.counts()
         return [
-            gauge(
-                "scheduler_pending_pods",
-                "Number of pending pods, by the queue type.",
-                {(name,): float(n) for name, n in counts.items() if name != "in-flight"},
-                ["queue"],
-            ),
+            *queue_metrics(scheduler),
             gauge(
                 "pysched_waiting_pods",
                 "Pods held at Permit, assumed on their node, waiting to be allowed.",

@@ -13,7 +13,7 @@ _NONE: frozenset[str] = frozenset()
 class CycleState:
     """Typed key/value store living for one scheduling cycle (plus its binding cycle)."""
 
-    __slots__ = ("_data", "reserved", "skip_filter", "skip_score")
+    __slots__ = ("_data", "plugins_timed", "reserved", "skip_filter", "skip_score")
 
     def __init__(self) -> None:
         # Created on first use: most cycles never write, and one is made per pod.
@@ -24,6 +24,8 @@ class CycleState:
         self.skip_score: set[str] | frozenset[str] = _NONE
         # The Reserve plugins that reserved for this pod (None: not reached, all of them undo).
         self.reserved: tuple[Any, ...] | None = None
+        # This cycle is one of the sampled few whose plugins are timed one by one.
+        self.plugins_timed = False
 
     def skip(self, point: str, plugin: str) -> None:
         """A PreFilter/PreScore plugin returned Skip: its Filter/Score is not run for this pod."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
@@ -39,9 +40,12 @@ from pysched.framework.interfaces import (
 from pysched.framework.nodetable import I64, POD_COLUMN, Bools, NodeTable, RequestShape
 from pysched.framework.status import SUCCESS, Code, Status
 from pysched.scheduler.kernel import select_node
+from pysched.scheduler.observer import ExtensionPointTimer, PluginTimer
 from pysched.scheduler.selection import KernelWeights, ScoreCache, SelectionCache
 
 SIGNATURES_KEPT = 4096  # distinct mask keys remembered before starting over
+# One cycle in this many has its plugins timed one by one (kube-scheduler samples 10%).
+PLUGIN_SAMPLE_EVERY = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +169,10 @@ class SchedulingAlgorithm:
         self.selection = SelectionCache(self._score_cache)
         self._plans: dict[PodFeatures, PodPlan] = {}
         self._plans_version = self._plans_generation = -1  # what they were made for
+        self.profile = profile
+        self.timed: ExtensionPointTimer | None = None  # set by a scheduler whose metrics time points
+        self.plugin_timed: PluginTimer | None = None  # and plugins, in the sampled cycles
+        self._cycles_timed = 0
 
     def plan(self, features: PodFeatures) -> PodPlan:
         """What a pod with `features` meets, kept until a gate or the nodes may have changed."""
@@ -218,12 +226,36 @@ class SchedulingAlgorithm:
         return found
 
     def find_node(self, state: CycleState, pod: PodInfo) -> ScheduleResult:
+        timed = self.timed
+        if timed is None:
+            return self._find_node(state, pod, None)
+        # kube-scheduler's scheduler_framework_extension_point_duration_seconds: PreFilter,
+        # Filter, PreScore, Score and PostFilter each timed (laps of one clock).
+        laps = _Laps(timed, self.profile)
+        if self.plugin_timed is not None:
+            state.plugins_timed = self._cycles_timed % PLUGIN_SAMPLE_EVERY == 0
+            self._cycles_timed += 1
+        result = self._find_node(state, pod, laps)
+        laps.lap(laps.point, result.status.code)
+        return result
+
+    def plugin_took(self, plugin: str, point: str, code: Code, started: float) -> None:
+        """kube-scheduler's scheduler_plugin_execution_duration_seconds, in a sampled cycle."""
+        if self.plugin_timed is not None:
+            self.plugin_timed(plugin, point, code, time.perf_counter() - started)
+
+    def _find_node(self, state: CycleState, pod: PodInfo, laps: _Laps | None) -> ScheduleResult:
         nodes = self.nodes
         plan = self.plan(pod.features)
         state.skip_filter = plan.skip_filter
         state.skip_score = plan.skip_score
+        if laps is not None:
+            laps.point = "PreFilter"
         for plugin in plan.pre_filter:
+            started = time.perf_counter() if state.plugins_timed else 0.0
             status = plugin.pre_filter(state, pod, nodes)
+            if state.plugins_timed:
+                self.plugin_took(plugin.NAME, "PreFilter", status.code, started)
             if status.code is Code.SKIP:
                 state.skip("filter", plugin.NAME)
             elif not status.ok:
@@ -237,7 +269,8 @@ class SchedulingAlgorithm:
                 )
                 status = Status(status.code, (diagnosis.message(),), plugin.NAME)
                 return ScheduleResult(None, status, 0, diagnosis)
-
+        if laps is not None:
+            laps.lap("PreFilter", Code.SUCCESS, then="Filter")
         signature = self._signature(pod)
         mask, candidates = self._node_mask(pod, signature)
         req = nodes.request_shape(pod.requests)
@@ -253,14 +286,26 @@ class SchedulingAlgorithm:
         if batch_filters:
             mask = mask.copy()
             for batch_filter in batch_filters:
+                started = time.perf_counter() if state.plugins_timed else 0.0
                 mask &= batch_filter.filter_batch(state, pod, nodes).feasible
+                if state.plugins_timed:
+                    self.plugin_took(batch_filter.NAME, "Filter", Code.SUCCESS, started)
             candidates = np.flatnonzero(mask).astype(np.int64)
+        if laps is not None and plan.pre_score:
+            # Filter here is the node masks and batch filters; the fused fit runs in the
+            # selection kernel with the fused scores, timed as Score.
+            laps.lap("Filter", Code.SUCCESS, then="PreScore")
         for pre in plan.pre_score:
+            started = time.perf_counter() if state.plugins_timed else 0.0
             status = pre.pre_score(state, pod, nodes, mask)
+            if state.plugins_timed:
+                self.plugin_took(pre.NAME, "PreScore", status.code, started)
             if status.code is Code.SKIP:
                 state.skip("score", pre.NAME)
             elif not status.ok:
                 return ScheduleResult(None, status.with_plugin(pre.NAME), 0)
+        if laps is not None:
+            laps.lap(laps.point, Code.SUCCESS, then="Score")
         extra = plan.extra_score
         if extra and state.skip_score is not plan.skip_score:
             skipped = state.skip_score
@@ -287,6 +332,8 @@ class SchedulingAlgorithm:
                 extra,
             )
         if feasible == 0:
+            if laps is not None:
+                laps.lap("Score", Code.SUCCESS, then="PostFilter")
             return self._unschedulable(state, pod)
         if extra:
             best = self._score_extra(state, pod, scores)
@@ -302,10 +349,13 @@ class SchedulingAlgorithm:
             plugin = score.plugin
             if plugin.NAME in state.skip_score:
                 continue
+            started = time.perf_counter() if state.plugins_timed else 0.0
             extra = plugin.score_batch(state, pod, nodes, feasible)
             if isinstance(plugin, ScoreNormalizer):
                 extra = extra.copy()
                 plugin.normalize_scores(state, pod, extra, feasible)
+            if state.plugins_timed:
+                self.plugin_took(plugin.NAME, "Score", Code.SUCCESS, started)
             total += score.weight * extra
         total[~feasible] = -1
         return int(np.argmax(total))
@@ -366,7 +416,10 @@ class SchedulingAlgorithm:
         diagnosis = self.diagnose(state, pod)
         said: list[str] = []
         for plugin in self.post_filter:
+            started = time.perf_counter() if state.plugins_timed else 0.0
             status = plugin.post_filter(state, pod, diagnosis)
+            if state.plugins_timed:
+                self.plugin_took(plugin.NAME, "PostFilter", status.code, started)
             if status.ok:
                 break
             if status.message():
@@ -375,3 +428,19 @@ class SchedulingAlgorithm:
             diagnosis = dataclasses.replace(diagnosis, post_filter_message=" ".join(said))
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if diagnosis.unresolvable else Code.UNSCHEDULABLE
         return ScheduleResult(None, Status(code, (diagnosis.message(),)), 0, diagnosis)
+
+
+class _Laps:
+    """One scheduling cycle's extension points, each timed from where the last one ended."""
+
+    __slots__ = ("point", "profile", "started", "timed")
+
+    def __init__(self, timed: ExtensionPointTimer, profile: str) -> None:
+        self.timed, self.profile = timed, profile
+        self.point = "PreFilter"
+        self.started = time.perf_counter()
+
+    def lap(self, point: str, code: Code, then: str = "") -> None:
+        now = time.perf_counter()
+        self.timed(self.profile, point, code, now - self.started)
+        self.started, self.point = now, then or point

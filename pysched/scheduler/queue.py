@@ -14,6 +14,7 @@ Time comes from the injected clock only.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import heapq
 import itertools
@@ -31,6 +32,10 @@ from pysched.framework.status import Status
 ACTIVE, BACKOFF, UNSCHEDULABLE, GATED, PARKED, IN_FLIGHT = (
     "active", "backoff", "unschedulable", "gated", "parked", "in-flight"
 )  # fmt: skip
+# Why a pod came into a queue, as kube-scheduler's scheduler_queue_incoming_pods_total names it
+# (a cluster event that moved it is named by its kind).
+POD_ADD, POD_UPDATE, ATTEMPT_FAILED = "PodAdd", "PodUpdate", "ScheduleAttemptFailure"
+BACKOFF_COMPLETE, UNSCHEDULABLE_TIMEOUT, FORCE_ACTIVATE = "BackoffComplete", "UnschedulableTimeout", "ForceActivate"
 MAX_DOUBLINGS = 64  # the backoff's exponent is capped before the power: 2.0 ** 1025 overflows
 
 SortKey = Callable[[QueuedPod], tuple[Any, ...]]
@@ -86,6 +91,14 @@ class SchedulingQueue:
         self._popped_at: dict[PodKey, int] = {}
         self._next_flush = clock.now() + timings.flush_interval
         self._wakeup = asyncio.Event()
+        self.incoming: collections.Counter[tuple[str, str]] = collections.Counter()  # (queue, event)
+
+    def _came(self, qp: QueuedPod, event: str) -> None:
+        """Count where the pod went and why (read from where it is now, so a pod that PreEnqueue
+        gated or a plugin's bug parked counts there)."""
+        where = self._where.get(qp.pod.key)
+        if where is not None:
+            self.incoming[(where, event)] += 1
 
     # ----- placement helpers
     def _push_active(self, qp: QueuedPod) -> None:
@@ -165,6 +178,7 @@ class SchedulingQueue:
         qp = QueuedPod(pod, added=self._clock.now())
         self._pods[pod.key] = qp
         self._enqueue(qp)
+        self._came(qp, POD_ADD)
 
     def update(self, pod: PodInfo) -> None:
         qp = self._pods.get(pod.key)
@@ -176,9 +190,11 @@ class SchedulingQueue:
         where = self._where.get(pod.key)
         if where == GATED or (where == PARKED and changed):
             self._enqueue(qp)
+            self._came(qp, POD_UPDATE)
         elif where == UNSCHEDULABLE and changed:
             # The pod itself changed (a resize, a new toleration...): it may fit now.
             self._leave_unschedulable(qp)
+            self._came(qp, POD_UPDATE)
         elif where == ACTIVE:
             self._push_active(qp)  # re-sort: the old heap entry goes stale
         elif where is None:
@@ -196,6 +212,7 @@ class SchedulingQueue:
                 continue
             self._drop_unschedulable(key)
             self._enqueue(qp)
+            self._came(qp, FORCE_ACTIVATE)
             moved += 1
         return moved
 
@@ -224,6 +241,7 @@ class SchedulingQueue:
                 continue
             if hint is QueueingHint.QUEUE:
                 self._leave_unschedulable(qp)
+                self._came(qp, event.kind.value)
                 moved += 1
         return moved
 
@@ -233,15 +251,19 @@ class SchedulingQueue:
         while self._backoff and self._backoff[0][0] <= now:
             _, token, key = heapq.heappop(self._backoff)
             if self._token.get(key) == token:
-                self._enqueue(self._pods[key])  # PreEnqueue again on the way in, as kube-scheduler
+                qp = self._pods[key]
+                self._enqueue(qp)  # PreEnqueue again on the way in, as kube-scheduler
+                self._came(qp, BACKOFF_COMPLETE)
         if now >= self._next_flush:
             self._next_flush = now + self.timings.flush_interval
             for qp in list(self._unschedulable.values()):
                 if now - qp.last_failure >= self.timings.unschedulable_timeout:
                     self._leave_unschedulable(qp)
+                    self._came(qp, UNSCHEDULABLE_TIMEOUT)
             for qp in list(self._parked.values()):
                 if now - qp.last_failure >= self.timings.unschedulable_timeout:
                     self._enqueue(qp)  # the bug may have been transient: try once more
+                    self._came(qp, UNSCHEDULABLE_TIMEOUT)
 
     def pop(self) -> QueuedPod | None:
         """The next pod to schedule, or None when nothing is ready."""
@@ -282,6 +304,7 @@ class SchedulingQueue:
             self._push_backoff(qp)
         else:
             self._park(qp, UNSCHEDULABLE)
+        self._came(qp, ATTEMPT_FAILED)
 
     def park(self, qp: QueuedPod) -> None:
         """A bug hit this pod: hold it until it changes or the unschedulable timeout passes."""
@@ -291,6 +314,7 @@ class SchedulingQueue:
         qp.last_failure = self._clock.now()
         self._popped_at.pop(qp.pod.key, None)
         self._park(qp, PARKED)
+        self._came(qp, ATTEMPT_FAILED)
 
     def requeue_backoff(self, qp: QueuedPod) -> None:
         """After an error (bind failure, API error): retry after the backoff."""
@@ -302,6 +326,7 @@ class SchedulingQueue:
         qp.backoff_until = now + self._backoff_for(qp.attempts)
         self._popped_at.pop(key, None)
         self._push_backoff(qp)
+        self._came(qp, ATTEMPT_FAILED)
 
     # ----- reads
     def next_wakeup(self) -> float | None:
@@ -330,6 +355,19 @@ class SchedulingQueue:
         while self._backoff and self._token.get(self._backoff[0][2]) != self._backoff[0][1]:
             heapq.heappop(self._backoff)  # drop stale entries
         return bool(self._backoff)
+
+    def unschedulable_by_plugin(self) -> dict[tuple[str, str], int]:
+        """(plugin, profile) -> pods it keeps unschedulable or gated (kube-scheduler's
+        scheduler_unschedulable_pods: a pod counts once for each plugin that rejected it)."""
+        out: collections.Counter[tuple[str, str]] = collections.Counter()
+        for key, where in self._where.items():
+            qp = self._pods[key]
+            if where == UNSCHEDULABLE:
+                for plugin in qp.unschedulable_plugins:
+                    out[(plugin, qp.pod.scheduler_name)] += 1
+            elif where == GATED and qp.gated_by:
+                out[(qp.gated_by, qp.pod.scheduler_name)] += 1
+        return dict(out)
 
     def counts(self) -> dict[str, int]:
         out = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0, PARKED: 0, IN_FLIGHT: 0}

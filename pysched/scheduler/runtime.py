@@ -6,6 +6,7 @@ around it (PreEnqueue and queueing hints, Reserve, Permit, PreBind, Bind, PostBi
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -36,6 +37,7 @@ from pysched.framework.interfaces import (
 from pysched.framework.registry import ArgsError, Registry
 from pysched.framework.status import SKIP, SUCCESS, Code, Status, error
 from pysched.scheduler.algorithm import ScheduleResult, SchedulingAlgorithm, WeightedScore
+from pysched.scheduler.observer import ExtensionPointTimer, PluginTimer
 
 P = TypeVar("P")
 
@@ -175,11 +177,44 @@ class Framework:
             )
         return found
 
+    # ----- timing (kube-scheduler's scheduler_framework_extension_point_duration_seconds and,
+    # in sampled cycles, scheduler_plugin_execution_duration_seconds)
+    @property
+    def timed(self) -> ExtensionPointTimer | None:
+        return self.algorithm.timed
+
+    @timed.setter
+    def timed(self, timer: ExtensionPointTimer | None) -> None:
+        self.algorithm.timed = timer
+
+    @property
+    def plugin_timed(self) -> PluginTimer | None:
+        return self.algorithm.plugin_timed
+
+    @plugin_timed.setter
+    def plugin_timed(self, timer: PluginTimer | None) -> None:
+        self.algorithm.plugin_timed = timer
+
+    def _started(self) -> float:
+        return time.perf_counter() if self.algorithm.timed is not None else 0.0
+
+    def _took(self, point: str, started: float, status: Status) -> Status:
+        timed = self.algorithm.timed
+        if timed is not None:
+            timed(self.name, point, status.code, time.perf_counter() - started)
+        return status
+
     def run_reserve(self, state: CycleState, pod: PodInfo, node: NodeName, acting: ActingPlugins) -> Status:
+        return self._took("Reserve", self._started(), self._reserve(state, pod, node, acting))
+
+    def _reserve(self, state: CycleState, pod: PodInfo, node: NodeName, acting: ActingPlugins) -> Status:
         reserve = acting.reserve
         state.reserved = reserve
         for i, plugin in enumerate(reserve):
+            started = time.perf_counter() if state.plugins_timed else 0.0
             status = plugin.reserve(state, pod, node)
+            if state.plugins_timed:
+                self.algorithm.plugin_took(plugin.NAME, "Reserve", status.code, started)
             if not status.ok:
                 for done in reversed(reserve[: i + 1]):
                     done.unreserve(state, pod, node)
@@ -195,14 +230,18 @@ class Framework:
         self, state: CycleState, pod: PodInfo, node: NodeName, acting: ActingPlugins
     ) -> tuple[Status, dict[str, float]]:
         """Success, a rejection, or Wait with the seconds each waiting plugin gives the pod."""
+        started = self._started()
         waits: dict[str, float] = {}
         for plugin in acting.permit:
+            began = time.perf_counter() if state.plugins_timed else 0.0
             status, timeout = plugin.permit(state, pod, node)
+            if state.plugins_timed:
+                self.algorithm.plugin_took(plugin.NAME, "Permit", status.code, began)
             if status.code is Code.WAIT:
                 waits[plugin.NAME] = timeout
             elif not status.ok:
-                return status.with_plugin(plugin.NAME), {}
-        return (Status(Code.WAIT) if waits else SUCCESS), waits
+                return self._took("Permit", started, status.with_plugin(plugin.NAME)), {}
+        return self._took("Permit", started, Status(Code.WAIT) if waits else SUCCESS), waits
 
     # ----- binding cycle
     def run_pre_bind_pre_flights(
@@ -221,19 +260,32 @@ class Framework:
         return result
 
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: NodeName, acting: ActingPlugins) -> Status:
+        started = self._started()
         for plugin in acting.pre_bind:
+            began = time.perf_counter() if state.plugins_timed else 0.0
             status = await plugin.pre_bind(state, pod, node)
+            if state.plugins_timed:
+                self.algorithm.plugin_took(plugin.NAME, "PreBind", status.code, began)
             if not status.ok:
-                return status.with_plugin(plugin.NAME)
-        return SUCCESS
+                return self._took("PreBind", started, status.with_plugin(plugin.NAME))
+        return self._took("PreBind", started, SUCCESS)
 
     async def run_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
+        started = self._started()
         for plugin in self.bind_plugins:
+            began = time.perf_counter() if state.plugins_timed else 0.0
             status = await plugin.bind(state, pod, node)
+            if state.plugins_timed:
+                self.algorithm.plugin_took(plugin.NAME, "Bind", status.code, began)
             if status.code is not Code.SKIP:
-                return status.with_plugin(plugin.NAME)
-        return error("every bind plugin skipped the pod")
+                return self._took("Bind", started, status.with_plugin(plugin.NAME))
+        return self._took("Bind", started, error("every bind plugin skipped the pod"))
 
     def run_post_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> None:
+        started = self._started()
         for plugin in self.post_bind:
+            began = time.perf_counter() if state.plugins_timed else 0.0
             plugin.post_bind(state, pod, node)
+            if state.plugins_timed:
+                self.algorithm.plugin_took(plugin.NAME, "PostBind", Code.SUCCESS, began)
+        self._took("PostBind", started, SUCCESS)

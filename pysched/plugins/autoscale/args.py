@@ -33,6 +33,9 @@ class AutoscaleArgs:
     # DeadlineLaxity's namespace selector, repeated here (plugins never read each other): a pod whose
     # namespace may not use deadlines is not scaled toward one. None: every namespace may.
     deadline_namespaces: Mapping[str, Any] | None = None
+    # Per-pod slack series exported, the tightest first (a series per job costs the metrics
+    # pipeline memory at 10,000 jobs); 0: none. The count by state is always complete.
+    slack_series_limit: int = 1000
 
     def validate(self) -> None:
         check_range(self, "interval_seconds", MIN_RECONCILE_INTERVAL_S, MAX_RECONCILE_INTERVAL_S)
@@ -45,6 +48,7 @@ class AutoscaleArgs:
         check_range(self, "band_z", 0, BAND_Z)
         check_range(self, "prior_step_seconds", 0, MAX_ARGS_SECONDS)
         check_range(self, "prior_uncertainty", 0, 10, above=True)
+        check_range(self, "slack_series_limit", 0, 1_000_000)
         if self.memory not in MEMORY_MODES:
             raise ArgsError("memory", f"must be one of {', '.join(MEMORY_MODES)}, got {clip(self.memory)}")
         if self.deadline_namespaces is not None:

@@ -9,6 +9,7 @@ decision of that reconcile reads only the tick.
 from __future__ import annotations
 
 import collections
+import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -84,6 +85,8 @@ def incarnation(pod: PodInfo, job: JobKey) -> GangIncarnation:
 
 REFRESH_FINISH_SHARE = 0.05  # rewrite the condition when the finish moves by this share of the time left
 REFRESH_FINISH_MIN_S = 60.0  # ... and by at least this much
+ON_TRACK, AT_RISK, INFEASIBLE = "on_track", "at_risk", "infeasible"
+SLACK_STATES = (ON_TRACK, AT_RISK, INFEASIBLE)
 MAX_SLACK_S = 30 * 86400.0  # the slack gauge's range: past it, "very late" or "very early" is all it can say
 GANG_MEMORY_S = 600.0  # how long a gang that left the job book is remembered (its verdict counted once)
 
@@ -736,23 +739,37 @@ class Controller:
         await self.handle.cluster.emit_event(pod, "Normal" if verdict.met else "Warning", reason, words)
 
     def _slack_state(self, key: PodKey, seconds: float) -> str:
+        """One of SLACK_STATES."""
         job = self._jobs.get(key)
         if job is not None and job.reason == DEMOTED_REASON:
-            return "infeasible"
-        return "at_risk" if seconds < 0 else "on_track"
+            return INFEASIBLE
+        return AT_RISK if seconds < 0 else ON_TRACK
 
     def metric_families(self) -> list[MetricFamily]:
         rescales: dict[tuple[str, ...], float] = {(d, r): 0.0 for d in ("up", "down") for r in ("ok", "failed")}
         rescales.update({key: float(n) for key, n in self._rescales.items()})
         deadlines: dict[tuple[str, ...], float] = {("met",): 0.0, ("missed",): 0.0}
         deadlines.update({(key,): float(n) for key, n in self._deadlines.items()})
-        slack = {(*key.split("/", 1), self._slack_state(key, seconds)): max(-MAX_SLACK_S, min(MAX_SLACK_S, seconds))
-                 for key, seconds in self._slack.items()}  # fmt: skip
+        states = {key: self._slack_state(key, seconds) for key, seconds in self._slack.items()}
+        jobs: dict[tuple[str, ...], float] = {(state,): 0.0 for state in SLACK_STATES}
+        for state in states.values():
+            jobs[(state,)] += 1.0
+        tightest = heapq.nsmallest(self.args.slack_series_limit, self._slack.items(), key=lambda kv: kv[1])
+        slack = {(*key.split("/", 1), states[key]): max(-MAX_SLACK_S, min(MAX_SLACK_S, seconds))
+                 for key, seconds in tightest}  # fmt: skip
         return [
+            MetricFamily(
+                "pysched_autoscale_deadline_jobs",
+                "Running deadline jobs, by state: on_track, at_risk (predicted late) or infeasible (demoted).",
+                "gauge",
+                ("state",),
+                jobs,
+            ),
             MetricFamily(
                 "pysched_autoscale_predicted_slack_seconds",
                 "Deadline minus predicted finish at the current CPUs, per running deadline job (last reconcile or "
-                "rescale), within 30 days either way; state: on_track, at_risk (negative) or infeasible (demoted).",
+                "rescale), within 30 days either way; state: on_track, at_risk (negative) or infeasible (demoted). "
+                "Only the tightest slackSeriesLimit jobs.",
                 "gauge",
                 ("namespace", "pod", "state"),
                 slack,

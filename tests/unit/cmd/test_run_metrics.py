@@ -13,7 +13,7 @@ from pysched.api.builders import make_pod, node_dict, pod_dict
 from pysched.api.ids import NodeName
 from pysched.backend.live.cluster import LiveCluster
 from pysched.backend.live.eventsink import EventRecord
-from pysched.cmd.metrics import SchedulerMetrics
+from pysched.cmd.metrics import SchedulerMetrics, queue_metrics
 from pysched.cmd.run import RunState, add_sources
 from pysched.framework.clock import VirtualClock
 from pysched.plugins import default_registry
@@ -84,11 +84,16 @@ async def test_a_standby_exports_no_queue_permit_or_plugin_families_and_says_it_
     backend, scheduler = _pysched(ScriptedApi(), standby=True)
     client = cast("AsyncKubeClient", SimpleNamespace(calls=collections.Counter({("GET", 200): 3})))
     scraped: dict[bool, dict[str, float]] = {}
+    declared: dict[bool, str] = {}
     for leader in (False, True):
         metrics = SchedulerMetrics()
         add_sources(metrics, scheduler, backend, client, RunState(leader=leader), lease_name="train-sched")
-        scraped[leader] = parse_metrics(metrics.render().decode())
+        declared[leader] = metrics.render().decode()
+        scraped[leader] = parse_metrics(declared[leader])
     standby, leading = scraped[False], scraped[True]
+    for family in ("scheduler_queue_incoming_pods", "scheduler_unschedulable_pods"):  # no samples yet
+        assert f"# HELP {family}" not in declared[False], family
+        assert f"# HELP {family}" in declared[True], family
     assert standby['leader_election_master_status{name="train-sched"}'] == 0.0
     assert leading['leader_election_master_status{name="train-sched"}'] == 1.0
     for family in ("scheduler_pending_pods", "pysched_waiting_pods", "pysched_deadlines_total", "pysched_autoscale_"):
@@ -122,3 +127,50 @@ def test_every_metric_the_grafana_dashboard_queries_is_one_pysched_run_exports()
     assert len(queried) >= 10, queried
     assert queried <= samples, sorted(queried - samples)
     assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+
+
+async def test_kube_scheduler_families_follow_the_queue_the_extension_points_and_the_attempts() -> None:
+    from pysched.backend.simulated import SimulatedCluster
+
+    clock = VirtualClock(1000.0)
+    cluster = SimulatedCluster(clock)
+    registry = default_registry()
+    metrics = SchedulerMetrics()
+    scheduler = Scheduler(builtin_config(registry).only("default"), cluster, clock, registry, observer=metrics)
+    metrics.add_source(lambda: queue_metrics(scheduler))
+
+    def scrape() -> dict[str, float]:
+        return parse_metrics(metrics.render().decode())
+
+    cluster.add_node(node_dict("a", cpu="4", memory="8Gi"))
+    await scheduler.start()
+    for name in ("p1", "p2", "big"):
+        cluster.create_pod(pod_dict(name, cpu="3" if name == "big" else "1", memory="1Gi", scheduler_name="default"))
+    await scheduler.run_until_idle()
+    values = scrape()
+    assert values['scheduler_queue_incoming_pods_total{event="PodAdd",queue="active"}'] == 3.0
+    assert values['scheduler_queue_incoming_pods_total{event="ScheduleAttemptFailure",queue="unschedulable"}'] == 1.0
+    assert values['scheduler_unschedulable_pods{plugin="NodeResourcesFit",profile="default"}'] == 1.0
+    point = (
+        'scheduler_framework_extension_point_duration_seconds_count{extension_point="%s",profile="default",status="%s"}'
+    )
+    assert values[point % ("Bind", "Success")] == 2.0
+    assert values[point % ("PreFilter", "Success")] == 3.0
+    assert values[point % ("PostFilter", "Unschedulable")] == 1.0
+    assert values["scheduler_pod_scheduling_attempts_count"] == 2.0
+    assert values['scheduler_pod_scheduling_attempts_bucket{le="1.0"}'] == 2.0
+    # One cycle in ten has its plugins timed one by one: the first here (p1's), not p2's.
+    plugin = 'scheduler_plugin_execution_duration_seconds_count{extension_point="%s",plugin="%s",status="Success"}'
+    assert values[plugin % ("Bind", "DefaultBinder")] == 1.0
+
+    cluster.add_node(node_dict("b", cpu="4", memory="8Gi"))  # room for the big one: a NodeAdd moves it
+    clock.advance(10.0)
+    await scheduler.run_until_idle()
+    values = scrape()
+    moved = {k: v for k, v in values.items() if k.startswith("scheduler_queue_incoming_pods_total") and "NodeAdd" in k}
+    assert sum(moved.values()) == 1.0, moved
+    assert not any(k.startswith("scheduler_unschedulable_pods{") and v for k, v in values.items())
+    assert values[point % ("Bind", "Success")] == 3.0
+    assert values['scheduler_pod_scheduling_attempts_bucket{le="1.0"}'] == 2.0  # the big one took two
+    assert values['scheduler_pod_scheduling_attempts_bucket{le="2.0"}'] == 3.0
+    await scheduler.stop()

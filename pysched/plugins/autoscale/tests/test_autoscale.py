@@ -704,6 +704,21 @@ def test_the_slack_of_a_job_past_its_deadline_is_clamped_and_labelled_infeasible
     world = asyncio.run(run())
     (gauge,) = [f for f in world.plugin.metric_families() if f.name == "pysched_autoscale_predicted_slack_seconds"]
     assert gauge.values == {("default", "job", "infeasible"): -30 * 86400.0}
+    (jobs,) = [f for f in world.plugin.metric_families() if f.name == "pysched_autoscale_deadline_jobs"]
+    assert jobs.values == {("on_track",): 0.0, ("at_risk",): 0.0, ("infeasible",): 1.0}
+
+
+def test_per_pod_slack_series_are_capped_while_the_count_by_state_stays_complete() -> None:
+    async def run(limit: int) -> World:
+        world = World(slack_series_limit=limit)
+        await world.submit("10h")
+        await world.progress(300, 60)
+        return world
+
+    for limit, series in ((0, 0), (1, 1)):
+        families = {f.name: f for f in asyncio.run(run(limit)).plugin.metric_families()}
+        assert len(families["pysched_autoscale_predicted_slack_seconds"].values) == series
+        assert families["pysched_autoscale_deadline_jobs"].values[("on_track",)] == 1.0
 
 
 def test_at_take_over_pods_of_one_job_that_are_no_gang_are_judged_each_on_its_own() -> None:
