@@ -60,6 +60,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         number_problem("--horizon", args.horizon, 1, MAX_HORIZON_S) if args.horizon is not None else None,
         output_problem("--json", args.json) if args.json else None,
         output_problem("--plot", args.plot, folder=True) if args.plot else None,
+        _plotting_problem() if args.plot else None,
         output_problem("--jobs-csv", args.jobs_csv) if args.jobs_csv else None,
     )
     if problem:
@@ -123,6 +124,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         for path in write_plots(results, args.plot, title, capacity):
             console.print(f"wrote {path}")
     return 0
+
+
+def _plotting_problem() -> str | None:
+    """Asked before the run, which may take minutes: the charts need the optional extra."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        return "--plot needs matplotlib, in the plot extra: pip install 'pysched[plot]'"
+    return None
 
 
 def _write_jobs_csv(path: str, results: Mapping[str, Any]) -> None:
@@ -259,7 +269,11 @@ def build_parser() -> argparse.ArgumentParser:
         "model's table offers (within the cluster), starting at its requested GPUs",
     )
     simulate.add_argument("--json", metavar="OUT", help="write the simulate JSON here")
-    simulate.add_argument("--plot", metavar="DIR", help="write PNG charts here (deadline met, CPU over time, JCT CDF)")
+    simulate.add_argument(
+        "--plot",
+        metavar="DIR",
+        help="write PNG charts here (deadline met, CPU over time, JCT CDF); needs pysched[plot]",
+    )
     simulate.add_argument(
         "--jobs-csv", metavar="OUT",
         help="write one row per policy and job: submitted, started, finished, deadline, met, request, "

@@ -30,7 +30,9 @@ PIDS_FILE = "pids.json"
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``dev-cluster up`` and ``dev-cluster down`` to the CLI."""
-    dev = subparsers.add_parser("dev-cluster", help="run a local Kubernetes control plane for development")
+    dev = subparsers.add_parser(
+        "dev-cluster", help="run a local Kubernetes control plane for development (needs pysched[dev])"
+    )
     sub = dev.add_subparsers(dest="dev_cluster_command", required=True)
 
     up = sub.add_parser(
@@ -103,8 +105,17 @@ def _validate(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _dev_extra_problem() -> str | None:
+    """The control-plane tooling talks to the API through the synchronous client, an extra."""
+    import importlib.util
+
+    if importlib.util.find_spec("kubernetes") is None:
+        return "dev-cluster needs the kubernetes client, in the dev extra: pip install 'pysched[dev]'"
+    return None
+
+
 def cmd_up(args: argparse.Namespace) -> int:
-    problem = _validate(args)
+    problem = _dev_extra_problem() or _validate(args)
     if problem:
         return _fail(problem)
     directory: Path = args.dir.resolve()
@@ -114,17 +125,9 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"{directory} is busy: a dev cluster is recorded there "
             f"(run `pysched dev-cluster down --dir {args.dir}` first)"
         )
-    try:
-        from pysched.testing.controlplane import (
-            ControlPlaneError,
-            LocalControlPlane,
-            NodeSpec,
-            find_bin_dir,
-        )
-        from pysched.testing.jobset import find_jobset_bin_dir, start_jobset
-        from pysched.testing.kube import KubeAPIError
-    except ImportError as err:
-        return _fail(f"dev-cluster needs the `kubernetes` package: {err}")
+    from pysched.testing.controlplane import ControlPlaneError, LocalControlPlane, NodeSpec, find_bin_dir
+    from pysched.testing.jobset import find_jobset_bin_dir, start_jobset
+    from pysched.testing.kube import KubeAPIError
 
     need = ["etcd", "kube-apiserver"]
     need += [] if args.no_controller_manager else ["kube-controller-manager"]
@@ -192,6 +195,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
+    if problem := _dev_extra_problem():
+        return _fail(problem)
     from pysched.testing.controlplane import pid_matches, stop_pid
 
     directory: Path = args.dir.resolve()

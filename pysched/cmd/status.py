@@ -6,7 +6,9 @@ job of one). What pysched concluded comes from the pods' `pysched.io/Deadline` a
 `pysched.io/State` conditions, the rest from the pods themselves:
 
     Met / Missed   a member carries the job's verdict
-    Rejected       not admitted (the plan could not fit it without making an admitted job miss)
+    Rejected       not admitted (the plan could not fit it without making an admitted job miss);
+                   its finish is the earliest it could finish alongside the admitted jobs, the
+                   earliest deadline that could have been met
     Infeasible     demoted: no size meets the deadline; it runs as best-effort
     Succeeded      every member ended (Failed: one failed) with no verdict (a profile that judges none)
     BestEffort     no deadline
@@ -30,7 +32,7 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +40,17 @@ import yaml
 
 from pysched.api.annotations import deadline_of, progress_of, total_steps_of
 from pysched.api.containers import actual_cpus, container_cpus, container_names
+from pysched.api.ids import JobKey
 from pysched.api.inputs import load_yaml
-from pysched.api.jobs import job_of
+from pysched.api.jobs import (
+    GROUP_SOURCES,
+    POD_GROUP_APIS,
+    JobSource,
+    indexed_job_minimum,
+    job_key,
+    job_of,
+    pod_group_minimum,
+)
 from pysched.api.objects import MALFORMED, PodInfo, pod_from_dict
 from pysched.api.resources import GPU
 from pysched.api.times import format_rfc3339, parse_rfc3339
@@ -49,6 +60,7 @@ from pysched.deadline.condition import (
     REJECTED_REASON,
     condition_of,
     duration_words,
+    earliest_finish_of,
     saved_job,
 )
 
@@ -84,10 +96,22 @@ class JobRow:
         return out
 
 
-def _minimum(pods: Sequence[PodInfo]) -> int:
-    """The members that must run together, as the pods declare it (`pysched.io/min-members`)."""
+@dataclass(frozen=True, slots=True)
+class JobObjects:
+    """What the pods' job objects add: the members each PodGroup and Indexed Job needs at once,
+    and the name to show for a PodGroup a controller made (its Job's, not the generated one)."""
+
+    minimums: Mapping[JobKey, int] = field(default_factory=dict)
+    names: Mapping[JobKey, str] = field(default_factory=dict)
+
+
+def _minimum(pods: Sequence[PodInfo], minimums: Mapping[JobKey, int]) -> int:
+    """The members that must run together: as the pods declare it (`pysched.io/min-members`), else
+    as their PodGroup or Indexed Job does."""
     ref = job_of(pods[0])
-    return ref.min_members if ref is not None and ref.min_members is not None else 1
+    if ref is None:
+        return 1
+    return ref.min_members if ref.min_members is not None else minimums.get(ref.key, 1)
 
 
 def _rescaling(pod: PodInfo) -> bool:
@@ -98,8 +122,9 @@ def _rescaling(pod: PodInfo) -> bool:
     return False
 
 
-def _row(namespace: str, name: str, pods: Sequence[PodInfo], last_event: str) -> JobRow:
+def _row(namespace: str, name: str, pods: Sequence[PodInfo], last_event: str, minimums: Mapping[JobKey, int]) -> JobRow:
     bound = [p for p in pods if p.node_name is not None]
+    minimum = _minimum(pods, minimums)
     deadline = next((d for p in pods if (d := deadline_of(p)) is not None), None)
     records = [(p, r) for p in pods if (r := saved_job(p)) is not None]
     judged = next(((p, r) for p, r in records if r.verdict is not None and r.counted), None) or next(
@@ -115,13 +140,15 @@ def _row(namespace: str, name: str, pods: Sequence[PodInfo], last_event: str) ->
         state = "Met" if judged[1].verdict == "met" else "Missed"
     elif reason == REJECTED_REASON:
         state = "Rejected"
+        earliest = earliest_finish_of(str(condition.get("message", ""))) if condition else None
+        finish = earliest if earliest is not None and math.isfinite(earliest) else None
     elif reason == DEMOTED_REASON:
         state = "Infeasible"
     elif pods and all(p.terminated for p in pods):
         state = "Failed" if any(p.phase == "Failed" for p in pods) else "Succeeded"
     elif deadline is None:
         state = "BestEffort"
-    elif len(bound) < _minimum(pods):
+    elif len(bound) < minimum:
         state = "Pending"
     elif any(_rescaling(p) for p in bound):
         state = "Rescaling"
@@ -131,7 +158,7 @@ def _row(namespace: str, name: str, pods: Sequence[PodInfo], last_event: str) ->
         state = "OnTrack"
     else:
         state = "Running"
-    if judged is None and speaker is not None and state != "Pending":
+    if judged is None and speaker is not None and state not in ("Pending", "Rejected"):
         finish, sigma = speaker[1].finish, speaker[1].finish_sigma
     steps = [(total, done[0]) for p in pods if (total := total_steps_of(p)) and (done := progress_of(p))]
     progress = min(1.0, max(done / total for total, done in steps)) if steps else None
@@ -143,7 +170,7 @@ def _row(namespace: str, name: str, pods: Sequence[PodInfo], last_event: str) ->
         job=name,
         state=state,
         bound=len(bound),
-        minimum=_minimum(pods),
+        minimum=minimum,
         cpus=sum(p.requests.get("cpu", 0) for p in running) / 1000,
         gpus=float(sum(p.requests.get(GPU, 0) for p in running)),
         progress=progress,
@@ -164,10 +191,14 @@ def _event_time(event: Mapping[str, Any]) -> float:
 
 
 def job_rows(
-    raw_pods: Sequence[Mapping[str, Any]], raw_events: Sequence[Mapping[str, Any]], owner_times: Mapping[str, float]
+    raw_pods: Sequence[Mapping[str, Any]],
+    raw_events: Sequence[Mapping[str, Any]],
+    owner_times: Mapping[str, float],
+    objects: JobObjects | None = None,
 ) -> list[JobRow]:
     """The table's rows from pods and events as the API serves them (a pod that cannot be read is
     left out), sorted by slack, tightest first."""
+    objects = objects or JobObjects()
     jobs: dict[tuple[str, str], list[PodInfo]] = {}
     for raw in raw_pods:
         try:
@@ -175,7 +206,8 @@ def job_rows(
         except MALFORMED:
             continue
         ref = job_of(pod)
-        jobs.setdefault((pod.namespace, ref.name if ref is not None else pod.name), []).append(pod)
+        name = pod.name if ref is None else objects.names.get(ref.key, ref.name)
+        jobs.setdefault((pod.namespace, name), []).append(pod)
     latest: dict[str, tuple[float, str]] = {}  # pod uid -> its newest event
     for event in raw_events:
         uid = str((event.get("regarding") or {}).get("uid") or "")
@@ -186,7 +218,7 @@ def job_rows(
     rows = []
     for (namespace, name), pods in jobs.items():
         events = [latest[p.uid] for p in pods if p.uid in latest]
-        rows.append(_row(namespace, name, pods, max(events)[1] if events else ""))
+        rows.append(_row(namespace, name, pods, max(events)[1] if events else "", objects.minimums))
     return sorted(rows, key=lambda r: (r.slack is None, r.slack if r.slack is not None else 0.0, r.namespace, r.job))
 
 
@@ -244,11 +276,16 @@ class StatusError(Exception):
     """The API could not be read: one line for the user."""
 
 
-async def _list(client: Any, path: str, query: Mapping[str, str] | None = None) -> list[Mapping[str, Any]]:
+async def _list(
+    client: Any, path: str, query: Mapping[str, str] | None = None, *, served_only: bool = False
+) -> list[Mapping[str, Any]]:
+    """Every page; `served_only`: nothing when the API is not served (its CRD not installed)."""
     items: list[Mapping[str, Any]] = []
     params = {**(query or {}), "limit": PAGE}
     for _ in range(MAX_PAGES):
         resp = await client.request("GET", path, query=params)
+        if served_only and resp.status == 404 and not items:
+            return []
         if not resp.ok:
             what = path.rsplit("/", 1)[-1]
             raise StatusError(f"cannot list {what}: {resp.message()}")
@@ -270,13 +307,40 @@ async def read_rows(client: Any, namespace: str | None, schedulers: frozenset[st
     ours = {str((p.get("metadata") or {}).get("uid")) for p in pods}
     events = [e for e in events if str((e.get("regarding") or {}).get("uid")) in ours]
     owner_times: dict[str, float] = {}
+    minimums: dict[JobKey, int] = {}
+    names: dict[JobKey, str] = {}
     if any("job-name" in ((p.get("metadata") or {}).get("labels") or {}) for p in pods):
         for job in await _list(client, f"/apis/batch/v1{scope}/jobs"):
             meta = job.get("metadata") or {}
             created = parse_rfc3339(str(meta.get("creationTimestamp") or ""))
             if meta.get("uid") and created is not None:
                 owner_times[str(meta["uid"])] = created
-    return job_rows(pods, events, owner_times)
+            if (gang := indexed_job_minimum(job.get("spec"))) is not None:
+                minimums[job_key(str(meta.get("namespace") or ""), JobSource.BATCH, str(meta.get("name") or ""))] = gang
+    for source in _group_sources(pods):
+        for group in await _list(client, f"{POD_GROUP_APIS[source][0]}{scope}/podgroups", served_only=True):
+            meta = group.get("metadata") or {}
+            key = job_key(str(meta.get("namespace") or ""), source, str(meta.get("name") or ""))
+            minimums[key] = pod_group_minimum(group, source)
+            owner = next(
+                (o for o in meta.get("ownerReferences") or () if isinstance(o, Mapping) and o.get("controller")), None
+            )
+            if owner is not None and owner.get("name"):
+                names[key] = str(owner["name"])
+    return job_rows(pods, events, owner_times, JobObjects(minimums, names))
+
+
+def _group_sources(raw_pods: Sequence[Mapping[str, Any]]) -> set[JobSource]:
+    """The PodGroup APIs the pods name (only those are listed)."""
+    found = set()
+    for raw in raw_pods:
+        try:
+            ref = job_of(pod_from_dict(raw))
+        except MALFORMED:
+            continue
+        if ref is not None and ref.source in GROUP_SOURCES:
+            found.add(ref.source)
+    return found
 
 
 def default_kubeconfig() -> str | None:

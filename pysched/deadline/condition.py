@@ -100,6 +100,26 @@ def verdict_words(met: bool, ended_at: float, deadline: float, succeeded: bool, 
     return f"{head}: {how} {against_deadline(ended_at, deadline)} ({clock_words(ended_at, now)})"
 
 
+EARLIEST_FINISH = "the earliest finish alongside the admitted jobs is"
+_EARLIEST = re.compile(re.escape(EARLIEST_FINISH) + r" (?:never|in [^(;:]*\((\S{1,40})\))")
+
+
+def earliest_finish_words(earliest: float, now: float) -> str:
+    """A rejected job's message part: the soonest it could finish next to the admitted jobs,
+    hence the earliest deadline that could be met (inf: never)."""
+    if not math.isfinite(earliest):
+        return f"{EARLIEST_FINISH} never"
+    return f"{EARLIEST_FINISH} in {duration_words(earliest - now)} ({format_rfc3339(earliest)})"
+
+
+def earliest_finish_of(message: str) -> float | None:
+    """What `earliest_finish_words` wrote into a message (inf: never); None when it says nothing."""
+    found = _EARLIEST.search(message[:MAX_STATE_CHARS])
+    if found is None:
+        return None
+    return math.inf if found.group(1) is None else parse_rfc3339(found.group(1))
+
+
 @dataclass(frozen=True, slots=True)
 class JobRecord:
     """The State condition's content."""

@@ -5,7 +5,12 @@ read back as one row per job, sorted by slack; a cluster it cannot reach is one 
 from __future__ import annotations
 
 import json
+import queue
 import re
+import signal
+import subprocess
+import sys
+import threading
 import time
 from typing import Any
 
@@ -14,8 +19,8 @@ import pytest
 from pysched.api.annotations import format_progress
 from pysched.api.times import format_rfc3339
 from pysched.cmd.cli import main
-from pysched.deadline.condition import JobRecord, state_message
-from pysched.testing import KubeAPI, LocalControlPlane
+from pysched.deadline.condition import JobRecord, earliest_finish_words, state_message
+from pysched.testing import KubeAPI, LocalControlPlane, wait_for
 from pysched.testing.helpers import fake_node, make_pod
 
 pytestmark = pytest.mark.integration
@@ -50,11 +55,24 @@ def test_status_shows_every_state_sorted_by_slack(
         if name != "pending":
             kube.bind_pod(namespace, name, node)
     kube.create_pod(namespace, make_pod("other", scheduler="default-scheduler"))  # not pysched's: no row
+    # An Indexed Job of two: its pods say nothing of a minimum; the PodGroup the Job controller
+    # makes for them (the Workload API) does, from the Job's parallelism; the row bears the Job's name.
+    template = make_pod("unused", scheduler="pysched", annotations={"pysched.io/deadline": format_rfc3339(deadline)})
+    template["spec"]["restartPolicy"] = "Never"
+    del template["apiVersion"], template["kind"], template["metadata"]["name"]
+    indexed = {"completionMode": "Indexed", "completions": 2, "parallelism": 2, "template": template}
+    kube.post(f"/apis/batch/v1/namespaces/{namespace}/jobs", {"metadata": {"name": "ddp"}, "spec": indexed})
+    wait_for(
+        lambda: kube.get(f"/api/v1/namespaces/{namespace}/pods")["items"],
+        lambda items: sum(p["metadata"]["name"].startswith("ddp-") for p in items) == 2,
+        what="the Job controller's two pods",
+    )
     _conditions(kube, namespace, "ontrack", "OnTrack", "True",
                 JobRecord("OnTrack", "on track", deadline, now + 1830, 2.0, finish_sigma=120.0))  # fmt: skip
     _conditions(kube, namespace, "atrisk", "DeadlineInfeasible", "False",
                 JobRecord("DeadlineInfeasible", "cannot", deadline, now + 7200, 8.0))  # fmt: skip
-    _conditions(kube, namespace, "rejected", "DeadlineRejected", "False", JobRecord("DeadlineRejected", "not admitted"))
+    not_admitted = f"not admitted; {earliest_finish_words(deadline + 1800, now)}: runs as best-effort"
+    _conditions(kube, namespace, "rejected", "DeadlineRejected", "False", JobRecord("DeadlineRejected", not_admitted))
     kube.patch(kube.pod_path(namespace, "met", "status"), {"status": {"phase": "Succeeded"}})
     _conditions(kube, namespace, "met", "DeadlineMet", "True",
                 JobRecord("DeadlineMet", "met", deadline, verdict="met", ended_at=now, counted=True))  # fmt: skip
@@ -65,9 +83,13 @@ def test_status_shows_every_state_sorted_by_slack(
     by_job = {r["job"]: r for r in rows}
     assert {j: r["state"] for j, r in by_job.items()} == {
         "pending": "Pending", "ontrack": "OnTrack", "atrisk": "Infeasible", "besteffort": "BestEffort",
-        "met": "Met", "rejected": "Rejected",
+        "met": "Met", "rejected": "Rejected", "ddp": "Pending",
     }  # fmt: skip
-    assert [r["job"] for r in rows][:3] == ["atrisk", "ontrack", "met"]  # -1h, +30m, +1h of slack
+    assert (by_job["ddp"]["bound"], by_job["ddp"]["minimum"]) == (0, 2)
+    # A job not admitted shows the earliest it could finish, the earliest deadline it could have met.
+    assert by_job["rejected"]["finish"] == format_rfc3339(deadline + 1800)
+    assert by_job["rejected"]["slack"] == pytest.approx(-1800, abs=1)
+    assert [r["job"] for r in rows][:4] == ["atrisk", "rejected", "ontrack", "met"]  # -1h, -30m, +30m, +1h of slack
     assert by_job["ontrack"]["progress"] == 0.25 and by_job["ontrack"]["finish_sigma"] == 120.0
     assert by_job["ontrack"]["bound"] == 1 and by_job["pending"]["bound"] == 0
     assert by_job["atrisk"]["slack"] == pytest.approx(-3600, abs=2)
@@ -86,6 +108,43 @@ def test_status_shows_every_state_sorted_by_slack(
     assert main([*explain, "nope"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f"pysched explain: error: pod {namespace}/nope: "), err
+
+
+def test_status_watch_prints_the_table_again_as_jobs_come_and_stops_quietly_on_interrupt(
+    control_plane: LocalControlPlane, kube: KubeAPI, namespace: str
+) -> None:
+    kube.create_pod(namespace, make_pod("first", scheduler="pysched"))
+    command = [sys.executable, "-m", "pysched.cmd.cli", "status", "--kubeconfig", str(control_plane.kubeconfig_path)]
+    watch = subprocess.Popen(
+        [*command, "-n", namespace, "--watch", "--interval", "0.5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    out = watch.stdout
+    assert out is not None
+
+    def read() -> None:
+        for line in out:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+
+    def row_of(job: str) -> str:
+        while True:
+            line = lines.get(timeout=60)  # raises queue.Empty: the watch printed no such row
+            if f" {job} " in line:
+                return line
+
+    try:
+        assert "BestEffort" in row_of("first")
+        kube.create_pod(namespace, make_pod("second", scheduler="pysched"))
+        assert "BestEffort" in row_of("second")  # read again, not printed once
+    finally:
+        watch.send_signal(signal.SIGINT)
+        _, err = watch.communicate(timeout=30)
+    assert watch.returncode == 0 and "Traceback" not in err, err
 
 
 def test_status_of_a_cluster_it_cannot_reach_is_one_line_and_exit_2(

@@ -56,7 +56,7 @@ from pysched.api.ids import JobKey, PodKey
 from pysched.api.jobs import JobSource
 from pysched.api.objects import PodInfo
 from pysched.api.resources import GPU
-from pysched.deadline.condition import ADMITTED_REASON, CONDITION, REJECTED_REASON
+from pysched.deadline.condition import ADMITTED_REASON, CONDITION, REJECTED_REASON, earliest_finish_words
 from pysched.deadline.planner import Demand, Plan, admit, plan
 from pysched.deadline.predictor import JobModel
 from pysched.framework.cluster import PodCondition
@@ -249,8 +249,7 @@ class ElasticScale:
             # Only a job with nothing placed yet can wait: one judged at its first progress runs.
             placed = bool(self._rows.get(job.key))
             job.waiting = self.args.not_admitted == WAIT and not placed and self._could_meet_alone(demand, now)
-            earliest = "no finish at all" if math.isinf(verdict.earliest) else f"{verdict.earliest - now:.0f}s from now"
-            self._tell_rejected(pod, f"the earliest finish alongside the admitted jobs is {earliest}")
+            self._tell_rejected(pod, earliest_finish_words(verdict.earliest, now))
 
     def _could_meet_alone(self, demand: Demand, now: float) -> bool:
         return admit(demand, [], self.capacity(), now).admitted

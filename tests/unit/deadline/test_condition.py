@@ -13,6 +13,8 @@ from pysched.deadline.condition import (
     MAX_STATE_CHARS,
     JobRecord,
     duration_words,
+    earliest_finish_of,
+    earliest_finish_words,
     forecast_words,
     parse_state,
     saved_job,
@@ -119,3 +121,13 @@ def test_a_new_leader_reads_the_state_else_what_the_previous_version_wrote() -> 
     assert legacy.last_rescale == 1764500000 and legacy.finish is not None
     assert [(c.cpus, c.step_seconds, c.rel_sigma) for c in legacy.counts] == [(2.0, 0.51234, 0.031)]
     assert saved_job(_pod()) is None
+
+
+def test_a_rejected_jobs_earliest_finish_reads_back_from_its_words() -> None:
+    now = 1_796_083_200.0
+    words = earliest_finish_words(now + 3900, now)
+    assert words == "the earliest finish alongside the admitted jobs is in 1h 5m (2026-12-01T01:05:00Z)"
+    assert earliest_finish_of(f"deadline +600s from now cannot be planned; {words}: runs as best-effort") == now + 3900
+    assert earliest_finish_of(earliest_finish_words(math.inf, now) + ": waits") == math.inf
+    assert earliest_finish_of("not admitted") is None
+    assert earliest_finish_of("the earliest finish alongside the admitted jobs is in 5m (yesterday)") is None
