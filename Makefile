@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(abspath $(VENV))/bin
-SOURCES := pysched progress tests perf conftest.py
+SOURCES := pysched progress tests perf conftest.py manifests/examples/training
 
 .PHONY: install simulate control-plane lint typecheck unit test bench clean
 
@@ -30,7 +30,7 @@ lint: install
 	cd $(CURDIR) && $(BIN)/lint-imports --no-cache
 
 typecheck: install
-	$(BIN)/mypy pysched tests perf progress/pysched_progress
+	$(BIN)/mypy pysched tests perf progress/pysched_progress manifests/examples/training/train.py
 
 unit: install
 	$(BIN)/pytest -m "not integration"
