@@ -16,12 +16,7 @@ NAME=build-jobset
 # shellcheck source=build-lib.sh
 source "$HERE/build-lib.sh"
 
-# The version comes from the wrapper module's go.mod, so it cannot drift.
-JOBSET_VERSION="$(awk '$1 == "require" && $2 == "sigs.k8s.io/jobset" {print $3}' "$MOD/go.mod")"
-if [[ -z "$JOBSET_VERSION" ]]; then
-    echo "$NAME: cannot read the jobset version from $MOD/go.mod" >&2
-    exit 2
-fi
+JOBSET_VERSION="$(pinned_version "$MOD" sigs.k8s.io/jobset)"
 require_go
 
 CACHE_ROOT="${PYSCHED_CACHE_DIR:-$HOME/.cache/pysched}"

@@ -87,3 +87,15 @@ build_publish() {
     echo "$NAME: done in $(( $(date +%s) - BUILD_START ))s" >&2
     echo "$BIN"
 }
+
+# The version a wrapper module requires of MODULE (its go.mod's `require MODULE vX`), so that a
+# build cannot drift from the module it pins: `pinned_version DIR MODULE`; exits 2 when absent.
+pinned_version() {
+    local version
+    version="$(awk -v m="$2" '$1 == "require" && $2 == m {print $3}' "$1/go.mod")"
+    if [[ -z "$version" ]]; then
+        echo "$NAME: cannot read the $2 version from $1/go.mod" >&2
+        exit 2
+    fi
+    echo "$version"
+}

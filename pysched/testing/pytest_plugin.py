@@ -6,11 +6,12 @@ conftest, or import the fixtures into a conftest:
 * ``control_plane`` (session): a started :class:`LocalControlPlane`;
 * ``kube`` (session): its :class:`KubeAPI`;
 * ``jobset`` (session): the JobSet controller and its webhooks, started on ``control_plane``;
+* ``helm`` (session): the helm binary (hack/build-helm.sh);
 * ``namespace`` (function): a fresh namespace; afterwards its pods are
   force-deleted (grace period 0: with no kubelet nothing else finishes them)
   and the namespace is deleted.
 
-When the binaries (the control plane's, or for ``jobset`` its manager) are missing the tests are
+When the binaries (the control plane's, or for ``jobset`` its manager, for ``helm`` helm) are missing the tests are
 skipped, except under CI (``CI`` set) or with ``PYSCHED_REQUIRE_CONTROL_PLANE=1``, where they fail.
 """
 
@@ -20,12 +21,14 @@ import contextlib
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
 from pysched.testing.controlplane import BinariesNotFound, LocalControlPlane, ManagedProcess, find_bin_dir
 from pysched.testing.emulator import KubeletEmulator
+from pysched.testing.helm import find_helm
 from pysched.testing.jobset import find_jobset_bin_dir, start_jobset
 from pysched.testing.kube import KubeAPI, KubeAPIError
 
@@ -69,6 +72,15 @@ def jobset(control_plane: LocalControlPlane) -> ManagedProcess:
     except BinariesNotFound as err:
         _unavailable(err)
     return start_jobset(control_plane, bin_dir)
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The helm binary (hack/build-helm.sh), for the chart check."""
+    try:
+        return find_helm()
+    except BinariesNotFound as err:
+        _unavailable(err)
 
 
 @pytest.fixture

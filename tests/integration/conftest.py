@@ -13,6 +13,7 @@ from pysched.testing.pytest_plugin import (  # noqa: F401  (fixtures, re-exporte
     control_plane,
     control_plane_bin_dir,
     emulator,
+    helm,
     jobset,
     kube,
     namespace,
