@@ -19,6 +19,7 @@ import pytest
 from pysched.api.annotations import format_progress
 from pysched.api.times import format_rfc3339
 from pysched.cmd.cli import main
+from pysched.cmd.status import STATES
 from pysched.deadline.condition import JobRecord, earliest_finish_words, state_message
 from pysched.testing import KubeAPI, LocalControlPlane, wait_for
 from pysched.testing.helpers import fake_node, make_pod
@@ -45,10 +46,15 @@ def test_status_shows_every_state_sorted_by_slack(
         "pending": {"pysched.io/deadline": format_rfc3339(deadline)},
         "ontrack": {"pysched.io/deadline": format_rfc3339(deadline), "pysched.io/total-steps": "1000",
                     "pysched.io/progress": format_progress(250, now)},
-        "atrisk": {"pysched.io/deadline": format_rfc3339(deadline)},
+        "demoted": {"pysched.io/deadline": format_rfc3339(deadline)},
         "besteffort": {},
         "met": {"pysched.io/deadline": format_rfc3339(deadline)},
         "rejected": {"pysched.io/deadline": format_rfc3339(deadline)},
+        "late": {"pysched.io/deadline": format_rfc3339(deadline)},
+        "missed": {"pysched.io/deadline": format_rfc3339(now - 600)},
+        "failed": {"pysched.io/deadline": format_rfc3339(deadline)},
+        "running": {"pysched.io/deadline": format_rfc3339(deadline)},
+        "rescaling": {"pysched.io/deadline": format_rfc3339(deadline)},
     }  # fmt: skip
     for name, notes in pods.items():
         kube.create_pod(namespace, make_pod(name, scheduler="pysched", annotations=notes))
@@ -69,11 +75,24 @@ def test_status_shows_every_state_sorted_by_slack(
     )
     _conditions(kube, namespace, "ontrack", "OnTrack", "True",
                 JobRecord("OnTrack", "on track", deadline, now + 1830, 2.0, finish_sigma=120.0))  # fmt: skip
-    _conditions(kube, namespace, "atrisk", "DeadlineInfeasible", "False",
+    _conditions(kube, namespace, "demoted", "DeadlineInfeasible", "False",
                 JobRecord("DeadlineInfeasible", "cannot", deadline, now + 7200, 8.0))  # fmt: skip
     not_admitted = f"not admitted; {earliest_finish_words(deadline + 1800, now)}: runs as best-effort"
     _conditions(kube, namespace, "rejected", "DeadlineRejected", "False", JobRecord("DeadlineRejected", not_admitted))
     kube.patch(kube.pod_path(namespace, "met", "status"), {"status": {"phase": "Succeeded"}})
+    _conditions(kube, namespace, "late", "Rescaled", "False", JobRecord("Rescaled", "late", deadline, now + 5400, 4.0))
+    kube.patch(kube.pod_path(namespace, "missed", "status"), {"status": {"phase": "Succeeded"}})
+    missed = JobRecord("DeadlineMissed", "missed", now - 600, verdict="missed", ended_at=now - 60, counted=True)
+    _conditions(kube, namespace, "missed", "DeadlineMissed", "False", missed)
+    kube.patch(kube.pod_path(namespace, "failed", "status"), {"status": {"phase": "Failed"}})
+    # What a kubelet reports while a resize is asked for and not yet actuated: the old request.
+    running = {"name": "main", "image": "busybox", "imageID": "", "ready": True, "restartCount": 0,
+               "state": {"running": {"startedAt": format_rfc3339(now)}}}  # fmt: skip
+    old = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}}
+    kube.patch(
+        kube.pod_path(namespace, "rescaling", "status"),
+        {"status": {"phase": "Running", "containerStatuses": [{**running, "resources": old}]}},
+    )
     _conditions(kube, namespace, "met", "DeadlineMet", "True",
                 JobRecord("DeadlineMet", "met", deadline, verdict="met", ended_at=now, counted=True))  # fmt: skip
 
@@ -82,17 +101,20 @@ def test_status_shows_every_state_sorted_by_slack(
     rows = json.loads(capsys.readouterr().out)["jobs"]
     by_job = {r["job"]: r for r in rows}
     assert {j: r["state"] for j, r in by_job.items()} == {
-        "pending": "Pending", "ontrack": "OnTrack", "atrisk": "Infeasible", "besteffort": "BestEffort",
-        "met": "Met", "rejected": "Rejected", "ddp": "Pending",
+        "pending": "Pending", "ontrack": "OnTrack", "demoted": "Infeasible", "besteffort": "BestEffort",
+        "met": "Met", "rejected": "Rejected", "ddp": "Pending", "late": "AtRisk", "missed": "Missed",
+        "failed": "Failed", "running": "Running", "rescaling": "Rescaling",
     }  # fmt: skip
+    assert {r["state"] for r in rows} == set(STATES) - {"Succeeded"}  # a Succeeded job with no verdict: unit-tested
     assert (by_job["ddp"]["bound"], by_job["ddp"]["minimum"]) == (0, 2)
     # A job not admitted shows the earliest it could finish, the earliest deadline it could have met.
     assert by_job["rejected"]["finish"] == format_rfc3339(deadline + 1800)
     assert by_job["rejected"]["slack"] == pytest.approx(-1800, abs=1)
-    assert [r["job"] for r in rows][:4] == ["atrisk", "rejected", "ontrack", "met"]  # -1h, -30m, +30m, +1h of slack
+    # Slack -1h, -30m (a tie: by name), -9m, +30m, +1h; then the jobs with no slack.
+    assert [r["job"] for r in rows][:6] == ["demoted", "late", "rejected", "missed", "ontrack", "met"]
     assert by_job["ontrack"]["progress"] == 0.25 and by_job["ontrack"]["finish_sigma"] == 120.0
     assert by_job["ontrack"]["bound"] == 1 and by_job["pending"]["bound"] == 0
-    assert by_job["atrisk"]["slack"] == pytest.approx(-3600, abs=2)
+    assert by_job["demoted"]["slack"] == pytest.approx(-3600, abs=2)
 
     assert main([*args]) == 0
     table = capsys.readouterr().out.splitlines()
