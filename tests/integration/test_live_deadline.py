@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -85,6 +86,12 @@ async def finished_at(kube: KubeAPI, namespace: str, name: str, timeout: float =
     raise TimeoutError(f"{name} did not finish")
 
 
+def family(plugin: Any, name: str) -> Mapping[tuple[str, ...], float]:
+    """One of the plugin's metric families by name (their order is not part of the contract)."""
+    values: Mapping[tuple[str, ...], float] = next(f.values for f in plugin.metric_families() if f.name == name)
+    return values
+
+
 async def test_autoscaling_meets_a_deadline_the_request_would_miss(
     control_plane: LocalControlPlane, kube: KubeAPI, namespace: str, emulator: KubeletEmulator
 ) -> None:
@@ -107,13 +114,13 @@ async def test_autoscaling_meets_a_deadline_the_request_would_miss(
         )
         scaled_deadline, plain_deadline = deadline_of(pod_from_dict(scaled)), deadline_of(pod_from_dict(plain))
         assert scaled_deadline is not None and plain_deadline is not None
-        rescales = plugin.metric_families()[1].values
+        rescales = family(plugin, "pysched_autoscale_rescales")
         assert rescales.get(("up", "ok"), 0) >= 1, "pysched never scaled the job up"  # (and maybe down at the end)
         assert scaled_end <= scaled_deadline, f"pysched missed by {scaled_end - scaled_deadline:.2f}s"
         assert plain_end > plain_deadline  # the request alone misses: the scenario means something
         assert plain["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "1"
         # The plugin saw it end in time: pysched_deadlines_total{result="met"}.
-        await eventually(lambda: plugin.metric_families()[2].values.get(("met",)) == 1.0, "deadline counted met")
+        await eventually(lambda: family(plugin, "pysched_deadlines").get(("met",)) == 1.0, "deadline counted met")
         stop.set()
         await loop
     finally:
