@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(abspath $(VENV))/bin
 SOURCES := pysched progress tests perf conftest.py manifests/examples/training
 
-.PHONY: install simulate control-plane lint typecheck unit test bench clean
+.PHONY: install simulate control-plane lint typecheck unit test bench perf clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,14 @@ test: install control-plane lint typecheck
 
 bench: install
 	$(BIN)/pysched bench --nodes 5000 --pods 20000
+
+# The live standard set: pysched, kube-scheduler and the raw binder, alternating, on fresh dev
+# clusters (perf/README.md, "Live"); reports land in perf/results/.
+PERF_ROUNDS ?= 3
+perf: install control-plane
+	for w in basic-1000 basic-5000; do \
+	  $(BIN)/python -m perf run perf/workloads/$$w.yaml --rounds $(PERF_ROUNDS) --json perf/results/$$w.json || exit 1; \
+	done
 
 clean:
 	rm -rf build .mypy_cache .ruff_cache .pytest_cache .hypothesis

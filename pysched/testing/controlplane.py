@@ -806,14 +806,14 @@ class LocalControlPlane:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         return self.spawn(name, [sys.executable, "-m", module, *args], env=env)
 
-    def start_kube_scheduler(self, *, wait: float = 60.0) -> ManagedProcess:
-        """Start the stock kube-scheduler with leader election off; wait for /healthz."""
+    def start_kube_scheduler(self, *, wait: float = 60.0, qps: float = 50, burst: int = 100) -> ManagedProcess:
+        """Start the stock kube-scheduler with leader election off (client `qps` and `burst`); wait for /healthz."""
         port = free_port()
         config_path = self.workdir / "kube-scheduler-config.yaml"
         config = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": str(self.kubeconfig_path), "qps": 50, "burst": 100},
+            "clientConnection": {"kubeconfig": str(self.kubeconfig_path), "qps": qps, "burst": burst},
             "leaderElection": {"leaderElect": False},
         }
         config_path.write_text(json.dumps(config, indent=2) + "\n")

@@ -1,0 +1,5 @@
+import sys
+
+from perf.harness.command import main
+
+sys.exit(main())

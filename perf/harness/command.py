@@ -1,0 +1,176 @@
+"""`python -m perf run WORKLOAD`: the workload's rounds, schedulers alternating (A B C A B C), then
+medians, ratios measured in the same rounds, a markdown table and (with `--json`) the JSON.
+
+    python -m perf run perf/workloads/basic-1000.yaml --backend live --rounds 3 --json out.json
+
+`--backend sim` runs pysched alone in process on the simulated cluster (kube-scheduler and the raw
+binder need an API server). A bad workload file or scheduler name is one line and exit 2; a round
+that fails still reports what it measured, and every process it started is stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from perf.harness.live import SCHEDULERS, RoundResult, run_round
+from perf.harness.workload import Workload, WorkloadError, load_workload
+
+FIELDS = (
+    "pods_per_second", "pods_per_second_from_start", "p50_ms", "p99_ms", "cpu_s", "peak_rss_mb",
+    "apiserver_cpu_s", "etcd_cpu_s",
+)  # fmt: skip
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 3) if present else None
+
+
+def summarise(workload: Workload, backend: str, rounds: dict[str, list[RoundResult]]) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for scheduler, runs in rounds.items():
+        summary: dict[str, Any] = {key: _median([getattr(r, key) for r in runs]) for key in FIELDS}
+        summary["correct"] = all(r.correct for r in runs)
+        summary["rounds"] = [{**asdict(r), "correct": r.correct} for r in runs]
+        results[scheduler] = summary
+    ratios = {}
+    if "pysched" in rounds:
+        for other in rounds:
+            if other != "pysched":
+                # per round, then the median: both measured under the same conditions
+                same_rounds = zip(rounds["pysched"], rounds[other], strict=False)
+                pairs = [a.pods_per_second / b.pods_per_second for a, b in same_rounds if b.pods_per_second > 0]
+                ratios[f"pysched/{other}"] = round(statistics.median(pairs), 3) if pairs else None
+    return {
+        "workload": workload.name,
+        "backend": backend,
+        "nodes": workload.nodes.count,
+        "pods": workload.pod_count,
+        "arrival": "batch" if workload.rate is None else f"{workload.rate:g}/s",
+        "results": results,
+        "ratios": ratios,
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    head = (
+        f"{report['workload']} ({report['backend']}, {report['nodes']} nodes, {report['pods']} pods, "
+        f"{report['arrival']})"
+    )
+    columns = ("scheduler", "pods/s", "from start", "p50 ms", "p99 ms", "CPU s", "peak RSS MB", "apiserver CPU s")
+    lines = [head, "", "| " + " | ".join((*columns, "correct")) + " |", "|---" * (len(columns) + 1) + "|"]
+
+    def cell(value: object) -> str:
+        return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+    for name, r in report["results"].items():
+        values = [r["pods_per_second"], r["pods_per_second_from_start"], r["p50_ms"], r["p99_ms"], r["cpu_s"],
+                  r["peak_rss_mb"], r["apiserver_cpu_s"], r["correct"]]  # fmt: skip
+        lines.append(f"| {name} | " + " | ".join(cell(v) for v in values) + " |")
+    if report["ratios"]:
+        lines += [
+            "",
+            "ratios (median of per-round ratios): " + ", ".join(f"{k} {cell(v)}" for k, v in report["ratios"].items()),
+        ]
+    return "\n".join(lines)
+
+
+def _sim_round(workload: Workload) -> RoundResult:
+    from perf.harness.live import pods_of
+    from pysched.api.builders import node_dict
+    from pysched.backend.simulated import SimulatedCluster
+    from pysched.framework.clock import VirtualClock
+    from pysched.plugins import default_registry
+    from pysched.plugins.builtin import builtin_config
+    from pysched.scheduler.scheduler import Scheduler
+
+    async def run() -> RoundResult:
+        registry = default_registry()
+        clock = VirtualClock(1_700_000_000.0)
+        cluster = SimulatedCluster(clock, record_events=False)
+        extended = {"nvidia.com/gpu": str(workload.nodes.gpu)} if workload.nodes.gpu else None
+        for i in range(workload.nodes.count):
+            cluster.add_node(node_dict(f"n{i}", cpu=workload.nodes.cpu, memory=workload.nodes.memory,
+                                       pods=workload.nodes.pods, extended=extended))  # fmt: skip
+        scheduler = Scheduler(builtin_config(registry).only("default"), cluster, clock, registry)
+        await scheduler.start()
+        for pod in pods_of(workload, "default"):
+            pod["metadata"] = {**pod["metadata"], "namespace": "perf"}  # type: ignore[dict-item]
+            cluster.create_pod(pod)
+        started = time.perf_counter()
+        await scheduler.run_until_idle()
+        seconds = time.perf_counter() - started
+        bound = scheduler.stats.scheduled
+        await scheduler.stop()
+        rate = bound / seconds if seconds > 0 else 0.0
+        return RoundResult("pysched", workload.pod_count, bound, rate, rate, None, None, 0.0, 0.0, 0.0, 0.0)
+
+    return asyncio.run(run())
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        workload = load_workload(Path(args.workload))
+    except WorkloadError as err:
+        print(f"perf: error: {err}", file=sys.stderr)
+        return 2
+    schedulers = [s for part in args.scheduler for s in part.split(",") if s] or list(SCHEDULERS)
+    unknown = [s for s in schedulers if s not in SCHEDULERS]
+    if unknown:
+        print(f"perf: error: unknown scheduler {unknown[0]!r} (known: {', '.join(SCHEDULERS)})", file=sys.stderr)
+        return 2
+    if args.backend == "sim" and schedulers != ["pysched"]:
+        print("perf: error: --backend sim runs pysched alone (--scheduler pysched)", file=sys.stderr)
+        return 2
+    if not 1 <= args.rounds <= 50 or not 1 <= args.qps <= 100_000 or not 1 <= args.burst <= 100_000:
+        print("perf: error: --rounds 1 to 50, --qps and --burst 1 to 100000", file=sys.stderr)
+        return 2
+    rounds: dict[str, list[RoundResult]] = {s: [] for s in schedulers}
+    base = Path(args.workdir or tempfile.mkdtemp(prefix="pysched-perf-"))
+    for n in range(args.rounds):
+        for scheduler in schedulers:  # alternating, so that drift on the machine hits each alike
+            if args.backend == "sim":
+                result = _sim_round(workload)
+            else:
+                result = run_round(workload, scheduler, base / f"round{n}-{scheduler}", qps=args.qps, burst=args.burst,
+                                   log=lambda line: print(f"  {line}", file=sys.stderr))  # fmt: skip
+            rounds[scheduler].append(result)
+            verdict = "" if result.correct else f", NOT CORRECT: {'; '.join(result.problems[:3])}"
+            said = f"{result.pods_per_second:.1f} pods/s, {result.bound}/{result.pods} bound{verdict}"
+            print(f"round {n + 1} {scheduler}: {said}", file=sys.stderr)
+    report = summarise(workload, args.backend, rounds)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    print(markdown(report))
+    return 0 if all(r["correct"] for r in report["results"].values()) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf", description="pysched's throughput harness")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run", help="run one workload's rounds")
+    p.add_argument("workload", help="a workload file (perf/workloads/*.yaml)")
+    p.add_argument("--backend", choices=("live", "sim"), default="live", help="default live")
+    p.add_argument(
+        "--scheduler",
+        action="append",
+        default=[],
+        help=f"repeatable or comma-separated; default: {','.join(SCHEDULERS)}",
+    )
+    p.add_argument("--rounds", type=int, default=1, help="rounds per scheduler, 1 to 50 (default 1)")
+    p.add_argument("--qps", type=int, default=5000, help="every scheduler's client QPS (default 5000)")
+    p.add_argument("--burst", type=int, default=5000, help="every scheduler's client burst (default 5000)")
+    p.add_argument("--json", metavar="OUT", help="write the report as JSON here")
+    p.add_argument("--workdir", metavar="DIR", help="where the dev clusters live (default: a new temporary folder)")
+    args = parser.parse_args(argv)
+    return run(args)

@@ -1,0 +1,98 @@
+"""The throughput harness's parts that need no cluster: workload files (the shipped ones parse; a
+bad one is one line naming the key), the report's medians and per-round ratios, and the command's
+refusals (one line, exit 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perf.harness.command import main, markdown, summarise
+from perf.harness.live import RoundResult, pods_of
+from perf.harness.workload import WorkloadError, load_workload, parse_workload
+
+ROOT = Path(__file__).resolve().parents[3]
+WORKLOADS = ROOT / "perf" / "workloads"
+
+
+def test_the_shipped_workloads_parse_and_the_standard_set_is_there() -> None:
+    loaded = {path.stem: load_workload(path) for path in WORKLOADS.glob("*.yaml")}
+    assert {"basic-1000", "basic-5000"} <= set(loaded)
+    basic = loaded["basic-1000"]
+    assert (basic.nodes.count, basic.pod_count, basic.rate) == (1000, 5000, None)
+    assert loaded["basic-5000"].nodes.count == 5000 and loaded["basic-5000"].pod_count == 10000
+    assert loaded["steady-5000"].rate == 100.0
+    mixed = pods_of(loaded["mixed-1000"], "s")
+    gpu = [p for p in mixed if "nvidia.com/gpu" in p["spec"]["containers"][0]["resources"]["requests"]]  # type: ignore[index]
+    assert len(mixed) == 5000 and len(gpu) == 1000
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        ({"nodes": {"count": 1}}, "needs `nodes` and `pods`"),
+        ({"nodes": {"count": 0}, "pods": [{"count": 1}]}, "nodes.count: must be a whole number from 1"),
+        ({"nodes": {"count": 1, "cpus": "2"}, "pods": [{"count": 1}]}, "nodes: unknown key 'cpus'"),
+        ({"nodes": {"count": 1}, "pods": [{"count": 1, "cpu": "lots"}]}, "pods[0].cpu: must be a positive quantity"),
+        ({"nodes": {"count": 1}, "pods": [{"count": 1, "gpu": 2}]}, "pods[0].gpu: 2 is more than a node has (0)"),
+        (
+            {"nodes": {"count": 1}, "pods": [{"count": 1}], "arrival": {"rate": 0}},
+            "arrival.rate: must be pods a second",
+        ),
+        ({"nodes": {"count": 1}, "pods": [{"count": 1}], "arrival": "soon"}, "arrival: must be a mapping"),
+        ({"nodes": {"count": 1}, "pods": []}, "pods: must be a list of 1 to 16"),
+    ],
+)
+def test_a_bad_workload_is_one_line_naming_the_key(raw: object, says: str) -> None:
+    with pytest.raises(WorkloadError) as err:
+        parse_workload(raw)
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def _result(scheduler: str, rate: float, problems: tuple[str, ...] = ()) -> RoundResult:
+    return RoundResult(scheduler, 10, 10, rate, rate / 2, None, None, 1.0, 100.0, 2.0, 0.5, problems)
+
+
+def test_the_report_takes_medians_and_ratios_of_the_same_rounds() -> None:
+    workload = parse_workload({"name": "w", "nodes": {"count": 2}, "pods": [{"count": 10}]})
+    rounds = {
+        "pysched": [_result("pysched", 300), _result("pysched", 100), _result("pysched", 200)],
+        "raw-bind": [_result("raw-bind", 300), _result("raw-bind", 400), _result("raw-bind", 100)],
+    }
+    report = summarise(workload, "live", rounds)
+    assert report["results"]["pysched"]["pods_per_second"] == 200
+    # per round 1.0, 0.25, 2.0: the median of the ratios, not the ratio of the medians (200/300)
+    assert report["ratios"] == {"pysched/raw-bind": 1.0}
+    assert report["results"]["pysched"]["correct"] is True
+    rounds["raw-bind"][1] = _result("raw-bind", 400, ("n1 cpu 5000 > 4000",))
+    assert summarise(workload, "live", rounds)["results"]["raw-bind"]["correct"] is False
+    table = markdown(report)
+    assert "| pysched | 200 | 100 |" in table and "pysched/raw-bind 1" in table
+
+
+def test_the_command_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("nodes: {count: -1}\npods: [{count: 1}]\n")
+    assert main(["run", str(bad)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"perf: error: {bad}: nodes.count: must be a whole number from 1 to 20000, got -1"
+    ]
+    good = str(WORKLOADS / "basic-1000.yaml")
+    assert main(["run", good, "--scheduler", "pysched,yunikorn"]) == 2
+    assert "unknown scheduler 'yunikorn'" in capsys.readouterr().err
+    assert main(["run", good, "--backend", "sim", "--scheduler", "kube-scheduler"]) == 2
+    assert "runs pysched alone" in capsys.readouterr().err
+    assert main(["run", str(tmp_path / "missing.yaml")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_a_sim_round_binds_every_pod(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text("nodes: {count: 3, cpu: '4', memory: 16Gi, pods: 20}\npods: [{count: 30, cpu: 100m}]\n")
+    out = tmp_path / "out.json"
+    assert main(["run", str(tiny), "--backend", "sim", "--scheduler", "pysched", "--json", str(out)]) == 0
+    import json
+
+    report = json.loads(out.read_text())
+    assert report["results"]["pysched"]["rounds"][0]["bound"] == 30 and report["results"]["pysched"]["correct"]
