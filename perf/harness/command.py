@@ -117,6 +117,43 @@ def _sim_round(workload: Workload) -> RoundResult:
     return asyncio.run(run())
 
 
+def _say(line: str) -> None:
+    print(f"  {line}", file=sys.stderr)
+
+
+def _live_round(workload: Workload, scheduler: str, workdir: Path, **options: Any) -> RoundResult:
+    """A round; one that fails midway (its processes stopped by the plane) still reports, as incorrect."""
+    try:
+        return run_round(workload, scheduler, workdir, **options)
+    except Exception as err:  # a broken round must not lose the others' figures
+        problem = f"round failed: {type(err).__name__}: {' '.join(str(err).split())[:300]}"
+        return RoundResult(scheduler, workload.pod_count, 0, 0.0, 0.0, None, None, 0.0, 0.0, 0.0, 0.0, (problem,))
+
+
+def plot(report: dict[str, Any], out: Path) -> None:
+    """Pods a second per scheduler: each round a dot, the median a bar."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    names = list(report["results"])
+    for i, name in enumerate(names):
+        result = report["results"][name]
+        ax.bar(i, result["pods_per_second"] or 0.0, color="#9ecae1", edgecolor="#3182bd")
+        rates = [r["pods_per_second"] for r in result["rounds"]]
+        ax.plot([i] * len(rates), rates, "o", color="#08519c", markersize=4)
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("pods bound per second (first to last bind)")
+    title = f"{report['workload']}: {report['nodes']} nodes, {report['pods']} pods ({report['backend']})"
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         workload = load_workload(Path(args.workload))
@@ -141,8 +178,8 @@ def run(args: argparse.Namespace) -> int:
             if args.backend == "sim":
                 result = _sim_round(workload)
             else:
-                result = run_round(workload, scheduler, base / f"round{n}-{scheduler}", qps=args.qps, burst=args.burst,
-                                   log=lambda line: print(f"  {line}", file=sys.stderr))  # fmt: skip
+                workdir = base / f"round{n}-{scheduler}"
+                result = _live_round(workload, scheduler, workdir, qps=args.qps, burst=args.burst, log=_say)
             rounds[scheduler].append(result)
             verdict = "" if result.correct else f", NOT CORRECT: {'; '.join(result.problems[:3])}"
             said = f"{result.pods_per_second:.1f} pods/s, {result.bound}/{result.pods} bound{verdict}"
@@ -151,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    if args.plot:
+        plot(report, Path(args.plot))
     print(markdown(report))
     return 0 if all(r["correct"] for r in report["results"].values()) else 1
 
@@ -171,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--qps", type=int, default=5000, help="every scheduler's client QPS (default 5000)")
     p.add_argument("--burst", type=int, default=5000, help="every scheduler's client burst (default 5000)")
     p.add_argument("--json", metavar="OUT", help="write the report as JSON here")
+    p.add_argument("--plot", metavar="PNG", help="write a chart of the rates here (needs matplotlib)")
     p.add_argument("--workdir", metavar="DIR", help="where the dev clusters live (default: a new temporary folder)")
     args = parser.parse_args(argv)
     return run(args)

@@ -96,3 +96,24 @@ def test_a_sim_round_binds_every_pod(tmp_path: Path, capsys: pytest.CaptureFixtu
 
     report = json.loads(out.read_text())
     assert report["results"]["pysched"]["rounds"][0]["bound"] == 30 and report["results"]["pysched"]["correct"]
+
+
+def test_a_round_that_fails_midway_still_reports_and_the_chart_is_drawn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    import perf.harness.command as command
+
+    def broken(*args: object, **kwargs: object) -> RoundResult:
+        raise RuntimeError("etcd did not start")
+
+    monkeypatch.setattr(command, "run_round", broken)
+    out, chart = tmp_path / "out.json", tmp_path / "chart.png"
+    good = str(WORKLOADS / "basic-1000.yaml")
+    assert main(["run", good, "--scheduler", "raw-bind", "--json", str(out), "--plot", str(chart)]) == 1
+    report = json.loads(out.read_text())
+    (round_,) = report["results"]["raw-bind"]["rounds"]
+    assert round_["problems"] == ["round failed: RuntimeError: etcd did not start"] and not round_["correct"]
+    assert chart.stat().st_size > 1000 and chart.read_bytes()[:4] == b"\x89PNG"
+    assert "NOT CORRECT" in capsys.readouterr().err
