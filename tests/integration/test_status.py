@@ -142,6 +142,9 @@ def test_status_watch_prints_the_table_again_as_jobs_come_and_stops_quietly_on_i
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As from a terminal: a test run started in the background has SIGINT ignored, which its
+        # children inherit, and Python then never turns SIGINT into KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines: queue.Queue[str] = queue.Queue()
     out = watch.stdout
