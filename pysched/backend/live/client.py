@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -151,21 +150,4 @@ async def connect(
     except Exception as err:  # YAML errors and friends from the loader
         raise KubeConfigError(f"{kubeconfig or 'in-cluster config'}: {' '.join(str(err).split())}") from err
     configuration.connection_pool_maxsize = pool_size
-    api = k8s_client.ApiClient(configuration)
-    _trust_env_only_for_proxies(api)
-    return AsyncKubeClient(api, TokenBucket(qps, burst))
-
-
-PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NETRC")
-
-
-def _trust_env_only_for_proxies(api: Any) -> None:
-    """kubernetes-asyncio opens its aiohttp session with `trust_env=True`, and aiohttp then looks up
-    proxy variables and ~/.netrc for every request, the netrc on an executor thread: a fifth of
-    the scheduler's time at hundreds of binds a second. Kept only where a proxy (or a netrc) is
-    configured, as client-go honours HTTPS_PROXY."""
-    if any(os.environ.get(name) for name in PROXY_ENV):
-        return
-    session = getattr(getattr(api, "rest_client", None), "pool_manager", None)
-    if session is not None and hasattr(session, "_trust_env"):
-        session._trust_env = False
+    return AsyncKubeClient(k8s_client.ApiClient(configuration), TokenBucket(qps, burst))
