@@ -26,7 +26,7 @@ from perf.harness.workload import Workload, WorkloadError, load_workload
 
 FIELDS = (
     "pods_per_second", "pods_per_second_from_start", "p50_ms", "p99_ms", "cpu_s", "peak_rss_mb",
-    "apiserver_cpu_s", "etcd_cpu_s",
+    "apiserver_cpu_s", "etcd_cpu_s", "scheduled_events",
 )  # fmt: skip
 
 
@@ -66,7 +66,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['workload']} ({report['backend']}, {report['nodes']} nodes, {report['pods']} pods, "
         f"{report['arrival']})"
     )
-    columns = ("scheduler", "pods/s", "from start", "p50 ms", "p99 ms", "CPU s", "peak RSS MB", "apiserver CPU s")
+    columns = ("scheduler", "pods/s", "from start", "p50 ms", "p99 ms", "CPU s", "peak RSS MB", "apiserver CPU s",
+               "Scheduled events")  # fmt: skip
     lines = [head, "", "| " + " | ".join((*columns, "correct")) + " |", "|---" * (len(columns) + 1) + "|"]
 
     def cell(value: object) -> str:
@@ -74,7 +75,7 @@ def markdown(report: dict[str, Any]) -> str:
 
     for name, r in report["results"].items():
         values = [r["pods_per_second"], r["pods_per_second_from_start"], r["p50_ms"], r["p99_ms"], r["cpu_s"],
-                  r["peak_rss_mb"], r["apiserver_cpu_s"], r["correct"]]  # fmt: skip
+                  r["peak_rss_mb"], r["apiserver_cpu_s"], r["scheduled_events"], r["correct"]]  # fmt: skip
         lines.append(f"| {name} | " + " | ".join(cell(v) for v in values) + " |")
     if report["ratios"]:
         lines += [

@@ -8,6 +8,7 @@ pod was bound once and that no node holds more than its allocatable."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import threading
@@ -30,6 +31,7 @@ SCHEDULER_NAMES = {"pysched": "pysched-perf", "kube-scheduler": "default-schedul
 NAMESPACE = "perf"
 CREATORS = 16  # threads creating pods in batch mode
 MIN_WAIT_S = 60.0
+EVENTS_GRACE_S = 5.0
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -47,6 +49,7 @@ class RoundResult:
     apiserver_cpu_s: float
     etcd_cpu_s: float
     problems: tuple[str, ...] = field(default=())
+    scheduled_events: int = 0  # `Scheduled` events in the API EVENTS_GRACE_S after the last bind
 
     @property
     def correct(self) -> bool:
@@ -193,6 +196,8 @@ def run_round(
             _wait(lambda: monitor.bound() >= len(pods), budget, process.alive)
             if creator is not None:
                 creator.join(60)
+            time.sleep(EVENTS_GRACE_S)
+            events = _scheduled_events(api)
             cpu, rss = cpu_seconds(process.pid), peak_rss_mb(process.pid)
             by_name = {p.name: p.pid for p in plane.processes}
             apiserver, etcd = cpu_seconds(by_name.get("kube-apiserver", 0)), cpu_seconds(by_name.get("etcd", 0))
@@ -203,8 +208,23 @@ def run_round(
     problems = [*monitor.moved, *monitor.overcommits]
     if not alive:
         problems.append(f"{scheduler} exited before every pod was bound (log: {process.log_path})")
-    return _result(scheduler, len(pods), bound_at, created, started, workload.rate is not None, cpu, rss,
-                   apiserver, etcd, problems)  # fmt: skip
+    result = _result(scheduler, len(pods), bound_at, created, started, workload.rate is not None, cpu, rss,
+                     apiserver, etcd, problems)  # fmt: skip
+    return dataclasses.replace(result, scheduled_events=events)
+
+
+def _scheduled_events(api: KubeAPI) -> int:
+    """`Scheduled` events of the namespace (events.k8s.io), a series counted as its count."""
+    total, query = 0, {"limit": "5000"}
+    while True:
+        page = api.get(f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events", **query)
+        for event in page.get("items") or ():
+            if event.get("reason") == "Scheduled":
+                total += int((event.get("series") or {}).get("count") or 1)
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return total
+        query = {"limit": "5000", "continue": str(token)}
 
 
 def _result(

@@ -77,7 +77,7 @@ class LiveOptions:
     instance: str = socket.gethostname()
     event_qps: float = 50.0  # kube-scheduler's event client: the same 50 / 100 as its main client
     event_burst: int = 100
-    event_backlog: int = 10_000  # beyond this, events are dropped (and counted)
+    event_backlog: int = 10_000  # while event writes fail, the backlog is cut to this (the shed counted)
     event_patch_interval: float = 30.0  # how often a growing series is written back
     inactivity: float = 70.0
     page_size: int = 500

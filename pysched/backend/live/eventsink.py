@@ -2,9 +2,12 @@
 
 The same event for the same pod (type, reason, note) within `series_window` is not created
 again: its `series.count` grows and is patched at most once per `patch_interval` (events.k8s.io/v1
-series, as client-go's event broadcaster does). New events go through their own token bucket; when
-the backlog is full they are dropped and counted. Events are best effort in Kubernetes, while
-binds and conditions are not, so events never wait in front of them.
+series, as client-go's event broadcaster does). New events go through their own token bucket. While
+the API takes them, none is dropped (up to `max_backlog`, a memory bound far above any burst):
+a burst is posted late, not lost, where client-go's broadcaster drops past 1,000 queued. When
+writes fail, the backlog is cut to `max_pending`, oldest first, and what it shed is counted.
+Events are best effort in Kubernetes, while binds and conditions are not, so events never wait
+in front of them.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ class EventSink:
         qps: float = 20.0,
         burst: int = 50,
         max_pending: int = 1000,
+        max_backlog: int = 200_000,
         workers: int = 8,
         series_window: float = 600.0,
         patch_interval: float = 30.0,
@@ -89,6 +93,8 @@ class EventSink:
         self._patch = patch
         self._bucket = TokenBucket(qps, burst, now=now)
         self._max_pending = max_pending
+        self._max_backlog = max(max_backlog, max_pending)
+        self._failing = False  # the last write failed: the backlog is held to max_pending
         self._window = series_window
         self._patch_interval = patch_interval
         self._now = now
@@ -125,7 +131,7 @@ class EventSink:
             series.last_seen = now
             series.last_seen_wall = self._wall()
             return
-        if len(self._jobs) >= self._max_pending:
+        if len(self._jobs) >= (self._max_pending if self._failing else self._max_backlog):
             self.dropped += 1
             return
         self._series[event] = Series("", 1, now, self._wall())
@@ -174,10 +180,12 @@ class EventSink:
                 continue
             job = self._jobs.popleft()
             await self._bucket.acquire()
+            written = True
             try:
                 if isinstance(job, _Create):
                     name = await self._create(job.record, job.when)
-                    self.created += 1
+                    written = name is not None  # the API refused it (logged by the writer)
+                    self.created += written
                     series = self._series.get(job.record)
                     if series is not None and name:
                         series.name = name
@@ -185,4 +193,15 @@ class EventSink:
                     await self._patch(job.record, job.series)
                     self.patched += 1
             except Exception as err:  # I/O boundary: an event lost is logged, never fatal
+                written = False
                 log.warning("event not written", reason=job.record.reason, error=str(err))
+            self._failing = not written
+            if self._failing:
+                self._shed()
+
+    def _shed(self) -> None:
+        """Writes fail: hold the backlog to max_pending, dropping (and counting) the oldest, so
+        that an API in trouble is not met with a flood when it comes back."""
+        while len(self._jobs) > self._max_pending:
+            self._jobs.popleft()
+            self.dropped += 1

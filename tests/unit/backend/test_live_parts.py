@@ -243,7 +243,7 @@ def test_lease_timings_are_checked() -> None:
     assert LeaseConfig("n", "l", "i", renew_deadline=2, retry_period=2).problem() is not None
 
 
-async def test_event_sink_folds_repeats_into_a_series_and_drops_past_the_backlog() -> None:
+async def test_event_sink_folds_repeats_into_a_series_and_drops_past_the_memory_bound() -> None:
     created: list[EventRecord] = []
     patched: list[int] = []
 
@@ -254,7 +254,7 @@ async def test_event_sink_folds_repeats_into_a_series_and_drops_past_the_backlog
     async def patch(event: EventRecord, series: Series) -> None:
         patched.append(series.count)
 
-    sink = EventSink(create, patch, qps=0, burst=1, max_pending=3, patch_interval=0.05)
+    sink = EventSink(create, patch, qps=0, burst=1, max_pending=2, max_backlog=3, patch_interval=0.05)
     event = EventRecord("ns", "p", "uid", "Warning", "FailedScheduling", "Scheduling", "x" * 5000, "pysched")
     sink.start()
     for _ in range(5):
@@ -267,6 +267,45 @@ async def test_event_sink_folds_repeats_into_a_series_and_drops_past_the_backlog
     assert sink.dropped == 7
     await sink.stop()
     assert len(created) == 4
+
+
+async def test_event_sink_drops_nothing_while_the_api_takes_events_and_sheds_only_when_it_fails() -> None:
+    refusing = False
+    created: list[str] = []
+
+    async def create(event: EventRecord, when: float) -> str | None:
+        if refusing:
+            return None  # the API answered with an error
+        created.append(event.pod_name)
+        return f"e{len(created)}"
+
+    async def patch(event: EventRecord, series: Series) -> None:
+        pass
+
+    def burst(prefix: str, n: int) -> None:
+        for i in range(n):
+            sink.record(EventRecord("ns", f"{prefix}{i}", "u", "Normal", "Scheduled", "Binding", "bound", "pysched"))
+
+    sink = EventSink(create, patch, qps=2000, burst=10, max_pending=5, patch_interval=60)
+    burst("a", 500)  # a burst far past max_pending, faster than the bucket: queued, not dropped
+    assert sink.dropped == 0 and sink.backlog == 500
+    sink.start()
+    for _ in range(200):
+        if len(created) == 500:
+            break
+        await asyncio.sleep(0.01)
+    assert len(created) == 500 and sink.dropped == 0
+    refusing = True
+    burst("b", 50)
+    for _ in range(200):
+        if sink.dropped:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    # the first refusal cut the backlog to max_pending; failed writes are lost, and counted only as shed
+    assert sink.dropped >= 50 - 5 - 8 and sink.backlog <= 5, (sink.dropped, sink.backlog)
+    assert sink.created == 500
+    await sink.stop(drain_timeout=0.1)
 
 
 async def test_token_bucket_paces_after_the_burst() -> None:
