@@ -466,7 +466,7 @@ def add_sources(
             ),
             counter(
                 "pysched_events_dropped",
-                "Events dropped because the event backlog was full.",
+                "Events dropped: shed while event writes failed, or past the backlog's memory bound.",
                 {(): float(backend.events.dropped)},
                 [],
             ),
