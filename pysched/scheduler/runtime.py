@@ -37,7 +37,6 @@ from pysched.framework.interfaces import (
 from pysched.framework.registry import ArgsError, Registry
 from pysched.framework.status import SKIP, SUCCESS, Code, Status, error
 from pysched.scheduler.algorithm import ScheduleResult, SchedulingAlgorithm, WeightedScore
-from pysched.scheduler.observer import ExtensionPointTimer, PluginTimer
 
 P = TypeVar("P")
 
@@ -178,23 +177,7 @@ class Framework:
         return found
 
     # ----- timing (kube-scheduler's scheduler_framework_extension_point_duration_seconds and,
-    # in sampled cycles, scheduler_plugin_execution_duration_seconds)
-    @property
-    def timed(self) -> ExtensionPointTimer | None:
-        return self.algorithm.timed
-
-    @timed.setter
-    def timed(self, timer: ExtensionPointTimer | None) -> None:
-        self.algorithm.timed = timer
-
-    @property
-    def plugin_timed(self) -> PluginTimer | None:
-        return self.algorithm.plugin_timed
-
-    @plugin_timed.setter
-    def plugin_timed(self, timer: PluginTimer | None) -> None:
-        self.algorithm.plugin_timed = timer
-
+    # in sampled cycles, scheduler_plugin_execution_duration_seconds): the algorithm's timers
     def _started(self) -> float:
         return time.perf_counter() if self.algorithm.timed is not None else 0.0
 

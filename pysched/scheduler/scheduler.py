@@ -182,8 +182,8 @@ class Scheduler:
         self._record = record_cycle_times
         self.observer: SchedulingObserver = observer or NullObserver()
         for framework in self.frameworks.values():
-            framework.timed = self.observer.extension_points
-            framework.plugin_timed = self.observer.plugin_executions
+            framework.algorithm.timed = self.observer.extension_points
+            framework.algorithm.plugin_timed = self.observer.plugin_executions
         self._binds: BindPipeline[_BindJob] = BindPipeline(self._run_binding_cycle, max_binds_in_flight)
         self._stopping = False
         self._stop_grace = stop_grace
