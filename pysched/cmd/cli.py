@@ -14,7 +14,7 @@ from typing import Any, NoReturn, cast
 
 from pysched import __version__
 from pysched.cmd.errors import bad_input
-from pysched.cmd.flags import first_problem, number_problem, output_problem
+from pysched.cmd.flags import extra_problem, first_problem, number_problem, output_problem
 from pysched.cmd.logs import configure_logging
 from pysched.workload.progress import MAX_PROGRESS_INTERVAL_S, MIN_PROGRESS_INTERVAL_S
 
@@ -60,7 +60,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         number_problem("--horizon", args.horizon, 1, MAX_HORIZON_S) if args.horizon is not None else None,
         output_problem("--json", args.json) if args.json else None,
         output_problem("--plot", args.plot, folder=True) if args.plot else None,
-        _plotting_problem() if args.plot else None,
+        extra_problem("--plot", "matplotlib", "matplotlib", "plot") if args.plot else None,
         output_problem("--jobs-csv", args.jobs_csv) if args.jobs_csv else None,
     )
     if problem:
@@ -124,15 +124,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         for path in write_plots(results, args.plot, title, capacity):
             console.print(f"wrote {path}")
     return 0
-
-
-def _plotting_problem() -> str | None:
-    """Asked before the run, which may take minutes: the charts need the optional extra."""
-    import importlib.util
-
-    if importlib.util.find_spec("matplotlib") is None:
-        return "--plot needs matplotlib, in the plot extra: pip install 'pysched[plot]'"
-    return None
 
 
 def _write_jobs_csv(path: str, results: Mapping[str, Any]) -> None:

@@ -107,11 +107,9 @@ def _validate(args: argparse.Namespace) -> str | None:
 
 def _dev_extra_problem() -> str | None:
     """The control-plane tooling talks to the API through the synchronous client, an extra."""
-    import importlib.util
+    from pysched.cmd.flags import extra_problem
 
-    if importlib.util.find_spec("kubernetes") is None:
-        return "dev-cluster needs the kubernetes client, in the dev extra: pip install 'pysched[dev]'"
-    return None
+    return extra_problem("dev-cluster", "kubernetes", "the kubernetes client", "dev")
 
 
 def cmd_up(args: argparse.Namespace) -> int:

@@ -26,6 +26,16 @@ def number_problem(flag: str, value: float, low: float, high: float, *, above: b
     return None if problem is None else f"{flag}: {problem}"
 
 
+def extra_problem(what: str, module: str, package: str, extra: str) -> str | None:
+    """`WHAT needs PACKAGE, in the EXTRA extra: pip install ...` when `module` cannot be imported:
+    asked before a command starts, so a missing optional dependency never fails a run midway."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        return f"{what} needs {package}, in the {extra} extra: pip install 'pysched[{extra}]'"
+    return None
+
+
 def first_problem(*problems: str | None) -> str | None:
     return next((p for p in problems if p is not None), None)
 
