@@ -43,8 +43,8 @@ from pysched.api.containers import actual_cpus, container_cpus, container_names
 from pysched.api.ids import JobKey
 from pysched.api.inputs import load_yaml
 from pysched.api.jobs import (
-    GROUP_SOURCES,
     POD_GROUP_APIS,
+    POD_GROUP_LABEL,
     JobSource,
     indexed_job_minimum,
     job_key,
@@ -331,15 +331,17 @@ async def read_rows(client: Any, namespace: str | None, schedulers: frozenset[st
 
 
 def _group_sources(raw_pods: Sequence[Mapping[str, Any]]) -> set[JobSource]:
-    """The PodGroup APIs the pods name (only those are listed)."""
+    """The PodGroup APIs some pod may name (only those are listed), from the two fields that name
+    one: a look at the raw pods, which `job_rows` parses once, later. Listing one API too many
+    costs a request, never a wrong row."""
     found = set()
     for raw in raw_pods:
-        try:
-            ref = job_of(pod_from_dict(raw))
-        except MALFORMED:
-            continue
-        if ref is not None and ref.source in GROUP_SOURCES:
-            found.add(ref.source)
+        spec, meta = raw.get("spec"), raw.get("metadata")
+        if isinstance(spec, Mapping) and spec.get("schedulingGroup"):
+            found.add(JobSource.WORKLOAD)
+        labels = meta.get("labels") if isinstance(meta, Mapping) else None
+        if isinstance(labels, Mapping) and POD_GROUP_LABEL in labels:
+            found.add(JobSource.POD_GROUP)
     return found
 
 
