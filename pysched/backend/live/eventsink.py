@@ -184,8 +184,9 @@ class EventSink:
             try:
                 if isinstance(job, _Create):
                     name = await self._create(job.record, job.when)
-                    written = name is not None  # the API refused it (logged by the writer)
-                    self.created += written
+                    written = name is not None  # None: the API refused it (logged by the writer)
+                    if written:
+                        self.created += 1
                     series = self._series.get(job.record)
                     if series is not None and name:
                         series.name = name
