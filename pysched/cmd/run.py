@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from pysched.cmd.errors import bad_input
+from pysched.cmd.heap import settled
 from pysched.cmd.logs import configure_logging
 from pysched.framework.incidents import describe
 
@@ -320,8 +321,9 @@ async def _serve(
         started = asyncio.create_task(scheduler.start())
         await _until(state.stop, started)
         if not state.stop.is_set():
-            log.info("ready", nodes=len(backend.nodes), pods=len(backend.pods))
-            await lead_and_schedule(scheduler, backend, elector, state)
+            with settled() as frozen:  # what the informers listed stays out of the collector's walks
+                log.info("ready", nodes=len(backend.nodes), pods=len(backend.pods), frozen_objects=frozen)
+                await lead_and_schedule(scheduler, backend, elector, state)
     finally:
         await _teardown(scheduler, backend, elector, server, client, state)
     if state.failed:

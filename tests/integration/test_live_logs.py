@@ -63,6 +63,8 @@ def test_each_decision_is_one_structured_line_and_each_cycle_one_at_debug(
     finally:
         assert scheduler.stop() == 0, scheduler.log()
     entries = _lines(log_path)
+    # What the informers listed was kept out of the collector's walks before the first cycle.
+    assert [e["frozen_objects"] > 0 for e in entries if e.get("event") == "ready"] == [True]
     scheduled = {e["pod"]: e for e in entries if e.get("event") == "Scheduled"}
     assert set(scheduled) == {f"{namespace}/solo", f"{namespace}/w0", f"{namespace}/w1"}
     assert all(e["level"] == "info" and e["type"] == "Normal" and "timestamp" in e for e in scheduled.values())
