@@ -3,6 +3,7 @@ medians, ratios measured in the same rounds, a markdown table and (with `--json`
 
     python -m perf run perf/workloads/basic-1000.yaml --backend live --rounds 3 --json out.json
 
+`python -m perf curve` measures time per pod against node count (perf/harness/curve.py).
 `--backend sim` runs pysched alone in process on the simulated cluster (kube-scheduler and the raw
 binder need an API server). A bad workload file or scheduler name is one line and exit 2; a round
 that fails still reports what it measured, and every process it started is stopped.
@@ -21,7 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from perf.harness.live import SCHEDULERS, RoundResult, run_round
+from perf.harness.live import SCHEDULERS, ZONE_KEY, RoundResult, run_round
 from perf.harness.workload import Workload, WorkloadError, load_workload
 
 FIELDS = (
@@ -86,34 +87,43 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def _sim_round(workload: Workload) -> RoundResult:
-    from perf.harness.live import pods_of
+    from perf.harness.live import constraint_problems, pods_of, zone_of
     from pysched.api.builders import node_dict
     from pysched.backend.simulated import SimulatedCluster
     from pysched.framework.clock import VirtualClock
     from pysched.plugins import default_registry
     from pysched.plugins.builtin import builtin_config
     from pysched.scheduler.scheduler import Scheduler
+    from pysched.scheduler.selection import warm_up
 
     async def run() -> RoundResult:
+        warm_up()  # the kernels compiled or loaded before the clock starts, as `pysched bench` does
         registry = default_registry()
         clock = VirtualClock(1_700_000_000.0)
         cluster = SimulatedCluster(clock, record_events=False)
         extended = {"nvidia.com/gpu": str(workload.nodes.gpu)} if workload.nodes.gpu else None
+        zones: dict[str, str | None] = {}
         for i in range(workload.nodes.count):
+            zone = zones[f"n{i}"] = zone_of(i, workload.nodes.zones)
             cluster.add_node(node_dict(f"n{i}", cpu=workload.nodes.cpu, memory=workload.nodes.memory,
-                                       pods=workload.nodes.pods, extended=extended))  # fmt: skip
-        scheduler = Scheduler(builtin_config(registry).only("default"), cluster, clock, registry)
+                                       pods=workload.nodes.pods, extended=extended,
+                                       labels={ZONE_KEY: zone} if zone else None))  # fmt: skip
+        scheduler = Scheduler(builtin_config(registry).only(workload.profile), cluster, clock, registry)
         await scheduler.start()
-        for pod in pods_of(workload, "default"):
-            pod["metadata"] = {**pod["metadata"], "namespace": "perf"}  # type: ignore[dict-item]
+        for pod in pods_of(workload, workload.profile):
+            pod["metadata"] = {**pod["metadata"], "namespace": "perf"}
             cluster.create_pod(pod)
         started = time.perf_counter()
         await scheduler.run_until_idle()
         seconds = time.perf_counter() - started
         bound = scheduler.stats.scheduled
         await scheduler.stop()
+        problems = constraint_problems(
+            ((p.labels, p.raw.get("spec") or {}, p.node_name) for p in cluster.pods.values()), zones
+        )
         rate = bound / seconds if seconds > 0 else 0.0
-        return RoundResult("pysched", workload.pod_count, bound, rate, rate, None, None, 0.0, 0.0, 0.0, 0.0)
+        return RoundResult("pysched", workload.pod_count, bound, rate, rate, None, None, 0.0, 0.0, 0.0, 0.0,
+                           tuple(problems))  # fmt: skip
 
     return asyncio.run(run())
 
@@ -195,6 +205,52 @@ def run(args: argparse.Namespace) -> int:
     return 0 if all(r["correct"] for r in report["results"].values()) else 1
 
 
+def curve(args: argparse.Namespace) -> int:
+    from perf.harness import curve as scaling
+
+    try:
+        node_counts = scaling.sizes(args.nodes)
+    except ValueError as err:
+        print(f"perf: error: {err}", file=sys.stderr)
+        return 2
+    backends = [b for part in args.backend for b in part.split(",") if b] or ["sim"]
+    schedulers = [s for part in args.scheduler for s in part.split(",") if s] or ["pysched"]
+    bad = [b for b in backends if b not in ("sim", "live")] + [s for s in schedulers if s not in SCHEDULERS]
+    if bad:
+        print(f"perf: error: unknown backend or scheduler {bad[0]!r}", file=sys.stderr)
+        return 2
+    if not 1 <= args.rounds <= 50 or not 1 <= args.pods_per_node <= 100:
+        print("perf: error: --rounds 1 to 50, --pods-per-node 1 to 100", file=sys.stderr)
+        return 2
+    # The simulated cluster has no API server for kube-scheduler or the raw binder.
+    runs = [(b, s) for b in backends for s in schedulers if b == "live" or s == "pysched"]
+    base = Path(args.workdir or tempfile.mkdtemp(prefix="pysched-curve-"))
+
+    def one(workload: Workload, backend: str, scheduler: str, n: int) -> RoundResult:
+        if backend == "sim":
+            return _sim_round(workload)
+        workdir = base / f"{workload.name}-round{n}-{scheduler}"
+        return _live_round(workload, scheduler, workdir, qps=args.qps, burst=args.burst, log=_say)
+
+    points = scaling.measure(node_counts, args.pods_per_node, runs, args.rounds, one, _say)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(scaling.report(points, args.pods_per_node), indent=2) + "\n")
+    if args.plot:
+        scaling.plot(points, Path(args.plot))
+    print(scaling.markdown(points))
+    return 0 if all(p.correct for p in points) else 1
+
+
+def _live_options(p: argparse.ArgumentParser, rounds: str, writes: str, draws: str) -> None:
+    p.add_argument("--rounds", type=int, default=1, help=f"rounds per {rounds}, 1 to 50 (default 1)")
+    p.add_argument("--qps", type=int, default=5000, help="every scheduler's client QPS (default 5000)")
+    p.add_argument("--burst", type=int, default=5000, help="every scheduler's client burst (default 5000)")
+    p.add_argument("--json", metavar="OUT", help=f"write {writes} as JSON here")
+    p.add_argument("--plot", metavar="PNG", help=f"write {draws} here (needs matplotlib)")
+    p.add_argument("--workdir", metavar="DIR", help="where the dev clusters live (default: a new temporary folder)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m perf", description="pysched's throughput harness")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -207,11 +263,12 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help=f"repeatable or comma-separated; default: {','.join(SCHEDULERS)}",
     )
-    p.add_argument("--rounds", type=int, default=1, help="rounds per scheduler, 1 to 50 (default 1)")
-    p.add_argument("--qps", type=int, default=5000, help="every scheduler's client QPS (default 5000)")
-    p.add_argument("--burst", type=int, default=5000, help="every scheduler's client burst (default 5000)")
-    p.add_argument("--json", metavar="OUT", help="write the report as JSON here")
-    p.add_argument("--plot", metavar="PNG", help="write a chart of the rates here (needs matplotlib)")
-    p.add_argument("--workdir", metavar="DIR", help="where the dev clusters live (default: a new temporary folder)")
+    _live_options(p, "scheduler", "the report", "a chart of the rates")
+    c = sub.add_parser("curve", help="time per pod against node count (the basic shape)")
+    c.add_argument("--nodes", default="1000,5000,10000,15000", help="node counts, comma-separated")
+    c.add_argument("--pods-per-node", type=int, default=2, help="pods per node, 1 to 100 (default 2)")
+    c.add_argument("--backend", action="append", default=[], help="sim and/or live, repeatable (default sim)")
+    c.add_argument("--scheduler", action="append", default=[], help="live schedulers (default pysched)")
+    _live_options(c, "point", "the points", "the curve")
     args = parser.parse_args(argv)
-    return run(args)
+    return curve(args) if args.command == "curve" else run(args)

@@ -13,12 +13,15 @@ import os
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from perf.harness.workload import Workload
+from perf.harness.workload import PodGroup, Workload
+from pysched.api.annotations import DEADLINE, TOTAL_STEPS
+from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS
 from pysched.api.resources import GPU, pod_requests
 from pysched.testing.chaos import PodMonitor
 from pysched.testing.controlplane import LocalControlPlane, ManagedProcess, NodeSpec, create_fake_nodes
@@ -75,11 +78,19 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def _pod(name: str, scheduler_name: str, cpu: str, memory: str, gpu: int) -> dict[str, object]:
-    requests: dict[str, str] = {"cpu": cpu, "memory": memory}
+ZONE_KEY = "topology.kubernetes.io/zone"
+GROUP_LABEL = "perf.pysched.io/group"  # the replicas of one anti-affinity or spread group
+
+
+def zone_of(index: int, zones: int) -> str | None:
+    return f"zone-{index % zones}" if zones else None
+
+
+def _pod(name: str, scheduler_name: str, group: PodGroup) -> dict[str, object]:
+    requests: dict[str, str] = {"cpu": group.cpu, "memory": group.memory}
     limits: dict[str, str] = {}
-    if gpu:
-        requests[GPU] = limits[GPU] = str(gpu)
+    if group.gpu:
+        requests[GPU] = limits[GPU] = str(group.gpu)
     resources: dict[str, object] = {"requests": requests, **({"limits": limits} if limits else {})}
     return {
         "apiVersion": "v1",
@@ -93,18 +104,98 @@ def _pod(name: str, scheduler_name: str, cpu: str, memory: str, gpu: int) -> dic
     }
 
 
-def pods_of(workload: Workload, scheduler_name: str) -> list[dict[str, object]]:
+def _shape(pod: dict[str, Any], g: int, i: int, group: PodGroup) -> None:
+    """The group's constraints on its i-th pod: which replica group, gang or deadline it is in."""
+    meta, spec = pod["metadata"], pod["spec"]
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    size = group.anti_affinity or group.spread
+    if size:
+        labels[GROUP_LABEL] = f"g{g}-{i // size}"
+        selector = {"matchLabels": {GROUP_LABEL: labels[GROUP_LABEL]}}
+        if group.anti_affinity:
+            term = {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+            spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        else:
+            spec["topologySpreadConstraints"] = [
+                {"maxSkew": 1, "topologyKey": ZONE_KEY, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector}
+            ]
+    if group.gang:
+        labels[JOB_LABEL] = f"gang-{g}-{i // group.gang}"
+        annotations[MIN_MEMBERS] = str(group.gang)
+    if group.deadline is not None and group.total_steps is not None:
+        annotations[DEADLINE] = group.deadline
+        annotations[TOTAL_STEPS] = str(group.total_steps)
+    if labels:
+        meta["labels"] = labels
+    if annotations:
+        meta["annotations"] = annotations
+
+
+def pods_of(workload: Workload, scheduler_name: str) -> list[dict[str, Any]]:
     out = []
     for g, group in enumerate(workload.pods):
         for i in range(group.count):
-            out.append(_pod(f"p{g}-{i}", scheduler_name, group.cpu, group.memory, group.gpu))
+            pod: dict[str, Any] = _pod(f"p{g}-{i}", scheduler_name, group)
+            _shape(pod, g, i, group)
+            out.append(pod)
     return out
 
 
-def _start(plane: LocalControlPlane, scheduler: str, qps: int, burst: int) -> ManagedProcess:
+Placed = tuple[Mapping[str, str], Mapping[str, Any], "str | None"]  # a pod's labels, spec and node
+
+
+def placed(pod: Mapping[str, Any]) -> Placed:
+    spec = pod.get("spec") or {}
+    return (pod.get("metadata") or {}).get("labels") or {}, spec, spec.get("nodeName")
+
+
+def constraint_problems(pods: Iterable[Placed], zones: Mapping[str, str | None]) -> list[str]:
+    """What a scheduler that honours the pods' constraints cannot have done: two replicas of an
+    anti-affinity group on one node, or a spread group whose zone counts differ by more than its
+    maxSkew (every replica bound, every zone open, so the final counts must be within it)."""
+    problems: list[str] = []
+    per_node: dict[tuple[str, str], int] = {}
+    per_zone: dict[str, dict[str, int]] = {}
+    spread: set[str] = set()
+    for labels, spec, node in pods:
+        group = labels.get(GROUP_LABEL)
+        if group is None or node is None:
+            continue
+        if (spec.get("affinity") or {}).get("podAntiAffinity"):
+            per_node[(group, node)] = per_node.get((group, node), 0) + 1
+        if spec.get("topologySpreadConstraints"):
+            spread.add(group)
+            counts = per_zone.setdefault(group, dict.fromkeys(sorted({z for z in zones.values() if z}), 0))
+            zone = zones.get(node)
+            if zone is not None:
+                counts[zone] = counts.get(zone, 0) + 1
+    problems += [f"{n} replicas of {g} on node {node}" for (g, node), n in sorted(per_node.items()) if n > 1]
+    for group in sorted(spread):
+        counts = per_zone[group]
+        if counts and max(counts.values()) - min(counts.values()) > 1:
+            problems.append(f"spread group {group} has zone counts {counts}")
+    return problems
+
+
+def _create_nodes(api: KubeAPI, workload: Workload, spec: NodeSpec) -> dict[str, str | None]:
+    """The workload's fake nodes, zone by zone when it has zones; node name -> its zone."""
+    zones = workload.nodes.zones
+    if not zones:
+        return dict.fromkeys(create_fake_nodes(api, workload.nodes.count, spec, workers=8))
+    out: dict[str, str | None] = {}
+    for z in range(zones):
+        zone = zone_of(z, zones)
+        count = len(range(z, workload.nodes.count, zones))
+        zoned = dataclasses.replace(spec, labels={**spec.labels, ZONE_KEY: str(zone)})
+        out.update(dict.fromkeys(create_fake_nodes(api, count, zoned, prefix=f"fake-node-{zone}-", workers=8), zone))
+    return out
+
+
+def _start(plane: LocalControlPlane, scheduler: str, qps: int, burst: int, profile: str) -> ManagedProcess:
     if scheduler == "pysched":
-        profile = write_profile(plane.workdir / "perf-profile.yaml", SCHEDULER_NAMES[scheduler])
-        return start_scheduler(plane, "pysched-perf", config=profile, args=[f"--qps={qps}", f"--burst={burst}"]).process
+        path = write_profile(plane.workdir / "perf-profile.yaml", SCHEDULER_NAMES[scheduler], profile)
+        return start_scheduler(plane, "pysched-perf", config=path, args=[f"--qps={qps}", f"--burst={burst}"]).process
     if scheduler == "kube-scheduler":
         return plane.start_kube_scheduler(qps=qps, burst=burst)
     args = [f"--kubeconfig={plane.kubeconfig_path}", f"--namespace={NAMESPACE}", f"--qps={qps}", f"--burst={burst}"]
@@ -171,7 +262,8 @@ def run_round(
     pods = pods_of(workload, SCHEDULER_NAMES[scheduler])
     with LocalControlPlane(workdir, bin_dir=bin_dir, controller_manager=False, perf=True) as plane:
         api = plane.api()
-        nodes = create_fake_nodes(api, workload.nodes.count, spec, workers=8)
+        zones = _create_nodes(api, workload, spec)
+        nodes = list(zones)
         api.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         room = pod_requests({"spec": {"containers": [{"resources": {"requests": spec.resources()}}]}})
         monitor = PodMonitor(
@@ -186,7 +278,7 @@ def run_round(
                 _create_all(plane.kubeconfig_path, pods, created)
                 log(f"{scheduler}: {len(pods)} pods created")
             started = time.time()
-            process = _start(plane, scheduler, qps, burst)
+            process = _start(plane, scheduler, qps, burst, workload.profile)
             if workload.rate is not None:
                 creator = threading.Thread(
                     target=_create_at, args=(plane.kubeconfig_path, pods, workload.rate, created), daemon=True
@@ -206,6 +298,8 @@ def run_round(
             monitor.stop()
     bound_at = dict(monitor.bound_at)
     problems = [*monitor.moved, *monitor.overcommits]
+    if scheduler != "raw-bind":  # the ceiling binds round-robin: it promises no constraint
+        problems += constraint_problems(map(placed, monitor.snapshot()), zones)
     if not alive:
         problems.append(f"{scheduler} exited before every pod was bound (log: {process.log_path})")
     result = _result(scheduler, len(pods), bound_at, created, started, workload.rate is not None, cpu, rss,

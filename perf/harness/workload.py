@@ -1,10 +1,17 @@
 """A workload file: the nodes, the pods and how they arrive, read through a bounded parser.
 
     name: basic-1000
-    nodes: {count: 1000, cpu: "32", memory: 256Gi, pods: 110, gpu: 0}
+    nodes: {count: 1000, cpu: "32", memory: 256Gi, pods: 110, gpu: 0, zones: 0}
     pods:
       - {count: 5000, cpu: 100m, memory: 128Mi, gpu: 0}
     arrival: batch            # or {rate: 100}: pods a second, created while the scheduler runs
+    profile: default          # pysched's built-in profile under test: default or pysched
+
+A pod group may also shape its pods: `antiAffinity: N` (replicas in groups of N that keep apart by
+hostname, required), `spread: N` (groups of N spread over the nodes' zones, maxSkew 1,
+DoNotSchedule; needs `nodes.zones`), `gang: N` (pysched jobs of N pods placed all together:
+`pysched.io/job` and `pysched.io/min-members`; other schedulers place them one by one), and
+`deadline: 2h` with `totalSteps: 10000` (deadline jobs: annotations the pysched profile reads).
 
 Every value is checked (a count in range, a quantity the scheduler can count, no unknown key);
 a bad file is a `WorkloadError` with one line naming the key.
@@ -17,15 +24,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pysched.api.annotations import parse_duration
 from pysched.api.inputs import load_yaml
 from pysched.api.resources import CPU, QuantityError, to_scheduler_units
 
 MAX_NODES = 20_000
 MAX_PODS = 200_000
 MAX_RATE = 10_000.0
-NODE_KEYS = frozenset({"count", "cpu", "memory", "pods", "gpu"})
-POD_KEYS = frozenset({"count", "cpu", "memory", "gpu"})
-TOP_KEYS = frozenset({"name", "nodes", "pods", "arrival"})
+NODE_KEYS = frozenset({"count", "cpu", "memory", "pods", "gpu", "zones"})
+POD_KEYS = frozenset({"count", "cpu", "memory", "gpu", "antiAffinity", "spread", "gang", "deadline", "totalSteps"})
+TOP_KEYS = frozenset({"name", "nodes", "pods", "arrival", "profile"})
+PROFILES = ("default", "pysched")
+MAX_ZONES = 64
+MAX_GROUP = 1000  # replicas in one anti-affinity, spread or gang group
 
 
 class WorkloadError(ValueError):
@@ -39,6 +50,7 @@ class Nodes:
     memory: str
     pods: int
     gpu: int = 0
+    zones: int = 0  # topology.kubernetes.io/zone values, node i in zone i % zones; 0: unlabelled
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +59,11 @@ class PodGroup:
     cpu: str
     memory: str
     gpu: int = 0
+    anti_affinity: int = 0  # replicas per group keeping apart by hostname; 0: none
+    spread: int = 0  # replicas per group spread over zones; 0: none
+    gang: int = 0  # pods per pysched job placed all together; 0: none
+    deadline: str | None = None  # pysched.io/deadline (a duration)
+    total_steps: int | None = None  # pysched.io/total-steps
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +72,7 @@ class Workload:
     nodes: Nodes
     pods: tuple[PodGroup, ...]
     rate: float | None = None  # pods a second while the scheduler runs; None: all created first
+    profile: str = "default"
 
     @property
     def pod_count(self) -> int:
@@ -100,6 +118,7 @@ def parse_workload(raw: object, default_name: str = "workload") -> Workload:
         memory=_quantity(node.get("memory", "256Gi"), "nodes.memory", "memory"),
         pods=_count(node.get("pods", 110), "nodes.pods", 1, 10_000),
         gpu=_count(node.get("gpu", 0), "nodes.gpu", 0, 64),
+        zones=_count(node.get("zones", 0), "nodes.zones", 0, MAX_ZONES),
     )
     raw_pods = top["pods"]
     if not isinstance(raw_pods, list) or not 1 <= len(raw_pods) <= 16:
@@ -113,13 +132,37 @@ def parse_workload(raw: object, default_name: str = "workload") -> Workload:
             cpu=_quantity(pod.get("cpu", "100m"), f"{where}.cpu", CPU),
             memory=_quantity(pod.get("memory", "128Mi"), f"{where}.memory", "memory"),
             gpu=_count(pod.get("gpu", 0), f"{where}.gpu", 0, 64),
+            anti_affinity=_count(pod.get("antiAffinity", 0), f"{where}.antiAffinity", 0, MAX_GROUP),
+            spread=_count(pod.get("spread", 0), f"{where}.spread", 0, MAX_GROUP),
+            gang=_count(pod.get("gang", 0), f"{where}.gang", 0, MAX_GROUP),
+            deadline=_duration(pod.get("deadline"), f"{where}.deadline"),
+            total_steps=None if "totalSteps" not in pod else _count(pod["totalSteps"], f"{where}.totalSteps", 1, 10**9),
         )
         if group.gpu > nodes.gpu:
             raise WorkloadError(f"{where}.gpu: {group.gpu} is more than a node has ({nodes.gpu})")
+        if group.spread and nodes.zones < 2:
+            raise WorkloadError(f"{where}.spread: needs nodes.zones of at least 2")
+        if group.anti_affinity > nodes.count:
+            raise WorkloadError(
+                f"{where}.antiAffinity: {group.anti_affinity} replicas cannot keep apart on {nodes.count} nodes"
+            )
+        if (group.deadline is None) != (group.total_steps is None):
+            raise WorkloadError(f"{where}: deadline and totalSteps go together")
         groups.append(group)
     if sum(g.count for g in groups) > MAX_PODS:
         raise WorkloadError(f"pods: at most {MAX_PODS} in all")
-    return Workload(name, nodes, tuple(groups), _rate(top.get("arrival", "batch")))
+    profile = top.get("profile", "default")
+    if profile not in PROFILES:
+        raise WorkloadError(f"profile: must be one of {', '.join(PROFILES)}, got {profile!r}")
+    return Workload(name, nodes, tuple(groups), _rate(top.get("arrival", "batch")), profile)
+
+
+def _duration(value: object, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or parse_duration(value) is None:
+        raise WorkloadError(f"{where}: must be a duration such as 45m, 2h or 1h30m, got {value!r}")
+    return value
 
 
 def _rate(arrival: object) -> float | None:

@@ -114,9 +114,9 @@ def builtin_profile(name: str, scheduler_name: str) -> dict[str, Any]:
     return found
 
 
-def write_profile(path: Path, scheduler_name: str) -> Path:
-    """The built-in `default` profile (kube-scheduler's default plugin set) under `scheduler_name`."""
-    path.write_text(yaml.safe_dump({"profiles": [builtin_profile("default", scheduler_name)]}))
+def write_profile(path: Path, scheduler_name: str, builtin: str = "default") -> Path:
+    """A built-in profile (`default`: kube-scheduler's default plugin set) under `scheduler_name`."""
+    path.write_text(yaml.safe_dump({"profiles": [builtin_profile(builtin, scheduler_name)]}))
     return path
 
 

@@ -40,3 +40,27 @@ def test_a_rate_arrival_measures_creation_to_bind(control_plane_bin_dir: str, tm
     result = run_round(workload, "raw-bind", tmp_path / "plane", bin_dir=Path(control_plane_bin_dir))
     assert result.correct, result.problems
     assert result.p50_ms is not None and result.p99_ms is not None and 0 < result.p50_ms <= result.p99_ms
+
+
+SHAPED = {
+    "name": "shaped",
+    "nodes": {"count": 6, "cpu": "4", "memory": "16Gi", "pods": 20, "zones": 3},
+    "profile": "pysched",
+    "pods": [
+        {"count": 6, "antiAffinity": 6},
+        {"count": 6, "spread": 6},
+        {"count": 8, "gang": 4},
+        {"count": 2, "deadline": "1h", "totalSteps": 100},
+    ],
+}
+
+
+@pytest.mark.parametrize("scheduler", ["pysched", "kube-scheduler"])
+def test_shaped_pods_are_placed_within_their_constraints(
+    scheduler: str, control_plane_bin_dir: str, tmp_path: Path
+) -> None:
+    # Spread pods are refused by nodes without the zone label (DoNotSchedule), and six replicas
+    # that keep apart need all six nodes: a correct round means zoned nodes and kept constraints.
+    result = run_round(parse_workload(SHAPED), scheduler, tmp_path / "plane", bin_dir=Path(control_plane_bin_dir))
+    assert result.correct, result.problems
+    assert result.bound == 22

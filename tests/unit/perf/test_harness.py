@@ -5,11 +5,12 @@ refusals (one line, exit 2)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from perf.harness.command import main, markdown, summarise
-from perf.harness.live import RoundResult, pods_of
+from perf.harness.live import RoundResult, constraint_problems, placed, pods_of
 from perf.harness.workload import WorkloadError, load_workload, parse_workload
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -24,8 +25,12 @@ def test_the_shipped_workloads_parse_and_the_standard_set_is_there() -> None:
     assert loaded["basic-5000"].nodes.count == 5000 and loaded["basic-5000"].pod_count == 10000
     assert loaded["steady-5000"].rate == 100.0
     mixed = pods_of(loaded["mixed-1000"], "s")
-    gpu = [p for p in mixed if "nvidia.com/gpu" in p["spec"]["containers"][0]["resources"]["requests"]]  # type: ignore[index]
+    gpu = [p for p in mixed if "nvidia.com/gpu" in p["spec"]["containers"][0]["resources"]["requests"]]
     assert len(mixed) == 5000 and len(gpu) == 1000
+    constrained = loaded["constrained-1000"]
+    assert constrained.nodes.zones == 3 and [g.anti_affinity or g.spread for g in constrained.pods] == [0, 25, 25]
+    jobs = loaded["jobs-1000"]
+    assert jobs.profile == "pysched" and [g.gang for g in jobs.pods] == [0, 8, 0] and jobs.pods[2].deadline == "2h"
 
 
 @pytest.mark.parametrize(
@@ -42,6 +47,17 @@ def test_the_shipped_workloads_parse_and_the_standard_set_is_there() -> None:
         ),
         ({"nodes": {"count": 1}, "pods": [{"count": 1}], "arrival": "soon"}, "arrival: must be a mapping"),
         ({"nodes": {"count": 1}, "pods": []}, "pods: must be a list of 1 to 16"),
+        ({"nodes": {"count": 3}, "pods": [{"count": 4, "spread": 2}]}, "pods[0].spread: needs nodes.zones"),
+        ({"nodes": {"count": 3}, "pods": [{"count": 4, "antiAffinity": 4}]}, "cannot keep apart on 3 nodes"),
+        ({"nodes": {"count": 1}, "pods": [{"count": 1, "deadline": "2h"}]}, "deadline and totalSteps go together"),
+        (
+            {"nodes": {"count": 1}, "pods": [{"count": 1, "deadline": "soon", "totalSteps": 5}]},
+            "pods[0].deadline: must be a duration",
+        ),
+        (
+            {"nodes": {"count": 1}, "pods": [{"count": 1}], "profile": "fast"},
+            "profile: must be one of default, pysched",
+        ),
     ],
 )
 def test_a_bad_workload_is_one_line_naming_the_key(raw: object, says: str) -> None:
@@ -117,3 +133,78 @@ def test_a_round_that_fails_midway_still_reports_and_the_chart_is_drawn(
     assert round_["problems"] == ["round failed: RuntimeError: etcd did not start"] and not round_["correct"]
     assert chart.stat().st_size > 1000 and chart.read_bytes()[:4] == b"\x89PNG"
     assert "NOT CORRECT" in capsys.readouterr().err
+
+
+def test_shaped_pods_carry_their_groups_and_the_check_finds_what_breaks_them() -> None:
+    workload = parse_workload(
+        {
+            "nodes": {"count": 6, "zones": 3},
+            "pods": [
+                {"count": 4, "antiAffinity": 2},
+                {"count": 3, "spread": 3},
+                {"count": 4, "gang": 4, "deadline": "2h", "totalSteps": 100},
+            ],
+        }
+    )
+    pods = pods_of(workload, "s")
+    apart, spread, gang = pods[:4], pods[4:7], pods[7:]
+    assert [p["metadata"]["labels"]["perf.pysched.io/group"] for p in apart] == ["g0-0", "g0-0", "g0-1", "g0-1"]
+    assert all(p["spec"]["affinity"]["podAntiAffinity"] for p in apart)
+    assert all(p["spec"]["topologySpreadConstraints"][0]["maxSkew"] == 1 for p in spread)
+    assert {p["metadata"]["labels"]["pysched.io/job"] for p in gang} == {"gang-2-0"}
+    assert all(p["metadata"]["annotations"]["pysched.io/deadline"] == "2h" for p in gang)
+    zones = {f"n{i}": f"zone-{i % 3}" for i in range(6)}
+
+    def bind(pod: dict[str, Any], node: str) -> dict[str, Any]:
+        return {**pod, "spec": {**pod["spec"], "nodeName": node}}
+
+    good = [bind(apart[0], "n0"), bind(apart[1], "n1"), bind(apart[2], "n0"), bind(apart[3], "n2")]
+    good += [bind(spread[0], "n0"), bind(spread[1], "n1"), bind(spread[2], "n2")]
+    assert constraint_problems(map(placed, good), zones) == []
+    bad = [
+        bind(apart[0], "n0"),
+        bind(apart[1], "n0"),
+        bind(spread[0], "n0"),
+        bind(spread[1], "n3"),
+        bind(spread[2], "n1"),
+    ]
+    assert constraint_problems(map(placed, bad), zones) == [
+        "2 replicas of g0-0 on node n0",
+        "spread group g1-0 has zone counts {'zone-0': 2, 'zone-1': 1, 'zone-2': 0}",
+    ]
+
+
+def test_a_shaped_sim_round_honours_every_constraint(tmp_path: Path) -> None:
+    shaped = tmp_path / "shaped.yaml"
+    shaped.write_text(
+        "nodes: {count: 12, cpu: '4', memory: 16Gi, pods: 20, zones: 3}\n"
+        "profile: pysched\n"
+        "pods: [{count: 20, antiAffinity: 10}, {count: 18, spread: 9}, {count: 16, gang: 8},"
+        " {count: 4, deadline: 1h, totalSteps: 1000}]\n"
+    )
+    out = tmp_path / "out.json"
+    assert main(["run", str(shaped), "--backend", "sim", "--scheduler", "pysched", "--json", str(out)]) == 0
+    import json
+
+    (round_,) = json.loads(out.read_text())["results"]["pysched"]["rounds"]
+    assert round_["bound"] == 58 and round_["problems"] == [] and round_["correct"]
+
+
+def test_the_curve_measures_each_size_and_refuses_bad_sizes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    out, chart = tmp_path / "curve.json", tmp_path / "curve.png"
+    argv = ["curve", "--nodes", "4,8", "--pods-per-node", "3", "--backend", "sim", "--json", str(out)]
+    assert main([*argv, "--plot", str(chart)]) == 0
+    points = json.loads(out.read_text())["points"]
+    assert [(p["backend"], p["scheduler"], p["nodes"], p["pods"]) for p in points] == [
+        ("sim", "pysched", 4, 12),
+        ("sim", "pysched", 8, 24),
+    ]
+    assert all(p["correct"] and p["ms_per_pod"] == round(1000 / p["pods_per_second"], 4) for p in points)
+    assert chart.read_bytes()[:4] == b"\x89PNG"
+    capsys.readouterr()
+    assert main(["curve", "--nodes", "4,0"]) == 2
+    assert "--nodes: node counts from 1 to 20000" in capsys.readouterr().err
+    assert main(["curve", "--nodes", "4", "--backend", "cloud"]) == 2
+    assert "unknown backend or scheduler 'cloud'" in capsys.readouterr().err
