@@ -47,7 +47,7 @@ bench: install
 # clusters (perf/README.md, "Live"); reports land in perf/results/.
 PERF_ROUNDS ?= 3
 perf: install control-plane
-	for w in basic-1000 basic-5000 constrained-1000 jobs-1000; do \
+	for w in basic-1000 basic-5000 constrained-1000 jobs-1000 churn-1000; do \
 	  $(BIN)/python -m perf run perf/workloads/$$w.yaml --rounds $(PERF_ROUNDS) --json perf/results/$$w.json || exit 1; \
 	done
 

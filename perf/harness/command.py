@@ -176,6 +176,9 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         print(f"perf: error: unknown scheduler {unknown[0]!r} (known: {', '.join(SCHEDULERS)})", file=sys.stderr)
         return 2
+    if args.backend == "sim" and workload.churn is not None:
+        print("perf: error: churn runs against an API server only (--backend live)", file=sys.stderr)
+        return 2
     if args.backend == "sim" and schedulers != ["pysched"]:
         print("perf: error: --backend sim runs pysched alone (--scheduler pysched)", file=sys.stderr)
         return 2

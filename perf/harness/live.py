@@ -19,12 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perf.harness.workload import PodGroup, Workload
+from perf.harness.workload import Churn, PodGroup, Workload
 from pysched.api.annotations import DEADLINE, TOTAL_STEPS
 from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS
-from pysched.api.resources import GPU, pod_requests
+from pysched.api.resources import CPU, GPU, pod_requests, to_scheduler_units
 from pysched.testing.chaos import PodMonitor
-from pysched.testing.controlplane import LocalControlPlane, ManagedProcess, NodeSpec, create_fake_nodes
+from pysched.testing.controlplane import (
+    LocalControlPlane,
+    ManagedProcess,
+    NodeSpec,
+    create_fake_node,
+    create_fake_nodes,
+)
 from pysched.testing.kube import KubeAPI
 from pysched.testing.scheduler import start_scheduler, write_profile
 
@@ -32,6 +38,7 @@ SCHEDULERS = ("pysched", "kube-scheduler", "raw-bind")
 # The schedulerName the pods carry for each scheduler under test.
 SCHEDULER_NAMES = {"pysched": "pysched-perf", "kube-scheduler": "default-scheduler", "raw-bind": "raw-bind"}
 NAMESPACE = "perf"
+CHURN_NAMESPACE = "perf-churn"  # churn pods: never watched by the monitor, never bound by the raw binder
 CREATORS = 16  # threads creating pods in batch mode
 MIN_WAIT_S = 60.0
 EVENTS_GRACE_S = 5.0
@@ -53,6 +60,7 @@ class RoundResult:
     etcd_cpu_s: float
     problems: tuple[str, ...] = field(default=())
     scheduled_events: int = 0  # `Scheduled` events in the API EVENTS_GRACE_S after the last bind
+    churn_cycles: int = 0  # churn cycles made while the pods were scheduled
 
     @property
     def correct(self) -> bool:
@@ -178,6 +186,64 @@ def constraint_problems(pods: Iterable[Placed], zones: Mapping[str, str | None])
     return problems
 
 
+class Churner:
+    """scheduler_perf's mixed churn, recreate mode: every `interval` seconds the nodes and pods of
+    the cycle before are deleted and new ones made (nodes of the workload's shape, pods no node
+    can hold), until stopped. Each node made is added to `allocatable` first, so that the
+    monitor counts what lands on it."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        churn: Churn,
+        spec: NodeSpec,
+        scheduler_name: str,
+        allocatable: dict[str, dict[str, int]],
+    ) -> None:
+        self.kubeconfig, self.churn, self.spec = kubeconfig, churn, spec
+        self.allocatable = allocatable
+        room = pod_requests({"spec": {"containers": [{"resources": {"requests": spec.resources()}}]}})
+        self.room = {**room, "pods": int(spec.pods)}
+        too_big = f"{to_scheduler_units(CPU, spec.cpu) + 1000}m"
+        self.pod = _pod("churn", scheduler_name, PodGroup(1, too_big, "128Mi"))
+        self.cycles = 0
+        self.problems: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="perf-churn", daemon=True)
+
+    def start(self) -> Churner:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _run(self) -> None:
+        api = KubeAPI.from_kubeconfig(self.kubeconfig)
+        nodes: list[str] = []
+        pods: list[str] = []
+        try:
+            while not self._stop.wait(self.churn.interval):
+                for node in nodes:
+                    api.delete(f"/api/v1/nodes/{node}")
+                for pod in pods:
+                    api.force_delete_pod(CHURN_NAMESPACE, pod)
+                n = self.cycles
+                nodes = [f"churn-node-{n}-{i}" for i in range(self.churn.nodes)]
+                for node in nodes:
+                    self.allocatable[node] = self.room
+                    create_fake_node(api, node, self.spec)
+                pods = [f"churn-pod-{n}-{i}" for i in range(self.churn.pods)]
+                for pod in pods:
+                    api.create_pod(CHURN_NAMESPACE, {**self.pod, "metadata": {"name": pod}})
+                self.cycles += 1
+        except Exception as err:  # the round reports it: a churn that stopped measured less
+            self.problems.append(f"churn stopped after {self.cycles} cycles: {type(err).__name__}: {err}"[:300])
+        finally:
+            api.close()
+
+
 def _create_nodes(api: KubeAPI, workload: Workload, spec: NodeSpec) -> dict[str, str | None]:
     """The workload's fake nodes, zone by zone when it has zones; node name -> its zone."""
     zones = workload.nodes.zones
@@ -264,12 +330,13 @@ def run_round(
         api = plane.api()
         zones = _create_nodes(api, workload, spec)
         nodes = list(zones)
-        api.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        for namespace in (NAMESPACE, CHURN_NAMESPACE):
+            api.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         room = pod_requests({"spec": {"containers": [{"resources": {"requests": spec.resources()}}]}})
-        monitor = PodMonitor(
-            plane.kubeconfig_path, NAMESPACE, {n: {**room, "pods": workload.nodes.pods} for n in nodes}
-        )
+        allocatable = {n: {**room, "pods": workload.nodes.pods} for n in nodes}
+        monitor = PodMonitor(plane.kubeconfig_path, NAMESPACE, allocatable)
         monitor.start()
+        churner: Churner | None = None
         created: dict[str, float] = {}
         log(f"{scheduler}: {len(nodes)} nodes up")
         try:
@@ -279,6 +346,9 @@ def run_round(
                 log(f"{scheduler}: {len(pods)} pods created")
             started = time.time()
             process = _start(plane, scheduler, qps, burst, workload.profile)
+            if workload.churn is not None:
+                name = SCHEDULER_NAMES[scheduler]
+                churner = Churner(plane.kubeconfig_path, workload.churn, spec, name, allocatable).start()
             if workload.rate is not None:
                 creator = threading.Thread(
                     target=_create_at, args=(plane.kubeconfig_path, pods, workload.rate, created), daemon=True
@@ -286,6 +356,8 @@ def run_round(
                 creator.start()
             budget = MIN_WAIT_S + len(pods) / 20 + (len(pods) / workload.rate if workload.rate else 0.0)
             _wait(lambda: monitor.bound() >= len(pods), budget, process.alive)
+            if churner is not None:
+                churner.stop()
             if creator is not None:
                 creator.join(60)
             time.sleep(EVENTS_GRACE_S)
@@ -295,16 +367,18 @@ def run_round(
             apiserver, etcd = cpu_seconds(by_name.get("kube-apiserver", 0)), cpu_seconds(by_name.get("etcd", 0))
             alive = process.alive()
         finally:
+            if churner is not None:
+                churner.stop()
             monitor.stop()
     bound_at = dict(monitor.bound_at)
-    problems = [*monitor.moved, *monitor.overcommits]
+    problems = [*monitor.moved, *monitor.overcommits, *(churner.problems if churner else ())]
     if scheduler != "raw-bind":  # the ceiling binds round-robin: it promises no constraint
         problems += constraint_problems(map(placed, monitor.snapshot()), zones)
     if not alive:
         problems.append(f"{scheduler} exited before every pod was bound (log: {process.log_path})")
     result = _result(scheduler, len(pods), bound_at, created, started, workload.rate is not None, cpu, rss,
                      apiserver, etcd, problems)  # fmt: skip
-    return dataclasses.replace(result, scheduled_events=events)
+    return dataclasses.replace(result, scheduled_events=events, churn_cycles=churner.cycles if churner else 0)
 
 
 def _scheduled_events(api: KubeAPI) -> int:

@@ -6,12 +6,18 @@
       - {count: 5000, cpu: 100m, memory: 128Mi, gpu: 0}
     arrival: batch            # or {rate: 100}: pods a second, created while the scheduler runs
     profile: default          # pysched's built-in profile under test: default or pysched
+    churn: {interval: 1, nodes: 1, pods: 10}   # optional, live only (below)
 
 A pod group may also shape its pods: `antiAffinity: N` (replicas in groups of N that keep apart by
 hostname, required), `spread: N` (groups of N spread over the nodes' zones, maxSkew 1,
 DoNotSchedule; needs `nodes.zones`), `gang: N` (pysched jobs of N pods placed all together:
 `pysched.io/job` and `pysched.io/min-members`; other schedulers place them one by one), and
 `deadline: 2h` with `totalSteps: 10000` (deadline jobs: annotations the pysched profile reads).
+
+`churn`, as scheduler_perf's mixed churn: every `interval` seconds while the measured pods are
+scheduled, the nodes and pods the last cycle made are deleted and new ones made: `nodes` nodes of
+the workload's shape, and `pods` pods no node can hold (in a namespace of their own, never
+counted), so the scheduler under test keeps seeing node events and failing pods.
 
 Every value is checked (a count in range, a quantity the scheduler can count, no unknown key);
 a bad file is a `WorkloadError` with one line naming the key.
@@ -33,7 +39,8 @@ MAX_PODS = 200_000
 MAX_RATE = 10_000.0
 NODE_KEYS = frozenset({"count", "cpu", "memory", "pods", "gpu", "zones"})
 POD_KEYS = frozenset({"count", "cpu", "memory", "gpu", "antiAffinity", "spread", "gang", "deadline", "totalSteps"})
-TOP_KEYS = frozenset({"name", "nodes", "pods", "arrival", "profile"})
+TOP_KEYS = frozenset({"name", "nodes", "pods", "arrival", "profile", "churn"})
+CHURN_KEYS = frozenset({"interval", "nodes", "pods"})
 PROFILES = ("default", "pysched")
 MAX_ZONES = 64
 MAX_GROUP = 1000  # replicas in one anti-affinity, spread or gang group
@@ -67,12 +74,20 @@ class PodGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class Churn:
+    interval: float  # seconds between cycles
+    nodes: int  # nodes made (and deleted the next cycle) per cycle
+    pods: int  # unschedulable pods made (and deleted the next cycle) per cycle
+
+
+@dataclass(frozen=True, slots=True)
 class Workload:
     name: str
     nodes: Nodes
     pods: tuple[PodGroup, ...]
     rate: float | None = None  # pods a second while the scheduler runs; None: all created first
     profile: str = "default"
+    churn: Churn | None = None
 
     @property
     def pod_count(self) -> int:
@@ -154,7 +169,20 @@ def parse_workload(raw: object, default_name: str = "workload") -> Workload:
     profile = top.get("profile", "default")
     if profile not in PROFILES:
         raise WorkloadError(f"profile: must be one of {', '.join(PROFILES)}, got {profile!r}")
-    return Workload(name, nodes, tuple(groups), _rate(top.get("arrival", "batch")), profile)
+    churn = None if "churn" not in top else _churn(top["churn"])
+    return Workload(name, nodes, tuple(groups), _rate(top.get("arrival", "batch")), profile, churn)
+
+
+def _churn(raw: object) -> Churn:
+    spec = _mapping(raw, "churn", CHURN_KEYS)
+    interval = spec.get("interval", 1)
+    if isinstance(interval, bool) or not isinstance(interval, int | float) or not 0.1 <= interval <= 3600:
+        raise WorkloadError(f"churn.interval: must be seconds from 0.1 to 3600, got {interval!r}")
+    churn = Churn(float(interval), _count(spec.get("nodes", 0), "churn.nodes", 0, 100),
+                  _count(spec.get("pods", 0), "churn.pods", 0, 1000))  # fmt: skip
+    if not churn.nodes and not churn.pods:
+        raise WorkloadError("churn: needs nodes or pods to make")
+    return churn
 
 
 def _duration(value: object, where: str) -> str | None:

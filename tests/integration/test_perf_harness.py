@@ -64,3 +64,14 @@ def test_shaped_pods_are_placed_within_their_constraints(
     result = run_round(parse_workload(SHAPED), scheduler, tmp_path / "plane", bin_dir=Path(control_plane_bin_dir))
     assert result.correct, result.problems
     assert result.bound == 22
+
+
+@pytest.mark.parametrize("scheduler", ["pysched", "raw-bind"])
+def test_churn_makes_and_deletes_nodes_and_pods_while_the_pods_are_scheduled(
+    scheduler: str, control_plane_bin_dir: str, tmp_path: Path
+) -> None:
+    # Pods at 10 a second for 3 s, churn every 0.5 s: several cycles land while they arrive.
+    workload = parse_workload({**TINY, "arrival": {"rate": 10}, "churn": {"interval": 0.5, "nodes": 1, "pods": 3}})
+    result = run_round(workload, scheduler, tmp_path / "plane", bin_dir=Path(control_plane_bin_dir))
+    assert result.correct, result.problems
+    assert result.bound == 30 and result.churn_cycles >= 3

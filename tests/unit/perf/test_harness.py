@@ -29,6 +29,8 @@ def test_the_shipped_workloads_parse_and_the_standard_set_is_there() -> None:
     assert len(mixed) == 5000 and len(gpu) == 1000
     constrained = loaded["constrained-1000"]
     assert constrained.nodes.zones == 3 and [g.anti_affinity or g.spread for g in constrained.pods] == [0, 25, 25]
+    churn = loaded["churn-1000"].churn
+    assert churn is not None and (churn.interval, churn.nodes, churn.pods) == (0.5, 1, 10)
     jobs = loaded["jobs-1000"]
     assert jobs.profile == "pysched" and [g.gang for g in jobs.pods] == [0, 8, 0] and jobs.pods[2].deadline == "2h"
 
@@ -57,6 +59,12 @@ def test_the_shipped_workloads_parse_and_the_standard_set_is_there() -> None:
         (
             {"nodes": {"count": 1}, "pods": [{"count": 1}], "profile": "fast"},
             "profile: must be one of default, pysched",
+        ),
+        ({"nodes": {"count": 1}, "pods": [{"count": 1}], "churn": {"interval": 0}}, "churn.interval: must be seconds"),
+        ({"nodes": {"count": 1}, "pods": [{"count": 1}], "churn": {"interval": 1}}, "churn: needs nodes or pods"),
+        (
+            {"nodes": {"count": 1}, "pods": [{"count": 1}], "churn": {"pods": 5, "every": 1}},
+            "churn: unknown key 'every'",
         ),
     ],
 )
@@ -99,6 +107,9 @@ def test_the_command_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytes
     assert "unknown scheduler 'yunikorn'" in capsys.readouterr().err
     assert main(["run", good, "--backend", "sim", "--scheduler", "kube-scheduler"]) == 2
     assert "runs pysched alone" in capsys.readouterr().err
+    churned = str(WORKLOADS / "churn-1000.yaml")
+    assert main(["run", churned, "--backend", "sim", "--scheduler", "pysched"]) == 2
+    assert "churn runs against an API server only" in capsys.readouterr().err
     assert main(["run", str(tmp_path / "missing.yaml")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
