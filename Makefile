@@ -17,8 +17,9 @@ install: $(VENV)/.installed
 simulate: install
 	$(BIN)/pysched simulate
 
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and (hack/build-jobset.sh, run
-# by the script) the JobSet controller from Go modules, cached under ~/.cache/pysched
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and (hack/build-jobset.sh,
+# build-helm.sh and build-kwok.sh, run by the script) the JobSet controller, helm and KWOK from Go
+# modules, cached under ~/.cache/pysched
 # (PYSCHED_CACHE_DIR); skipped when the cached build is complete.
 control-plane:
 	bash hack/build-control-plane.sh

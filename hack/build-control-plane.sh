@@ -33,10 +33,11 @@ require_go
 K8S_MINOR="${K8S_VERSION#v}"; K8S_MINOR="${K8S_MINOR#*.}"; K8S_MINOR="${K8S_MINOR%%.*}"
 K8S_MAJOR="${K8S_VERSION#v}"; K8S_MAJOR="${K8S_MAJOR%%.*}"
 
-# The JobSet controller and helm first (their own modules and cache folders); their bin dirs go
+# The JobSet controller, helm and KWOK first (their own modules and cache folders); their bin dirs go
 # to stderr so that this script's last stdout line stays the control plane's.
 bash "$HERE/build-jobset.sh" >&2
 bash "$HERE/build-helm.sh" >&2
+bash "$HERE/build-kwok.sh" >&2
 
 CACHE_ROOT="${PYSCHED_CACHE_DIR:-$HOME/.cache/pysched}"
 OUT="$CACHE_ROOT/control-plane/k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_go${GO_VERSION}"

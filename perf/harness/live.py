@@ -1,10 +1,12 @@
 """One live round: a fresh dev cluster (an apiserver without inflight limits or priority and
-fairness, no controller manager, as scheduler_perf runs none), the workload's fake nodes, one
-scheduler under test, the pods; measured from a watch of the pods.
+fairness, no controller manager, as scheduler_perf runs none), the workload's fake nodes (with
+`kwok`, nodes KWOK keeps and whose pods it runs), one scheduler under test, the pods; measured
+from a watch of the pods.
 
 Batch arrival creates every pod first, then starts the scheduler; a rate starts the scheduler,
 then creates the pods at that rate and measures creation to bind. Every round checks that each
-pod was bound once and that no node holds more than its allocatable."""
+pod was bound once, that no node holds more than its allocatable and that the pods' own
+constraints held (with KWOK, also that every bound pod ran)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from pysched.testing.controlplane import (
     create_fake_nodes,
 )
 from pysched.testing.kube import KubeAPI
+from pysched.testing.kwok import KWOK_NODE_LABELS, start_kwok
 from pysched.testing.scheduler import start_scheduler, write_profile
 
 SCHEDULERS = ("pysched", "kube-scheduler", "raw-bind")
@@ -61,6 +64,7 @@ class RoundResult:
     problems: tuple[str, ...] = field(default=())
     scheduled_events: int = 0  # `Scheduled` events in the API EVENTS_GRACE_S after the last bind
     churn_cycles: int = 0  # churn cycles made while the pods were scheduled
+    running: int = 0  # pods Running at the end (only KWOK's nodes run pods)
 
     @property
     def correct(self) -> bool:
@@ -317,19 +321,26 @@ def run_round(
     qps: int = 5000,
     burst: int = 5000,
     bin_dir: Path | None = None,
+    kwok: bool = False,
+    kwok_bin_dir: Path | None = None,
     log: Callable[[str], None] = lambda line: None,
 ) -> RoundResult:
+    """One round; with `kwok`, KWOK manages the nodes (leases, and the pods bound to them are made
+    Running) and the round also checks that every bound pod ran."""
     spec = NodeSpec(
         cpu=workload.nodes.cpu,
         memory=workload.nodes.memory,
         pods=str(workload.nodes.pods),
         gpu=str(workload.nodes.gpu) if workload.nodes.gpu else None,
+        labels=KWOK_NODE_LABELS if kwok else {},
     )
     pods = pods_of(workload, SCHEDULER_NAMES[scheduler])
     with LocalControlPlane(workdir, bin_dir=bin_dir, controller_manager=False, perf=True) as plane:
         api = plane.api()
         zones = _create_nodes(api, workload, spec)
         nodes = list(zones)
+        if kwok:  # after the nodes have their allocatable: KWOK's stage gives a node without one 1M pods
+            start_kwok(plane, kwok_bin_dir)
         for namespace in (NAMESPACE, CHURN_NAMESPACE):
             api.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         room = pod_requests({"spec": {"containers": [{"resources": {"requests": spec.resources()}}]}})
@@ -358,6 +369,8 @@ def run_round(
             _wait(lambda: monitor.bound() >= len(pods), budget, process.alive)
             if churner is not None:
                 churner.stop()
+            if kwok:  # KWOK's kubelets lag the binds: give them the same budget to run every pod
+                _wait(lambda: _running(monitor) >= monitor.bound(), budget, process.alive)
             if creator is not None:
                 creator.join(60)
             time.sleep(EVENTS_GRACE_S)
@@ -372,13 +385,21 @@ def run_round(
             monitor.stop()
     bound_at = dict(monitor.bound_at)
     problems = [*monitor.moved, *monitor.overcommits, *(churner.problems if churner else ())]
+    running = _running(monitor)
+    if kwok and running < len(bound_at):
+        problems.append(f"KWOK ran only {running} of the {len(bound_at)} bound pods")
     if scheduler != "raw-bind":  # the ceiling binds round-robin: it promises no constraint
         problems += constraint_problems(map(placed, monitor.snapshot()), zones)
     if not alive:
         problems.append(f"{scheduler} exited before every pod was bound (log: {process.log_path})")
     result = _result(scheduler, len(pods), bound_at, created, started, workload.rate is not None, cpu, rss,
                      apiserver, etcd, problems)  # fmt: skip
-    return dataclasses.replace(result, scheduled_events=events, churn_cycles=churner.cycles if churner else 0)
+    cycles = churner.cycles if churner else 0
+    return dataclasses.replace(result, scheduled_events=events, churn_cycles=cycles, running=running)
+
+
+def _running(monitor: PodMonitor) -> int:
+    return sum(1 for pod in monitor.snapshot() if (pod.get("status") or {}).get("phase") == "Running")
 
 
 def _scheduled_events(api: KubeAPI) -> int:

@@ -7,12 +7,14 @@ conftest, or import the fixtures into a conftest:
 * ``kube`` (session): its :class:`KubeAPI`;
 * ``jobset`` (session): the JobSet controller and its webhooks, started on ``control_plane``;
 * ``helm`` (session): the helm binary (hack/build-helm.sh);
+* ``kwok_bin_dir`` (session): KWOK and its stages (hack/build-kwok.sh);
 * ``namespace`` (function): a fresh namespace; afterwards its pods are
   force-deleted (grace period 0: with no kubelet nothing else finishes them)
   and the namespace is deleted.
 
-When the binaries (the control plane's, or for ``jobset`` its manager, for ``helm`` helm) are missing the tests are
-skipped, except under CI (``CI`` set) or with ``PYSCHED_REQUIRE_CONTROL_PLANE=1``, where they fail.
+When the binaries (the control plane's, or for ``jobset`` its manager, for ``helm`` helm, for
+``kwok_bin_dir`` KWOK) are missing the tests are skipped, except under CI (``CI`` set) or with
+``PYSCHED_REQUIRE_CONTROL_PLANE=1``, where they fail.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pysched.testing.emulator import KubeletEmulator
 from pysched.testing.helm import find_helm
 from pysched.testing.jobset import find_jobset_bin_dir, start_jobset
 from pysched.testing.kube import KubeAPI, KubeAPIError
+from pysched.testing.kwok import find_kwok
 
 
 def _require() -> bool:
@@ -79,6 +82,15 @@ def helm() -> Path:
     """The helm binary (hack/build-helm.sh), for the chart check."""
     try:
         return find_helm()
+    except BinariesNotFound as err:
+        _unavailable(err)
+
+
+@pytest.fixture(scope="session")
+def kwok_bin_dir() -> Path:
+    """KWOK and its stages (hack/build-kwok.sh), for the perf harness's KWOK tier."""
+    try:
+        return find_kwok()
     except BinariesNotFound as err:
         _unavailable(err)
 

@@ -16,6 +16,7 @@ from pysched.testing.pytest_plugin import (  # noqa: F401  (fixtures, re-exporte
     helm,
     jobset,
     kube,
+    kwok_bin_dir,
     namespace,
 )
 from pysched.testing.scheduler import SchedulerProcess, start_scheduler, write_profile

@@ -75,3 +75,16 @@ def test_churn_makes_and_deletes_nodes_and_pods_while_the_pods_are_scheduled(
     result = run_round(workload, scheduler, tmp_path / "plane", bin_dir=Path(control_plane_bin_dir))
     assert result.correct, result.problems
     assert result.bound == 30 and result.churn_cycles >= 3
+
+
+@pytest.mark.parametrize("scheduler", ["pysched", "kube-scheduler"])
+def test_with_kwok_the_nodes_stay_ready_and_every_bound_pod_runs(
+    scheduler: str, control_plane_bin_dir: str, kwok_bin_dir: Path, tmp_path: Path
+) -> None:
+    workload = parse_workload(TINY)
+    plane = tmp_path / "plane"
+    result = run_round(
+        workload, scheduler, plane, bin_dir=Path(control_plane_bin_dir), kwok=True, kwok_bin_dir=kwok_bin_dir
+    )
+    assert result.correct, result.problems
+    assert result.bound == result.running == 30

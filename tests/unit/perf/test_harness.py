@@ -110,6 +110,10 @@ def test_the_command_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytes
     churned = str(WORKLOADS / "churn-1000.yaml")
     assert main(["run", churned, "--backend", "sim", "--scheduler", "pysched"]) == 2
     assert "churn runs against an API server only" in capsys.readouterr().err
+    assert main(["run", churned, "--kwok"]) == 2
+    assert "churn and --kwok do not go together" in capsys.readouterr().err
+    assert main(["run", good, "--backend", "sim", "--scheduler", "pysched", "--kwok"]) == 2
+    assert "KWOK runs against an API server only" in capsys.readouterr().err
     assert main(["run", str(tmp_path / "missing.yaml")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
