@@ -62,6 +62,12 @@ def _one(python: str, path: Path | None, mode: str, nodes: int, pods: int) -> di
     return result
 
 
+def _failed(name: str, err: subprocess.CalledProcessError) -> int:
+    tail = (err.stderr or "").strip().splitlines()[-1:] or ["no output"]
+    print(f"compare_trees: error: the bench of {name} failed: {tail[0]}", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -72,10 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--python", default=sys.executable, help="the one interpreter (default: this one)")
     args = parser.parse_args(argv)
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in args.tree}
+    names = [name for name, _, _ in args.tree]
+    if len(set(names)) != len(names) or not 1 <= args.rounds <= 1000:
+        parser.error("tree names must differ; --rounds 1 to 1000")
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     for n in range(args.rounds):
         for name, path, mode in args.tree:
-            runs[name].append(_one(args.python, path, mode, args.nodes, args.pods))
+            try:
+                runs[name].append(_one(args.python, path, mode, args.nodes, args.pods))
+            except subprocess.CalledProcessError as err:
+                return _failed(name, err)
             print(f"round {n + 1} {name}: {runs[name][-1]['pods_per_second']:.0f} pods/s", file=sys.stderr)
     first = args.tree[0][0]
     print("| tree | pods/s (median) | p50 cycle (median) | / " + first + " (median of pair ratios, range) |")

@@ -22,7 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from perf.harness.live import SCHEDULERS, ZONE_KEY, RoundResult, run_round
+from perf.harness.live import SCHEDULERS, RoundResult, run_round
 from perf.harness.workload import Workload, WorkloadError, load_workload
 
 FIELDS = (
@@ -89,7 +89,9 @@ def markdown(report: dict[str, Any]) -> str:
 def _sim_round(workload: Workload) -> RoundResult:
     from perf.harness.live import constraint_problems, pods_of, zone_of
     from pysched.api.builders import node_dict
+    from pysched.api.labels import ZONE_LABEL
     from pysched.backend.simulated import SimulatedCluster
+    from pysched.cmd.heap import settled
     from pysched.framework.clock import VirtualClock
     from pysched.plugins import default_registry
     from pysched.plugins.builtin import builtin_config
@@ -107,15 +109,16 @@ def _sim_round(workload: Workload) -> RoundResult:
             zone = zones[f"n{i}"] = zone_of(i, workload.nodes.zones)
             cluster.add_node(node_dict(f"n{i}", cpu=workload.nodes.cpu, memory=workload.nodes.memory,
                                        pods=workload.nodes.pods, extended=extended,
-                                       labels={ZONE_KEY: zone} if zone else None))  # fmt: skip
+                                       labels={ZONE_LABEL: zone} if zone else None))  # fmt: skip
         scheduler = Scheduler(builtin_config(registry).only(workload.profile), cluster, clock, registry)
         await scheduler.start()
         for pod in pods_of(workload, workload.profile):
             pod["metadata"] = {**pod["metadata"], "namespace": "perf"}
             cluster.create_pod(pod)
-        started = time.perf_counter()
-        await scheduler.run_until_idle()
-        seconds = time.perf_counter() - started
+        with settled():  # as `pysched bench` and `pysched run` schedule
+            started = time.perf_counter()
+            await scheduler.run_until_idle()
+            seconds = time.perf_counter() - started
         bound = scheduler.stats.scheduled
         await scheduler.stop()
         problems = constraint_problems(
@@ -165,6 +168,10 @@ def plot(report: dict[str, Any], out: Path) -> None:
     plt.close(fig)
 
 
+def _client_rates_ok(args: argparse.Namespace) -> bool:
+    return bool(1 <= args.qps <= 100_000 and 1 <= args.burst <= 100_000)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         workload = load_workload(Path(args.workload))
@@ -198,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
     if args.backend == "sim" and schedulers != ["pysched"]:
         print("perf: error: --backend sim runs pysched alone (--scheduler pysched)", file=sys.stderr)
         return 2
-    if not 1 <= args.rounds <= 50 or not 1 <= args.qps <= 100_000 or not 1 <= args.burst <= 100_000:
+    if not 1 <= args.rounds <= 50 or not _client_rates_ok(args):
         print("perf: error: --rounds 1 to 50, --qps and --burst 1 to 100000", file=sys.stderr)
         return 2
     rounds: dict[str, list[RoundResult]] = {s: [] for s in schedulers}
@@ -240,11 +247,14 @@ def curve(args: argparse.Namespace) -> int:
     if bad:
         print(f"perf: error: unknown backend or scheduler {bad[0]!r}", file=sys.stderr)
         return 2
-    if not 1 <= args.rounds <= 50 or not 1 <= args.pods_per_node <= 100:
-        print("perf: error: --rounds 1 to 50, --pods-per-node 1 to 100", file=sys.stderr)
+    if not 1 <= args.rounds <= 50 or not 1 <= args.pods_per_node <= 100 or not _client_rates_ok(args):
+        print("perf: error: --rounds 1 to 50, --pods-per-node 1 to 100, --qps and --burst 1 to 100000", file=sys.stderr)
         return 2
     # The simulated cluster has no API server for kube-scheduler or the raw binder.
     runs = [(b, s) for b in backends for s in schedulers if b == "live" or s == "pysched"]
+    if not runs:
+        print("perf: error: nothing to measure: the sim backend runs pysched alone", file=sys.stderr)
+        return 2
     base = Path(args.workdir or tempfile.mkdtemp(prefix="pysched-curve-"))
 
     def one(workload: Workload, backend: str, scheduler: str, n: int) -> RoundResult:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +46,8 @@ def sizes(text: str) -> list[int]:
     """`1000,5000`: node counts, each from 1 to MAX_NODES; ValueError (one line) otherwise."""
     out = []
     for part in text.split(","):
-        if not part.strip().isdigit() or not 1 <= int(part) <= MAX_NODES:
-            raise ValueError(f"--nodes: node counts from 1 to {MAX_NODES}, comma-separated, got {text!r}")
+        if not part.strip().isdecimal() or not 1 <= int(part) <= MAX_NODES or int(part) in out:
+            raise ValueError(f"--nodes: distinct node counts from 1 to {MAX_NODES}, comma-separated, got {text!r}")
         out.append(int(part))
     return out
 
@@ -82,18 +82,7 @@ def report(points: Sequence[Point], pods_per_node: int) -> dict[str, Any]:
     return {
         "workload": "basic",
         "pods_per_node": pods_per_node,
-        "points": [
-            {
-                "backend": p.backend,
-                "scheduler": p.scheduler,
-                "nodes": p.nodes,
-                "pods": p.pods,
-                "pods_per_second": p.pods_per_second,
-                "ms_per_pod": p.ms_per_pod,
-                "correct": p.correct,
-            }
-            for p in points
-        ],
+        "points": [{**asdict(p), "ms_per_pod": p.ms_per_pod} for p in points],
     }
 
 

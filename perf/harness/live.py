@@ -23,7 +23,9 @@ from typing import Any
 
 from perf.harness.workload import Churn, PodGroup, Workload
 from pysched.api.annotations import DEADLINE, TOTAL_STEPS
+from pysched.api.builders import keep_apart, zone_spread
 from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS
+from pysched.api.labels import ZONE_LABEL
 from pysched.api.resources import CPU, GPU, pod_requests, to_scheduler_units
 from pysched.testing.chaos import PodMonitor
 from pysched.testing.controlplane import (
@@ -90,7 +92,6 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-ZONE_KEY = "topology.kubernetes.io/zone"
 GROUP_LABEL = "perf.pysched.io/group"  # the replicas of one anti-affinity or spread group
 
 
@@ -126,12 +127,9 @@ def _shape(pod: dict[str, Any], g: int, i: int, group: PodGroup) -> None:
         labels[GROUP_LABEL] = f"g{g}-{i // size}"
         selector = {"matchLabels": {GROUP_LABEL: labels[GROUP_LABEL]}}
         if group.anti_affinity:
-            term = {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
-            spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+            spec["affinity"] = keep_apart(selector)
         else:
-            spec["topologySpreadConstraints"] = [
-                {"maxSkew": 1, "topologyKey": ZONE_KEY, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector}
-            ]
+            spec["topologySpreadConstraints"] = zone_spread(selector)
     if group.gang:
         labels[JOB_LABEL] = f"gang-{g}-{i // group.gang}"
         annotations[MIN_MEMBERS] = str(group.gang)
@@ -169,7 +167,7 @@ def constraint_problems(pods: Iterable[Placed], zones: Mapping[str, str | None])
     problems: list[str] = []
     per_node: dict[tuple[str, str], int] = {}
     per_zone: dict[str, dict[str, int]] = {}
-    spread: set[str] = set()
+    every_zone = sorted({zone for zone in zones.values() if zone})
     for labels, spec, node in pods:
         group = labels.get(GROUP_LABEL)
         if group is None or node is None:
@@ -177,14 +175,12 @@ def constraint_problems(pods: Iterable[Placed], zones: Mapping[str, str | None])
         if (spec.get("affinity") or {}).get("podAntiAffinity"):
             per_node[(group, node)] = per_node.get((group, node), 0) + 1
         if spec.get("topologySpreadConstraints"):
-            spread.add(group)
-            counts = per_zone.setdefault(group, dict.fromkeys(sorted({z for z in zones.values() if z}), 0))
+            counts = per_zone.setdefault(group, dict.fromkeys(every_zone, 0))
             zone = zones.get(node)
             if zone is not None:
                 counts[zone] = counts.get(zone, 0) + 1
     problems += [f"{n} replicas of {g} on node {node}" for (g, node), n in sorted(per_node.items()) if n > 1]
-    for group in sorted(spread):
-        counts = per_zone[group]
+    for group, counts in sorted(per_zone.items()):
         if counts and max(counts.values()) - min(counts.values()) > 1:
             problems.append(f"spread group {group} has zone counts {counts}")
     return problems
@@ -203,11 +199,10 @@ class Churner:
         spec: NodeSpec,
         scheduler_name: str,
         allocatable: dict[str, dict[str, int]],
+        room: dict[str, int],
     ) -> None:
         self.kubeconfig, self.churn, self.spec = kubeconfig, churn, spec
-        self.allocatable = allocatable
-        room = pod_requests({"spec": {"containers": [{"resources": {"requests": spec.resources()}}]}})
-        self.room = {**room, "pods": int(spec.pods)}
+        self.allocatable, self.room = allocatable, room
         too_big = f"{to_scheduler_units(CPU, spec.cpu) + 1000}m"
         self.pod = _pod("churn", scheduler_name, PodGroup(1, too_big, "128Mi"))
         self.cycles = 0
@@ -227,8 +222,10 @@ class Churner:
         api = KubeAPI.from_kubeconfig(self.kubeconfig)
         nodes: list[str] = []
         pods: list[str] = []
+        started = time.monotonic()
         try:
-            while not self._stop.wait(self.churn.interval):
+            # On a schedule: cycle n starts at n intervals (a slow cycle does not push the next back).
+            while not self._stop.wait(max(0.0, started + (self.cycles + 1) * self.churn.interval - time.monotonic())):
                 for node in nodes:
                     api.delete(f"/api/v1/nodes/{node}")
                 for pod in pods:
@@ -257,7 +254,7 @@ def _create_nodes(api: KubeAPI, workload: Workload, spec: NodeSpec) -> dict[str,
     for z in range(zones):
         zone = zone_of(z, zones)
         count = len(range(z, workload.nodes.count, zones))
-        zoned = dataclasses.replace(spec, labels={**spec.labels, ZONE_KEY: str(zone)})
+        zoned = dataclasses.replace(spec, labels={**spec.labels, ZONE_LABEL: str(zone)})
         out.update(dict.fromkeys(create_fake_nodes(api, count, zoned, prefix=f"fake-node-{zone}-", workers=8), zone))
     return out
 
@@ -339,12 +336,14 @@ def run_round(
         api = plane.api()
         zones = _create_nodes(api, workload, spec)
         nodes = list(zones)
+        kwok_process = None
         if kwok:  # after the nodes have their allocatable: KWOK's stage gives a node without one 1M pods
-            start_kwok(plane, kwok_bin_dir)
+            kwok_process = start_kwok(plane, kwok_bin_dir)
         for namespace in (NAMESPACE, CHURN_NAMESPACE):
             api.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         room = pod_requests({"spec": {"containers": [{"resources": {"requests": spec.resources()}}]}})
-        allocatable = {n: {**room, "pods": workload.nodes.pods} for n in nodes}
+        room = {**room, "pods": workload.nodes.pods}
+        allocatable = {n: room for n in nodes}
         monitor = PodMonitor(plane.kubeconfig_path, NAMESPACE, allocatable)
         monitor.start()
         churner: Churner | None = None
@@ -359,7 +358,7 @@ def run_round(
             process = _start(plane, scheduler, qps, burst, workload.profile)
             if workload.churn is not None:
                 name = SCHEDULER_NAMES[scheduler]
-                churner = Churner(plane.kubeconfig_path, workload.churn, spec, name, allocatable).start()
+                churner = Churner(plane.kubeconfig_path, workload.churn, spec, name, allocatable, room).start()
             if workload.rate is not None:
                 creator = threading.Thread(
                     target=_create_at, args=(plane.kubeconfig_path, pods, workload.rate, created), daemon=True
@@ -369,8 +368,8 @@ def run_round(
             _wait(lambda: monitor.bound() >= len(pods), budget, process.alive)
             if churner is not None:
                 churner.stop()
-            if kwok:  # KWOK's kubelets lag the binds: give them the same budget to run every pod
-                _wait(lambda: _running(monitor) >= monitor.bound(), budget, process.alive)
+            if kwok_process is not None:  # KWOK's kubelets lag the binds: the same budget to run every pod
+                _wait(lambda: _running(monitor) >= monitor.bound(), budget, kwok_process.alive)
             if creator is not None:
                 creator.join(60)
             time.sleep(EVENTS_GRACE_S)
@@ -386,8 +385,8 @@ def run_round(
     bound_at = dict(monitor.bound_at)
     problems = [*monitor.moved, *monitor.overcommits, *(churner.problems if churner else ())]
     running = _running(monitor)
-    if kwok and running < len(bound_at):
-        problems.append(f"KWOK ran only {running} of the {len(bound_at)} bound pods")
+    if kwok_process is not None and running < len(bound_at):
+        problems.append(f"KWOK ran only {running} of the {len(bound_at)} bound pods (log: {kwok_process.log_path})")
     if scheduler != "raw-bind":  # the ceiling binds round-robin: it promises no constraint
         problems += constraint_problems(map(placed, monitor.snapshot()), zones)
     if not alive:

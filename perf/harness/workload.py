@@ -25,6 +25,7 @@ a bad file is a `WorkloadError` with one line naming the key.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,6 +156,10 @@ def parse_workload(raw: object, default_name: str = "workload") -> Workload:
         )
         if group.gpu > nodes.gpu:
             raise WorkloadError(f"{where}.gpu: {group.gpu} is more than a node has ({nodes.gpu})")
+        if group.spread and group.anti_affinity:
+            raise WorkloadError(f"{where}: antiAffinity and spread are two kinds of group; give each its own")
+        if group.gang and group.count % group.gang:
+            raise WorkloadError(f"{where}.gang: {group.count} pods do not make whole gangs of {group.gang}")
         if group.spread and nodes.zones < 2:
             raise WorkloadError(f"{where}.spread: needs nodes.zones of at least 2")
         if group.anti_affinity > nodes.count:
@@ -175,10 +180,10 @@ def parse_workload(raw: object, default_name: str = "workload") -> Workload:
 
 def _churn(raw: object) -> Churn:
     spec = _mapping(raw, "churn", CHURN_KEYS)
-    interval = spec.get("interval", 1)
-    if isinstance(interval, bool) or not isinstance(interval, int | float) or not 0.1 <= interval <= 3600:
-        raise WorkloadError(f"churn.interval: must be seconds from 0.1 to 3600, got {interval!r}")
-    churn = Churn(float(interval), _count(spec.get("nodes", 0), "churn.nodes", 0, 100),
+    interval = _real(spec.get("interval", 1))
+    if interval is None or not 0.1 <= interval <= 3600:
+        raise WorkloadError(f"churn.interval: must be seconds from 0.1 to 3600, got {spec.get('interval')!r}")
+    churn = Churn(interval, _count(spec.get("nodes", 0), "churn.nodes", 0, 100),
                   _count(spec.get("pods", 0), "churn.pods", 0, 1000))  # fmt: skip
     if not churn.nodes and not churn.pods:
         raise WorkloadError("churn: needs nodes or pods to make")
@@ -188,7 +193,7 @@ def _churn(raw: object) -> Churn:
 def _duration(value: object, where: str) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or parse_duration(value) is None:
+    if not isinstance(value, str) or not parse_duration(value):
         raise WorkloadError(f"{where}: must be a duration such as 45m, 2h or 1h30m, got {value!r}")
     return value
 
@@ -197,10 +202,19 @@ def _rate(arrival: object) -> float | None:
     if arrival == "batch":
         return None
     spec = _mapping(arrival, "arrival", frozenset({"rate"}))
-    rate = spec.get("rate")
-    if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= MAX_RATE:
-        raise WorkloadError(f"arrival.rate: must be pods a second, above 0 and at most {MAX_RATE:g}, got {rate!r}")
-    return float(rate)
+    rate = _real(spec.get("rate"))
+    if rate is None or not 0 < rate <= MAX_RATE:
+        raise WorkloadError(
+            f"arrival.rate: must be pods a second, above 0 and at most {MAX_RATE:g}, got {spec.get('rate')!r}"
+        )
+    return rate
+
+
+def _real(value: object) -> float | None:
+    """A finite number from the file (YAML's true/false are not numbers); None otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def load_workload(path: Path) -> Workload:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pysched.api.labels import HOSTNAME_LABEL, ZONE_LABEL
 from pysched.api.objects import NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from pysched.api.times import format_rfc3339
 
@@ -29,10 +30,30 @@ def node_dict(
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "metadata": {"name": name, "labels": {HOSTNAME_LABEL: name, **(labels or {})}},
         "spec": spec,
         "status": {"capacity": dict(allocatable), "allocatable": allocatable},
     }
+
+
+def keep_apart(selector: Mapping[str, Any]) -> dict[str, Any]:
+    """`spec.affinity` keeping the pod off any node that runs a pod `selector` matches (required
+    anti-affinity by hostname)."""
+    term = {"labelSelector": dict(selector), "topologyKey": HOSTNAME_LABEL}
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def zone_spread(selector: Mapping[str, Any], max_skew: int = 1) -> list[dict[str, Any]]:
+    """`spec.topologySpreadConstraints` spreading the pods `selector` matches over zones
+    (DoNotSchedule)."""
+    return [
+        {
+            "maxSkew": max_skew,
+            "topologyKey": ZONE_LABEL,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": dict(selector),
+        }
+    ]
 
 
 def make_node(name: str, **kwargs: Any) -> NodeInfo:

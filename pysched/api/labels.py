@@ -12,6 +12,9 @@ from typing import Any
 from pysched.api.limits import clip
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+# Well-known node labels the kubelet and cloud providers set (topology keys of affinity and spread).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+ZONE_LABEL = "topology.kubernetes.io/zone"
 
 
 def selector_problem(selector: Mapping[str, Any]) -> str | None:

@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from pysched.api.builders import node_dict, pod_dict
+from pysched.api.builders import keep_apart, node_dict, pod_dict, zone_spread
 from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS
+from pysched.api.labels import ZONE_LABEL
 from pysched.api.storage_builders import pvc_dict, storage_class_dict
 from pysched.backend.simulated import SimulatedCluster
 from pysched.cmd.heap import settled
@@ -33,7 +34,6 @@ from pysched.scheduler.selection import warm_up
 from pysched.workload.job import GPU_TAINT
 
 ZONES = ("zone-a", "zone-b", "zone-c")
-ZONE_KEY = "topology.kubernetes.io/zone"
 MAX_BENCH_PODS = 200_000  # every pod is held in memory at once: about 6 KB each, 1.2 GB at the cap
 INFRA_TAINT = {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}
 
@@ -57,7 +57,7 @@ def bench_nodes(count: int, rng: random.Random) -> list[dict[str, Any]]:
     for i in range(count):
         gpu = i % 4 == 3
         infra = not gpu and i % 20 == 0
-        labels = {ZONE_KEY: ZONES[i % 3]}
+        labels = {ZONE_LABEL: ZONES[i % 3]}
         taints = []
         extended = None
         if gpu:
@@ -86,7 +86,7 @@ def bench_pods(count: int, rng: random.Random) -> list[dict[str, Any]]:
                 "node_selector": {"accelerator": "nvidia-a100"},
             }
         elif kind < 0.20:
-            kwargs = {"node_selector": {ZONE_KEY: rng.choice(ZONES)}}
+            kwargs = {"node_selector": {ZONE_LABEL: rng.choice(ZONES)}}
         elif kind < 0.23:
             kwargs = {"tolerations": [INFRA_TAINT], "node_selector": {"dedicated": "infra"}}
         pods.append(pod_dict(f"pod-{j:06d}", namespace="bench", cpu=cpu, memory=memory, created=float(j), **kwargs))
@@ -113,11 +113,9 @@ def constrain(pods: list[dict[str, Any]], rng: random.Random) -> list[dict[str, 
             spec = pods[index]["spec"]
             pods[index]["metadata"].setdefault("labels", {})["app"] = app
             if group % 2 == 0:
-                term = {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
-                spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+                spec["affinity"] = keep_apart(selector)
             else:
-                constraint = {"maxSkew": 1, "topologyKey": ZONE_KEY, "whenUnsatisfiable": "DoNotSchedule"}
-                spec["topologySpreadConstraints"] = [{**constraint, "labelSelector": selector}]
+                spec["topologySpreadConstraints"] = zone_spread(selector)
         group += 1
     claims = []
     for index in rng.sample(range(len(pods)), len(pods) // 10):

@@ -9,7 +9,10 @@ pause of about 130 ms in the one-second burst of `pysched bench --nodes 5000 --p
 `settled` is entered once a command has loaded what it keeps (the informers' initial lists): it
 collects what is garbage then and freezes the survivors, which later collections skip. Frozen
 objects are still freed by reference counting; only a reference cycle among them (the scheduler's
-own object graph has some) waits for the collector, so leaving the block unfreezes them all.
+own object graph has some) waits for the collector until the block ends, which unfreezes them
+all. `pysched run` stays in the block for its whole life: a cycle among objects it listed at
+start and let go later is kept until then (pod and node records form none). Not reentrant: the
+inner block's end would unfreeze the outer one's objects too.
 """
 
 from __future__ import annotations

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pysched.testing.controlplane import FAKE_NODE_LABEL, LocalControlPlane, ManagedProcess, find_build
+from pysched.testing.controlplane import (
+    FAKE_NODE_LABEL,
+    BinariesNotFound,
+    LocalControlPlane,
+    ManagedProcess,
+    find_build,
+)
 
 KWOK_VERSION = "v0.8.0"  # hack/kwok/go.mod's require (a unit test holds the two equal)
 KWOK_BIN_ENV = "PYSCHED_KWOK_BIN"
@@ -23,7 +29,7 @@ KWOK_NODE_LABELS = {"type": "kwok", FAKE_NODE_LABEL: "kwok"}
 
 def find_kwok(bin_dir: Path | str | None = None) -> Path:
     """The bin dir holding `kwok` and its stages; BinariesNotFound with the build hint otherwise."""
-    return find_build(
+    found = find_build(
         bin_dir,
         need=("kwok",),
         env=KWOK_BIN_ENV,
@@ -32,16 +38,19 @@ def find_kwok(bin_dir: Path | str | None = None) -> Path:
         what=f"KWOK {KWOK_VERSION} build",
         hint=KWOK_BUILD_HINT,
     )
+    if not (found / STAGES).is_file():
+        raise BinariesNotFound(f"{found} has kwok but not its {STAGES}; {KWOK_BUILD_HINT}")
+    return found
 
 
 def start_kwok(plane: LocalControlPlane, bin_dir: Path | str | None = None) -> ManagedProcess:
-    """KWOK as a process of the plane, managing the nodes labelled ``type=kwok`` (no client rate
-    limit: KWOK sets none)."""
+    """KWOK as a process of the plane, managing the nodes labelled with ``KWOK_NODE_LABELS`` (no
+    client rate limit: KWOK sets none)."""
     found = find_kwok(bin_dir)
     argv = [
         str(found / "kwok"),
         f"--kubeconfig={plane.kubeconfig_path}",
-        "--manage-nodes-with-label-selector=type=kwok",
+        "--manage-nodes-with-label-selector=" + ",".join(f"{k}={v}" for k, v in KWOK_NODE_LABELS.items()),
         f"--config={found / STAGES}",
     ]
     return plane.spawn("kwok", argv)

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pysched.api.features import CONTROLLER, LABELS, SPREAD, PodFeatures
+from pysched.api.labels import HOSTNAME_LABEL, ZONE_LABEL
 from pysched.api.limits import clip
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.spread import (
@@ -43,8 +44,8 @@ from pysched.plugins.pod_topology_spread.counts import SelectorCounts
 NAME = "PodTopologySpread"
 REASON = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = REASON + " (missing required label)"
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = HOSTNAME_LABEL
+ZONE = ZONE_LABEL
 SYSTEM = "System"
 LIST = "List"
 

@@ -10,6 +10,7 @@ from typing import ClassVar
 import numpy as np
 
 from pysched.api.features import VOLUMES, PodFeatures
+from pysched.api.labels import ZONE_LABEL
 from pysched.api.objects import PodInfo
 from pysched.api.volumes import WAIT_FOR_FIRST_CONSUMER
 from pysched.framework.cycle_state import CycleState
@@ -24,7 +25,7 @@ NAME = "VolumeZone"
 REASON = "node(s) had no available volume zone"
 ZONE_BETA = "failure-domain.beta.kubernetes.io/zone"
 REGION_BETA = "failure-domain.beta.kubernetes.io/region"
-ZONE = "topology.kubernetes.io/zone"
+ZONE = ZONE_LABEL
 REGION = "topology.kubernetes.io/region"
 TOPOLOGY_LABELS = (ZONE_BETA, REGION_BETA, ZONE, REGION)
 GA_OF = {ZONE_BETA: ZONE, REGION_BETA: REGION}

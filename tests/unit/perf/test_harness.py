@@ -61,6 +61,15 @@ def test_the_shipped_workloads_parse_and_the_standard_set_is_there() -> None:
             "profile: must be one of default, pysched",
         ),
         ({"nodes": {"count": 1}, "pods": [{"count": 1}], "churn": {"interval": 0}}, "churn.interval: must be seconds"),
+        (
+            {"nodes": {"count": 4, "zones": 2}, "pods": [{"count": 4, "antiAffinity": 2, "spread": 2}]},
+            "pods[0]: antiAffinity and spread are two kinds of group",
+        ),
+        ({"nodes": {"count": 4}, "pods": [{"count": 10, "gang": 4}]}, "10 pods do not make whole gangs of 4"),
+        (
+            {"nodes": {"count": 1}, "pods": [{"count": 1, "deadline": "0s", "totalSteps": 5}]},
+            "pods[0].deadline: must be a duration",
+        ),
         ({"nodes": {"count": 1}, "pods": [{"count": 1}], "churn": {"interval": 1}}, "churn: needs nodes or pods"),
         (
             {"nodes": {"count": 1}, "pods": [{"count": 1}], "churn": {"pods": 5, "every": 1}},
@@ -220,6 +229,10 @@ def test_the_curve_measures_each_size_and_refuses_bad_sizes(tmp_path: Path, caps
     assert chart.read_bytes()[:4] == b"\x89PNG"
     capsys.readouterr()
     assert main(["curve", "--nodes", "4,0"]) == 2
-    assert "--nodes: node counts from 1 to 20000" in capsys.readouterr().err
+    assert "--nodes: distinct node counts from 1 to 20000" in capsys.readouterr().err
+    assert main(["curve", "--nodes", "4,4"]) == 2
+    assert "distinct node counts" in capsys.readouterr().err
+    assert main(["curve", "--nodes", "4", "--scheduler", "kube-scheduler"]) == 2  # sim runs pysched alone
+    assert "nothing to measure" in capsys.readouterr().err
     assert main(["curve", "--nodes", "4", "--backend", "cloud"]) == 2
     assert "unknown backend or scheduler 'cloud'" in capsys.readouterr().err

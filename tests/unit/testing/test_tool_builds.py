@@ -50,4 +50,8 @@ def test_no_build_names_the_build_script_and_a_build_is_found(
     (out / "bin" / tool).write_text("#!/bin/sh\n")
     (out / "bin" / tool).chmod(0o755)
     (out / ".complete").write_text(f"{tool}={version}\nbinaries={tool}\n")
+    if tool == "kwok":  # KWOK runs only with its stages beside it
+        with pytest.raises(BinariesNotFound, match=r"has kwok but not its stages\.yaml"):
+            find()
+        (out / "bin" / "stages.yaml").write_text("kind: Stage\n")
     assert find() == found(out / "bin")
