@@ -9,7 +9,7 @@ SOURCES := pysched progress tests perf conftest.py manifests/examples/training
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,learn]'
 	touch $@
 
 install: $(VENV)/.installed

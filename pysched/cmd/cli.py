@@ -317,6 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pysched.cmd.devcluster import register
 
     register(cast("argparse._SubParsersAction[argparse.ArgumentParser]", sub))
+    from pysched.cmd.learn import register as register_learn
+
+    register_learn(cast("argparse._SubParsersAction[argparse.ArgumentParser]", sub))
     from pysched.cmd.run import register as register_run
 
     register_run(cast("argparse._SubParsersAction[argparse.ArgumentParser]", sub))

@@ -14,6 +14,7 @@ from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget
 from pysched.api.ids import JobKey, NodeName
 from pysched.api.jobs import JobRef
+from pysched.api.labels import selector_matches
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.volumes import PersistentVolume, PersistentVolumeClaim, Storage
 from pysched.framework.events import EventKind
@@ -144,3 +145,12 @@ class ClusterBackend(Protocol):
         """The label selector (`matchLabels` / `matchExpressions`) of a ReplicationController (its
         map selector as matchLabels), ReplicaSet or StatefulSet, as last seen; None when unknown."""
         ...
+
+
+def namespace_selected(cluster: ClusterBackend, selector: Mapping[str, Any] | None, namespace: str) -> bool:
+    """Whether a profile's namespace selector (`deadlineNamespaces`) admits `namespace`: always
+    without one, never for a namespace the backend does not know."""
+    if selector is None:
+        return True
+    labels = cluster.namespace_labels(namespace)
+    return labels is not None and selector_matches(selector, labels)

@@ -97,6 +97,17 @@ class QueueSortPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class QueuePickPlugin(QueueSortPlugin, Protocol):
+    """A QueueSort that, when the queue pops, picks one of the first `window` pods in its order
+    (an order that must not change while pods wait) rather than always the first one. Returns
+    the index of the pod to schedule; the others keep their places."""
+
+    window: int
+
+    def pick(self, candidates: Sequence[QueuedPod]) -> int: ...
+
+
+@runtime_checkable
 class PreFilterPlugin(Plugin, Protocol):
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status: ...
 

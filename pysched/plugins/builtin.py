@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from importlib import resources
+from typing import Any
 
 from pysched.api.inputs import parse_yaml
 from pysched.framework.config import SchedulerConfig, parse_config
 from pysched.framework.registry import Registry
 
 SOURCE = "<built-in profiles>"
+
+
+def builtin_profiles() -> list[dict[str, Any]]:
+    """The built-in profiles as written (anchors expanded), for callers that derive a variant."""
+    data = parse_yaml(resources.files(__package__).joinpath("builtin.yaml").read_text(), SOURCE)
+    profiles: list[dict[str, Any]] = data["profiles"]
+    return profiles
 
 
 def builtin_config(registry: Registry) -> SchedulerConfig:
@@ -18,9 +26,8 @@ def builtin_config(registry: Registry) -> SchedulerConfig:
     plugin; a process running several profiles together must pick ones that do, as a profile file
     must (`parse_config` checks it).
     """
-    data = parse_yaml(resources.files(__package__).joinpath("builtin.yaml").read_text(), SOURCE)
     profiles = tuple(
         parse_config({"profiles": [raw]}, f"{SOURCE} profiles[{i}]", registry).profiles[0]
-        for i, raw in enumerate(data["profiles"])
+        for i, raw in enumerate(builtin_profiles())
     )
     return SchedulerConfig(profiles, SOURCE)

@@ -14,6 +14,7 @@ Time comes from the injected clock only.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import contextlib
 import heapq
@@ -26,7 +27,7 @@ from pysched.api.ids import PodKey
 from pysched.api.objects import PodInfo
 from pysched.framework.clock import Clock
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
-from pysched.framework.interfaces import QueuedPod
+from pysched.framework.interfaces import QueuedPod, QueuePickPlugin
 from pysched.framework.status import Status
 
 ACTIVE, BACKOFF, UNSCHEDULABLE, GATED, PARKED, IN_FLIGHT = (
@@ -69,8 +70,10 @@ class SchedulingQueue:
         timings: QueueTimings = DEFAULT_TIMINGS,
         contained: Contained | None = None,
         interest: Interest = lambda _: None,
+        picker: QueuePickPlugin | None = None,
     ) -> None:
         self._clock = clock
+        self._picker = picker  # its window is read at each pop: an environment may set it
         self._interest = interest
         self._contained = contained
         self._sort_key = sort_key
@@ -81,6 +84,7 @@ class SchedulingQueue:
         self._where: dict[PodKey, str] = {}
         self._token: dict[PodKey, int] = {}
         self._active: list[tuple[tuple[Any, ...], int, PodKey]] = []
+        self._front: list[tuple[tuple[Any, ...], int, PodKey]] = []  # a QueuePick window, sorted
         self._backoff: list[tuple[float, int, PodKey]] = []
         self._unschedulable: dict[PodKey, QueuedPod] = {}
         self._waiting_for: dict[EventKind | None, dict[PodKey, QueuedPod]] = {}
@@ -268,18 +272,57 @@ class SchedulingQueue:
     def pop(self) -> QueuedPod | None:
         """The next pod to schedule, or None when nothing is ready."""
         self.flush()
+        if self._picker is not None:
+            return self._pop_picked(self._picker)
         while self._active:
             _, token, key = heapq.heappop(self._active)
             if self._token.get(key) != token:
                 continue  # stale entry: the pod moved or was re-sorted
-            del self._token[key]
-            self._where[key] = IN_FLIGHT
-            self._popped_at[key] = self._event_seq
-            qp = self._pods[key]
-            qp.attempts += 1
-            return qp
+            return self._popped(key)
         self._wakeup.clear()
         return None
+
+    def _pop_picked(self, picker: QueuePickPlugin) -> QueuedPod | None:
+        """The pod the QueuePick plugin chooses among the first `window` active ones. Those are
+        held sorted outside the heap (`_front`) between pops, so a pick costs one heap operation,
+        not a window's; the others keep their keys, tokens and places."""
+        window, front, tokens, active = picker.window, self._front, self._token, self._active
+        if front:
+            front[:] = [e for e in front if tokens.get(e[2]) == e[1]]  # moved or re-sorted since
+        while len(front) > window:
+            heapq.heappush(active, front.pop())
+        while active:
+            top = active[0]
+            if tokens.get(top[2]) != top[1]:
+                heapq.heappop(active)  # stale
+            elif len(front) < window:
+                bisect.insort(front, heapq.heappop(active))
+            elif top < front[-1]:  # queued since the window was filled, ahead of its last
+                bisect.insort(front, heapq.heapreplace(active, front.pop()))
+            else:
+                break
+        if not front:
+            self._wakeup.clear()
+            return None
+        chosen = 0
+        if len(front) > 1:
+            candidates = [self._pods[key] for _, _, key in front]
+            try:
+                chosen = picker.pick(candidates)
+            except Exception as err:  # a plugin's bug: the queue's own order, and the bug reported
+                if self._contained is not None:
+                    self._contained(candidates[0], "QueuePick", err)
+            if not 0 <= chosen < len(front):
+                chosen = 0
+        return self._popped(front.pop(chosen)[2])
+
+    def _popped(self, key: PodKey) -> QueuedPod:
+        del self._token[key]
+        self._where[key] = IN_FLIGHT
+        self._popped_at[key] = self._event_seq
+        qp = self._pods[key]
+        qp.attempts += 1
+        return qp
 
     async def wait(self, timeout: float) -> None:
         """Block until something may be ready (live loop); the simulator never calls this."""
@@ -346,6 +389,8 @@ class SchedulingQueue:
 
     def has_active(self) -> bool:
         """Whether a pod waits in the active queue (O(1) amortised, unlike `counts`)."""
+        if any(self._token.get(key) == token for _, token, key in self._front):
+            return True
         while self._active and self._token.get(self._active[0][2]) != self._active[0][1]:
             heapq.heappop(self._active)  # drop stale entries
         return bool(self._active)

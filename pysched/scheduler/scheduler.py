@@ -26,7 +26,7 @@ from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
 from pysched.framework.incidents import REASON as INCIDENT_REASON
 from pysched.framework.incidents import Incidents
-from pysched.framework.interfaces import MIN_RECONCILE_INTERVAL_S, Handle, QueuedPod
+from pysched.framework.interfaces import MIN_RECONCILE_INTERVAL_S, Handle, QueuedPod, QueuePickPlugin
 from pysched.framework.jobs import JobBook
 from pysched.framework.lifecycle import PodLifecycle
 from pysched.framework.preemption import PreemptionSupport
@@ -174,6 +174,7 @@ class Scheduler:
             timings,
             self._queue_contained,
             self._interest,
+            queue_sort if isinstance(queue_sort, QueuePickPlugin) else None,
         )
         for framework in self.frameworks.values():
             framework.handle.activator.install(self.queue.activate)
@@ -255,7 +256,8 @@ class Scheduler:
         self._side_tasks.spawn(self._report_failure(pod, INCIDENT_REASON, message))
 
     def _queue_contained(self, queued: QueuedPod, stage: str, err: Exception) -> None:
-        self.incidents.report(stage, queued.pod, err, then=PARKED_UNTIL)
+        then = "the pod is scheduled in the queue's own order" if stage == "QueuePick" else PARKED_UNTIL
+        self.incidents.report(stage, queued.pod, err, then=then)
 
     # ----- ClusterListener: the informer stream
     @_contained("NodeAdd")

@@ -161,7 +161,7 @@ def split_fitting(
     return kept, skipped, problems
 
 
-class _Replay:
+class Replay:
     """One policy's run: the event loop and the jobs' books."""
 
     def __init__(
@@ -372,7 +372,7 @@ class _Replay:
                 self.cluster.finish_pod(pod.key)
 
 
-def metrics(replay: _Replay, skipped: int, never_run: Sequence[Job] = ()) -> PolicyResult:
+def metrics(replay: Replay, skipped: int, never_run: Sequence[Job] = ()) -> PolicyResult:
     """Per job; `never_run` (skipped before the run) count as jobs, and as missed deadlines."""
     jobs, finished, started = replay.jobs, replay.finished, replay.started
     with_deadline = [k for k, j in jobs.items() if j.deadline is not None]
@@ -435,7 +435,10 @@ async def run_policy(
     on_tick: Callable[[float], None] | None = None,
     horizon: float | None = None,
     elastic: bool = False,
+    prepare: Callable[[Scheduler, Replay], None] | None = None,
 ) -> PolicyResult:
+    """One policy's run. `prepare` sees the scheduler and the replay before the first job
+    arrives (the learning environments attach their agent and read the jobs' books there)."""
     profile = config.profile(policy)
     if profile is None:
         raise KeyError(policy)
@@ -446,7 +449,9 @@ async def run_policy(
     scheduler = Scheduler(SchedulerConfig((profile,), config.source), cluster, clock, registry)
     await scheduler.start()
     jobs, skipped, problems = split_fitting(scenario.jobs, scenario.nodes, seed, elastic=elastic)
-    replay = _Replay(policy, scheduler, cluster, clock, jobs, seed, progress_interval, step_noise)
+    replay = Replay(policy, scheduler, cluster, clock, jobs, seed, progress_interval, step_noise)
+    if prepare is not None:
+        prepare(scheduler, replay)
     await replay.run(on_tick, horizon)
     await scheduler.stop()
     return metrics(replay, len(problems) + len(scenario.problems), skipped)

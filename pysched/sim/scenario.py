@@ -202,11 +202,19 @@ def small(seed: int, catalogue: Catalogue) -> Scenario:
     return Scenario("small", nodes, jobs, {"seed": seed, "jobs": 200, "arrivals": "poisson over 4h"})
 
 
+def paper_cpu(
+    name: str, seed: int, catalogue: Catalogue, *, jobs: int, nodes: int, cpu: str, span_s: float, rule: DeadlineRule
+) -> Scenario:
+    """`jobs` of the founding paper's jobs arriving over `span_s` on `nodes` nodes of `cpu` CPUs."""
+    made = _paper_jobs(jobs, seed, span_s, catalogue, rule)
+    return Scenario(name, cpu_nodes(nodes, cpu, "64Gi"), made, {"seed": seed, "jobs": jobs})
+
+
 def seed_insufficient(seed: int, catalogue: Catalogue) -> Scenario:
     """Demand exceeds capacity: 100 paper jobs (200 CPUs) in one hour on 4 nodes of 16 CPUs;
     deadlines 1.2 to 3 times the run time at the requested 2 CPUs, so the queue order decides."""
-    jobs = _paper_jobs(100, seed, 3600.0, catalogue, DeadlineRule(1.2, 3.0))
-    return Scenario("seed-insufficient", cpu_nodes(4, "16", "64Gi"), jobs, {"seed": seed, "jobs": 100})
+    rule = DeadlineRule(1.2, 3.0)
+    return paper_cpu("seed-insufficient", seed, catalogue, jobs=100, nodes=4, cpu="16", span_s=3600.0, rule=rule)
 
 
 def seed_sufficient(seed: int, catalogue: Catalogue) -> Scenario:

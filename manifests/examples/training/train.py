@@ -39,7 +39,7 @@ class Trainer(Protocol):
 
 class TorchTrainer:
     def __init__(self, seed: int) -> None:
-        import torch  # type: ignore[import-not-found]  # optional: the numpy trainer stands in
+        import torch  # type: ignore[import-not-found,unused-ignore]  # optional: the numpy trainer stands in
 
         self.torch: Any = torch
         torch.manual_seed(seed)

@@ -38,7 +38,6 @@ from pysched.api.containers import (
 )
 from pysched.api.ids import JobKey, NodeName, PodKey
 from pysched.api.jobs import NO_ORDER, ROLE_LABEL, job_of
-from pysched.api.labels import selector_matches
 from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, GPU, MEMORY, to_scheduler_units
@@ -69,7 +68,7 @@ from pysched.deadline.predictor import (
     stamp_resolution,
 )
 from pysched.deadline.shares import CpuClaim, Grants, share_room
-from pysched.framework.cluster import PodCondition
+from pysched.framework.cluster import PodCondition, namespace_selected
 from pysched.framework.interfaces import Handle, MetricFamily
 from pysched.framework.jobs import Job
 from pysched.plugins.autoscale.args import AutoscaleArgs
@@ -196,11 +195,8 @@ class Controller:
             return None
         if total_steps_of(pod) is None or deadline_of(pod) is None:
             return None
-        selector = self.args.deadline_namespaces
-        if selector is not None:
-            labels = self.handle.cluster.namespace_labels(pod.namespace)
-            if labels is None or not selector_matches(selector, labels):
-                return None
+        if not namespace_selected(self.handle.cluster, self.args.deadline_namespaces, pod.namespace):
+            return None
         return main_container(pod)
 
     # ----- gangs: the job is the unit

@@ -40,13 +40,13 @@ from pysched.api.annotations import (
 )
 from pysched.api.ids import PodKey, PodUID
 from pysched.api.jobs import NO_ORDER, ROLE_LABEL
-from pysched.api.labels import selector_matches, selector_problem
+from pysched.api.labels import selector_problem
 from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU
 from pysched.deadline.condition import CONDITION, DEMOTED_REASON, demoted_by_condition
 from pysched.deadline.predictor import prior_step_ratio
-from pysched.framework.cluster import PodCondition
+from pysched.framework.cluster import PodCondition, namespace_selected
 from pysched.framework.interfaces import Handle, QueuedPod
 from pysched.framework.registry import MAX_ARGS_SECONDS, ArgsError, PluginSpec, check_range
 from pysched.framework.status import SUCCESS, Status
@@ -111,11 +111,7 @@ class DeadlineLaxity:
 
     def deadline_allowed(self, pod: PodInfo) -> bool:
         """The pod's namespace may use deadlines (`deadlineNamespaces`); says why once when not."""
-        selector = self.args.deadline_namespaces
-        if selector is None:
-            return True
-        labels = self.handle.cluster.namespace_labels(pod.namespace)
-        if labels is not None and selector_matches(selector, labels):
+        if namespace_selected(self.handle.cluster, self.args.deadline_namespaces, pod.namespace):
             return True
         if pod.uid not in self._refused and deadline_of(pod) is not None:
             self._refused.add(pod.uid)

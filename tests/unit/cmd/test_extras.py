@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-EXTRAS = ("matplotlib", "kubernetes")  # pysched[plot], pysched[dev]
+EXTRAS = ("matplotlib", "kubernetes", "torch", "stable_baselines3", "sb3_contrib")  # [plot], [dev], [learn]
 
 WITHOUT_EXTRAS = f"""
 import sys
@@ -28,9 +28,10 @@ def _without_extras(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_simulate_and_status_need_no_extra(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
-    result = _without_extras("simulate", "--policy", "default", "--json", str(out))
+    result = _without_extras("simulate", "--policy", "default", "--policy", "learned", "--json", str(out))
     assert result.returncode == 0, result.stderr
     assert json.loads(out.read_text())["policies"]["default"]["jobs"] > 0
+    assert json.loads(out.read_text())["policies"]["learned"]["deadline_met"] > 0  # numpy inference only
     # status reaches for the API with the asyncio client only: an unreachable one is exit 2, not an ImportError
     kubeconfig = tmp_path / "kubeconfig.json"
     kubeconfig.write_text(
@@ -63,3 +64,25 @@ def test_plots_and_the_dev_cluster_name_their_extra_in_one_line(tmp_path: Path) 
         assert result.returncode == 2
         [line] = result.stderr.strip().splitlines()
         assert line.endswith("dev-cluster needs the kubernetes client, in the dev extra: pip install 'pysched[dev]'")
+
+
+def test_run_and_bench_load_without_the_training_stack() -> None:
+    code = (
+        "import sys\n"
+        "for name in ('torch', 'stable_baselines3', 'sb3_contrib'): sys.modules[name] = None\n"
+        "import pysched.cmd.run, pysched.cmd.bench, pysched.learn, pysched.learn.ordering, pysched.learn.evaluate\n"
+        "from pysched.cmd.cli import build_parser\n"
+        "build_parser()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+
+
+def test_training_names_its_extra_in_one_line(tmp_path: Path) -> None:
+    result = _without_extras("learn", "train", "--steps", "10", "--out", str(tmp_path / "p.json"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "pysched learn: error: pysched learn train needs sb3-contrib and torch, in the learn extra: "
+        "pip install 'pysched[learn]'"
+    ]
+    assert not (tmp_path / "p.json").exists()

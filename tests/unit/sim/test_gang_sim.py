@@ -14,7 +14,7 @@ from pysched.framework.config import SchedulerConfig
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.scheduler.scheduler import Scheduler
-from pysched.sim.runner import EPOCH, PolicyResult, _Replay, run_policy, split_fitting
+from pysched.sim.runner import EPOCH, PolicyResult, Replay, run_policy, split_fitting
 from pysched.sim.scenario import Scenario, builtin_scenario, cpu_nodes, gpu_pool, parse_cluster
 from pysched.workload.accounting import Accounting
 from pysched.workload.catalogue import builtin_catalogue
@@ -77,7 +77,7 @@ def test_progress_is_reported_on_rank_0_only() -> None:
         assert profile is not None
         scheduler = Scheduler(SchedulerConfig((profile,), CONFIG.source), cluster, clock, REGISTRY)
         await scheduler.start()
-        replay = _Replay("pysched", scheduler, cluster, clock, [_ps_job("j", 100_000)], 7, 60.0, 0.0)
+        replay = Replay("pysched", scheduler, cluster, clock, [_ps_job("j", 100_000)], 7, 60.0, 0.0)
         await replay.run(None)  # 25,000 s at 4 global steps/s
         await scheduler.stop()
         return cluster

@@ -26,7 +26,7 @@ from pysched.plugins.builtin import builtin_config
 from pysched.plugins.elastic_scale import IGNORED_REASON, ElasticScale, ElasticScaleArgs
 from pysched.plugins.elastic_scale.jobs import GpuJob
 from pysched.scheduler.scheduler import Scheduler
-from pysched.sim.runner import EPOCH, PolicyResult, _Replay, metrics
+from pysched.sim.runner import EPOCH, PolicyResult, Replay, metrics
 from pysched.sim.scenario import cpu_nodes
 from pysched.workload.gang_jobs import elastic_gpu_job
 from pysched.workload.job import Job
@@ -93,7 +93,7 @@ def replay(
         if isinstance(plugin, ElasticScale):
             PLUGINS.append(plugin)
         await scheduler.start()
-        run = _Replay(policy, scheduler, cluster, clock, list(jobs), 7, 60.0, 0.0)
+        run = Replay(policy, scheduler, cluster, clock, list(jobs), 7, 60.0, 0.0)
         await run.run(None)
         await scheduler.stop()
         return cluster, metrics(run, 0)

@@ -1,0 +1,171 @@
+"""`pysched learn train|evaluate`: train a queue-ordering policy on the simulator and compare it
+with the built-in policies on held-out seeds. Training needs the `learn` extra; evaluation and
+the learned plugin need numpy only."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from pysched.cmd.errors import bad_input
+from pysched.cmd.flags import extra_problem, first_problem, number_problem, output_problem
+
+MAX_STEPS = 100_000_000
+MAX_SEEDS = 10_000
+SEED_RANGE = re.compile(r"^(\d{1,9})-(\d{1,9})$")
+
+
+def _fail(message: str) -> int:
+    return bad_input("pysched learn", message)
+
+
+def parse_seeds(text: str) -> range | str:
+    """`A-B` (inclusive) as a range, or the problem."""
+    match = SEED_RANGE.match(text)
+    if match is None:
+        return f"--seeds: FIRST-LAST (e.g. 1000-1099), got {text[:40]!r}"
+    first, last = int(match[1]), int(match[2])
+    if last < first or last - first + 1 > MAX_SEEDS:
+        return f"--seeds: FIRST <= LAST and at most {MAX_SEEDS:,} seeds, got {text!r}"
+    return range(first, last + 1)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from pysched.sim.scenario import SCENARIOS
+
+    problem = first_problem(
+        extra_problem("pysched learn train", "sb3_contrib", "sb3-contrib and torch", "learn"),
+        number_problem("--steps", args.steps, 0, MAX_STEPS),
+        number_problem("--window", args.window, 2, 256),
+        number_problem("--envs", args.envs, 1, 16),
+        number_problem("--warm-episodes", args.warm_episodes, 0, 1000),
+        None if args.scenario in SCENARIOS else f"--scenario: one of {', '.join(SCENARIOS)}",
+        output_problem("--out", args.out),
+        output_problem("--curve", args.curve) if args.curve else None,
+        extra_problem("--curve", "matplotlib", "matplotlib", "plot") if args.curve else None,
+    )
+    if problem:
+        return _fail(problem)
+    from pysched.deadline.scorer import PolicyFileError, load_policy
+
+    if args.init:
+        try:
+            scorer = load_policy(args.init)
+        except PolicyFileError as err:
+            return _fail(f"--init: {err}")
+        if scorer.window < args.window:
+            return _fail(f"--init: its window is {scorer.window}, less than --window {args.window}")
+    from pysched.learn.train import TrainSettings, load_for_tuning, train
+
+    settings = TrainSettings(
+        steps=args.steps, seed=args.seed, window=args.window, envs=args.envs,
+        warm_episodes=0 if args.init else args.warm_episodes, scenario=args.scenario,
+    )  # fmt: skip
+    command = " ".join(["pysched", "learn", "train", *sys.argv[3:]]) if len(sys.argv) > 2 else "pysched learn train"
+    meta = {"command": command, "seed": str(args.seed), "steps": str(args.steps), "scenario": str(args.scenario)}
+    try:
+        model = load_for_tuning(args.init, settings) if args.init else None
+    except ValueError as err:
+        return _fail(f"--init: {err}")
+    trained, _ = train(settings, meta, model, report=lambda line: print(line, file=sys.stderr, flush=True))
+    Path(args.out).write_text(trained.text)
+    ratios = [r for _, r, _ in trained.curve.points]
+    tail = ratios[-20:]
+    summary = {
+        "out": args.out,
+        "seconds": round(trained.seconds, 1),
+        "episodes": len(ratios),
+        "warm_agreement": None
+        if trained.warm_agreement != trained.warm_agreement
+        else round(trained.warm_agreement, 3),
+        "last_episodes_met_ratio": round(sum(tail) / len(tail), 4) if tail else None,
+        "bytes": len(trained.text),
+    }
+    print(json.dumps(summary))
+    if args.curve:
+        from pysched.learn.plots import training_curve
+
+        training_curve(trained.curve.points, args.curve, trained.validation)
+    if args.curve_json:
+        curve = {"points": trained.curve.points, "validation": trained.validation}
+        Path(args.curve_json).write_text(json.dumps(curve) + "\n")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from pysched.sim.scenario import SCENARIOS
+
+    seeds = parse_seeds(args.seeds)
+    problem = first_problem(
+        seeds if isinstance(seeds, str) else None,
+        None if args.scenario in SCENARIOS else f"--scenario: one of {', '.join(SCENARIOS)}",
+        output_problem("--json", args.json) if args.json else None,
+    )
+    if problem:
+        return _fail(problem)
+    assert isinstance(seeds, range)
+    from pysched.deadline.scorer import PolicyFileError, load_policy
+    from pysched.framework.config import ConfigError
+    from pysched.learn.evaluate import MARGIN, POLICIES, evaluate, learned_config
+    from pysched.learn.ordering import LEARNED_PROFILE
+    from pysched.plugins import default_registry
+
+    if args.weights:
+        try:
+            load_policy(args.weights)
+        except PolicyFileError as err:
+            return _fail(f"--weights: {err}")
+    policies = args.policy or list(POLICIES)
+    if unknown := [p for p in policies if p not in POLICIES]:
+        return _fail(f"--policy: unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})")
+    registry = default_registry()
+    try:
+        config = learned_config(registry, args.weights)
+    except ConfigError as err:
+        return _fail(str(err))
+    result = evaluate(registry, config, args.scenario, seeds, policies)
+    print(f"{args.scenario}, seeds {seeds.start}-{seeds.stop - 1}: median deadline-met ratio")
+    for policy in policies:
+        print(f"  {policy:<16} {result.median(policy):.3f}")
+    if LEARNED_PROFILE in policies and {"edf", "pysched-noscale"} <= set(policies):
+        bar = sum(1 for _ in seeds)
+        print(
+            f"  learned reaches the better of edf and pysched-noscale + {MARGIN} on {result.seeds_at_bar()}/{bar} seeds"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(result.as_json(), indent=1) + "\n")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `learn train` and `learn evaluate` to the CLI."""
+    learn = subparsers.add_parser("learn", help="train and evaluate learned queue policies on the simulator")
+    sub = learn.add_subparsers(dest="learn_command", required=True)
+    train = sub.add_parser("train", help="train a queue-ordering policy (needs pysched[learn]) and write its weights")
+    train.add_argument("--env", choices=("ordering",), default="ordering", help="the environment (default ordering)")
+    train.add_argument("--steps", type=int, required=True, help="PPO environment steps after the warm start")
+    train.add_argument("--out", required=True, metavar="FILE", help="the weights file to write (JSON)")
+    train.add_argument("--seed", type=int, default=0, help="seed of the network, PPO and the workload draws")
+    train.add_argument("--window", type=int, default=16, help="pods the policy picks among (default 16)")
+    train.add_argument("--envs", type=int, default=1, help="environments in parallel processes (default 1)")
+    train.add_argument(
+        "--warm-episodes",
+        type=int,
+        default=16,
+        help="episodes per round of the warm start (3 rounds; default 16; 0: none)",
+    )
+    train.add_argument("--scenario", default="seed-insufficient", help="the generator (default seed-insufficient)")
+    train.add_argument("--init", metavar="FILE", help="fine-tune from this weights file (no warm start)")
+    train.add_argument("--curve", metavar="PNG", help="also draw the training curve here")
+    train.add_argument("--curve-json", metavar="FILE", help="also write the training curve's points here")
+    train.set_defaults(func=cmd_train)
+    ev = sub.add_parser("evaluate", help="the built-in policies and a learned one side by side on held-out seeds")
+    ev.add_argument("--weights", metavar="FILE", help="the learned policy (default: the shipped one)")
+    ev.add_argument("--scenario", default="seed-insufficient", help="the generator (default seed-insufficient)")
+    ev.add_argument("--seeds", default="1000-1099", help="FIRST-LAST workload seeds (default 1000-1099)")
+    ev.add_argument("--policy", action="append", metavar="NAME", help="a policy to run; repeatable; default: all")
+    ev.add_argument("--json", metavar="OUT", help="also write the ratios per seed here")
+    ev.set_defaults(func=cmd_evaluate)

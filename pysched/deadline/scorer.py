@@ -1,0 +1,216 @@
+"""A learned queue policy as deployed: a small network that scores each waiting job from its
+feature row (`pysched.deadline.features`), evaluated with numpy alone.
+
+The same network scores every row, so the policy does not depend on the order of the jobs or
+their number: a softmax over a window's scores is the policy's distribution, its arg-max the pick.
+
+Weights travel as a JSON text file (`FORMAT`): the feature schema and names it was trained on, the
+largest window it supports, the layers (`weight` as [out][in], `bias` as [out]) and a SHA-256
+over the rest, so that a file of another schema, a truncated or edited one, or one holding a NaN
+is refused with one line when it is loaded, never mid-run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pysched.api.inputs import InputError, read_text
+from pysched.compiled import compiled
+from pysched.deadline.features import FEATURES, SCHEMA, WIDTH
+
+FORMAT = "pysched.io/queue-policy"
+ACTIVATIONS = ("tanh", "relu")
+MAX_WEIGHTS_BYTES = 1024 * 1024  # the shipped policy is about 40 kB
+MAX_LAYERS = 8
+MAX_UNITS = 256
+MAX_WINDOW = 256
+
+
+class PolicyFileError(ValueError):
+    """A weights file that cannot be used; the message is one line naming the file."""
+
+
+@compiled()
+def _forward(
+    rows: np.ndarray, flat: np.ndarray, dims: np.ndarray, relu: bool, allowed: np.ndarray, scores: np.ndarray
+) -> int:  # pragma: no cover - compiled
+    """Score every row with the network into `scores`; the first best allowed row (-1: none).
+    `flat` holds each layer's weight transposed ([in][out], so the inner loop runs over
+    independent outputs and vectorises) then its bias; `dims`: inputs, then each layer's outputs."""
+    width = 0
+    for d in dims:
+        width = max(width, d)
+    a = np.empty(width)
+    b = np.empty(width)
+    best, chosen = -np.inf, -1
+    layers = dims.shape[0] - 1
+    for r in range(rows.shape[0]):
+        for i in range(dims[0]):
+            a[i] = rows[r, i]
+        offset = 0
+        for layer in range(layers):
+            din, dout = dims[layer], dims[layer + 1]
+            bias = offset + din * dout
+            for o in range(dout):
+                b[o] = flat[bias + o]
+            for i in range(din):
+                x = a[i]
+                base = offset + i * dout
+                for o in range(dout):
+                    b[o] += flat[base + o] * x
+            if layer < layers - 1:
+                for o in range(dout):
+                    a[o] = max(b[o], 0.0) if relu else math.tanh(b[o])
+            else:
+                for o in range(dout):
+                    a[o] = b[o]
+            offset = bias + dout
+        scores[r] = a[0]
+        if allowed[r] and a[0] > best:
+            best, chosen = a[0], r
+    return chosen
+
+
+@dataclass(frozen=True, slots=True)
+class Scorer:
+    layers: tuple[tuple[np.ndarray, np.ndarray], ...]  # (weight [out, in], bias [out]), float64
+    activation: str
+    window: int  # the largest window the policy was trained for
+    meta: dict[str, str]  # how it was made (command, seed)
+    flat: np.ndarray = field(init=False, repr=False)  # the layers in `_forward`'s layout
+    dims: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        flat = np.concatenate([np.concatenate([w.T.ravel(), b]) for w, b in self.layers])
+        dims = np.array([self.layers[0][0].shape[1], *(w.shape[0] for w, _ in self.layers)], np.int64)
+        object.__setattr__(self, "flat", np.ascontiguousarray(flat, np.float64))
+        object.__setattr__(self, "dims", dims)
+
+    def scores(self, features: np.ndarray) -> np.ndarray:
+        """One score per row of a (n, WIDTH) matrix; higher goes first."""
+        out = np.empty(features.shape[0])
+        allowed = np.ones(features.shape[0], np.bool_)
+        _forward(features, self.flat, self.dims, self.activation == "relu", allowed, out)
+        return out
+
+    def pick(self, features: np.ndarray, allowed: np.ndarray | None = None) -> int:
+        """The highest-scoring row among the `allowed` ones (all when None); ties: the first;
+        0 when none is allowed."""
+        n = features.shape[0]
+        mask = np.ones(n, np.bool_) if allowed is None else allowed
+        chosen = _forward(features, self.flat, self.dims, self.activation == "relu", mask, np.empty(n))
+        return max(0, int(chosen))
+
+
+def body_digest(body: dict[str, Any]) -> str:
+    """SHA-256 of the file's content without its checksum, in one canonical spelling."""
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def dump_policy(
+    layers: Sequence[tuple[np.ndarray, np.ndarray]], activation: str, window: int, meta: dict[str, str]
+) -> str:
+    """The weights file's text (rounded to 7 significant digits: the file stays small and the
+    network's outputs move by less than 1e-5)."""
+    body: dict[str, Any] = {
+        "format": FORMAT,
+        "schema": SCHEMA,
+        "features": list(FEATURES),
+        "window": window,
+        "activation": activation,
+        "layers": [
+            {
+                "weight": [[float(f"{v:.7g}") for v in row] for row in np.asarray(w, dtype=np.float64)],
+                "bias": [float(f"{v:.7g}") for v in np.asarray(b, dtype=np.float64)],
+            }
+            for w, b in layers
+        ],
+        "meta": {str(k): str(v) for k, v in meta.items()},
+    }
+    body["sha256"] = body_digest(body)
+    return json.dumps(body, indent=None, separators=(",", ":")) + "\n"
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number")
+
+
+def _matrix(value: Any, rows: int | None, where: str) -> np.ndarray:
+    if not isinstance(value, list) or not value or len(value) > MAX_UNITS:
+        raise ValueError(f"{where}: a list of 1 to {MAX_UNITS} rows")
+    if rows is not None and len(value) != rows:
+        raise ValueError(f"{where}: {len(value)} rows where {rows} were expected")
+    width = len(value[0]) if isinstance(value[0], list) else None
+    return np.array([_vector(row, width, where) for row in value], dtype=np.float64)
+
+
+def _vector(value: Any, length: int | None, where: str) -> np.ndarray:
+    if not isinstance(value, list) or not value or len(value) > MAX_UNITS:
+        raise ValueError(f"{where}: a list of 1 to {MAX_UNITS} numbers")
+    if length is not None and len(value) != length:
+        raise ValueError(f"{where}: {len(value)} values where {length} were expected")
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+        raise ValueError(f"{where}: holds a value that is not a finite number")
+    return np.array(value, dtype=np.float64)
+
+
+def parse_policy(text: str) -> Scorer:
+    """The scorer a weights file describes; ValueError (one line) for anything else."""
+    try:
+        body = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not JSON (truncated?): {err.msg} at line {err.lineno}") from None
+    if not isinstance(body, dict) or body.get("format") != FORMAT:
+        raise ValueError(f"not a {FORMAT} file")
+    if body.get("schema") != SCHEMA or body.get("features") != list(FEATURES):
+        raise ValueError(
+            f"made for feature schema {body.get('schema')!r}; this pysched reads schema {SCHEMA} ({WIDTH} features)"
+        )
+    digest = body.pop("sha256", None)
+    if digest != body_digest(body):
+        raise ValueError("its sha256 does not match its content (edited or damaged)")
+    window = body.get("window")
+    if not isinstance(window, int) or isinstance(window, bool) or not 1 <= window <= MAX_WINDOW:
+        raise ValueError(f"window: an integer from 1 to {MAX_WINDOW}")
+    activation = body.get("activation")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation: one of {', '.join(ACTIVATIONS)}")
+    raw_layers = body.get("layers")
+    if not isinstance(raw_layers, list) or not 1 <= len(raw_layers) <= MAX_LAYERS:
+        raise ValueError(f"layers: a list of 1 to {MAX_LAYERS} layers")
+    layers = []
+    inputs = WIDTH
+    for i, layer in enumerate(raw_layers):
+        if not isinstance(layer, dict):
+            raise ValueError(f"layers[{i}]: an object with weight and bias")
+        weight = _matrix(layer.get("weight"), None, f"layers[{i}].weight")
+        if weight.shape[1] != inputs:
+            raise ValueError(f"layers[{i}].weight: {weight.shape[1]} inputs where {inputs} were expected")
+        bias = _vector(layer.get("bias"), weight.shape[0], f"layers[{i}].bias")
+        layers.append((weight, bias))
+        inputs = weight.shape[0]
+    if inputs != 1:
+        raise ValueError(f"the last layer gives {inputs} outputs; a score is one")
+    meta = body.get("meta", {})
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise ValueError("meta: an object of strings")
+    return Scorer(tuple(layers), activation, window, {str(k): v for k, v in meta.items()})
+
+
+def load_policy(path: str | Path) -> Scorer:
+    """Read and check a weights file; PolicyFileError names the file and the problem."""
+    try:
+        return parse_policy(read_text(path, limit=MAX_WEIGHTS_BYTES))
+    except InputError as err:
+        raise PolicyFileError(str(err)) from None
+    except ValueError as err:
+        raise PolicyFileError(f"{path}: {err}") from None

@@ -1,0 +1,12 @@
+"""Learned scheduling policies: Gymnasium environments that run the production scheduler on the
+simulated cluster (registered on import as `pysched/Ordering-v0`), the least-laxity heuristic
+they warm-start from, and (with the `learn` extra) training and export (`pysched.learn.train`)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+ORDERING_ID = "pysched/Ordering-v0"
+
+if ORDERING_ID not in gym.registry:
+    gym.register(id=ORDERING_ID, entry_point="pysched.learn.ordering:OrderingEnv")

@@ -1,0 +1,163 @@
+"""One simulation run paused at every decision of its learned plugin: the bridge between the
+simulator (which calls the policy) and a Gymnasium environment (which is called with actions).
+
+The run lives in a thread of its own and the two sides hand over strictly in turn, so an episode
+is as deterministic as the simulator: the run never moves while the environment holds a decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pysched.api.resources import CPU, GPU
+from pysched.framework.config import SchedulerConfig
+from pysched.framework.interfaces import QueuedPod
+from pysched.framework.registry import Registry
+from pysched.plugins.learned_queue_sort import LearnedQueueSort
+from pysched.scheduler.scheduler import Scheduler
+from pysched.sim.runner import EPOCH, PolicyResult, Replay, run_policy
+from pysched.sim.scenario import Scenario
+
+
+class EpisodeAborted(BaseException):
+    """Raised inside the run's thread to end it early; a BaseException so that no plugin's or
+    the scheduler's containment of ordinary errors swallows it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    features: np.ndarray  # (candidates, WIDTH)
+    allowed: np.ndarray  # (candidates,) bool
+    # Each candidate's expected run time at its request, from the simulator's hidden truth (0:
+    # unknown). Only a teacher reads it (the warm start); the policy never sees it.
+    truth_seconds: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class Outcomes:
+    met: int = 0
+    missed: int = 0
+    finished_hours: float = 0.0  # summed job completion times of the jobs finished, in hours
+
+
+class Episode:
+    """A run of `policy` over `scenario`: `next()` runs it to its next decision (None: it ended),
+    `answer(i)` gives the pick. `outcomes()` counts deadline jobs judged so far."""
+
+    def __init__(
+        self, scenario: Scenario, config: SchedulerConfig, policy: str, registry: Registry, seed: int, window: int
+    ) -> None:
+        self._window = window
+        self._to_run: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._to_env: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
+        self._replay: Replay | None = None
+        self._judged: set[str] = set()
+        self._counts = [0, 0, 0.0]
+        self.result: PolicyResult | None = None
+        self.decisions = 0
+
+        def main() -> None:
+            try:
+                result = asyncio.run(run_policy(scenario, config, policy, registry, seed=seed, prepare=self._attach))
+                self._to_env.put(("done", result))
+            except EpisodeAborted:
+                pass
+            except BaseException as err:  # handed to the environment's thread, raised there
+                self._to_env.put(("error", err))
+
+        self._thread = threading.Thread(target=main, name=f"episode-{scenario.name}-{seed}", daemon=True)
+        self._started = False
+
+    def _attach(self, scheduler: Scheduler, replay: Replay) -> None:
+        self._replay = replay
+        plugins = [f.queue_sort for f in scheduler.frameworks.values() if isinstance(f.queue_sort, LearnedQueueSort)]
+        if not plugins:
+            raise ValueError("the episode's profile has no LearnedQueueSort to learn for")
+        for plugin in plugins:
+            plugin.agent = self._decide
+            plugin.window = self._window
+
+    def _decide(self, features: np.ndarray, allowed: np.ndarray, candidates: Sequence[QueuedPod]) -> int:
+        self._to_env.put(("decide", Decision(features, allowed, self._truth(candidates))))
+        answer = self._to_run.get()
+        if answer is None:
+            raise EpisodeAborted
+        return answer
+
+    def _truth(self, candidates: Sequence[QueuedPod]) -> np.ndarray:
+        out = np.zeros(len(candidates))
+        replay = self._replay
+        if replay is None:
+            return out
+        for i, queued in enumerate(candidates):
+            pod = queued.pod
+            key = replay.members.get(pod.key, (pod.key, 0))[0]
+            job = replay.jobs.get(key)
+            if job is not None:
+                cpu = pod.requests.get(CPU, 0) / 1000
+                out[i] = job.steps * job.truth.step_seconds(cpu, pod.requests.get(GPU, 0))
+        return out
+
+    def next(self) -> Decision | None:
+        """Run to the next decision; None when the run is over (`result` then holds its metrics)."""
+        if not self._started:
+            self._started = True
+            self._thread.start()
+        kind, value = self._to_env.get()
+        if kind == "decide":
+            self.decisions += 1
+            assert isinstance(value, Decision)
+            return value
+        if kind == "error":
+            assert isinstance(value, BaseException)
+            raise value
+        assert isinstance(value, PolicyResult)
+        self.result = value
+        return None
+
+    def answer(self, index: int) -> None:
+        self._to_run.put(index)
+
+    def close(self) -> None:
+        """End the run if it is paused at a decision (its thread then exits)."""
+        if self._started and self._thread.is_alive():
+            self._to_run.put(None)
+            self._thread.join()
+
+    def outcomes(self, final: bool = False) -> Outcomes:
+        """Deadline jobs judged so far: met (finished by the deadline), missed (finished late, or
+        the deadline passed unfinished; with `final`, every deadline job not finished)."""
+        replay = self._replay
+        if replay is None:
+            return Outcomes()
+        now = replay.clock.now()
+        for key, job in replay.jobs.items():
+            if job.deadline is None or key in self._judged:
+                continue
+            finished = replay.finished.get(key)
+            due = EPOCH + job.deadline
+            if finished is not None:
+                self._judged.add(key)
+                self._counts[0 if finished <= due else 1] += 1
+                self._counts[2] += (finished - EPOCH - job.submit) / 3600.0
+            elif now > due or final:
+                self._judged.add(key)
+                self._counts[1] += 1
+        return Outcomes(int(self._counts[0]), int(self._counts[1]), float(self._counts[2]))
+
+
+Agent = Callable[[Decision], int]
+
+
+def play(episode: Episode, agent: Agent) -> PolicyResult:
+    """Run a whole episode with `agent` answering each decision (evaluation, warm-start data)."""
+    while (decision := episode.next()) is not None:
+        episode.answer(agent(decision))
+    assert episode.result is not None
+    return episode.result

@@ -1,0 +1,86 @@
+"""Side-by-side evaluation of a learned queue policy on held-out workloads: every policy on the
+same seeds, one simulation each, and the medians of their deadline-met ratios."""
+
+from __future__ import annotations
+
+import copy
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pysched.framework.config import SchedulerConfig, merge, parse_config
+from pysched.framework.registry import Registry
+from pysched.learn.ordering import LEARNED_PROFILE
+from pysched.plugins.builtin import builtin_config, builtin_profiles
+from pysched.plugins.learned_queue_sort import NAME as LEARNED_QUEUE_SORT
+from pysched.sim.runner import simulate
+from pysched.sim.scenario import builtin_scenario
+
+POLICIES = ("default", "edf", "seed", "pysched-noscale", "pysched", LEARNED_PROFILE)
+MARGIN = 0.03  # what the learned order must add to the better of edf and pysched-noscale
+
+
+def learned_config(registry: Registry, weights: str | None) -> SchedulerConfig:
+    """The built-in profiles, the `learned` one reading `weights` (None: the shipped policy)."""
+    config = builtin_config(registry)
+    if weights is None:
+        return config
+    raw = copy.deepcopy(next(p for p in builtin_profiles() if p["schedulerName"] == LEARNED_PROFILE))
+    configs = raw.setdefault("pluginConfig", [])
+    entry = next((c for c in configs if c.get("name") == LEARNED_QUEUE_SORT), None)
+    if entry is None:
+        entry = {"name": LEARNED_QUEUE_SORT, "args": {}}
+        configs.append(entry)
+    entry.setdefault("args", {})["weights"] = weights  # the profile's other args stay
+    return merge(config, parse_config({"profiles": [raw]}, f"--weights {weights}", registry))
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    scenario: str
+    seeds: tuple[int, ...]
+    ratios: dict[str, tuple[float, ...]]  # policy -> deadline-met ratio per seed
+
+    def median(self, policy: str) -> float:
+        return statistics.median(self.ratios[policy])
+
+    def baseline(self) -> tuple[float, ...]:
+        """Per seed, the better of edf and pysched-noscale."""
+        return tuple(max(a, b) for a, b in zip(self.ratios["edf"], self.ratios["pysched-noscale"], strict=True))
+
+    def seeds_at_bar(self) -> int:
+        """Seeds on which the learned order reaches the baseline plus the margin."""
+        return sum(
+            1 for mine, base in zip(self.ratios[LEARNED_PROFILE], self.baseline(), strict=True) if mine >= base + MARGIN
+        )
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "scenario": self.scenario,
+            "seeds": [self.seeds[0], self.seeds[-1]] if self.seeds else [],
+            "median": {p: self.median(p) for p in self.ratios},
+            **(
+                {"baseline_median": statistics.median(self.baseline()), "seeds_at_bar": self.seeds_at_bar()}
+                if self.seeds and {LEARNED_PROFILE, "edf", "pysched-noscale"} <= set(self.ratios)
+                else {}
+            ),
+            "ratios": {p: list(r) for p, r in self.ratios.items()},
+        }
+
+
+def evaluate(
+    registry: Registry,
+    config: SchedulerConfig,
+    scenario: str,
+    seeds: Sequence[int],
+    policies: Sequence[str] = POLICIES,
+    on_seed: Callable[[int], None] | None = None,
+) -> Evaluation:
+    ratios: dict[str, list[float]] = {p: [] for p in policies}
+    for seed in seeds:
+        results = simulate(builtin_scenario(seed, scenario), config, list(policies), registry, seed=seed)
+        for policy, result in results.items():
+            ratios[policy].append(result.deadline_met_ratio)
+        if on_seed is not None:
+            on_seed(seed)
+    return Evaluation(scenario, tuple(seeds), {p: tuple(r) for p, r in ratios.items()})

@@ -1,0 +1,191 @@
+"""LearnedQueueSort: a learned policy picks which of the first pods in the queue goes next.
+
+The queue keeps PrioritySort's order (priority, then creation), which never changes while a pod
+waits. When the queue pops, the plugin reads the first `window` pods of the top priority as
+feature rows (`pysched.deadline.features`), scores each with the network of its weights file
+(`pysched.deadline.scorer`, numpy only) and schedules the best; the others keep their places. A
+gang whose first members are already placed is finished before anything else is picked.
+
+The training environments (`pysched.learn`) run this same plugin with `agent` set, so the policy
+that is trained is the one that is deployed.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from pysched.api.annotations import CPU_MAX, cpu_milli_of, deadline_of, total_steps_of
+from pysched.api.ids import PodKey
+from pysched.api.labels import selector_problem
+from pysched.api.limits import clip
+from pysched.api.objects import PodInfo
+from pysched.api.resources import CPU, GPU
+from pysched.deadline.condition import demoted_by_condition
+from pysched.deadline.features import WIDTH, Waiting, fill_window, static
+from pysched.deadline.scorer import MAX_WINDOW, PolicyFileError, Scorer, load_policy
+from pysched.framework.cluster import namespace_selected
+from pysched.framework.interfaces import Handle, QueuedPod
+from pysched.framework.registry import MAX_ARGS_SECONDS, ArgsError, PluginSpec, check_range
+from pysched.plugins.learned_queue_sort.room import ClusterRoom
+
+NAME = "LearnedQueueSort"
+BUILTIN = "builtin"  # the policy shipped beside this file
+BY_CREATION, BY_DEADLINE = "creation", "deadline"
+WINDOW_ORDERS = (BY_CREATION, BY_DEADLINE)
+BUILTIN_PATH = Path(__file__).with_name("policy.json")
+
+STATIC_LIMIT = 10_000  # waiting pods whose fixed features are kept; past it the cache starts again
+# (feature rows, which rows may be picked, the pods): the row to pick. Set by a training environment.
+Agent = Callable[[np.ndarray, np.ndarray, Sequence[QueuedPod]], int]
+
+
+@functools.lru_cache(maxsize=8)
+def _cached(path: str, stamp: tuple[int, int]) -> Scorer:
+    return load_policy(path)
+
+
+def policy_at(weights: str) -> Scorer:
+    """The scorer of a weights file (`builtin`: the shipped one), read once per file version."""
+    path = str(BUILTIN_PATH) if weights == BUILTIN else weights
+    try:
+        stat = os.stat(path)
+    except OSError as err:
+        raise PolicyFileError(f"{path}: cannot read: {err.strerror or err}") from None
+    return _cached(path, (stat.st_mtime_ns, stat.st_size))
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedQueueSortArgs:
+    weights: str = BUILTIN  # a weights file (JSON), or the shipped policy
+    window: int = 0  # pods the policy chooses among; 0: the largest the file supports
+    # Seconds per step on one CPU assumed for a job never observed (as DeadlineLaxity's); 0: unknown.
+    prior_step_seconds: float = 0.0
+    # Which pods form the window: the first by creation, or by deadline (best-effort last). Both
+    # keys are fixed while a pod waits.
+    window_order: str = BY_CREATION
+    # Namespaces whose deadlines count (a label selector, as DeadlineLaxity's); elsewhere a deadline
+    # pod is ordered and scored as best-effort. None: every namespace.
+    deadline_namespaces: Mapping[str, Any] | None = None
+
+    def validate(self) -> None:
+        check_range(self, "window", 0, MAX_WINDOW)
+        check_range(self, "prior_step_seconds", 0, MAX_ARGS_SECONDS)
+        if self.deadline_namespaces is not None:
+            problem = selector_problem(self.deadline_namespaces)
+            if problem is not None:
+                raise ArgsError("deadlineNamespaces", problem)
+        if self.window_order not in WINDOW_ORDERS:
+            raise ArgsError("windowOrder", f"one of {', '.join(WINDOW_ORDERS)}, got {clip(self.window_order)}")
+        try:
+            scorer = policy_at(self.weights)
+        except PolicyFileError as err:
+            raise ArgsError("weights", str(err)) from None
+        if self.window > scorer.window:
+            raise ArgsError("window", f"{self.window} is more than the {scorer.window} pods its weights file supports")
+
+
+@dataclass(slots=True)
+class LearnedQueueSort:
+    NAME: ClassVar[str] = NAME
+    args: LearnedQueueSortArgs
+    handle: Handle
+    scorer: Scorer
+    window: int
+    agent: Agent | None = None
+    # (change seq, free CPU share, free GPU share, most free CPU on a node, most free GPUs on a node)
+    _totals: tuple[int, float, float, int, int] = field(default=(-1, 1.0, 0.0, 0, 0))
+    _static: dict[PodKey, tuple[PodInfo, np.ndarray]] = field(default_factory=dict)  # fixed rows, per waiting pod
+    _room: ClusterRoom = field(default_factory=ClusterRoom)
+
+    def sort_key(self, queued: QueuedPod) -> tuple[Any, ...]:
+        pod = queued.pod
+        if self.args.window_order == BY_DEADLINE:
+            deadline = self._deadline(pod)
+            return (-pod.priority, math.inf if deadline is None else deadline, pod.created, queued.added, pod.key)
+        return (-pod.priority, pod.created, queued.added, pod.key)
+
+    def pick(self, candidates: Sequence[QueuedPod]) -> int:
+        head = candidates[0].pod
+        gang = self.handle.jobs.gang_of(head.key)
+        if gang is not None and gang.placed:
+            return 0  # its first members hold room at Permit: the rest of the gang goes first
+        features, allowed, count = self.features(candidates)
+        if count <= 1:  # no node has room for more than one of them: nothing to choose
+            return int(np.argmax(allowed))
+        if self.agent is not None:
+            chosen = self.agent(features, allowed, candidates)
+        else:
+            chosen = self.scorer.pick(features, allowed)
+        if 0 <= chosen < len(candidates):
+            self._static.pop(candidates[chosen].pod.key, None)  # it leaves the queue
+        return chosen
+
+    def features(self, candidates: Sequence[QueuedPod]) -> tuple[np.ndarray, np.ndarray, int]:
+        """The window's feature rows, which rows may be picked (the head's priority, room on some
+        node for their CPUs and GPUs), and how many may."""
+        self._refresh()
+        _, free_cpu, free_gpu, cpu_room, gpu_room = self._totals
+        known = self._static
+        window = []
+        for c in candidates:
+            pod = c.pod
+            entry = known.get(pod.key)
+            if entry is None or entry[0] is not pod:  # new, or the pod changed (a demotion, a resize)
+                entry = known[pod.key] = (pod, static(self._waiting(pod), self.args.prior_step_seconds))
+            window.append(entry[1])
+        if len(known) > STATIC_LIMIT:
+            known.clear()  # pods long gone; the window's are read again at the next pick
+        n = len(window)
+        out = np.empty((n, WIDTH), np.float32)
+        allowed = np.empty(n, np.bool_)
+        count = fill_window(
+            np.array(window), self.handle.clock.now(), free_cpu, free_gpu, cpu_room, gpu_room, out, allowed
+        )
+        return out, allowed, int(count)
+
+    def _deadline(self, pod: PodInfo) -> float | None:
+        """The pod's deadline, None when it has none, was demoted, or its namespace may not."""
+        deadline = deadline_of(pod)
+        if deadline is None or demoted_by_condition(pod):
+            return None
+        if not namespace_selected(self.handle.cluster, self.args.deadline_namespaces, pod.namespace):
+            return None
+        return deadline
+
+    def _waiting(self, pod: PodInfo) -> Waiting:
+        deadline = self._deadline(pod)
+        gang = self.handle.jobs.gang_of(pod.key)
+        cpus = pod.requests.get(CPU, 0) / 1000
+        most = cpu_milli_of(pod, CPU_MAX)
+        return Waiting(
+            created=pod.created,
+            deadline=deadline,
+            total_steps=total_steps_of(pod),
+            cpus=cpus,
+            cpus_max=cpus if most is None else most / 1000,
+            gpus=pod.requests.get(GPU, 0),
+            workers=1 if gang is None else max(1, len(gang.members)),
+            priority=pod.priority,
+        )
+
+    def _refresh(self) -> None:
+        if self._room.refresh(self.handle.nodes):
+            free_cpu, free_gpu = self._room.shares()
+            room = self._room.room
+            self._totals = (self._room.seq, free_cpu, free_gpu, int(room[0]), int(room[1]))
+
+
+def factory(args: LearnedQueueSortArgs, handle: Handle) -> LearnedQueueSort:
+    scorer = policy_at(args.weights)
+    return LearnedQueueSort(args, handle, scorer, args.window or scorer.window)
+
+
+SPEC = PluginSpec(NAME, LearnedQueueSortArgs, factory, LearnedQueueSort)

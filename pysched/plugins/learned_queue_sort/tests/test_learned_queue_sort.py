@@ -1,0 +1,233 @@
+"""LearnedQueueSort in the scheduler: the network's pick decides the bind order, within the head's
+priority and never splitting a gang; a bad weights file or window is refused when the profile loads."""
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pysched.api.builders import node_dict, pod_dict
+from pysched.backend.simulated import SimulatedCluster
+from pysched.deadline.features import FEATURES, WIDTH
+from pysched.deadline.scorer import dump_policy
+from pysched.framework.clock import VirtualClock
+from pysched.framework.config import ConfigError, parse_config
+from pysched.plugins import default_registry
+from pysched.plugins.learned_queue_sort import NAME, LearnedQueueSort
+from pysched.scheduler.scheduler import Scheduler
+
+T0 = 1_767_225_600.0
+
+
+def _policy(tmp_path: Path, feature: str, sign: float, window: int = 8) -> str:
+    """A network whose score is `sign` times one feature (monotone through tanh)."""
+    w1 = np.zeros((1, WIDTH))
+    w1[0, FEATURES.index(feature)] = sign * 0.1
+    path = tmp_path / f"{feature}{sign:+g}.json"
+    path.write_text(dump_policy([(w1, np.zeros(1)), (np.ones((1, 1)), np.zeros(1))], "tanh", window, {}))
+    return str(path)
+
+
+def _profile(weights: str, window: int = 0, **more: object) -> dict[str, object]:
+    return {
+        "profiles": [
+            {
+                "schedulerName": "l",
+                "plugins": {
+                    "queueSort": [{"name": NAME}],
+                    "filter": [{"name": "NodeResourcesFit"}],
+                    "bind": [{"name": "DefaultBinder"}],
+                },
+                "pluginConfig": [{"name": NAME, "args": {"weights": weights, "window": window, **more}}],
+            }
+        ]
+    }
+
+
+def _bind_order(weights: str, pods: list[dict[str, object]], cpu: str = "2") -> list[str]:
+    """Pods created at once onto one node that holds one at a time; the order they ran in."""
+
+    async def run() -> list[str]:
+        clock = VirtualClock(T0)
+        cluster = SimulatedCluster(clock)
+        registry = default_registry()
+        scheduler = Scheduler(parse_config(_profile(weights), "t", registry), cluster, clock, registry)
+        assert isinstance(scheduler.frameworks["l"].queue_sort, LearnedQueueSort)
+        cluster.add_node(node_dict("n", cpu=cpu, memory="8Gi"))
+        await scheduler.start()
+        for raw in pods:
+            cluster.create_pod(raw)
+        order: list[str] = []
+        for _ in range(len(pods)):
+            await scheduler.run_until_idle()
+            running = [k for k, p in cluster.pods.items() if p.node_name is not None and k.split("/")[1] not in order]
+            order += [k.split("/")[1] for k in running]
+            for key in running:
+                cluster.finish_pod(key)
+            clock.advance_to(clock.now() + 60)
+        await scheduler.stop()
+        return order
+
+    return asyncio.run(run())
+
+
+def _pod(name: str, deadline: str | None, priority: int = 0, created: float = T0) -> dict[str, object]:
+    notes = {} if deadline is None else {"pysched.io/deadline": deadline}
+    return pod_dict(name, cpu="2", created=created, annotations=notes, scheduler_name="l", priority=priority)
+
+
+def test_the_network_decides_the_order(tmp_path: Path) -> None:
+    pods = [_pod("late", "3h", created=T0 - 3), _pod("soon", "1h", created=T0 - 2), _pod("mid", "2h", created=T0 - 1)]
+    assert _bind_order(_policy(tmp_path, "to_deadline", -1.0), pods) == ["soon", "mid", "late"]
+    assert _bind_order(_policy(tmp_path, "to_deadline", +1.0), pods) == ["late", "mid", "soon"]
+
+
+def test_a_lower_priority_is_never_picked_before_the_head_priority(tmp_path: Path) -> None:
+    pods = [_pod("vip", "3h", priority=5, created=T0 - 2), _pod("soon", "1h", created=T0 - 3)]
+    assert _bind_order(_policy(tmp_path, "to_deadline", -1.0), pods) == ["vip", "soon"]
+
+
+@pytest.mark.parametrize(
+    ("weights", "window", "problem"),
+    [
+        ("absent.json", 0, "absent.json: cannot read"),
+        ("policy", 64, "64 is more than the 8 pods its weights file supports"),
+        ("policy", -1, "window"),
+    ],
+)
+def test_a_bad_weights_file_or_window_is_refused_when_the_profile_loads(
+    tmp_path: Path, weights: str, window: int, problem: str
+) -> None:
+    path = _policy(tmp_path, "laxity", -1.0) if weights == "policy" else str(tmp_path / weights)
+    with pytest.raises(ConfigError, match=problem):
+        parse_config(_profile(path, window), "t", default_registry())
+
+
+def test_the_shipped_profile_runs_a_scenario() -> None:
+    from pysched.plugins.builtin import builtin_config
+    from pysched.sim.runner import simulate
+    from pysched.sim.scenario import builtin_scenario
+
+    registry = default_registry()
+    config = builtin_config(registry)
+    result = simulate(builtin_scenario(3, "seed-insufficient"), config, ["learned"], registry, seed=3)["learned"]
+    assert result.unfinished == 0 and result.deadline_met > 0
+
+
+def test_the_cluster_view_follows_binds_finishes_and_node_changes(tmp_path: Path) -> None:
+    """The free shares and the most room on one node, kept from the node table's change log, equal
+    a full recount after every kind of change."""
+    import random
+
+    from pysched.api.ids import NodeName
+
+    def recount(plugin: LearnedQueueSort) -> tuple[float, float, int, int]:
+        nodes = plugin.handle.nodes
+        live = nodes.present[: nodes.size]
+        out: list[float] = []
+        rooms: list[int] = []
+        for resource in ("cpu", "nvidia.com/gpu"):
+            column = nodes.column.get(resource)
+            if column is None or not live.any():
+                out.append(0.0)
+                rooms.append(0)
+                continue
+            alloc = nodes.allocatable[: nodes.size, column][live]
+            free = alloc - nodes.requested[: nodes.size, column][live]
+            out.append(0.0 if alloc.sum() <= 0 else max(0.0, free.sum() / alloc.sum()))
+            rooms.append(int(free.max()))
+        return out[0], out[1], rooms[0], rooms[1]
+
+    async def run() -> None:
+        rng = random.Random(3)
+        clock = VirtualClock(T0)
+        cluster = SimulatedCluster(clock)
+        registry = default_registry()
+        scheduler = Scheduler(
+            parse_config(_profile(_policy(tmp_path, "laxity", -1.0)), "t", registry), cluster, clock, registry
+        )
+        plugin = scheduler.frameworks["l"].queue_sort
+        assert isinstance(plugin, LearnedQueueSort)
+        for i in range(6):
+            cluster.add_node(node_dict(f"n{i}", cpu=str(4 + i), memory="64Gi", extended={"nvidia.com/gpu": str(i % 3)}))
+        await scheduler.start()
+        made = 0
+        for step in range(60):
+            action = rng.random()
+            if action < 0.5:
+                cluster.create_pod(pod_dict(f"p{made}", cpu=rng.choice(["1", "2", "500m"]), scheduler_name="l"))
+                made += 1
+                await scheduler.run_until_idle()
+            elif action < 0.8:
+                bound = [k for k, p in cluster.pods.items() if p.node_name is not None and p.phase == "Running"]
+                if bound:
+                    cluster.finish_pod(rng.choice(bound))
+            elif action < 0.9:
+                name = NodeName(f"n{rng.randrange(6)}")
+                if name in cluster.nodes:
+                    cluster.delete_node(name)
+            else:
+                name = NodeName(f"n{rng.randrange(6)}")
+                if name not in cluster.nodes:
+                    cluster.add_node(node_dict(name, cpu="16", memory="64Gi"))
+            plugin._refresh()
+            _, free_cpu, free_gpu, cpu_room, gpu_room = plugin._totals
+            expected = recount(plugin)
+            assert (round(free_cpu, 9), round(free_gpu, 9), cpu_room, gpu_room) == (
+                round(expected[0], 9),
+                round(expected[1], 9),
+                expected[2],
+                expected[3],
+            ), step
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+def test_a_deadline_from_a_namespace_that_may_not_use_one_does_not_count(tmp_path: Path) -> None:
+    """Ordered by deadline, the window would let anybody jump the queue by writing one: in a
+    namespace the selector does not match, a deadline pod is best-effort, behind every real one."""
+
+    async def run() -> list[str]:
+        clock = VirtualClock(T0)
+        cluster = SimulatedCluster(clock)
+        cluster.set_namespace("ml", {"pysched.io/deadlines": "allowed"})
+        cluster.set_namespace("web", {})
+        registry = default_registry()
+        profile = _profile(
+            _policy(tmp_path, "to_deadline", -1.0),
+            window=1,  # the queue's own order alone
+            windowOrder="deadline",
+            deadlineNamespaces={"matchLabels": {"pysched.io/deadlines": "allowed"}},
+        )
+        scheduler = Scheduler(parse_config(profile, "t", registry), cluster, clock, registry)
+        plugin = scheduler.frameworks["l"].queue_sort
+        assert isinstance(plugin, LearnedQueueSort)
+        cluster.add_node(node_dict("n", cpu="2", memory="8Gi"))
+        await scheduler.start()
+        for name, namespace, deadline in (("cheat", "web", "10m"), ("real", "ml", "2h"), ("later", "ml", "3h")):
+            notes = {"pysched.io/deadline": deadline}
+            cluster.create_pod(
+                pod_dict(name, namespace=namespace, cpu="2", created=T0, annotations=notes, scheduler_name="l")
+            )
+        queued = [q for q in (scheduler.queue.get(k) for k in cluster.pods) if q is not None]
+        rows, _, _ = plugin.features(queued)
+        best_effort = FEATURES.index("best_effort")
+        assert {q.pod.name: float(r[best_effort]) for q, r in zip(queued, rows, strict=True)} == {
+            "cheat": 1.0,
+            "real": 0.0,
+            "later": 0.0,
+        }
+        order: list[str] = []
+        for _ in range(3):
+            await scheduler.run_until_idle()
+            for key, pod in cluster.pods.items():
+                if pod.node_name is not None and key.split("/")[1] not in order:
+                    order.append(key.split("/")[1])
+                    cluster.finish_pod(key)
+            clock.advance_to(clock.now() + 60)
+        await scheduler.stop()
+        return order
+
+    assert asyncio.run(run()) == ["real", "later", "cheat"]

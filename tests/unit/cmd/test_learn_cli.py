@@ -1,0 +1,110 @@
+"""`pysched learn`: bad input is one line and exit 2; evaluation runs policies side by side."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pysched.cmd.cli import main
+from pysched.deadline.scorer import body_digest, dump_policy
+from pysched.plugins.learned_queue_sort import BUILTIN_PATH
+
+
+def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["--seeds", "9-3"], "--seeds: FIRST <= LAST"),
+        (["--seeds", "all"], "--seeds: FIRST-LAST"),
+        (["--scenario", "nope"], "--scenario: one of"),
+        (["--policy", "nope", "--seeds", "1-1"], "unknown policy 'nope'"),
+        (["--weights", "/nonexistent/p.json"], "--weights: /nonexistent/p.json: cannot read"),
+    ],
+)
+def test_evaluate_refuses_bad_input(args: list[str], problem: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["learn", "evaluate", *args]) == 2
+    assert problem in _one_line(capsys)
+
+
+def _spoiled(tmp_path: Path, change: dict[str, object]) -> str:
+    body = json.loads(BUILTIN_PATH.read_text())
+    del body["sha256"]
+    body.update(change)
+    body["sha256"] = body_digest(body)
+    path = tmp_path / "spoiled.json"
+    path.write_text(json.dumps(body))
+    return str(path)
+
+
+def test_a_weights_file_of_another_schema_stops_simulate_and_evaluate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    weights = _spoiled(tmp_path, {"schema": 99})
+    assert main(["learn", "evaluate", "--weights", weights, "--seeds", "1-1"]) == 2
+    assert "made for feature schema 99" in _one_line(capsys)
+    profile = tmp_path / "learned.yaml"
+    profile.write_text(
+        "profiles:\n- schedulerName: learned\n  plugins:\n    queueSort: [{name: LearnedQueueSort}]\n"
+        "    bind: [{name: DefaultBinder}]\n"
+        f"  pluginConfig:\n  - name: LearnedQueueSort\n    args: {{weights: {weights}}}\n"
+    )
+    assert main(["simulate", "--config", str(profile), "--policy", "learned"]) == 2
+    line = _one_line(capsys)
+    assert "weights" in line and "made for feature schema 99" in line
+
+
+def test_evaluate_reports_medians_and_the_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "eval.json"
+    policies = ["--policy", "edf", "--policy", "pysched-noscale", "--policy", "learned"]
+    assert main(["learn", "evaluate", "--seeds", "1000-1001", *policies, "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "learned reaches the better of edf and pysched-noscale + 0.03 on" in printed
+    data = json.loads(out.read_text())
+    assert set(data["median"]) == {"edf", "pysched-noscale", "learned"}
+    assert all(len(r) == 2 and all(0 <= x <= 1 for x in r) for r in data["ratios"].values())
+    assert data["seeds"] == [1000, 1001]
+
+
+def test_train_refuses_bad_numbers_before_it_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "p.json"
+    assert main(["learn", "train", "--steps", "-5", "--out", str(out)]) == 2
+    assert "--steps" in _one_line(capsys)
+    assert main(["learn", "train", "--steps", "10", "--window", "1", "--out", str(out)]) == 2
+    assert "--window" in _one_line(capsys)
+    assert not out.exists()
+
+
+def test_evaluate_uses_the_weights_it_is_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two opposite policies on the same seed give different ratios: the file is what runs."""
+    import numpy as np
+
+    from pysched.deadline.features import FEATURES, WIDTH
+
+    ratios = []
+    for sign in (1.0, -1.0):
+        w1 = np.zeros((1, WIDTH))
+        w1[0, FEATURES.index("to_deadline")] = sign
+        path = tmp_path / f"p{sign:+g}.json"
+        path.write_text(dump_policy([(w1, np.zeros(1)), (np.ones((1, 1)), np.zeros(1))], "tanh", 16, {}))
+        out = tmp_path / f"e{sign:+g}.json"
+        assert main(["learn", "evaluate", "--weights", str(path), "--seeds", "1000-1000", "--policy", "learned",
+                     "--json", str(out)]) == 0  # fmt: skip
+        ratios.append(json.loads(out.read_text())["median"]["learned"])
+    capsys.readouterr()
+    assert ratios[0] < ratios[1]  # latest deadline first loses to earliest deadline first
+
+
+def test_another_weights_file_keeps_the_learned_profile_s_other_args(tmp_path: Path) -> None:
+    from pysched.learn.evaluate import learned_config
+    from pysched.plugins import default_registry
+
+    path = tmp_path / "p.json"
+    path.write_text(BUILTIN_PATH.read_text())
+    profile = learned_config(default_registry(), str(path)).profile("learned")
+    assert profile is not None
+    assert profile.plugin_args["LearnedQueueSort"] == {"weights": str(path), "windowOrder": "deadline", "window": 16}

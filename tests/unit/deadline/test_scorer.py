@@ -1,0 +1,93 @@
+"""The weights file of a learned queue policy: what it round-trips, and every way it is refused."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pysched.deadline.features import FEATURES, SCHEMA, WIDTH
+from pysched.deadline.scorer import PolicyFileError, body_digest, dump_policy, load_policy, parse_policy
+
+
+def _layers(seed: int = 0, hidden: int = 8) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [
+        (rng.normal(size=(hidden, WIDTH)), rng.normal(size=hidden)),
+        (rng.normal(size=(1, hidden)), rng.normal(size=1)),
+    ]
+
+
+def _forward(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
+    (w1, b1), (w2, b2) = layers
+    out: np.ndarray = (np.tanh(x @ w1.T + b1) @ w2.T + b2)[:, 0]
+    return out
+
+
+def test_round_trip_scores_as_the_network_it_was_written_from() -> None:
+    layers = _layers()
+    scorer = parse_policy(dump_policy(layers, "tanh", 16, {"command": "test"}))
+    x = np.random.default_rng(1).normal(size=(16, WIDTH)).astype(np.float32)
+    assert np.allclose(scorer.scores(x), _forward(layers, x.astype(np.float64)), atol=1e-5)
+    assert scorer.window == 16 and scorer.meta == {"command": "test"}
+    allowed = np.zeros(16, np.bool_)
+    allowed[[3, 7]] = True
+    assert scorer.pick(x, allowed) in (3, 7)
+    assert scorer.pick(x, allowed) == (3 if scorer.scores(x)[3] >= scorer.scores(x)[7] else 7)
+
+
+def _edited(change: dict[str, object], keep_digest: bool = False) -> str:
+    body = json.loads(dump_policy(_layers(), "tanh", 16, {}))
+    del body["sha256"]
+    body.update(change)
+    if not keep_digest:
+        body["sha256"] = body_digest(body)
+    return json.dumps(body)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (dump_policy(_layers(), "tanh", 16, {})[:-200], "not JSON (truncated?)"),
+        ("[]", "not a pysched.io/queue-policy file"),
+        (_edited({"schema": SCHEMA + 1}), f"this pysched reads schema {SCHEMA}"),
+        (_edited({"features": list(FEATURES[:-1])}), f"this pysched reads schema {SCHEMA}"),
+        (_edited({"window": 16_000}), "window: an integer from 1 to 256"),
+        (_edited({"window": 8}, keep_digest=True), "sha256 does not match"),
+        (_edited({"activation": "gelu"}), "activation: one of tanh, relu"),
+        (_edited({"layers": [{"weight": [[1.0] * (WIDTH - 1)], "bias": [0.0]}]}), f"where {WIDTH} were expected"),
+        (_edited({"layers": [{"weight": [[1.0] * WIDTH] * 2, "bias": [0.0, 0.0]}]}), "gives 2 outputs"),
+        (_edited({"layers": [{"weight": [[1.0] * WIDTH], "bias": [True]}]}), "not a finite number"),
+    ],
+)
+def test_a_damaged_or_foreign_file_is_refused_in_one_line(text: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=None) as caught:
+        parse_policy(text)
+    message = str(caught.value)
+    assert problem in message and "\n" not in message
+
+
+def test_a_nan_weight_is_refused_even_with_a_matching_checksum(tmp_path: Path) -> None:
+    text = dump_policy(_layers(), "tanh", 16, {})
+    spoiled = text.replace(text[text.index('"weight":[[') + 11 : text.index(",", text.index('"weight":[['))], "NaN", 1)
+    path = tmp_path / "nan.json"
+    path.write_text(spoiled)
+    with pytest.raises(PolicyFileError, match=r"nan\.json: .*NaN is not a number"):
+        load_policy(path)
+
+
+def test_a_missing_or_binary_file_names_itself(tmp_path: Path) -> None:
+    with pytest.raises(PolicyFileError, match=r"absent\.json: cannot read"):
+        load_policy(tmp_path / "absent.json")
+    binary = tmp_path / "policy.pt"
+    binary.write_bytes(b"PK\x03\x04\0\0torch")
+    with pytest.raises(PolicyFileError, match="binary file"):
+        load_policy(binary)
+
+
+def test_the_shipped_policy_loads_and_is_small() -> None:
+    from pysched.plugins.learned_queue_sort import BUILTIN_PATH
+
+    assert BUILTIN_PATH.stat().st_size < 200_000
+    scorer = load_policy(BUILTIN_PATH)
+    assert scorer.window >= 16
