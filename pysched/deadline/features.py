@@ -31,7 +31,7 @@ FEATURES = (
     "gpus",  # GPUs a worker requests, per 8
     "workers",  # log2 of the job's workers, per 4
     "best_effort",  # 1: no deadline, or it is demoted or not allowed
-    "position",  # place in the window (creation order), per window size
+    "position",  # place in the window (the queue's order), per window size
     "free_cpu",  # share of the cluster's CPUs not requested
     "free_gpu",  # share of the cluster's GPUs not requested (0: none)
     "queue",  # pods in the window, squashed
@@ -158,16 +158,13 @@ def fill_window(
 
 def window_rows(
     window: Sequence[np.ndarray], cluster: ClusterView, now: float, room: tuple[float, float] = (math.inf, math.inf)
-) -> tuple[np.ndarray, np.ndarray]:
-    """The window's feature matrix ((n, WIDTH) float32, window order) and which rows may be picked."""
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """From the window's fixed rows (`static`): its feature matrix ((n, WIDTH) float32, window
+    order), which rows may be picked (the first row's priority, within `room`: the most free CPU
+    millicores and GPUs on one node), and how many may."""
     n = len(window)
     stack = np.array(window) if n else np.zeros((0, STATIC_WIDTH))
     out = np.empty((n, WIDTH), np.float32)
     allowed = np.empty(n, np.bool_)
-    fill_window(stack, now, cluster.free_cpu, cluster.free_gpu, room[0], room[1], out, allowed)
-    return out, allowed
-
-
-def rows(window: Sequence[Waiting], cluster: ClusterView, now: float, prior_step_seconds: float) -> np.ndarray:
-    """The feature matrix of jobs read afresh (the plugin keeps each job's fixed row instead)."""
-    return window_rows([static(job, prior_step_seconds) for job in window], cluster, now)[0]
+    count = fill_window(stack, now, cluster.free_cpu, cluster.free_gpu, room[0], room[1], out, allowed)
+    return out, allowed, int(count)

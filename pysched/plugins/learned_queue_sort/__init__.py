@@ -29,7 +29,7 @@ from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, GPU
 from pysched.deadline.condition import demoted_by_condition
-from pysched.deadline.features import WIDTH, Waiting, fill_window, static
+from pysched.deadline.features import Waiting, static, window_rows
 from pysched.deadline.scorer import MAX_WINDOW, PolicyFileError, Scorer, load_policy
 from pysched.framework.cluster import namespace_selected
 from pysched.framework.interfaces import Handle, QueuedPod
@@ -100,8 +100,6 @@ class LearnedQueueSort:
     scorer: Scorer
     window: int
     agent: Agent | None = None
-    # (change seq, free CPU share, free GPU share, most free CPU on a node, most free GPUs on a node)
-    _totals: tuple[int, float, float, int, int] = field(default=(-1, 1.0, 0.0, 0, 0))
     _static: dict[PodKey, tuple[PodInfo, np.ndarray]] = field(default_factory=dict)  # fixed rows, per waiting pod
     _room: ClusterRoom = field(default_factory=ClusterRoom)
 
@@ -131,8 +129,8 @@ class LearnedQueueSort:
     def features(self, candidates: Sequence[QueuedPod]) -> tuple[np.ndarray, np.ndarray, int]:
         """The window's feature rows, which rows may be picked (the head's priority, room on some
         node for their CPUs and GPUs), and how many may."""
-        self._refresh()
-        _, free_cpu, free_gpu, cpu_room, gpu_room = self._totals
+        view = self._room
+        view.refresh(self.handle.nodes)
         known = self._static
         window = []
         for c in candidates:
@@ -143,13 +141,7 @@ class LearnedQueueSort:
             window.append(entry[1])
         if len(known) > STATIC_LIMIT:
             known.clear()  # pods long gone; the window's are read again at the next pick
-        n = len(window)
-        out = np.empty((n, WIDTH), np.float32)
-        allowed = np.empty(n, np.bool_)
-        count = fill_window(
-            np.array(window), self.handle.clock.now(), free_cpu, free_gpu, cpu_room, gpu_room, out, allowed
-        )
-        return out, allowed, int(count)
+        return window_rows(window, view.shares, self.handle.clock.now(), view.most)
 
     def _deadline(self, pod: PodInfo) -> float | None:
         """The pod's deadline, None when it has none, was demoted, or its namespace may not."""
@@ -175,12 +167,6 @@ class LearnedQueueSort:
             workers=1 if gang is None else max(1, len(gang.members)),
             priority=pod.priority,
         )
-
-    def _refresh(self) -> None:
-        if self._room.refresh(self.handle.nodes):
-            free_cpu, free_gpu = self._room.shares()
-            room = self._room.room
-            self._totals = (self._room.seq, free_cpu, free_gpu, int(room[0]), int(room[1]))
 
 
 def factory(args: LearnedQueueSortArgs, handle: Handle) -> LearnedQueueSort:

@@ -8,6 +8,7 @@ import numpy as np
 
 from pysched.api.resources import CPU, GPU
 from pysched.compiled import compiled
+from pysched.deadline.features import ClusterView
 from pysched.framework.nodetable import NodeTable
 
 REREAD_LIMIT = 16  # changed rows past which every row is read again
@@ -48,7 +49,7 @@ def _fold(
 class ClusterRoom:
     """Free shares and the most room on one node, CPU and GPU, as of node-table change `seq`."""
 
-    __slots__ = ("free", "held", "room", "seq", "sums")
+    __slots__ = ("free", "held", "most", "room", "seq", "shares", "sums")
 
     def __init__(self) -> None:
         self.seq = -1
@@ -56,6 +57,8 @@ class ClusterRoom:
         self.held = np.zeros((2, 0), np.int64)
         self.sums = np.zeros(4, np.int64)
         self.room = np.zeros(2, np.int64)
+        self.shares = ClusterView(1.0, 0.0)  # (CPU, GPU) shares not requested, in [0, 1]
+        self.most = (0.0, 0.0)  # the most free CPU millicores and GPUs on one node
 
     def refresh(self, nodes: NodeTable) -> bool:
         """Bring the view up to `nodes`; False when nothing changed since the last call."""
@@ -74,12 +77,10 @@ class ClusterRoom:
         _fold(changed, nodes.present, nodes.allocatable, nodes.requested, columns, self.free, self.held, self.sums,
               self.room)  # fmt: skip
         self.seq = seq
-        return True
-
-    def shares(self) -> tuple[float, float]:
-        """(CPU, GPU) shares not requested, in [0, 1]; 0 for a resource no node has."""
-        out = []
+        share = [0.0, 0.0]  # 0 for a resource no node has
         for k in range(2):
             total = int(self.sums[2 + k])
-            out.append(0.0 if total <= 0 else max(0.0, int(self.sums[k]) / total))
-        return out[0], out[1]
+            share[k] = 0.0 if total <= 0 else max(0.0, int(self.sums[k]) / total)
+        self.shares = ClusterView(share[0], share[1])
+        self.most = (float(self.room[0]), float(self.room[1]))
+        return True

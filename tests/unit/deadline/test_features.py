@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pysched.deadline.features import FEATURES, WIDTH, ClusterView, Waiting, rows, squash
+from pysched.deadline.features import FEATURES, WIDTH, ClusterView, Waiting, squash, static, window_rows
 
 NOW = 10_000.0
 
@@ -19,7 +19,7 @@ def col(name: str) -> int:
 
 def test_rows_carry_laxity_waiting_position_and_the_cluster() -> None:
     window = [_job(NOW + 3600), _job(None), _job(NOW + 600, steps=None)]
-    m = rows(window, ClusterView(0.25, 0.0), NOW, prior_step_seconds=1.0)
+    m, _, _ = window_rows([static(j, 1.0) for j in window], ClusterView(0.25, 0.0), NOW)
     assert m.shape == (3, WIDTH) and m.dtype == np.float32
     assert m[0, col("waiting")] == np.float32(squash(1000.0))
     # at 2 CPUs under the prior a step takes 0.05 + 0.95 / 2 = 0.525 s: 1000 steps, 525 s
@@ -34,7 +34,7 @@ def test_rows_carry_laxity_waiting_position_and_the_cluster() -> None:
 
 
 def test_without_a_prior_the_remaining_time_is_unknown() -> None:
-    m = rows([_job(NOW + 3600)], ClusterView(1.0, 0.0), NOW, prior_step_seconds=0.0)
+    m, _, _ = window_rows([static(_job(NOW + 3600), 0.0)], ClusterView(1.0, 0.0), NOW)
     assert m[0, col("remaining_requested")] == 0.0
     assert np.isclose(m[0, col("laxity")], squash(3600.0))
 
@@ -47,15 +47,13 @@ def test_squash_keeps_the_order_of_times(a: float, b: float) -> None:
 
 
 def test_the_window_allows_the_head_priority_and_what_fits_the_most_room() -> None:
-    from pysched.deadline.features import static, window_rows
-
     jobs = [
         Waiting(0.0, None, None, 2.0, 2.0, 0, 1, priority=5),
         Waiting(0.0, None, None, 2.0, 2.0, 1, 1, priority=5),  # a GPU
         Waiting(0.0, None, None, 8.0, 8.0, 0, 1, priority=5),  # more CPUs than any node has free
         Waiting(0.0, None, None, 1.0, 1.0, 0, 1, priority=0),  # a lower priority
     ]
-    _, allowed = window_rows([static(j, 0.0) for j in jobs], ClusterView(0.5, 0.0), NOW, room=(4000, 0))
-    assert list(allowed) == [True, False, False, False]
-    _, allowed = window_rows([static(j, 0.0) for j in jobs], ClusterView(0.5, 0.0), NOW, room=(8000, 1))
-    assert list(allowed) == [True, True, True, False]
+    _, allowed, count = window_rows([static(j, 0.0) for j in jobs], ClusterView(0.5, 0.0), NOW, room=(4000, 0))
+    assert list(allowed) == [True, False, False, False] and count == 1
+    _, allowed, count = window_rows([static(j, 0.0) for j in jobs], ClusterView(0.5, 0.0), NOW, room=(8000, 1))
+    assert list(allowed) == [True, True, True, False] and count == 3

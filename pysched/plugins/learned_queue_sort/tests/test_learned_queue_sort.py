@@ -171,8 +171,10 @@ def test_the_cluster_view_follows_binds_finishes_and_node_changes(tmp_path: Path
                 name = NodeName(f"n{rng.randrange(6)}")
                 if name not in cluster.nodes:
                     cluster.add_node(node_dict(name, cpu="16", memory="64Gi"))
-            plugin._refresh()
-            _, free_cpu, free_gpu, cpu_room, gpu_room = plugin._totals
+            view = plugin._room
+            view.refresh(plugin.handle.nodes)
+            free_cpu, free_gpu = view.shares.free_cpu, view.shares.free_gpu
+            cpu_room, gpu_room = int(view.most[0]), int(view.most[1])
             expected = recount(plugin)
             assert (round(free_cpu, 9), round(free_gpu, 9), cpu_room, gpu_room) == (
                 round(expected[0], 9),
