@@ -64,7 +64,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         steps=args.steps, seed=args.seed, window=args.window, envs=args.envs,
         warm_episodes=0 if args.init else args.warm_episodes, scenario=args.scenario,
     )  # fmt: skip
-    command = " ".join(["pysched", "learn", "train", *sys.argv[3:]]) if len(sys.argv) > 2 else "pysched learn train"
+    command = (
+        f"pysched learn train --steps {args.steps} --envs {args.envs} --seed {args.seed} --window {args.window} "
+        f"--warm-episodes {args.warm_episodes} --scenario {args.scenario}"
+        + (f" --init {args.init}" if args.init else "")
+    )  # what reproduces the weights (outputs left out), however the command was called
     meta = {"command": command, "seed": str(args.seed), "steps": str(args.steps), "scenario": str(args.scenario)}
     try:
         model = load_for_tuning(args.init, settings) if args.init else None
@@ -131,10 +135,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for policy in policies:
         print(f"  {policy:<16} {result.median(policy):.3f}")
     if LEARNED_PROFILE in policies and {"edf", "pysched-noscale"} <= set(policies):
-        bar = sum(1 for _ in seeds)
-        print(
-            f"  learned reaches the better of edf and pysched-noscale + {MARGIN} on {result.seeds_at_bar()}/{bar} seeds"
-        )
+        reached = f"{result.seeds_at_bar()}/{len(seeds)}"
+        print(f"  learned reaches the better of edf and pysched-noscale + {MARGIN} on {reached} seeds")
     if args.json:
         Path(args.json).write_text(json.dumps(result.as_json(), indent=1) + "\n")
     return 0

@@ -1,8 +1,7 @@
-"""Least laxity over feature rows. `least_laxity` reads only the rows (what DeadlineLaxity's order
-picks from a window; with no prior run time it is EDF). `least_laxity_known` is the same rule
-given each job's true run time, which the simulator knows and the scheduler does not: the
-teacher of the warm start (DL2's supervised start, here from privileged information), which the
-network then has to approach from what it can see (a job's total steps, its deadline)."""
+"""Least laxity over feature rows, given each job's true run time, which the simulator knows and
+the scheduler does not: the teacher of the warm start (DL2's supervised start, here from
+privileged information), which the network then has to approach from what it can see (a job's
+total steps, its deadline). With no run times it is EDF over the window."""
 
 from __future__ import annotations
 
@@ -10,18 +9,9 @@ import numpy as np
 
 from pysched.deadline.features import FEATURES, TIME_SCALE_S
 
-LAXITY = FEATURES.index("laxity")
 BEST_EFFORT = FEATURES.index("best_effort")
 TO_DEADLINE = FEATURES.index("to_deadline")
 POSITION = FEATURES.index("position")
-
-
-def least_laxity(features: np.ndarray, allowed: np.ndarray) -> int:
-    """The allowed deadline row of least laxity; with none, the first allowed row."""
-    deadline = allowed & (features[:, BEST_EFFORT] < 0.5)
-    if deadline.any():
-        return int(np.argmin(np.where(deadline, features[:, LAXITY], np.inf)))
-    return int(np.argmax(allowed))
 
 
 def least_laxity_known(features: np.ndarray, allowed: np.ndarray, run_seconds: np.ndarray) -> int:

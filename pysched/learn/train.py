@@ -234,7 +234,7 @@ class Trained:
     warm_agreement: float
     seconds: float
     validation: tuple[tuple[int, float], ...] = ()  # (steps after the warm start, mean met ratio)
-    chosen_steps: int = -1  # the checkpoint exported (-1: the last, no validation)
+    chosen_steps: int = -1  # PPO steps of the checkpoint exported (the last one without validation)
 
 
 def vector_env(settings: TrainSettings) -> VecEnv:
