@@ -20,6 +20,7 @@ import torch
 from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from torch import nn
 
@@ -253,7 +254,7 @@ def vector_env(settings: TrainSettings) -> VecEnv:
 def ppo(env: VecEnv, settings: TrainSettings) -> MaskablePPO:
     """MaskablePPO held close to where it starts (small steps, a tight clip, few epochs per batch):
     it starts from the warm start, not from noise."""
-    return MaskablePPO(
+    model = MaskablePPO(
         ScoringPolicy,
         env,
         learning_rate=settings.learning_rate,
@@ -266,6 +267,8 @@ def ppo(env: VecEnv, settings: TrainSettings) -> MaskablePPO:
         verbose=0,
         device="cpu",
     )
+    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default makes a folder in /tmp per run
+    return model
 
 
 def train(

@@ -51,7 +51,11 @@ def profile(name: str) -> dict[str, Any]:
                     "reconcile": [{"name": "Autoscale"}],
                 },
                 "pluginConfig": [
-                    {"name": "Autoscale", "args": {"intervalSeconds": 60, "priorStepSeconds": 0.2}},
+                    # Every job looked at every reconcile: each report below is measured.
+                    {
+                        "name": "Autoscale",
+                        "args": {"intervalSeconds": 60, "priorStepSeconds": 0.2, "reviewMaxSeconds": 0},
+                    },
                 ],
             }
         ]

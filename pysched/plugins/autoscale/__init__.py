@@ -13,7 +13,9 @@
   at risk and the node has headroom, at most `maxStepFactor` times the current count per step
   (the predictor extrapolates badly far beyond measured counts); down when the smaller count
   still leaves `downSlack` of the time left (hysteresis); never within `cooldownSeconds` of the
-  last rescale. A node's room goes to its jobs earliest deadline first, and a job above its own
+  last rescale. A job on track is looked at again after half its predicted slack (at most
+  `reviewMaxSeconds`), one no count saves after `reviewMaxSeconds`; one that wants CPUs, and the
+  jobs on its node, at every reconcile. A node's room goes to its jobs earliest deadline first, and a job above its own
   share, or one no count saves, gives CPUs to one that can still be saved (`deadline.shares`).
   A container that restarts on a CPU resize (`resizePolicy: RestartContainer`) loses its
   progress: the choice then counts the whole run again plus `restartSeconds`.
@@ -29,7 +31,7 @@
 
 Metrics (`metric_families`, on `pysched run`'s /metrics with a `profile` label):
 `pysched_autoscale_predicted_slack_seconds{namespace,pod,state}` (deadline minus the central
-predicted finish at the job's current CPUs, per running deadline job, as of the last reconcile or
+predicted finish at the job's current CPUs, per running deadline job, as of its last look or
 rescale, within 30 days either way; state on_track, at_risk or infeasible),
 `pysched_autoscale_rescales_total{direction,result}` and `pysched_deadlines_total{result}` (met:
 the pod Succeeded by its deadline; missed: it ended later, or Failed).

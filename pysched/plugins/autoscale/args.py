@@ -36,6 +36,10 @@ class AutoscaleArgs:
     # Per-pod slack series exported, the tightest first (a series per job costs the metrics
     # pipeline memory at 10,000 jobs); 0: none. The count by state is always complete.
     slack_series_limit: int = 1000
+    # A job on track is looked at again after half its predicted slack, at most this long after
+    # (a job no count saves: this long); 0: every job at every reconcile. A job that wants CPUs,
+    # and every job on its node (they may have to give them), is looked at every reconcile.
+    review_max_seconds: float = 600.0
 
     def validate(self) -> None:
         check_range(self, "interval_seconds", MIN_RECONCILE_INTERVAL_S, MAX_RECONCILE_INTERVAL_S)
@@ -49,6 +53,7 @@ class AutoscaleArgs:
         check_range(self, "prior_step_seconds", 0, MAX_ARGS_SECONDS)
         check_range(self, "prior_uncertainty", 0, 10, above=True)
         check_range(self, "slack_series_limit", 0, 1_000_000)
+        check_range(self, "review_max_seconds", 0, MAX_ARGS_SECONDS)
         if self.memory not in MEMORY_MODES:
             raise ArgsError("memory", f"must be one of {', '.join(MEMORY_MODES)}, got {clip(self.memory)}")
         if self.deadline_namespaces is not None:

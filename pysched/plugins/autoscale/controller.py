@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pysched.api.annotations import (
@@ -84,6 +84,7 @@ def incarnation(pod: PodInfo, job: JobKey) -> GangIncarnation:
 
 REFRESH_FINISH_SHARE = 0.05  # rewrite the condition when the finish moves by this share of the time left
 REFRESH_FINISH_MIN_S = 60.0  # ... and by at least this much
+REVIEW_SLACK_SHARE = 0.5  # a job on track is looked at again after this share of its predicted slack
 ON_TRACK, AT_RISK, INFEASIBLE = "on_track", "at_risk", "infeasible"
 SLACK_STATES = (ON_TRACK, AT_RISK, INFEASIBLE)
 MAX_SLACK_S = 30 * 86400.0  # the slack gauge's range: past it, "very late" or "very early" is all it can say
@@ -154,6 +155,7 @@ class Controller:
         # learnt after its deletion, once the backend has read how it ended).
         self._gangs_seen: dict[GangIncarnation, float] = {}
         self._judged: dict[GangIncarnation, Judged] = {}
+        self._review_at: dict[PodKey, float] = {}  # when each running job is next looked at (absent: now)
 
     # ----- bounds and node room
     def _bounds(self, pod: PodInfo, node: NodeName | None) -> tuple[float, float]:
@@ -282,6 +284,7 @@ class Controller:
         model.restarted()  # a new run: its steps start from 0 now
         model.observe(0, now, cpus, now)
         self._jobs[pod.key] = JobState(cpus)
+        self._review_at.pop(pod.key, None)
 
     # ----- reconcile
     async def reconcile(self, pods: Sequence[PodInfo]) -> None:
@@ -292,7 +295,20 @@ class Controller:
             self.predictor.forget(key)
         for key in [k for k in self._slack if k not in alive]:
             del self._slack[key]
+        for key in [k for k in self._review_at if k not in alive]:
+            del self._review_at[key]
         self._prune_gangs(now)
+        deferred: dict[NodeName | None, list[PodInfo]] = collections.defaultdict(list)
+        due: list[PodInfo] = []
+        for pod in pods:
+            if self._review_at.get(pod.key, now) > now:
+                deferred[pod.node_name].append(pod)  # on track, or beyond saving, when last looked at
+            else:
+                due.append(pod)
+        await self._act(await self._ticks(due, now), deferred)
+
+    async def _ticks(self, pods: Sequence[PodInfo], now: float) -> list[tuple[Tick, float]]:
+        """The jobs among `pods` with a decision due now, each with its central finish."""
         ready: list[tuple[Tick, float]] = []
         for pod in pods:
             try:
@@ -310,7 +326,7 @@ class Controller:
                     ready.append(prepared)
             except Exception as err:  # one pod's bug must not stop the others' scaling
                 self.handle.incidents.report("Autoscale reconcile", pod, err, then="its CPUs are left as they are")
-        await self._act(ready)
+        return ready
 
     def _resume(self, pod: PodInfo, total: int, deadline: float, current: float) -> JobState:
         """A running job this scheduler did not bind (a new leader): take back what the
@@ -401,6 +417,25 @@ class Controller:
             return None
         return tick, here
 
+    def _schedule_review(self, tick: Tick, choice: Choice | None, resized: bool) -> None:
+        """When to look at the job again. One that wants CPUs at every reconcile (and its node's
+        other jobs with it, `_act`); one on track after half its predicted slack (its prediction
+        moves far less than that meanwhile); one no count saves after `reviewMaxSeconds` (it can
+        only give CPUs, and it is looked at whenever a neighbour wants some). A rescaled job once
+        its cooldown is over."""
+        key, limit = tick.pod.key, self.args.review_max_seconds
+        if _wants_more(tick, choice):
+            self._review_at.pop(key, None)
+        elif resized:
+            self._review_at[key] = tick.now + min(limit, self.args.cooldown_seconds)
+        elif choice is None or limit <= 0:
+            self._review_at.pop(key, None)
+        elif choice.cpus is None:
+            self._review_at[key] = tick.now + limit
+        else:
+            slack = max(0.0, tick.deadline - choice.finish)
+            self._review_at[key] = tick.now + min(limit, REVIEW_SLACK_SHARE * slack)
+
     def _choice(
         self, tick: Tick, deadline: float | None = None, lo: float | None = None, hi: float | None = None
     ) -> Choice | None:
@@ -418,11 +453,20 @@ class Controller:
             restart_s=tick.restart_s,
         )
 
-    async def _act(self, ready: Sequence[tuple[Tick, float]]) -> None:
+    async def _act(
+        self, ready: list[tuple[Tick, float]], deferred: Mapping[NodeName | None, Sequence[PodInfo]]
+    ) -> None:
         """Decide every due job, its node's room shared in deadline order (`deadline.shares`): the
         jobs that give CPUs back act first, so the room they free is there for the others; the rest
-        keep the order they came in, in which gangs take the room they find."""
+        keep the order they came in, in which gangs take the room they find. On a node where a job
+        wants CPUs, the jobs not due yet are decided too: they may have some to give."""
         choices = {tick.pod.key: self._choice(tick) for tick, _ in ready}
+        wanting = {tick.pod.node_name for tick, _ in ready if _wants_more(tick, choices[tick.pod.key])}
+        woken = [pod for node in wanting for pod in deferred.get(node, ())]
+        if woken:
+            extra = await self._ticks(woken, ready[0][0].now)
+            choices.update({tick.pod.key: self._choice(tick) for tick, _ in extra})
+            ready = [*ready, *extra]
         downs = {tick.pod.key for tick, _ in ready if self._goes_down(tick, choices[tick.pod.key])}
         grants = self._share(ready, choices, downs)
         ordered = sorted(ready, key=lambda r: r[0].pod.key not in grants.taken)  # stable
@@ -430,6 +474,7 @@ class Controller:
             key = tick.pod.key
             try:
                 decided = await self._decide(tick, choices[key], key in downs, grants)
+                self._schedule_review(tick, choices[key], decided)
                 if not decided:
                     await self._save(tick, here)
             except Exception as err:  # one pod's bug must not stop the others' scaling
@@ -649,6 +694,7 @@ class Controller:
         self._planned.pop(pod.key, None)
         self._jobs.pop(pod.key, None)
         self._slack.pop(pod.key, None)
+        self._review_at.pop(pod.key, None)
         self.predictor.forget(pod.key)
 
     def ended(self, pod: PodInfo) -> None:
@@ -657,6 +703,7 @@ class Controller:
         first); its other members carry the same verdict. A standby judges nothing."""
         self._jobs.pop(pod.key, None)
         self._slack.pop(pod.key, None)
+        self._review_at.pop(pod.key, None)
         self.predictor.forget(pod.key)
         if self.handle.pod_lifecycle.leading:
             self._judge(pod)
@@ -763,7 +810,7 @@ class Controller:
             ),
             MetricFamily(
                 "pysched_autoscale_predicted_slack_seconds",
-                "Deadline minus predicted finish at the current CPUs, per running deadline job (last reconcile or "
+                "Deadline minus predicted finish at the current CPUs, per running deadline job (as of its last look or "
                 "rescale), within 30 days either way; state: on_track, at_risk (negative) or infeasible (demoted). "
                 "Only the tightest slackSeriesLimit jobs.",
                 "gauge",
@@ -785,6 +832,10 @@ class Controller:
                 deadlines,
             ),
         ]
+
+
+def _wants_more(tick: Tick, choice: Choice | None) -> bool:
+    return choice is not None and choice.cpus is not None and choice.cpus > tick.current
 
 
 def _running_cpus(pod: PodInfo, container: str) -> float:

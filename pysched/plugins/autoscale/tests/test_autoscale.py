@@ -406,7 +406,7 @@ def test_the_condition_is_rewritten_only_when_what_it_says_changes_enough() -> N
     assert [c.cpus for c in measured] == [2] and measured[0].step_seconds == pytest.approx(0.2, rel=1e-3)
 
     async def moved(steps: int) -> World:
-        world = World()
+        world = World(review_max_seconds=0)  # looked at every reconcile, however large its slack
         await world.submit("2h", **{"pysched.io/cpu-min": "2"})
         await world.progress(300, 60)  # OnTrack: ~1,940 s to go, 7,140 s to the deadline
         await world.progress(steps, 60)
@@ -417,6 +417,37 @@ def test_the_condition_is_rewritten_only_when_what_it_says_changes_enough() -> N
     # Half a step a second: the finish moves by ~25 minutes, which users should read.
     slowed = asyncio.run(moved(330)).writes
     assert len(slowed) == 2 and slowed[0].finish != slowed[1].finish
+
+
+def test_a_job_on_track_is_looked_at_again_after_half_its_slack_one_at_risk_every_reconcile() -> None:
+    async def slowed(review_max_seconds: float, minutes: int) -> World:
+        world = World(review_max_seconds=review_max_seconds)
+        await world.submit("2h", **{"pysched.io/cpu-min": "2"})
+        await world.progress(300, 60)  # OnTrack: ~1,940 s to go, 7,140 s to the deadline
+        for minute in range(2, minutes + 1):  # then half a step a second: 25 minutes later
+            await world.progress(300 + 30 * (minute - 1), 60)
+        return world
+
+    # Looked at every reconcile, the slowed finish is written at once; with reviews, not before
+    # the job's review (here the 600 s bound, under half its slack), then it is.
+    assert len(asyncio.run(slowed(0, 2)).writes) == 2
+    assert len(asyncio.run(slowed(600, 10)).writes) == 1
+    reviewed = asyncio.run(slowed(600, 11))
+    first, second = (w.finish for w in reviewed.writes)
+    assert first is not None and second is not None and second > first + 1200
+
+    async def at_risk() -> World:
+        world = World(node_cpu="4")
+        filler = pod_dict("filler", cpu="2", created=T0, scheduler_name="pysched")
+        world.cluster.create_pod(filler)  # no room to grow: it stays at risk
+        await world.submit("35m")
+        await world.progress(300, 60)
+        await world.progress(450, 60)  # slower: the finish moves past what was written
+        return world
+
+    risky = asyncio.run(at_risk())
+    assert risky.cpu() == 2000 and "DeadlineAtRisk" not in risky.reasons()  # it wants CPUs it cannot have
+    assert len(risky.writes) == 2  # looked at again a minute later
 
 
 def test_a_pending_job_is_sized_from_the_profile_prior_before_binding() -> None:

@@ -88,6 +88,20 @@ def test_a_job_above_its_share_gives_the_surplus_to_an_earlier_deadline_and_stil
     assert node.condition("relaxed") == ("True", "Rescaled")  # it still meets its deadline
 
 
+def test_a_job_not_due_for_review_still_gives_when_a_neighbour_wants_cpus() -> None:
+    async def run() -> Node:
+        node = Node(cpu="8", down_slack=0.95)
+        await node.submit("relaxed", "6", "8h")
+        await node.progress(60, relaxed=900)  # on track with hours to spare: next looked at in 10 minutes
+        await node.submit("urgent", "2", "25m")
+        await node.progress(60, relaxed=1800, urgent=300)
+        return node
+
+    node = asyncio.run(run())
+    assert node.cpus("urgent") == 4 and node.cpus("relaxed") == 4  # in the reconcile the urgent job asked
+    assert any("for a job with an earlier deadline" in n for n in node.notes("relaxed", "Rescaled"))
+
+
 def test_a_job_no_count_saves_gives_its_cpus_to_one_that_can_still_be_saved() -> None:
     async def run(lost_restarts: bool) -> Node:
         node = Node(cpu="8")
