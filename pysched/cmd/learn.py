@@ -1,6 +1,6 @@
-"""`pysched learn train|evaluate`: train a queue-ordering policy on the simulator and compare it
-with the built-in policies on held-out seeds. Training needs the `learn` extra; evaluation and
-the learned plugin need numpy only."""
+"""`pysched learn train|evaluate`: train a queue-ordering or an allocation policy on the simulator
+and compare it with the built-in policies on held-out seeds. Training needs the `learn` extra;
+evaluation and the learned plugins need numpy only."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from pysched.cmd.errors import bad_input
 from pysched.cmd.flags import extra_problem, first_problem, number_problem, output_problem
 
+ENVS = ("ordering", "allocation")
 MAX_STEPS = 100_000_000
 MAX_SEEDS = 10_000
 SEED_RANGE = re.compile(r"^(\d{1,9})-(\d{1,9})$")
@@ -50,26 +51,31 @@ def cmd_train(args: argparse.Namespace) -> int:
     if problem:
         return _fail(problem)
     from pysched.deadline.scorer import PolicyFileError, load_policy
+    from pysched.learn.base import policy_kind
+    from pysched.learn.episodes import ORDERING_ENV
 
     if args.init:
         try:
-            scorer = load_policy(args.init)
+            scorer = load_policy(args.init, policy_kind(args.env))
         except PolicyFileError as err:
             return _fail(f"--init: {err}")
-        if scorer.window < args.window:
+        if args.env == ORDERING_ENV and scorer.window < args.window:  # an allocation policy reads rows one by one
             return _fail(f"--init: its window is {scorer.window}, less than --window {args.window}")
     from pysched.learn.train import TrainSettings, load_for_tuning, train
 
     settings = TrainSettings(
         steps=args.steps, seed=args.seed, window=args.window, envs=args.envs,
-        warm_episodes=0 if args.init else args.warm_episodes, scenario=args.scenario,
+        warm_episodes=0 if args.init else args.warm_episodes, scenario=args.scenario, env=args.env,
     )  # fmt: skip
     command = (
-        f"pysched learn train --steps {args.steps} --envs {args.envs} --seed {args.seed} --window {args.window} "
-        f"--warm-episodes {args.warm_episodes} --scenario {args.scenario}"
+        f"pysched learn train --env {args.env} --steps {args.steps} --envs {args.envs} --seed {args.seed} "
+        f"--window {args.window} --warm-episodes {args.warm_episodes} --scenario {args.scenario}"
         + (f" --init {args.init}" if args.init else "")
     )  # what reproduces the weights (outputs left out), however the command was called
-    meta = {"command": command, "seed": str(args.seed), "steps": str(args.steps), "scenario": str(args.scenario)}
+    meta = {
+        "command": command, "seed": str(args.seed), "steps": str(args.steps), "scenario": str(args.scenario),
+        "env": str(args.env),
+    }  # fmt: skip
     try:
         model = load_for_tuning(args.init, settings) if args.init else None
     except ValueError as err:
@@ -113,27 +119,40 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     assert isinstance(seeds, range)
     from pysched.deadline.scorer import PolicyFileError, load_policy
     from pysched.framework.config import ConfigError
-    from pysched.learn.evaluate import MARGIN, POLICIES, evaluate, learned_config
+    from pysched.learn.base import policy_kind
+    from pysched.learn.episodes import ALLOCATION_ENV
+    from pysched.learn.evaluate import (
+        ALLOCATION_POLICIES,
+        MARGIN,
+        POLICIES,
+        allocation_config,
+        evaluate,
+        learned_config,
+    )
     from pysched.learn.ordering import LEARNED_PROFILE
     from pysched.plugins import default_registry
 
+    allocating = args.env == ALLOCATION_ENV
+    if allocating and not args.weights:
+        return _fail("--weights: an allocation policy's weights file is required with --env allocation")
     if args.weights:
         try:
-            load_policy(args.weights)
+            load_policy(args.weights, policy_kind(args.env))
         except PolicyFileError as err:
             return _fail(f"--weights: {err}")
-    policies = args.policy or list(POLICIES)
-    if unknown := [p for p in policies if p not in POLICIES]:
-        return _fail(f"--policy: unknown policy {unknown[0]!r} (known: {', '.join(POLICIES)})")
+    known = ALLOCATION_POLICIES if allocating else POLICIES
+    policies = args.policy or list(known)
+    if unknown := [p for p in policies if p not in known]:
+        return _fail(f"--policy: unknown policy {unknown[0]!r} (known: {', '.join(known)})")
     registry = default_registry()
     try:
-        config = learned_config(registry, args.weights)
+        config = allocation_config(registry, args.weights) if allocating else learned_config(registry, args.weights)
     except ConfigError as err:
         return _fail(str(err))
     result = evaluate(registry, config, args.scenario, seeds, policies)
     print(f"{args.scenario}, seeds {seeds.start}-{seeds.stop - 1}: median deadline-met ratio")
     for policy in policies:
-        print(f"  {policy:<16} {result.median(policy):.3f}")
+        print(f"  {policy:<20} {result.median(policy):.3f}")
     if LEARNED_PROFILE in policies and {"edf", "pysched-noscale"} <= set(policies):
         reached = f"{result.seeds_at_bar()}/{len(seeds)}"
         print(f"  learned reaches the better of edf and pysched-noscale + {MARGIN} on {reached} seeds")
@@ -144,20 +163,30 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `learn train` and `learn evaluate` to the CLI."""
-    learn = subparsers.add_parser("learn", help="train and evaluate learned queue policies on the simulator")
+    learn = subparsers.add_parser("learn", help="train and evaluate learned policies on the simulator")
     sub = learn.add_subparsers(dest="learn_command", required=True)
-    train = sub.add_parser("train", help="train a queue-ordering policy (needs pysched[learn]) and write its weights")
-    train.add_argument("--env", choices=("ordering",), default="ordering", help="the environment (default ordering)")
+    train = sub.add_parser(
+        "train", help="train a queue-ordering or allocation policy (needs pysched[learn]) and write its weights"
+    )
+    train.add_argument(
+        "--env",
+        choices=ENVS,
+        default="ordering",
+        help="ordering (which waiting pod goes next) or allocation (each running job down, keep or up); "
+        "default ordering",
+    )
     train.add_argument("--steps", type=int, required=True, help="PPO environment steps after the warm start")
     train.add_argument("--out", required=True, metavar="FILE", help="the weights file to write (JSON)")
     train.add_argument("--seed", type=int, default=0, help="seed of the network, PPO and the workload draws")
-    train.add_argument("--window", type=int, default=16, help="pods the policy picks among (default 16)")
+    train.add_argument(
+        "--window", type=int, default=16, help="pods the policy picks among, or jobs it answers at once (default 16)"
+    )
     train.add_argument("--envs", type=int, default=1, help="environments in parallel processes (default 1)")
     train.add_argument(
         "--warm-episodes",
         type=int,
         default=16,
-        help="episodes per round of the warm start (3 rounds; default 16; 0: none)",
+        help="episodes per round of the warm start (ordering: 3 rounds; default 16; 0: none)",
     )
     train.add_argument("--scenario", default="seed-insufficient", help="the generator (default seed-insufficient)")
     train.add_argument("--init", metavar="FILE", help="fine-tune from this weights file (no warm start)")
@@ -165,7 +194,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     train.add_argument("--curve-json", metavar="FILE", help="also write the training curve's points here")
     train.set_defaults(func=cmd_train)
     ev = sub.add_parser("evaluate", help="the built-in policies and a learned one side by side on held-out seeds")
-    ev.add_argument("--weights", metavar="FILE", help="the learned policy (default: the shipped one)")
+    ev.add_argument(
+        "--env",
+        choices=ENVS,
+        default="ordering",
+        help="ordering: the built-in policies and the learned order; allocation: pysched and pysched-allocation "
+        "(LearnedAutoscale reading --weights)",
+    )
+    ev.add_argument(
+        "--weights", metavar="FILE", help="the learned policy (ordering default: the shipped one; allocation: required)"
+    )
     ev.add_argument("--scenario", default="seed-insufficient", help="the generator (default seed-insufficient)")
     ev.add_argument("--seeds", default="1000-1099", help="FIRST-LAST workload seeds (default 1000-1099)")
     ev.add_argument("--policy", action="append", metavar="NAME", help="a policy to run; repeatable; default: all")

@@ -38,6 +38,7 @@ FEATURES = (
 )
 WIDTH = len(FEATURES)
 TIME_SCALE_S = 600.0
+CPU_SCALE = 16.0  # CPUs are given per this many (a typical node's)
 
 
 def squash(seconds: float, scale: float = TIME_SCALE_S) -> float:
@@ -96,7 +97,7 @@ def static(job: Waiting, prior_step_seconds: float) -> np.ndarray:
     row[_REMAINING_REQUESTED] = squash(at_request)
     row[_REMAINING_MAX] = squash(at_max)
     row[_BAND] = squash(band)
-    row[_CPUS] = job.cpus / 16.0
+    row[_CPUS] = job.cpus / CPU_SCALE
     row[_GPUS] = job.gpus / 8.0
     row[_WORKERS] = math.log2(max(1, job.workers)) / 4.0
     row[_BEST_EFFORT] = 1.0 if job.deadline is None else 0.0

@@ -1,10 +1,13 @@
-"""A learned queue policy as deployed: a small network that scores each waiting job from its
-feature row (`pysched.deadline.features`), evaluated with numpy alone.
+"""A learned policy as deployed: a small network applied to each job's feature row, evaluated
+with numpy and numba alone. Two kinds (`PolicyKind`):
 
-The same network scores every row, so the policy does not depend on the order of the jobs or
-their number: a softmax over a window's scores is the policy's distribution, its arg-max the pick.
+- a queue policy (`QUEUE`) scores each waiting job (`pysched.deadline.features`): a softmax over a
+  window's scores is the policy's distribution, its arg-max the pick;
+- an allocation policy (`ALLOCATION`) gives each running job one logit per answer
+  (`pysched.deadline.allocation.ACTIONS`): its arg-max is the answer.
 
-Weights travel as a JSON text file (`FORMAT`): the feature schema and names it was trained on, the
+The same network reads every row, so a policy does not depend on the order of the jobs or their
+number. Weights travel as a JSON text file (its kind's format): the feature schema and names it was trained on, the
 largest window it supports, the layers (`weight` as [out][in], `bias` as [out]) and a SHA-256
 over the rest, so that a file of another schema, a truncated or edited one, or one holding a NaN
 is refused with one line when it is loaded, never mid-run.
@@ -12,9 +15,11 @@ is refused with one line when it is loaded, never mid-run.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +28,24 @@ from typing import Any
 import numpy as np
 
 from pysched.api.inputs import InputError, read_text
+from pysched.api.limits import clip
 from pysched.compiled import compiled
-from pysched.deadline.features import FEATURES, SCHEMA, WIDTH
+from pysched.deadline import allocation, features
 
-FORMAT = "pysched.io/queue-policy"
+
+@dataclass(frozen=True, slots=True)
+class PolicyKind:
+    format: str
+    schema: int
+    features: tuple[str, ...]
+    outputs: int  # per row: a score (queue), or one logit per answer (allocation)
+    name: str
+
+
+QUEUE = PolicyKind("pysched.io/queue-policy", features.SCHEMA, features.FEATURES, 1, "queue policy")
+ALLOCATION = PolicyKind(
+    "pysched.io/allocation-policy", allocation.SCHEMA, allocation.FEATURES, len(allocation.ACTIONS), "allocation policy"
+)
 ACTIVATIONS = ("tanh", "relu")
 MAX_WEIGHTS_BYTES = 1024 * 1024  # the shipped policy is about 40 kB
 MAX_LAYERS = 8
@@ -39,18 +58,17 @@ class PolicyFileError(ValueError):
 
 
 @compiled()
-def _forward(
-    rows: np.ndarray, flat: np.ndarray, dims: np.ndarray, relu: bool, allowed: np.ndarray, scores: np.ndarray
-) -> int:  # pragma: no cover - compiled
-    """Score every row with the network into `scores`; the first best allowed row (-1: none).
-    `flat` holds each layer's weight transposed ([in][out], so the inner loop runs over
-    independent outputs and vectorises) then its bias; `dims`: inputs, then each layer's outputs."""
+def _logits(
+    rows: np.ndarray, flat: np.ndarray, dims: np.ndarray, relu: bool, out: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """Every row's outputs into `out` (n, outputs). `flat` holds each layer's weight transposed
+    ([in][out], so the inner loop runs over independent outputs and vectorises) then its bias;
+    `dims`: inputs, then each layer's outputs."""
     width = 0
     for d in dims:
         width = max(width, d)
     a = np.empty(width)
     b = np.empty(width)
-    best, chosen = -np.inf, -1
     layers = dims.shape[0] - 1
     for r in range(rows.shape[0]):
         for i in range(dims[0]):
@@ -66,16 +84,24 @@ def _forward(
                 base = offset + i * dout
                 for o in range(dout):
                     b[o] += flat[base + o] * x
-            if layer < layers - 1:
-                for o in range(dout):
-                    a[o] = max(b[o], 0.0) if relu else math.tanh(b[o])
-            else:
-                for o in range(dout):
-                    a[o] = b[o]
+            for o in range(dout):
+                a[o] = b[o] if layer == layers - 1 else (max(b[o], 0.0) if relu else math.tanh(b[o]))
             offset = bias + dout
-        scores[r] = a[0]
-        if allowed[r] and a[0] > best:
-            best, chosen = a[0], r
+        for o in range(dims[layers]):
+            out[r, o] = a[o]
+
+
+@compiled()
+def _forward(
+    rows: np.ndarray, flat: np.ndarray, dims: np.ndarray, relu: bool, allowed: np.ndarray, scores: np.ndarray
+) -> int:  # pragma: no cover - compiled
+    """Score every row (a network of one output) into `scores`; the first best allowed row (-1:
+    none)."""
+    _logits(rows, flat, dims, relu, scores.reshape((scores.shape[0], 1)))
+    best, chosen = -np.inf, -1
+    for r in range(rows.shape[0]):
+        if allowed[r] and scores[r] > best:
+            best, chosen = scores[r], r
     return chosen
 
 
@@ -101,6 +127,16 @@ class Scorer:
         _forward(features, self.flat, self.dims, self.activation == "relu", allowed, out)
         return out
 
+    def logits(self, rows: np.ndarray) -> np.ndarray:
+        """Every row's outputs, (n, outputs)."""
+        out = np.empty((rows.shape[0], int(self.dims[-1])))
+        _logits(rows, self.flat, self.dims, self.activation == "relu", out)
+        return out
+
+    def answers(self, rows: np.ndarray) -> np.ndarray:
+        """An allocation policy's answer per row: the index of its largest logit (ties: the first)."""
+        return np.argmax(self.logits(rows), axis=1).astype(np.int64) if rows.shape[0] else np.zeros(0, np.int64)
+
     def pick(self, features: np.ndarray, allowed: np.ndarray | None = None) -> int:
         """The highest-scoring row among the `allowed` ones (all when None); ties: the first;
         0 when none is allowed."""
@@ -117,14 +153,18 @@ def body_digest(body: dict[str, Any]) -> str:
 
 
 def dump_policy(
-    layers: Sequence[tuple[np.ndarray, np.ndarray]], activation: str, window: int, meta: dict[str, str]
+    layers: Sequence[tuple[np.ndarray, np.ndarray]],
+    activation: str,
+    window: int,
+    meta: dict[str, str],
+    kind: PolicyKind = QUEUE,
 ) -> str:
     """The weights file's text (rounded to 7 significant digits: the file stays small and the
     network's outputs move by less than 1e-5)."""
     body: dict[str, Any] = {
-        "format": FORMAT,
-        "schema": SCHEMA,
-        "features": list(FEATURES),
+        "format": kind.format,
+        "schema": kind.schema,
+        "features": list(kind.features),
         "window": window,
         "activation": activation,
         "layers": [
@@ -163,17 +203,20 @@ def _vector(value: Any, length: int | None, where: str) -> np.ndarray:
     return np.array(value, dtype=np.float64)
 
 
-def parse_policy(text: str) -> Scorer:
-    """The scorer a weights file describes; ValueError (one line) for anything else."""
+def parse_policy(text: str, kind: PolicyKind = QUEUE) -> Scorer:
+    """The network a weights file of `kind` describes; ValueError (one line) for anything else."""
     try:
         body = json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as err:
         raise ValueError(f"not JSON (truncated?): {err.msg} at line {err.lineno}") from None
-    if not isinstance(body, dict) or body.get("format") != FORMAT:
-        raise ValueError(f"not a {FORMAT} file")
-    if body.get("schema") != SCHEMA or body.get("features") != list(FEATURES):
+    if not isinstance(body, dict) or body.get("format") != kind.format:
+        found = body.get("format") if isinstance(body, dict) else None
+        other = f" (it is a {clip(str(found))} file)" if isinstance(found, str) else ""
+        raise ValueError(f"not a {kind.format} file{other}")
+    if body.get("schema") != kind.schema or body.get("features") != list(kind.features):
         raise ValueError(
-            f"made for feature schema {body.get('schema')!r}; this pysched reads schema {SCHEMA} ({WIDTH} features)"
+            f"made for feature schema {body.get('schema')!r}; this pysched reads schema {kind.schema} "
+            f"({len(kind.features)} features)"
         )
     digest = body.pop("sha256", None)
     if digest != body_digest(body):
@@ -188,7 +231,7 @@ def parse_policy(text: str) -> Scorer:
     if not isinstance(raw_layers, list) or not 1 <= len(raw_layers) <= MAX_LAYERS:
         raise ValueError(f"layers: a list of 1 to {MAX_LAYERS} layers")
     layers = []
-    inputs = WIDTH
+    inputs = len(kind.features)
     for i, layer in enumerate(raw_layers):
         if not isinstance(layer, dict):
             raise ValueError(f"layers[{i}]: an object with weight and bias")
@@ -198,19 +241,33 @@ def parse_policy(text: str) -> Scorer:
         bias = _vector(layer.get("bias"), weight.shape[0], f"layers[{i}].bias")
         layers.append((weight, bias))
         inputs = weight.shape[0]
-    if inputs != 1:
-        raise ValueError(f"the last layer gives {inputs} outputs; a score is one")
+    if inputs != kind.outputs:
+        raise ValueError(f"the last layer gives {inputs} outputs; a {kind.name} needs {kind.outputs}")
     meta = body.get("meta", {})
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise ValueError("meta: an object of strings")
     return Scorer(tuple(layers), activation, window, {str(k): v for k, v in meta.items()})
 
 
-def load_policy(path: str | Path) -> Scorer:
+def load_policy(path: str | Path, kind: PolicyKind = QUEUE) -> Scorer:
     """Read and check a weights file; PolicyFileError names the file and the problem."""
     try:
-        return parse_policy(read_text(path, limit=MAX_WEIGHTS_BYTES))
+        return parse_policy(read_text(path, limit=MAX_WEIGHTS_BYTES), kind)
     except InputError as err:
         raise PolicyFileError(str(err)) from None
     except ValueError as err:
         raise PolicyFileError(f"{path}: {err}") from None
+
+
+@functools.lru_cache(maxsize=8)
+def _cached(path: str, kind: PolicyKind, stamp: tuple[int, ...]) -> Scorer:
+    return load_policy(path, kind)
+
+
+def policy_at(path: str, kind: PolicyKind = QUEUE) -> Scorer:
+    """`load_policy`, read once per version of the file (profiles name the same file many times)."""
+    try:
+        stat = os.stat(path)
+    except OSError as err:
+        raise PolicyFileError(f"{path}: cannot read: {err.strerror or err}") from None
+    return _cached(path, kind, (stat.st_ino, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size))

@@ -1,5 +1,8 @@
 """One simulation run paused at every decision of its learned plugin: the bridge between the
 simulator (which calls the policy) and a Gymnasium environment (which is called with actions).
+Two kinds of decision: which waiting pod goes next (LearnedQueueSort's picks, `ORDERING_ENV`) and, for
+the running jobs Autoscale looks at together, a step down, keep or a step up each (`ALLOCATION_ENV`,
+in groups of at most `window` jobs).
 
 The run lives in a thread of its own and the two sides hand over strictly in turn, so an episode
 is as deterministic as the simulator: the run never moves while the environment holds a decision.
@@ -12,6 +15,7 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -19,10 +23,15 @@ from pysched.api.resources import CPU, GPU
 from pysched.framework.config import SchedulerConfig
 from pysched.framework.interfaces import QueuedPod
 from pysched.framework.registry import Registry
+from pysched.plugins.autoscale import Autoscale
 from pysched.plugins.learned_queue_sort import LearnedQueueSort
 from pysched.scheduler.scheduler import Scheduler
 from pysched.sim.runner import EPOCH, PolicyResult, Replay, run_policy
 from pysched.sim.scenario import Scenario
+
+Kind = Literal["ordering", "allocation"]
+ORDERING_ENV: Kind = "ordering"
+ALLOCATION_ENV: Kind = "allocation"
 
 
 class EpisodeAborted(BaseException):
@@ -32,8 +41,8 @@ class EpisodeAborted(BaseException):
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    features: np.ndarray  # (candidates, WIDTH)
-    allowed: np.ndarray  # (candidates,) bool
+    features: np.ndarray  # (candidates, WIDTH): waiting pods (ordering) or running jobs (allocation)
+    allowed: np.ndarray  # (candidates,) bool: may be picked (ordering); all True (allocation)
     # Each candidate's expected run time at its request, from the simulator's hidden truth (0:
     # unknown). Only a teacher reads it (the warm start); the policy never sees it.
     truth_seconds: np.ndarray
@@ -48,13 +57,22 @@ class Outcomes:
 
 class Episode:
     """A run of `policy` over `scenario`: `next()` runs it to its next decision (None: it ended),
-    `answer(i)` gives the pick. `outcomes()` counts deadline jobs judged so far."""
+    `answer(a)` gives the pick (ordering: a row) or the answers (allocation: one per row).
+    `outcomes()` counts deadline jobs judged so far."""
 
     def __init__(
-        self, scenario: Scenario, config: SchedulerConfig, policy: str, registry: Registry, seed: int, window: int
+        self,
+        scenario: Scenario,
+        config: SchedulerConfig,
+        policy: str,
+        registry: Registry,
+        seed: int,
+        window: int,
+        kind: Kind = ORDERING_ENV,
     ) -> None:
         self._window = window
-        self._to_run: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._kind = kind
+        self._to_run: queue.SimpleQueue[int | np.ndarray | None] = queue.SimpleQueue()
         self._to_env: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
         self._replay: Replay | None = None
         self._judged: set[str] = set()
@@ -76,6 +94,13 @@ class Episode:
 
     def _attach(self, scheduler: Scheduler, replay: Replay) -> None:
         self._replay = replay
+        if self._kind == ALLOCATION_ENV:
+            scalers = [p for f in scheduler.frameworks.values() for p in f.reconcile if isinstance(p, Autoscale)]
+            if not scalers:
+                raise ValueError("the episode's profile has no Autoscale to learn for")
+            for scaler in scalers:
+                scaler.controller.agent = self._allocate
+            return
         plugins = [f.queue_sort for f in scheduler.frameworks.values() if isinstance(f.queue_sort, LearnedQueueSort)]
         if not plugins:
             raise ValueError("the episode's profile has no LearnedQueueSort to learn for")
@@ -83,12 +108,28 @@ class Episode:
             plugin.agent = self._decide
             plugin.window = self._window
 
-    def _decide(self, features: np.ndarray, allowed: np.ndarray, candidates: Sequence[QueuedPod]) -> int:
-        self._to_env.put(("decide", Decision(features, allowed, self._truth(candidates))))
+    def _ask(self, decision: Decision) -> int | np.ndarray:
+        self._to_env.put(("decide", decision))
         answer = self._to_run.get()
         if answer is None:
             raise EpisodeAborted
         return answer
+
+    def _decide(self, features: np.ndarray, allowed: np.ndarray, candidates: Sequence[QueuedPod]) -> int:
+        return int(self._ask(Decision(features, allowed, self._truth(candidates))))
+
+    def _allocate(self, rows: np.ndarray, own: np.ndarray) -> np.ndarray:
+        """The jobs looked at together, `window` at a time; the heuristic's answers are a column
+        of the rows (`allocation.FEATURES`), so they are not sent apart."""
+        answers = np.full(rows.shape[0], -1, np.int64)
+        for start in range(0, rows.shape[0], self._window):
+            part = rows[start : start + self._window]
+            n = part.shape[0]
+            given = np.asarray(self._ask(Decision(part, np.ones(n, np.bool_), np.zeros(n))), np.int64).reshape(-1)
+            if given.shape[0] < n:
+                raise ValueError(f"{given.shape[0]} answers for {n} jobs")
+            answers[start : start + n] = given[:n]
+        return answers
 
     def _truth(self, candidates: Sequence[QueuedPod]) -> np.ndarray:
         out = np.zeros(len(candidates))
@@ -121,8 +162,8 @@ class Episode:
         self.result = value
         return None
 
-    def answer(self, index: int) -> None:
-        self._to_run.put(index)
+    def answer(self, answer: int | np.ndarray) -> None:
+        self._to_run.put(answer)
 
     def close(self) -> None:
         """End the run if it is paused at a decision (its thread then exits)."""
@@ -152,7 +193,7 @@ class Episode:
         return Outcomes(int(self._counts[0]), int(self._counts[1]), float(self._counts[2]))
 
 
-Agent = Callable[[Decision], int]
+Agent = Callable[[Decision], "int | np.ndarray"]
 
 
 def play(episode: Episode, agent: Agent) -> PolicyResult:

@@ -1,5 +1,7 @@
-"""Side-by-side evaluation of a learned queue policy on held-out workloads: every policy on the
-same seeds, one simulation each, and the medians of their deadline-met ratios."""
+"""Side-by-side evaluation of learned policies on held-out workloads: every policy on the same
+seeds, one simulation each, and the medians of their deadline-met ratios. A learned queue order
+runs as the `learned` profile; a learned allocation policy as `pysched-allocation`, the `pysched`
+profile with LearnedAutoscale in place of Autoscale."""
 
 from __future__ import annotations
 
@@ -11,12 +13,16 @@ from dataclasses import dataclass
 from pysched.framework.config import SchedulerConfig, merge, parse_config
 from pysched.framework.registry import Registry
 from pysched.learn.ordering import LEARNED_PROFILE
+from pysched.plugins.autoscale import LEARNED_NAME as LEARNED_AUTOSCALE
+from pysched.plugins.autoscale import NAME as AUTOSCALE
 from pysched.plugins.builtin import builtin_config, builtin_profiles
 from pysched.plugins.learned_queue_sort import NAME as LEARNED_QUEUE_SORT
 from pysched.sim.runner import simulate
 from pysched.sim.scenario import builtin_scenario
 
 POLICIES = ("default", "edf", "seed", "pysched-noscale", "pysched", LEARNED_PROFILE)
+LEARNED_ALLOCATION_PROFILE = "pysched-allocation"
+ALLOCATION_POLICIES = ("pysched", LEARNED_ALLOCATION_PROFILE)
 MARGIN = 0.03  # what the learned order must add to the better of edf and pysched-noscale
 
 
@@ -33,6 +39,25 @@ def learned_config(registry: Registry, weights: str | None) -> SchedulerConfig:
         configs.append(entry)
     entry.setdefault("args", {})["weights"] = weights  # the profile's other args stay
     return merge(config, parse_config({"profiles": [raw]}, f"--weights {weights}", registry))
+
+
+def allocation_config(registry: Registry, weights: str) -> SchedulerConfig:
+    """The built-in profiles and `pysched-allocation`: `pysched` with LearnedAutoscale reading
+    `weights` in place of Autoscale (its args kept)."""
+    raw = copy.deepcopy(next(p for p in builtin_profiles() if p["schedulerName"] == "pysched"))
+    raw["schedulerName"] = LEARNED_ALLOCATION_PROFILE
+    for point, entries in raw.get("plugins", {}).items():
+        raw["plugins"][point] = [
+            {**e, "name": LEARNED_AUTOSCALE} if e.get("name") == AUTOSCALE else e for e in entries or ()
+        ]
+    configs = raw.setdefault("pluginConfig", [])
+    entry = next((c for c in configs if c.get("name") == AUTOSCALE), None)
+    if entry is None:
+        entry = {"name": AUTOSCALE, "args": {}}
+        configs.append(entry)
+    entry["name"] = LEARNED_AUTOSCALE
+    entry["args"] = {**entry.get("args", {}), "weights": weights}
+    return merge(builtin_config(registry), parse_config({"profiles": [raw]}, f"--weights {weights}", registry))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,12 @@
-"""Training the ordering policy (the `learn` extra: torch, Stable-Baselines3, sb3-contrib).
+"""Training the learned policies (the `learn` extra: torch, Stable-Baselines3, sb3-contrib).
 
-The network is the deployed scorer: one small MLP scores each row of the window, the logits are
-the scores, and sb3-contrib's MaskablePPO masks the empty and lower-priority rows. The critic pools
-a second MLP's rows. Before PPO, a supervised warm start teaches the scorer the least-laxity
-pick (DL2's idea), so that RL starts from the heuristic rather than from noise.
+The network is the deployed one: one small MLP reads each row of the window. For the ordering
+policy its one output per row is the row's score and the logits are the scores; for the allocation
+policy its three outputs per row are the logits of that job's answer (MultiDiscrete). sb3-contrib's
+MaskablePPO masks the empty and lower-priority rows. The critic pools a second MLP's rows. Before
+PPO, a supervised warm start teaches the network its heuristic (DL2's idea): the least-laxity pick
+for the order, Autoscale's own answer for allocation, so that RL starts from the heuristic rather
+than from noise.
 """
 
 from __future__ import annotations
@@ -24,38 +27,45 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from torch import nn
 
-from pysched.deadline.features import WIDTH
-from pysched.deadline.scorer import dump_policy
-from pysched.learn.episodes import Decision, play
+from pysched.deadline import features
+from pysched.deadline.scorer import QUEUE, PolicyKind, dump_policy
+from pysched.learn.allocation import AllocationEnv, heuristic_answers
+from pysched.learn.base import VALIDATION_SEEDS, SimulatedEnv, policy_kind
+from pysched.learn.episodes import ALLOCATION_ENV, ORDERING_ENV, Decision, Kind, play
 from pysched.learn.heuristic import least_laxity_known
-from pysched.learn.ordering import VALIDATION_SEEDS, OrderingEnv
+from pysched.learn.ordering import OrderingEnv
 from pysched.sim.scenario import Scenario
 
 HIDDEN = 16  # two hidden layers of 16 ReLUs: LearnedQueueSort scores a window of 16 in ~7 us
 
 
 class RowNets(nn.Module):
-    """SB3's `mlp_extractor` for a window of rows: the actor's latent is one score per row (the
-    scorer that ships), the critic's the mean of a second MLP over the rows."""
+    """SB3's `mlp_extractor` for a window of rows: the actor's latent is the network that ships,
+    applied to every row (one score per row, or `outputs` logits per row, row after row), the
+    critic's the mean of a second MLP over the rows."""
 
-    def __init__(self, window: int, hidden: int = HIDDEN) -> None:
+    def __init__(self, window: int, width: int = features.WIDTH, outputs: int = 1, hidden: int = HIDDEN) -> None:
         super().__init__()
-        self.window = window
-        self.latent_dim_pi = window
+        self.window, self.width, self.outputs = window, width, outputs
+        self.latent_dim_pi = window * outputs
         self.latent_dim_vf = hidden
         self.score = nn.Sequential(
-            nn.Linear(WIDTH, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)
+            nn.Linear(width, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, outputs)
         )
-        self.value = nn.Sequential(nn.Linear(WIDTH, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        self.value = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
 
     def _rows(self, features: torch.Tensor) -> torch.Tensor:
-        return features.reshape(-1, self.window, WIDTH)
+        return features.reshape(-1, self.window, self.width)
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.forward_actor(features), self.forward_critic(features)
 
+    def row_logits(self, features: torch.Tensor) -> torch.Tensor:
+        """(batch, window, outputs)."""
+        return cast(torch.Tensor, self.score(self._rows(features)))
+
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
-        return cast(torch.Tensor, self.score(self._rows(features)).squeeze(-1))
+        return self.row_logits(features).reshape(-1, self.window * self.outputs)
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
         return cast(torch.Tensor, self.value(self._rows(features)).mean(dim=1))
@@ -67,7 +77,9 @@ class ScoringPolicy(MaskableActorCriticPolicy):
     def _build_mlp_extractor(self) -> None:
         shape = self.observation_space.shape
         assert shape is not None
-        self.mlp_extractor = RowNets(shape[0])  # type: ignore[assignment]  # SB3 duck-types it
+        space = self.action_space
+        outputs = int(space.nvec[0]) if isinstance(space, gym.spaces.MultiDiscrete) else 1
+        self.mlp_extractor = RowNets(shape[0], shape[1], outputs)  # type: ignore[assignment]  # SB3 duck-types it
 
     def _build(self, lr_schedule: Callable[[float], float]) -> None:
         super()._build(lr_schedule)
@@ -88,8 +100,8 @@ def scorer_layers(policy: ScoringPolicy) -> list[tuple[np.ndarray, np.ndarray]]:
     ]
 
 
-def export(policy: ScoringPolicy, window: int, meta: dict[str, str]) -> str:
-    return dump_policy(scorer_layers(policy), "relu", window, meta)
+def export(policy: ScoringPolicy, window: int, meta: dict[str, str], kind: PolicyKind = QUEUE) -> str:
+    return dump_policy(scorer_layers(policy), "relu", window, meta, kind)
 
 
 @dataclass(slots=True)
@@ -158,6 +170,7 @@ def warm_start(
     labels what it meets, and every round trains on all the labels gathered. Returns the last
     epoch's share of picks the scorer agrees with."""
     env = make_env()
+    assert isinstance(env, OrderingEnv)
     windows: list[np.ndarray] = []
     masks: list[np.ndarray] = []
     targets: list[int] = []
@@ -166,7 +179,7 @@ def warm_start(
     acting = [False]  # the scorer acts (rounds after the first)
 
     def agent(decision: Decision) -> int:
-        rows = np.zeros((env.window, WIDTH), np.float32)
+        rows = np.zeros((env.window, features.WIDTH), np.float32)
         allowed = np.zeros(env.window, np.bool_)
         n = min(env.window, decision.features.shape[0])
         rows[:n], allowed[:n] = decision.features[:n], decision.allowed[:n]
@@ -194,20 +207,66 @@ def warm_start(
         x = torch.as_tensor(np.stack(windows))
         mask = torch.as_tensor(np.stack(masks))
         y = torch.as_tensor(np.array(targets))
-        for _ in range(epochs):
-            order = torch.randperm(len(y), generator=generator)
-            hits = 0
-            for start in range(0, len(y), 64):
-                batch = order[start : start + 64]
-                logits = nets.forward_actor(x[batch]).masked_fill(~mask[batch], -1e9)
-                loss = nn.functional.cross_entropy(logits, y[batch])
-                optimizer.zero_grad()
-                loss.backward()  # type: ignore[no-untyped-call]
-                optimizer.step()
-                hits += int((logits.argmax(dim=1) == y[batch]).sum())
-            agreed = hits / max(1, len(y))
+
+        def masked(batch: torch.Tensor, x: torch.Tensor = x, mask: torch.Tensor = mask) -> torch.Tensor:
+            return nets.forward_actor(x[batch]).masked_fill(~mask[batch], -1e9)
+
+        agreed = _fit(masked, y, optimizer, generator, epochs, 64)
     env.close()
     return agreed
+
+
+def _fit(
+    logits_of: Callable[[torch.Tensor], torch.Tensor],
+    y: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+    epochs: int,
+    batch_size: int,
+) -> float:
+    """Cross-entropy epochs on the labels `y` (`logits_of` a batch of indices); the last epoch's
+    share of labels the arg-max agrees with."""
+    agreed = 0.0
+    for _ in range(epochs):
+        order = torch.randperm(len(y), generator=generator)
+        hits = 0
+        for start in range(0, len(y), batch_size):
+            batch = order[start : start + batch_size]
+            logits = logits_of(batch)
+            loss = nn.functional.cross_entropy(logits, y[batch])
+            optimizer.zero_grad()
+            loss.backward()  # type: ignore[no-untyped-call]
+            optimizer.step()
+            hits += int((logits.argmax(dim=1) == y[batch]).sum())
+        agreed = hits / max(1, len(y))
+    return agreed
+
+
+def warm_start_allocation(
+    policy: ScoringPolicy, make_env: Callable[[], AllocationEnv], episodes: int, epochs: int, seed: int
+) -> float:
+    """Fit the network to Autoscale's own answer for every row (the episodes follow Autoscale, so
+    the rows are those it meets). Returns the last epoch's share of answers it agrees with."""
+    env = make_env()
+    rows: list[np.ndarray] = []
+
+    def agent(decision: Decision) -> np.ndarray:
+        rows.append(decision.features)
+        return heuristic_answers(decision.features)
+
+    rng = np.random.default_rng(seed)
+    for _ in range(episodes):
+        play(env.episode(int(env.seeds[int(rng.integers(len(env.seeds)))])), agent)
+    env.close()
+    nets = policy.mlp_extractor
+    assert isinstance(nets, RowNets)
+    if not rows:
+        return float("nan")
+    x = torch.as_tensor(np.concatenate(rows))
+    y = torch.as_tensor(heuristic_answers(x.numpy()))
+    optimizer = torch.optim.Adam(nets.score.parameters(), lr=3e-3)
+    generator = torch.Generator().manual_seed(seed)
+    return _fit(lambda batch: cast(torch.Tensor, nets.score(x[batch])), y, optimizer, generator, epochs, 256)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +285,12 @@ class TrainSettings:
     gamma: float = 0.995
     validate_every: int = 25_000  # environment steps between checks on validation workloads (0: never)
     validation_episodes: int = 40  # of VALIDATION_SEEDS, the first ones
+    env: Kind = ORDERING_ENV
+
+    def make_env(self) -> SimulatedEnv:
+        if self.env == ALLOCATION_ENV:
+            return AllocationEnv(window=self.window, scenario=self.scenario)
+        return OrderingEnv(window=self.window, scenario=self.scenario)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +306,7 @@ class Trained:
 def vector_env(settings: TrainSettings) -> VecEnv:
     def make(rank: int) -> Callable[[], gym.Env[Any, Any]]:
         def build() -> gym.Env[Any, Any]:
-            env = OrderingEnv(window=settings.window, scenario=settings.scenario)
+            env = settings.make_env()
             env.reset(seed=settings.seed * 1000 + rank)
             return env
 
@@ -289,14 +354,23 @@ def train(
         if settings.warm_episodes > 0:
             policy = model.policy
             assert isinstance(policy, ScoringPolicy)
-            agreement = warm_start(
-                policy,
-                lambda: OrderingEnv(window=settings.window, scenario=settings.scenario),
-                settings.warm_episodes,
-                settings.warm_epochs,
-                settings.seed,
-                settings.warm_rounds,
-            )
+            if settings.env == ALLOCATION_ENV:
+                agreement = warm_start_allocation(
+                    policy,
+                    lambda: AllocationEnv(window=settings.window, scenario=settings.scenario),
+                    settings.warm_episodes,
+                    settings.warm_epochs,
+                    settings.seed,
+                )
+            else:
+                agreement = warm_start(
+                    policy,
+                    lambda: OrderingEnv(window=settings.window, scenario=settings.scenario),
+                    settings.warm_episodes,
+                    settings.warm_epochs,
+                    settings.seed,
+                    settings.warm_rounds,
+                )
             if report is not None:
                 report(f"warm start: the scorer agrees with the teacher on {agreement:.1%} of its picks")
     else:
@@ -306,13 +380,14 @@ def train(
     policy = model.policy
     assert isinstance(policy, ScoringPolicy)
     checks: list[tuple[int, float]] = []
-    best = (-1.0, export(policy, settings.window, meta), 0)
+    kind = policy_kind(settings.env)
+    best = (-1.0, export(policy, settings.window, meta, kind), 0)
 
     def check(steps: int) -> None:
         nonlocal best
         if settings.validate_every <= 0:
             return
-        text = export(policy, settings.window, {**meta, "checkpoint_steps": str(steps)})
+        text = export(policy, settings.window, {**meta, "checkpoint_steps": str(steps)}, kind)
         score = validate(text, settings)
         checks.append((steps, score))
         if report is not None:
@@ -329,20 +404,25 @@ def train(
         check(done)
     env.close()
     if settings.validate_every <= 0:
-        best = (0.0, export(policy, settings.window, meta), done)
+        best = (0.0, export(policy, settings.window, meta, kind), done)
     seconds = time.perf_counter() - started
     return Trained(best[1], curve, agreement, seconds, tuple(checks), best[2]), model
 
 
 def validate(text: str, settings: TrainSettings) -> float:
-    """Mean deadline-met ratio of the scorer `text` (greedy picks) on the first validation seeds."""
+    """Mean deadline-met ratio of the network `text` (greedy answers) on the first validation seeds."""
     from pysched.deadline.scorer import parse_policy
 
-    scorer = parse_policy(text)
-    env = OrderingEnv(window=settings.window, scenario=settings.scenario)
+    scorer = parse_policy(text, policy_kind(settings.env))
+    env = settings.make_env()
+
+    def agent(decision: Decision) -> int | np.ndarray:
+        if settings.env == ALLOCATION_ENV:
+            return scorer.answers(decision.features)
+        return scorer.pick(decision.features, decision.allowed)
+
     ratios = [
-        play(env.episode(seed), lambda d: scorer.pick(d.features, d.allowed)).deadline_met_ratio
-        for seed in VALIDATION_SEEDS[: settings.validation_episodes]
+        play(env.episode(seed), agent).deadline_met_ratio for seed in VALIDATION_SEEDS[: settings.validation_episodes]
     ]
     env.close()
     return sum(ratios) / max(1, len(ratios))
@@ -352,7 +432,7 @@ def load_for_tuning(path: Path | str, settings: TrainSettings) -> MaskablePPO:
     """A fresh model whose scorer starts from a weights file (fine-tuning on another workload)."""
     from pysched.deadline.scorer import load_policy
 
-    scorer = load_policy(path)
+    scorer = load_policy(path, policy_kind(settings.env))
     model = ppo(vector_env(settings), settings)
     nets = model.policy.mlp_extractor
     assert isinstance(nets, RowNets)

@@ -58,7 +58,7 @@ def default_registry() -> Registry:
             seed_restart.SPEC,
             deadline_laxity.SPEC,
             learned_queue_sort.SPEC,
-            autoscale.SPEC,
+            *autoscale.SPECS,
             elastic_scale.SPEC,
             volume_binding.SPEC,
             volume_zone.SPEC,

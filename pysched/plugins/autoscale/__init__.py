@@ -45,28 +45,40 @@ request in proportion to its CPUs (and the node must have that memory free). Mem
 shrunk: a running process cannot give memory back on demand, and a limit below its usage would
 leave the whole resize (CPU included) pending at the kubelet.
 
-This module is the plugin's face: its extension points hand over to `controller.Controller`,
+LearnedAutoscale is the same plugin with a learned allocation policy in place of the heuristic's
+direction: for each job looked at, a step down, keep or a step up, from a row of features that
+includes Autoscale's own answer (`pysched.deadline.allocation`); the network runs with numpy and
+numba (`Scorer.answers`), and its weights file (`pysched learn train --env allocation`) is checked
+when the profile loads. Everything else (which jobs are looked at and when, bounds, the shared
+room, steps, cooldown, conditions, events, metrics) is Autoscale's.
+
+This module is the family's face: the extension points hand over to `controller.Controller`,
 where the decisions live (as scheduler-plugins' coscheduling plugin over its core package).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import ClassVar, TypeVar
+
+import numpy as np
 
 from pysched.api.ids import NodeName
 from pysched.api.objects import PodInfo
 from pysched.deadline.predictor import Predictor
+from pysched.deadline.scorer import ALLOCATION, PolicyFileError, Scorer, policy_at
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import Handle, MetricFamily
-from pysched.framework.registry import PluginSpec
+from pysched.framework.registry import ArgsError, PluginSpec
 from pysched.framework.status import SUCCESS, Status
 from pysched.plugins.autoscale.args import AutoscaleArgs
 from pysched.plugins.autoscale.controller import Controller
 
-__all__ = ["NAME", "SPEC", "Autoscale", "AutoscaleArgs"]
+__all__ = ["LEARNED_NAME", "NAME", "SPECS", "Autoscale", "AutoscaleArgs", "LearnedAutoscale", "LearnedAutoscaleArgs"]
 
 NAME = "Autoscale"
+LEARNED_NAME = "LearnedAutoscale"
 
 
 class Autoscale:
@@ -107,12 +119,52 @@ class Autoscale:
         return self.controller.metric_families()
 
 
-def factory(args: AutoscaleArgs, handle: Handle) -> Autoscale:
-    plugin = Autoscale(args, handle)
+@dataclass(frozen=True, slots=True)
+class LearnedAutoscaleArgs(AutoscaleArgs):
+    weights: str = ""  # an allocation policy's weights file (JSON); required
+
+    def validate(self) -> None:
+        AutoscaleArgs.validate(self)
+        if not self.weights:
+            raise ArgsError("weights", "an allocation policy's weights file is required")
+        try:
+            policy_at(self.weights, ALLOCATION)
+        except PolicyFileError as err:
+            raise ArgsError("weights", str(err)) from None
+
+
+class LearnedAutoscale(Autoscale):
+    """Autoscale with a learned allocation policy's answers (see the module's doc)."""
+
+    NAME: ClassVar[str] = LEARNED_NAME
+
+    def __init__(self, args: LearnedAutoscaleArgs, handle: Handle) -> None:
+        super().__init__(args, handle)
+        self.policy: Scorer = policy_at(args.weights, ALLOCATION)
+        self.controller.agent = self.answers
+
+    def answers(self, rows: np.ndarray, own: np.ndarray) -> np.ndarray:
+        return self.policy.answers(rows)
+
+
+P = TypeVar("P", bound=Autoscale)
+
+
+def _subscribed(plugin: P, handle: Handle) -> P:
     handle.pod_lifecycle.on_terminated(plugin.pod_terminated)
     handle.pod_lifecycle.on_deleted(plugin.pod_deleted)
     handle.pod_lifecycle.on_taken_over(plugin.controller.taken_over)
     return plugin
 
 
+def factory(args: AutoscaleArgs, handle: Handle) -> Autoscale:
+    return _subscribed(Autoscale(args, handle), handle)
+
+
+def learned_factory(args: LearnedAutoscaleArgs, handle: Handle) -> LearnedAutoscale:
+    return _subscribed(LearnedAutoscale(args, handle), handle)
+
+
 SPEC = PluginSpec(NAME, AutoscaleArgs, factory, Autoscale)
+LEARNED_SPEC = PluginSpec(LEARNED_NAME, LearnedAutoscaleArgs, learned_factory, LearnedAutoscale)
+SPECS = (SPEC, LEARNED_SPEC)

@@ -14,6 +14,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from pysched.api.annotations import (
     CPU_MAX,
     CPU_MIN,
@@ -36,11 +38,12 @@ from pysched.api.containers import (
     resize_infeasible,
     restarts_on_resize,
 )
-from pysched.api.ids import JobKey, NodeName, PodKey
+from pysched.api.ids import JobKey, NodeName, PodKey, PodUID
 from pysched.api.jobs import NO_ORDER, ROLE_LABEL, job_of
 from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, GPU, MEMORY, to_scheduler_units
+from pysched.deadline.allocation import DOWN, KEEP, UP, AllocationAgent, Running, row
 from pysched.deadline.condition import (
     CONDITION,
     DEMOTED_REASON,
@@ -64,6 +67,7 @@ from pysched.deadline.predictor import (
     Verdict,
     central_finish,
     choose,
+    predicted_finish,
     progress_observation,
     stamp_resolution,
 )
@@ -118,6 +122,19 @@ class Judged:
 
 
 @dataclass(frozen=True, slots=True)
+class Review:
+    """When a job is next looked at, and what it was then: a recreated pod, or a deadline edited
+    meanwhile, is looked at at once."""
+
+    at: float
+    uid: PodUID
+    deadline: float
+
+    def still(self, pod: PodInfo) -> bool:
+        return pod.uid == self.uid and deadline_of(pod) == self.deadline
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     """One running job at one reconcile."""
 
@@ -155,7 +172,10 @@ class Controller:
         # learnt after its deletion, once the backend has read how it ended).
         self._gangs_seen: dict[GangIncarnation, float] = {}
         self._judged: dict[GangIncarnation, Judged] = {}
-        self._review_at: dict[PodKey, float] = {}  # when each running job is next looked at (absent: now)
+        self._review_at: dict[PodKey, Review] = {}  # when each running job is next looked at (absent: now)
+        # Answers for the jobs looked at, in place of the heuristic's direction (a learning
+        # environment's agent); None: the heuristic decides.
+        self.agent: AllocationAgent | None = None
 
     # ----- bounds and node room
     def _bounds(self, pod: PodInfo, node: NodeName | None) -> tuple[float, float]:
@@ -301,11 +321,12 @@ class Controller:
         deferred: dict[NodeName | None, list[PodInfo]] = collections.defaultdict(list)
         due: list[PodInfo] = []
         for pod in pods:
-            if self._review_at.get(pod.key, now) > now:
+            review = self._review_at.get(pod.key)
+            if review is not None and review.at > now and review.still(pod):
                 deferred[pod.node_name].append(pod)  # on track, or beyond saving, when last looked at
             else:
                 due.append(pod)
-        await self._act(await self._ticks(due, now), deferred)
+        await self._act(await self._ticks(due, now), deferred, now)
 
     async def _ticks(self, pods: Sequence[PodInfo], now: float) -> list[tuple[Tick, float]]:
         """The jobs among `pods` with a decision due now, each with its central finish."""
@@ -417,24 +438,24 @@ class Controller:
             return None
         return tick, here
 
-    def _schedule_review(self, tick: Tick, choice: Choice | None, resized: bool) -> None:
-        """When to look at the job again. One that wants CPUs at every reconcile (and its node's
-        other jobs with it, `_act`); one on track after half its predicted slack (its prediction
-        moves far less than that meanwhile); one no count saves after `reviewMaxSeconds` (it can
-        only give CPUs, and it is looked at whenever a neighbour wants some). A rescaled job once
-        its cooldown is over."""
+    def _schedule_review(self, tick: Tick, choice: Choice | None, resized: bool, wants: bool) -> None:
+        """When to look at the job again, from Autoscale's own `choice`. One that wants CPUs (by
+        that choice or an allocation policy's answer) at every reconcile, with its node's other
+        jobs (`_act`); one on track after half its predicted slack (its prediction moves far less
+        than that meanwhile); one no count saves after `reviewMaxSeconds` (it can only give CPUs,
+        and it is looked at whenever a neighbour wants some). A rescaled job once its cooldown is
+        over."""
         key, limit = tick.pod.key, self.args.review_max_seconds
-        if _wants_more(tick, choice):
+        if wants or choice is None or limit <= 0:
             self._review_at.pop(key, None)
-        elif resized:
-            self._review_at[key] = tick.now + min(limit, self.args.cooldown_seconds)
-        elif choice is None or limit <= 0:
-            self._review_at.pop(key, None)
-        elif choice.cpus is None:
-            self._review_at[key] = tick.now + limit
         else:
-            slack = max(0.0, tick.deadline - choice.finish)
-            self._review_at[key] = tick.now + min(limit, REVIEW_SLACK_SHARE * slack)
+            if resized:
+                wait = self.args.cooldown_seconds
+            elif choice.cpus is None:
+                wait = limit
+            else:
+                wait = REVIEW_SLACK_SHARE * max(0.0, tick.deadline - choice.finish)
+            self._review_at[key] = Review(tick.now + min(limit, wait), tick.pod.uid, tick.deadline)
 
     def _choice(
         self, tick: Tick, deadline: float | None = None, lo: float | None = None, hi: float | None = None
@@ -454,31 +475,114 @@ class Controller:
         )
 
     async def _act(
-        self, ready: list[tuple[Tick, float]], deferred: Mapping[NodeName | None, Sequence[PodInfo]]
+        self, ready: list[tuple[Tick, float]], deferred: Mapping[NodeName | None, Sequence[PodInfo]], now: float
     ) -> None:
         """Decide every due job, its node's room shared in deadline order (`deadline.shares`): the
         jobs that give CPUs back act first, so the room they free is there for the others; the rest
         keep the order they came in, in which gangs take the room they find. On a node where a job
-        wants CPUs, the jobs not due yet are decided too: they may have some to give."""
+        wants CPUs, the jobs not due yet are decided too: they may have some to give. With an
+        allocation `agent`, its answers replace Autoscale's choices before the room is shared."""
         choices = {tick.pod.key: self._choice(tick) for tick, _ in ready}
-        wanting = {tick.pod.node_name for tick, _ in ready if _wants_more(tick, choices[tick.pod.key])}
-        woken = [pod for node in wanting for pod in deferred.get(node, ())]
-        if woken:
-            extra = await self._ticks(woken, ready[0][0].now)
-            choices.update({tick.pod.key: self._choice(tick) for tick, _ in extra})
-            ready = [*ready, *extra]
+        woken: set[NodeName] = set()
+        ready = [*ready, *await self._wake(ready, choices, deferred, woken, now)]
         downs = {tick.pod.key for tick, _ in ready if self._goes_down(tick, choices[tick.pod.key])}
+        own = dict(choices)  # Autoscale's own, whatever the agent answers
+        learned: set[PodKey] = set()
+        if self.agent is not None:
+            learned = self._ask_agent(ready, choices, downs)
+            more = await self._wake(ready, choices, deferred, woken, now)  # a job the agent sent up wants room
+            if more:
+                own.update({tick.pod.key: choices[tick.pod.key] for tick, _ in more})
+                downs |= {tick.pod.key for tick, _ in more if self._goes_down(tick, choices[tick.pod.key])}
+                learned |= self._ask_agent(more, choices, downs)
+                ready = [*ready, *more]
         grants = self._share(ready, choices, downs)
         ordered = sorted(ready, key=lambda r: r[0].pod.key not in grants.taken)  # stable
         for tick, here in ordered:
             key = tick.pod.key
             try:
-                decided = await self._decide(tick, choices[key], key in downs, grants)
-                self._schedule_review(tick, choices[key], decided)
+                mine = own[key] if key in learned else None
+                decided = await self._decide(tick, choices[key], key in downs, grants, mine)
+                wants = _wants_more(tick, choices[key]) or _wants_more(tick, own[key])
+                self._schedule_review(tick, own[key], decided, wants)
                 if not decided:
                     await self._save(tick, here)
             except Exception as err:  # one pod's bug must not stop the others' scaling
                 self.handle.incidents.report("Autoscale reconcile", tick.pod, err, then="its CPUs are left as they are")
+
+    async def _wake(
+        self,
+        ready: Sequence[tuple[Tick, float]],
+        choices: dict[PodKey, Choice | None],
+        deferred: Mapping[NodeName | None, Sequence[PodInfo]],
+        woken: set[NodeName],
+        now: float,
+    ) -> list[tuple[Tick, float]]:
+        """The jobs not due yet on the nodes where a job wants CPUs, not woken before, with their
+        choices added (a gang's node too: what they give back is room its workers find)."""
+        nodes = {
+            tick.pod.node_name
+            for tick, _ in ready
+            if tick.pod.node_name is not None and _wants_more(tick, choices[tick.pod.key])
+        } - woken
+        woken |= nodes
+        extra = await self._ticks([pod for node in nodes for pod in deferred.get(node, ())], now)
+        choices.update({tick.pod.key: self._choice(tick) for tick, _ in extra})
+        return extra
+
+    def _ask_agent(
+        self, ready: Sequence[tuple[Tick, float]], choices: dict[PodKey, Choice | None], downs: set[PodKey]
+    ) -> set[PodKey]:
+        """The agent's answer for each job in place of Autoscale's: where they differ, a step down
+        (to the chosen count when it is lower, else one CPU less), keep, or a step up (to the chosen
+        count when it is higher, else one CPU more), within the job's bounds. The same answer
+        leaves Autoscale's decision exactly as it was. The jobs whose choice was replaced; none
+        when the agent fails (reported; Autoscale's choices stand)."""
+        agent = self.agent
+        offered = [(tick, here) for tick, here in ready if choices[tick.pod.key] is not None]
+        if agent is None or not offered:
+            return set()
+        rows, facts_of = [], []
+        for tick, here in offered:
+            key, choice = tick.pod.key, choices[tick.pod.key]
+            assert choice is not None
+            lo, hi = self._bounds(tick.pod, tick.pod.node_name)
+            mine = UP if _wants_more(tick, choice) else DOWN if key in downs else KEEP
+            room = self._room(tick.pod, tick.container, tick.pod.node_name, tick.current) - tick.current
+            done = (tick.model.steps_at(tick.now) or 0.0) / tick.model.total_steps
+            facts = Running(
+                tick.now, tick.deadline, here, choice.cpus, tick.current, lo, hi, room, done, tick.in_place, mine
+            )
+            rows.append(row(facts))
+            facts_of.append(facts)
+        try:
+            answers = np.asarray(agent(np.stack(rows), np.array([f.heuristic for f in facts_of], np.int64)))
+            if answers.shape != (len(offered),) or not np.isin(answers, (DOWN, KEEP, UP)).all():
+                raise ValueError(f"answers {answers.tolist()[:8]} for {len(offered)} jobs: one of 0, 1, 2 each")
+        except Exception as err:  # a policy's bug must not stop scaling: Autoscale's own choices stand
+            self.handle.incidents.report("Autoscale allocation policy", None, err, then="Autoscale's choices stand")
+            return set()
+        replaced: set[PodKey] = set()
+        for (tick, _), answer, facts in zip(offered, answers, facts_of, strict=True):
+            if int(answer) == facts.heuristic:
+                continue
+            key, current, need = tick.pod.key, tick.current, facts.need
+            downs.discard(key)
+            target = current
+            if int(answer) == UP:
+                target = max(current, min(facts.hi, need if need is not None and need > current else current + 1))
+            elif int(answer) == DOWN:
+                target = min(current, max(facts.lo, need if need is not None and need < current else current - 1))
+                if target < current:
+                    downs.add(key)
+            steps = tick.model.steps_at(tick.now)
+            finish = math.inf if steps is None else predicted_finish(
+                tick.model, tick.now, steps, target, current=current, margin=self.args.safety_margin,
+                band_z=self.args.band_z, restart_s=tick.restart_s,
+            )  # fmt: skip
+            choices[key] = Choice(target, finish)
+            replaced.add(key)
+        return replaced
 
     def _goes_down(self, tick: Tick, choice: Choice | None) -> bool:
         """A smaller count that still leaves `downSlack` of the time left (hysteresis)."""
@@ -531,11 +635,16 @@ class Controller:
             taken.update(grants.taken)
         return Grants(given, taken)
 
-    async def _decide(self, tick: Tick, choice: Choice | None, goes_down: bool, grants: Grants) -> bool:
-        """Act on the job's choice; True when a resize was accepted (it wrote the condition)."""
+    async def _decide(
+        self, tick: Tick, choice: Choice | None, goes_down: bool, grants: Grants, own: Choice | None = None
+    ) -> bool:
+        """Act on the job's choice (`own`: Autoscale's, when an allocation policy replaced it);
+        True when a resize was accepted (it wrote the condition)."""
         if choice is None:
             return False
         key = tick.pod.key
+        if own is not None:
+            return await self._decide_learned(tick, choice, own, goes_down, grants)
         if choice.cpus is None:
             hi = self._bounds(tick.pod, tick.pod.node_name)[1]
             await self._verdict(tick, DEMOTED_REASON, f"cannot meet the deadline even at {hi:g} CPUs")
@@ -544,13 +653,7 @@ class Controller:
             down = tick.current - grants.taken[key]
             return await self._resize(tick, down, "for jobs its CPUs can still save", DEMOTED_REASON)
         need = choice.cpus
-        target: float | None = None
-        if goes_down:
-            target = need
-        elif key in grants.taken:
-            target = tick.current - grants.taken[key]
-        elif need > tick.current:
-            target = self._grow(tick, need, grants.given.get(key))
+        target = self._target(tick, need, goes_down, grants)
         if target is None:
             await self._verdict(tick, ON_TRACK_REASON, "on track")
             return False
@@ -563,6 +666,42 @@ class Controller:
             )  # fmt: skip
         why = "for a job with an earlier deadline" if key in grants.taken and not goes_down else ""
         return await self._resize(tick, target, why)
+
+    async def _decide_learned(self, tick: Tick, choice: Choice, own: Choice, goes_down: bool, grants: Grants) -> bool:
+        """Act on an allocation policy's target. The condition keeps Autoscale's own verdict (a
+        job no count saves stays demoted); resizes say they are the policy's; no DeadlineAtRisk
+        warning unless Autoscale itself finds the job at risk."""
+        key, need = tick.pod.key, choice.cpus
+        assert need is not None
+        target = self._target(tick, need, goes_down, grants)
+        hopeless = own.cpus is None
+        reason = DEMOTED_REASON if hopeless else RESCALED_REASON
+        if target is None:
+            if hopeless:
+                hi = self._bounds(tick.pod, tick.pod.node_name)[1]
+                await self._verdict(tick, DEMOTED_REASON, f"cannot meet the deadline even at {hi:g} CPUs")
+            else:
+                await self._verdict(tick, ON_TRACK_REASON, f"kept at {tick.current:g} CPUs by the allocation policy")
+            return False
+        if target > tick.current and not tick.job.at_risk and _wants_more(tick, own):
+            tick.job.at_risk = True
+            await self.handle.cluster.emit_event(
+                tick.pod, "Warning", "DeadlineAtRisk",
+                f"at {tick.current:g} CPUs the job would miss its deadline {message_time(tick.deadline)}",
+            )  # fmt: skip
+        why = "for a job with an earlier deadline" if key in grants.taken and not goes_down else ""
+        return await self._resize(tick, target, why or "by the allocation policy", reason)
+
+    def _target(self, tick: Tick, need: float, goes_down: bool, grants: Grants) -> float | None:
+        """The count to move to now for a job whose choice is `need` (None: stay)."""
+        key = tick.pod.key
+        if goes_down:
+            return need
+        if key in grants.taken:
+            return tick.current - grants.taken[key]
+        if need > tick.current:
+            return self._grow(tick, need, grants.given.get(key))
+        return None
 
     def _grow(self, tick: Tick, need: float, given: float | None) -> float | None:
         """The count to grow to now (None: no room). A job on one node grows by what its node's

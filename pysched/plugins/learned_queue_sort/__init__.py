@@ -12,9 +12,7 @@ that is trained is the one that is deployed.
 
 from __future__ import annotations
 
-import functools
 import math
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +28,7 @@ from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, GPU
 from pysched.deadline.condition import demoted_by_condition
 from pysched.deadline.features import Waiting, static, window_rows
-from pysched.deadline.scorer import MAX_WINDOW, PolicyFileError, Scorer, load_policy
+from pysched.deadline.scorer import MAX_WINDOW, PolicyFileError, Scorer, policy_at
 from pysched.framework.cluster import namespace_selected
 from pysched.framework.interfaces import Handle, QueuedPod
 from pysched.framework.registry import MAX_ARGS_SECONDS, ArgsError, PluginSpec, check_range
@@ -47,19 +45,9 @@ STATIC_LIMIT = 10_000  # waiting pods whose fixed features are kept; past it the
 Agent = Callable[[np.ndarray, np.ndarray, Sequence[QueuedPod]], int]
 
 
-@functools.lru_cache(maxsize=8)
-def _cached(path: str, stamp: tuple[int, int]) -> Scorer:
-    return load_policy(path)
-
-
-def policy_at(weights: str) -> Scorer:
+def queue_policy(weights: str) -> Scorer:
     """The scorer of a weights file (`builtin`: the shipped one), read once per file version."""
-    path = str(BUILTIN_PATH) if weights == BUILTIN else weights
-    try:
-        stat = os.stat(path)
-    except OSError as err:
-        raise PolicyFileError(f"{path}: cannot read: {err.strerror or err}") from None
-    return _cached(path, (stat.st_mtime_ns, stat.st_size))
+    return policy_at(str(BUILTIN_PATH) if weights == BUILTIN else weights)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +73,7 @@ class LearnedQueueSortArgs:
         if self.window_order not in WINDOW_ORDERS:
             raise ArgsError("windowOrder", f"one of {', '.join(WINDOW_ORDERS)}, got {clip(self.window_order)}")
         try:
-            scorer = policy_at(self.weights)
+            scorer = queue_policy(self.weights)
         except PolicyFileError as err:
             raise ArgsError("weights", str(err)) from None
         if self.window > scorer.window:
@@ -170,7 +158,7 @@ class LearnedQueueSort:
 
 
 def factory(args: LearnedQueueSortArgs, handle: Handle) -> LearnedQueueSort:
-    scorer = policy_at(args.weights)
+    scorer = queue_policy(args.weights)
     return LearnedQueueSort(args, handle, scorer, args.window or scorer.window)
 
 

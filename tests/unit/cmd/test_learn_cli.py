@@ -3,10 +3,12 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pysched.cmd.cli import main
-from pysched.deadline.scorer import body_digest, dump_policy
+from pysched.deadline.allocation import FEATURES as ALLOCATION_FEATURES
+from pysched.deadline.scorer import ALLOCATION, body_digest, dump_policy
 from pysched.plugins.learned_queue_sort import BUILTIN_PATH
 
 
@@ -108,3 +110,21 @@ def test_another_weights_file_keeps_the_learned_profile_s_other_args(tmp_path: P
     profile = learned_config(default_registry(), str(path)).profile("learned")
     assert profile is not None
     assert profile.plugin_args["LearnedQueueSort"] == {"weights": str(path), "windowOrder": "deadline", "window": 16}
+
+
+def test_evaluate_allocation_needs_an_allocation_weights_file_and_runs_it_beside_pysched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["learn", "evaluate", "--env", "allocation", "--seeds", "1-1"]) == 2
+    assert "--weights: an allocation policy's weights file is required" in _one_line(capsys)
+    assert main(["learn", "evaluate", "--env", "allocation", "--weights", str(BUILTIN_PATH), "--seeds", "1-1"]) == 2
+    assert "not a pysched.io/allocation-policy file (it is a 'pysched.io/queue-policy' file)" in _one_line(capsys)
+    weight = np.zeros((3, len(ALLOCATION_FEATURES)))
+    weight[0, ALLOCATION_FEATURES.index("heuristic")], weight[2, ALLOCATION_FEATURES.index("heuristic")] = -2, 2
+    copy = tmp_path / "copy.json"  # answers what Autoscale would
+    copy.write_text(dump_policy([(weight, np.array([-0.5, 0.0, -0.5]))], "relu", 16, {}, ALLOCATION))
+    out = tmp_path / "eval.json"
+    args = ["learn", "evaluate", "--env", "allocation", "--weights", str(copy), "--seeds", "3-4", "--json", str(out)]
+    assert main(args) == 0
+    ratios = json.loads(out.read_text())["ratios"]
+    assert set(ratios) == {"pysched", "pysched-allocation"} and ratios["pysched"] == ratios["pysched-allocation"]

@@ -10,8 +10,9 @@ from gymnasium.utils.env_checker import check_env
 
 import pysched.learn
 from pysched.deadline.features import WIDTH
+from pysched.learn.base import TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS
 from pysched.learn.heuristic import least_laxity_known
-from pysched.learn.ordering import TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, OrderingEnv
+from pysched.learn.ordering import OrderingEnv
 
 from .toy import toy
 

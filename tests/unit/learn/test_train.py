@@ -10,8 +10,10 @@ pytestmark = pytest.mark.learn
 import torch  # noqa: E402
 from stable_baselines3.common.env_checker import check_env  # noqa: E402
 
+from pysched.deadline.allocation import WIDTH as ALLOCATION_WIDTH  # noqa: E402
 from pysched.deadline.features import WIDTH  # noqa: E402
-from pysched.deadline.scorer import parse_policy  # noqa: E402
+from pysched.deadline.scorer import ALLOCATION, parse_policy  # noqa: E402
+from pysched.learn.allocation import AllocationEnv  # noqa: E402
 from pysched.learn.episodes import play  # noqa: E402
 from pysched.learn.ordering import OrderingEnv  # noqa: E402
 from pysched.learn.train import RowNets, ScoringPolicy, TrainSettings, export, train  # noqa: E402
@@ -75,3 +77,51 @@ def test_a_short_seeded_run_learns_and_exports_what_it_learned() -> None:
     assert [steps for steps, _ in trained.validation] == [0, 1024, 2048, 3072]
     assert trained.chosen_steps == max(trained.validation, key=lambda c: c[1])[0]
     assert parse_policy(trained.text).meta["checkpoint_steps"] == str(trained.chosen_steps)
+
+
+def test_stable_baselines3_accepts_the_allocation_environment() -> None:
+    env = AllocationEnv(window=4, scenario=toy)
+    check_env(env, warn=False)
+    env.close()
+
+
+def _allocated(weights: str | None, seeds: range) -> float:
+    """Deadline-met ratio summed over `seeds` with the allocation policy of `weights` (None: random
+    answers)."""
+    env = AllocationEnv(window=8, scenario=toy)
+    scorer = None if weights is None else parse_policy(weights, ALLOCATION)
+    rng = np.random.default_rng(0)
+    total = 0.0
+    for seed in seeds:
+
+        def agent(decision, scorer=scorer):  # type: ignore[no-untyped-def]
+            n = decision.features.shape[0]
+            return rng.integers(0, 3, n) if scorer is None else scorer.answers(decision.features)
+
+        total += play(env.episode(seed), agent).deadline_met_ratio
+    env.close()
+    return total
+
+
+def test_a_short_allocation_run_learns_autoscales_answers_and_exports_them() -> None:
+    settings = TrainSettings(
+        steps=1024, seed=1, window=8, warm_episodes=4, warm_epochs=300, scenario=toy, n_steps=512,
+        validate_every=1024, validation_episodes=4, env="allocation",
+    )  # fmt: skip
+    trained, model = train(settings, {"command": "test"})
+    assert trained.warm_agreement > 0.95
+    scorer = parse_policy(trained.text, ALLOCATION)
+    # the numpy network is the trained one, three logits a row
+    x = np.random.default_rng(7).normal(size=(5, 8, ALLOCATION_WIDTH)).astype(np.float32)
+    nets = model.policy.mlp_extractor
+    assert isinstance(nets, RowNets) and nets.outputs == 3
+    with torch.no_grad():
+        expected = nets.row_logits(torch.as_tensor(x)).numpy()
+    assert isinstance(model.policy, ScoringPolicy)
+    live = parse_policy(export(model.policy, 8, {}, ALLOCATION), ALLOCATION)
+    for batch in range(5):
+        assert np.allclose(live.logits(x[batch]), expected[batch], atol=1e-4)
+    # it answers better than chance on workloads it never saw
+    held_out = range(1000, 1012)
+    assert _allocated(trained.text, held_out) >= _allocated(None, held_out) + 0.5
+    assert scorer.window == 8 and [steps for steps, _ in trained.validation] == [0, 1024]

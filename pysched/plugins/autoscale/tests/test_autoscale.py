@@ -450,6 +450,48 @@ def test_a_job_on_track_is_looked_at_again_after_half_its_slack_one_at_risk_ever
     assert len(risky.writes) == 2  # looked at again a minute later
 
 
+def test_a_job_no_count_saves_and_a_rescaled_one_wait_and_an_edited_deadline_does_not() -> None:
+    def measured(world: World) -> int:
+        model = world.plugin.predictor.get(KEY)
+        return 0 if model is None else len(model.intervals)
+
+    async def hopeless() -> list[int]:
+        world = World(node_cpu="4")
+        await world.submit("5m")  # 10,000 steps of 0.2 s on 2 CPUs: no count in 4 saves it
+        seen = []
+        for minute in range(1, 13):
+            await world.progress(100 * minute, 60)
+            seen.append(measured(world))
+        return seen
+
+    # Looked at at minute 1 (demoted), then after reviewMaxSeconds (600 s): minute 11, then minute 21.
+    assert asyncio.run(hopeless()) == [1] * 10 + [2, 2]
+
+    async def rescaled() -> list[int]:
+        world = World()
+        await world.submit("20m")  # at risk: grows at minute 1, then waits out its 120 s cooldown
+        seen = []
+        for minute in range(1, 5):
+            await world.progress(300 * minute, 60)
+            seen.append(measured(world))
+        assert world.cpu() > 2000
+        return seen
+
+    assert asyncio.run(rescaled())[:3] == [1, 1, 2]  # not read within the cooldown (minute 2), at minute 3 again
+
+    async def edited() -> tuple[int, int]:
+        world = World()
+        await world.submit("10h", **{"pysched.io/cpu-min": "2"})
+        await world.progress(300, 60)  # on track: next looked at in 10 minutes
+        await world.progress(600, 60)
+        before = measured(world)
+        world.cluster.set_annotations(KEY, {"pysched.io/deadline": format_rfc3339(world.clock.now() + 1800)})
+        await world.progress(900, 60)
+        return before, measured(world)
+
+    assert asyncio.run(edited()) == (1, 2)
+
+
 def test_a_pending_job_is_sized_from_the_profile_prior_before_binding() -> None:
     async def run(deadline: str, **args: Any) -> World:
         world = World(**args)

@@ -8,6 +8,7 @@ from pysched.api.builders import node_dict, pod_dict
 from pysched.api.ids import PodKey
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
+from pysched.plugins.autoscale import Autoscale
 from pysched.plugins.autoscale.tests.profile import pysched_scheduler
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -88,13 +89,24 @@ def test_a_job_above_its_share_gives_the_surplus_to_an_earlier_deadline_and_stil
     assert node.condition("relaxed") == ("True", "Rescaled")  # it still meets its deadline
 
 
+def measured(node: Node, name: str) -> int:
+    """Intervals of progress the job's model has read."""
+    plugin = node.scheduler.frameworks["pysched"].reconcile[0]
+    assert isinstance(plugin, Autoscale)
+    model = plugin.predictor.get(PodKey(f"default/{name}"))
+    return 0 if model is None else len(model.intervals)
+
+
 def test_a_job_not_due_for_review_still_gives_when_a_neighbour_wants_cpus() -> None:
     async def run() -> Node:
         node = Node(cpu="8", down_slack=0.95)
         await node.submit("relaxed", "6", "8h")
         await node.progress(60, relaxed=900)  # on track with hours to spare: next looked at in 10 minutes
+        await node.progress(60, relaxed=1800)
+        assert measured(node, "relaxed") == 1  # not looked at a minute later
         await node.submit("urgent", "2", "25m")
-        await node.progress(60, relaxed=1800, urgent=300)
+        await node.progress(60, relaxed=2700, urgent=300)
+        assert measured(node, "relaxed") == 2  # looked at with the urgent job
         return node
 
     node = asyncio.run(run())
