@@ -56,6 +56,7 @@ def test_a_short_seeded_run_learns_and_exports_what_it_learned() -> None:
         scenario=toy,
         n_steps=512,
         validate_every=1024,
+        validation_episodes=8,
         learning_rate=3e-4,
     )
     trained, model = train(settings, {"command": "test"})
@@ -105,8 +106,8 @@ def _allocated(weights: str | None, seeds: range) -> float:
 
 def test_a_short_allocation_run_learns_autoscales_answers_and_exports_them() -> None:
     settings = TrainSettings(
-        steps=1024, seed=1, window=8, warm_episodes=4, warm_epochs=300, scenario=toy, n_steps=512,
-        validate_every=1024, validation_episodes=4, env="allocation",
+        steps=512, seed=1, window=8, warm_episodes=3, warm_epochs=300, scenario=toy, n_steps=512,
+        validate_every=512, validation_episodes=2, env="allocation",
     )  # fmt: skip
     trained, model = train(settings, {"command": "test"})
     assert trained.warm_agreement > 0.95
@@ -122,6 +123,7 @@ def test_a_short_allocation_run_learns_autoscales_answers_and_exports_them() -> 
     for batch in range(5):
         assert np.allclose(live.logits(x[batch]), expected[batch], atol=1e-4)
     # it answers better than chance on workloads it never saw
-    held_out = range(1000, 1012)
-    assert _allocated(trained.text, held_out) >= _allocated(None, held_out) + 0.5
-    assert scorer.window == 8 and [steps for steps, _ in trained.validation] == [0, 1024]
+    held_out = range(1000, 1006)
+    learned, chance = _allocated(trained.text, held_out), _allocated(None, held_out)
+    assert learned >= chance + 0.3, (learned, chance)  # 6 workloads: +0.05 each on average
+    assert scorer.window == 8 and [steps for steps, _ in trained.validation] == [0, 512]
