@@ -381,9 +381,7 @@ async def lead_and_schedule(
         if state.leader and not state.stop.is_set():
             log.info("scheduling")
             state.scheduling = True
-            ended = await backend.ended_pods()
-            await backend.post_missing_scheduled_events(scheduler.clock.now(), ended)
-            scheduler.take_over(ended)
+            scheduler.take_over(await backend.take_over(scheduler.clock.now()))
             await scheduler.run(state.stop)
     except Exception as err:
         # A bug past every per-pod guard: never keep the Lease with a dead loop (the standby

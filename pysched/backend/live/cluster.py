@@ -827,13 +827,22 @@ class LiveCluster:
             )
         )
 
-    async def post_missing_scheduled_events(self, now: float, ended: Sequence[PodInfo]) -> int:
+    async def take_over(self, now: float) -> list[PodInfo]:
+        """What a new leader does before its first cycle: lists the pods that ended and posts the
+        missing `Scheduled` events; returns the ended pods, for the scheduler's own take-over.
+        The informer's pods are read before the list goes out: a pod that ends while the list is on
+        the wire leaves the informer, and the list may have been served before it ended."""
+        active = list(self.pods.values())
+        ended = await self.ended_pods()
+        await self.post_missing_scheduled_events(now, [*active, *ended])
+        return ended
+
+    async def post_missing_scheduled_events(self, now: float, candidates: Sequence[PodInfo]) -> int:
         """A leader killed between a bind and its `Scheduled` event leaves a bound pod without one.
-        A new leader lists the `Scheduled` events once and posts the missing ones for pods of its
-        profiles bound within the events' lifetime, running or ended since (a short job may finish
-        before the Lease changes hands: `ended`, as `ended_pods` lists them); returns how many it posted."""
+        A new leader lists the `Scheduled` events once and posts the missing ones for the pods of
+        its profiles among `candidates` bound within the events' lifetime, running or ended since
+        (a short job may finish before the Lease changes hands); returns how many it posted."""
         names = self.options.scheduler_names
-        candidates = [*self.pods.values(), *ended]
         bound = list(
             {
                 pod.uid: pod

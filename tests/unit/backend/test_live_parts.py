@@ -482,7 +482,45 @@ async def test_a_new_leader_posts_the_missing_scheduled_events_of_running_and_en
     await backend.start(InvalidPods())
     try:
         # "done" finished before this leader took over: the informer (active pods) never held it.
-        assert await backend.post_missing_scheduled_events(time.time(), await backend.ended_pods()) == 2
+        ended = await backend.take_over(time.time())
     finally:
         await backend.stop()
+    assert [p.name for p in ended] == ["done"]
     assert sorted(posted) == ["done Scheduled", "running Scheduled"]
+
+
+async def test_a_pod_that_ends_while_the_new_leader_lists_the_ended_ones_keeps_its_scheduled_event() -> None:
+    created = format_rfc3339(time.time() - 60)
+
+    def pod(phase: str, version: str) -> JSON:
+        spec: JSON = {"schedulerName": "pysched", "nodeName": "n", "containers": [{"name": "c", "resources": {}}]}
+        meta = {"name": "short", "namespace": "ns", "uid": "short", "resourceVersion": version}
+        meta["creationTimestamp"] = created
+        return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+    class Api(ScriptedApi):
+        """The list of ended pods is served while the pod still runs; the pod ends (and leaves the
+        informer) before the answer reaches the new leader."""
+
+        async def request(self, method: str, path: str, **kwargs: Any) -> ApiResponse:
+            selector = (kwargs.get("query") or {}).get("fieldSelector", "")
+            if path == PODS and "status.phase!=Running" in selector:
+                await self.send(PODS, "DELETED", pod("Succeeded", "2"))
+                return ApiResponse(200, {"metadata": {}, "items": []})
+            return await super().request(method, path, **kwargs)
+
+    api = Api({PODS: [pod("Running", "1")]})
+    backend = LiveCluster(api, LiveOptions(scheduler_names=frozenset({"pysched"})))
+    posted: list[str] = []
+
+    async def emit(pod: Any, event_type: str, reason: str, note: str) -> None:
+        posted.append(f"{pod.name} {reason}")
+
+    backend.emit_event = emit  # type: ignore[method-assign]
+    await backend.start(InvalidPods())
+    try:
+        await backend.take_over(time.time())
+        assert not backend.pods  # it did end meanwhile
+    finally:
+        await backend.stop()
+    assert posted == ["short Scheduled"]

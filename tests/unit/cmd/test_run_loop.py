@@ -19,11 +19,8 @@ class DyingScheduler:
 
 
 class Backend:
-    async def ended_pods(self) -> list[Any]:
+    async def take_over(self, now: float) -> list[Any]:
         return []
-
-    async def post_missing_scheduled_events(self, now: float, ended: list[Any]) -> int:
-        return 0
 
 
 class Clock:
