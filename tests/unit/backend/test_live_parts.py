@@ -450,6 +450,18 @@ async def test_a_pod_that_ended_is_delivered_as_ended_before_it_leaves() -> None
     assert listener.seen[2:] == [("deleted", "Running")]
 
 
+def recording_events(api: ScriptedApi) -> tuple[LiveCluster, list[str]]:
+    """A backend of the `pysched` profile whose events are kept as "name reason" lines."""
+    backend = LiveCluster(api, LiveOptions(scheduler_names=frozenset({"pysched"})))
+    posted: list[str] = []
+
+    async def emit(pod: Any, event_type: str, reason: str, note: str) -> None:
+        posted.append(f"{pod.name} {reason}")
+
+    backend.emit_event = emit  # type: ignore[method-assign]
+    return backend, posted
+
+
 async def test_a_new_leader_posts_the_missing_scheduled_events_of_running_and_ended_pods() -> None:
     created = format_rfc3339(time.time() - 60)
 
@@ -472,13 +484,7 @@ async def test_a_new_leader_posts_the_missing_scheduled_events_of_running_and_en
     scheduled = {"reason": "Scheduled", "regarding": {"uid": "posted"}}
     api = Api({PODS: [pod("running", "Running"), pod("posted", "Running"), pod("pending", "Pending", None)]})
     api.items["/apis/events.k8s.io/v1/events"] = [scheduled]
-    backend = LiveCluster(api, LiveOptions(scheduler_names=frozenset({"pysched"})))
-    posted: list[str] = []
-
-    async def emit(pod: Any, event_type: str, reason: str, note: str) -> None:
-        posted.append(f"{pod.name} {reason}")
-
-    backend.emit_event = emit  # type: ignore[method-assign]
+    backend, posted = recording_events(api)
     await backend.start(InvalidPods())
     try:
         # "done" finished before this leader took over: the informer (active pods) never held it.
@@ -510,13 +516,7 @@ async def test_a_pod_that_ends_while_the_new_leader_lists_the_ended_ones_keeps_i
             return await super().request(method, path, **kwargs)
 
     api = Api({PODS: [pod("Running", "1")]})
-    backend = LiveCluster(api, LiveOptions(scheduler_names=frozenset({"pysched"})))
-    posted: list[str] = []
-
-    async def emit(pod: Any, event_type: str, reason: str, note: str) -> None:
-        posted.append(f"{pod.name} {reason}")
-
-    backend.emit_event = emit  # type: ignore[method-assign]
+    backend, posted = recording_events(api)
     await backend.start(InvalidPods())
     try:
         await backend.take_over(time.time())
