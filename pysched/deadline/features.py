@@ -85,14 +85,19 @@ class Waiting:
 
 def static(job: Waiting, prior_step_seconds: float) -> np.ndarray:
     """The job's fixed row (STATIC_WIDTH float64)."""
-    low, high = PRIOR_SERIAL_RANGE
-    p = prior_step_seconds
-    at_request = remaining(job.total_steps, job.cpus, job.workers, p, PRIOR_SERIAL_FRACTION)
-    at_max = remaining(job.total_steps, max(job.cpus, job.cpus_max), job.workers, p, PRIOR_SERIAL_FRACTION)
-    band = remaining(job.total_steps, job.cpus, job.workers, p, high) - remaining(
-        job.total_steps, job.cpus, job.workers, p, low
-    )
-    row = [0.0] * STATIC_WIDTH  # a list, then one array: item writes into an array cost more
+    return np.array(static_values(job, prior_step_seconds))
+
+
+def static_values(job: Waiting, prior_step_seconds: float) -> list[float]:
+    """`static` as a list (a row of a matrix takes it without an array in between)."""
+    at_request = at_max = band = 0.0
+    if job.total_steps is not None and prior_step_seconds > 0:
+        low, high = PRIOR_SERIAL_RANGE
+        p, steps, cpus, workers = prior_step_seconds, job.total_steps, job.cpus, job.workers
+        at_request = remaining(steps, cpus, workers, p, PRIOR_SERIAL_FRACTION)
+        at_max = remaining(steps, max(cpus, job.cpus_max), workers, p, PRIOR_SERIAL_FRACTION)
+        band = remaining(steps, cpus, workers, p, high) - remaining(steps, cpus, workers, p, low)
+    row = [0.0] * STATIC_WIDTH  # a list: item writes into an array cost more
     row[_STEPS] = 0.0 if job.total_steps is None else math.log1p(job.total_steps) / 10.0
     row[_REMAINING_REQUESTED] = squash(at_request)
     row[_REMAINING_MAX] = squash(at_max)
@@ -107,7 +112,7 @@ def static(job: Waiting, prior_step_seconds: float) -> np.ndarray:
     row[CPU_MILLI] = round(job.cpus * 1000)
     row[GPUS] = job.gpus
     row[PRIORITY] = job.priority
-    return np.array(row)
+    return row
 
 
 @compiled(inline="always")
@@ -128,22 +133,25 @@ _FREE_CPU, _FREE_GPU, _QUEUE = COLUMN["free_cpu"], COLUMN["free_gpu"], COLUMN["q
 
 @compiled()
 def fill_window(
-    stack: np.ndarray, now: float, free_cpu: float, free_gpu: float, cpu_room: float, gpu_room: float,
-    out: np.ndarray, allowed: np.ndarray,
+    fixed: np.ndarray, index: np.ndarray, now: float, free_cpu: float, free_gpu: float, cpu_room: float,
+    gpu_room: float, out: np.ndarray, allowed: np.ndarray,
 ) -> int:  # fmt: skip  # pragma: no cover - compiled
-    """Fill `out` (n, WIDTH) float32 from the window's fixed rows, and `allowed`: rows of the first
-    row's priority that fit the most room of one node (CPU, GPU). Returns how many are allowed."""
-    n = stack.shape[0]
+    """Fill the first n rows of `out` (float32, WIDTH columns) from the window's fixed rows
+    (`fixed[index[r]]` for the window's r-th job, n = len(index)), and of `allowed`: rows of the
+    first row's priority that fit the most room of one node (CPU, GPU). Returns how many are allowed."""
+    n = index.shape[0]
     count = 0
     queued = _squash(float(n), 16.0)
+    first = fixed[index[0], PRIORITY] if n else 0.0
     for r in range(n):
+        row = fixed[index[r]]
         for c in range(WIDTH):
-            out[r, c] = stack[r, c]
-        out[r, _WAITING] = _squash(now - stack[r, CREATED], TIME_SCALE_S)
-        deadline = stack[r, DEADLINE]
+            out[r, c] = row[c]
+        out[r, _WAITING] = _squash(now - row[CREATED], TIME_SCALE_S)
+        deadline = row[DEADLINE]
         if deadline == deadline:  # not NaN: a deadline job
             out[r, _TO_DEADLINE] = _squash(deadline - now, TIME_SCALE_S)
-            out[r, _LAXITY] = _squash(deadline - now - stack[r, AT_REQUEST], TIME_SCALE_S)
+            out[r, _LAXITY] = _squash(deadline - now - row[AT_REQUEST], TIME_SCALE_S)
         else:
             out[r, _TO_DEADLINE] = 0.0
             out[r, _LAXITY] = 0.0
@@ -151,7 +159,7 @@ def fill_window(
         out[r, _FREE_CPU] = free_cpu
         out[r, _FREE_GPU] = free_gpu
         out[r, _QUEUE] = queued
-        ok = stack[r, PRIORITY] == stack[0, PRIORITY] and stack[r, CPU_MILLI] <= cpu_room and stack[r, GPUS] <= gpu_room
+        ok = row[PRIORITY] == first and row[CPU_MILLI] <= cpu_room and row[GPUS] <= gpu_room
         allowed[r] = ok
         count += ok
     return count
@@ -167,5 +175,6 @@ def window_rows(
     stack = np.array(window) if n else np.zeros((0, STATIC_WIDTH))
     out = np.empty((n, WIDTH), np.float32)
     allowed = np.empty(n, np.bool_)
-    count = fill_window(stack, now, cluster.free_cpu, cluster.free_gpu, room[0], room[1], out, allowed)
+    index = np.arange(n, dtype=np.int64)
+    count = fill_window(stack, index, now, cluster.free_cpu, cluster.free_gpu, room[0], room[1], out, allowed)
     return out, allowed, int(count)

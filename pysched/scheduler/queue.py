@@ -85,6 +85,7 @@ class SchedulingQueue:
         self._token: dict[PodKey, int] = {}
         self._active: list[tuple[tuple[Any, ...], int, PodKey]] = []
         self._front: list[tuple[tuple[Any, ...], int, PodKey]] = []  # a QueuePick window, sorted
+        self._front_stale = False  # a token was replaced or dropped since `_front` was last checked
         self._backoff: list[tuple[float, int, PodKey]] = []
         self._unschedulable: dict[PodKey, QueuedPod] = {}
         self._waiting_for: dict[EventKind | None, dict[PodKey, QueuedPod]] = {}
@@ -112,6 +113,7 @@ class SchedulingQueue:
             self._contain(qp, "QueueSort", err)
             return
         token = next(self._seq)
+        self._front_stale |= qp.pod.key in self._token
         self._token[qp.pod.key] = token
         self._where[qp.pod.key] = ACTIVE
         heapq.heappush(self._active, (qp.sort_key, token, qp.pod.key))
@@ -119,13 +121,14 @@ class SchedulingQueue:
 
     def _push_backoff(self, qp: QueuedPod) -> None:
         token = next(self._seq)
+        self._front_stale |= qp.pod.key in self._token
         self._token[qp.pod.key] = token
         self._where[qp.pod.key] = BACKOFF
         heapq.heappush(self._backoff, (qp.backoff_until, token, qp.pod.key))
 
     def _park(self, qp: QueuedPod, where: str) -> None:
         self._where[qp.pod.key] = where
-        self._token.pop(qp.pod.key, None)
+        self._front_stale |= self._token.pop(qp.pod.key, None) is not None
         if where == UNSCHEDULABLE:
             key = qp.pod.key
             self._unschedulable[key] = qp
@@ -224,7 +227,7 @@ class SchedulingQueue:
         self._pods.pop(key, None)
         if self._where.pop(key, None) is None:
             return  # not placed since its last delete: every other book is set with `_where`
-        self._token.pop(key, None)
+        self._front_stale |= self._token.pop(key, None) is not None
         self._drop_unschedulable(key)
         self._parked.pop(key, None)
         self._popped_at.pop(key, None)
@@ -287,8 +290,9 @@ class SchedulingQueue:
         held sorted outside the heap (`_front`) between pops, so a pick costs one heap operation,
         not a window's; the others keep their keys, tokens and places."""
         window, front, tokens, active = picker.window, self._front, self._token, self._active
-        if front:
+        if self._front_stale:
             front[:] = [e for e in front if tokens.get(e[2]) == e[1]]  # moved or re-sorted since
+            self._front_stale = False
         while len(front) > window:
             heapq.heappush(active, front.pop())
         while active:

@@ -21,17 +21,17 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pysched.api.annotations import CPU_MAX, cpu_milli_of, deadline_of, total_steps_of
-from pysched.api.ids import PodKey
 from pysched.api.labels import selector_problem
 from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, GPU
 from pysched.deadline.condition import demoted_by_condition
-from pysched.deadline.features import Waiting, static, window_rows
-from pysched.deadline.scorer import MAX_WINDOW, PolicyFileError, Scorer, policy_at
+from pysched.deadline.features import Waiting, static_values, window_rows
+from pysched.deadline.scorer import MAX_WINDOW, PolicyFileError, Scorer, WindowBuffers, policy_at
 from pysched.framework.cluster import namespace_selected
 from pysched.framework.interfaces import Handle, QueuedPod
 from pysched.framework.registry import MAX_ARGS_SECONDS, ArgsError, PluginSpec, check_range
+from pysched.plugins.learned_queue_sort.fixed import FixedRows
 from pysched.plugins.learned_queue_sort.room import ClusterRoom
 
 NAME = "LearnedQueueSort"
@@ -40,7 +40,6 @@ BY_CREATION, BY_DEADLINE = "creation", "deadline"
 WINDOW_ORDERS = (BY_CREATION, BY_DEADLINE)
 BUILTIN_PATH = Path(__file__).with_name("policy.json")
 
-STATIC_LIMIT = 10_000  # waiting pods whose fixed features are kept; past it the cache starts again
 # (feature rows, which rows may be picked, the pods): the row to pick. Set by a training environment.
 Agent = Callable[[np.ndarray, np.ndarray, Sequence[QueuedPod]], int]
 
@@ -88,8 +87,12 @@ class LearnedQueueSort:
     scorer: Scorer
     window: int
     agent: Agent | None = None
-    _static: dict[PodKey, tuple[PodInfo, np.ndarray]] = field(default_factory=dict)  # fixed rows, per waiting pod
+    _fixed: FixedRows = field(default_factory=FixedRows)  # the waiting pods' fixed rows
     _room: ClusterRoom = field(default_factory=ClusterRoom)
+    _buffers: WindowBuffers = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._buffers = WindowBuffers.of(max(1, self.window))  # the queue offers at most `window` pods
 
     def sort_key(self, queued: QueuedPod) -> tuple[Any, ...]:
         pod = queued.pod
@@ -103,15 +106,19 @@ class LearnedQueueSort:
         gang = self.handle.jobs.gang_of(head.key)
         if gang is not None and gang.placed:
             return 0  # its first members hold room at Permit: the rest of the gang goes first
-        features, allowed, count = self.features(candidates)
-        if count <= 1:  # no node has room for more than one of them: nothing to choose
-            return int(np.argmax(allowed))
         if self.agent is not None:
-            chosen = self.agent(features, allowed, candidates)
+            features, allowed, count = self.features(candidates)
+            # With one pod that fits (or none) there is nothing to choose.
+            chosen = self.agent(features, allowed, candidates) if count > 1 else int(np.argmax(allowed))
         else:
-            chosen = self.scorer.pick(features, allowed)
+            view = self._room
+            view.refresh(self.handle.nodes)
+            index = self._fixed.index(candidates, self._read)
+            chosen = self.scorer.pick_window(
+                self._fixed.matrix, index, self.handle.clock.now(), view.shares, view.most, self._buffers
+            )
         if 0 <= chosen < len(candidates):
-            self._static.pop(candidates[chosen].pod.key, None)  # it leaves the queue
+            self._fixed.drop(candidates[chosen].pod.key)  # it leaves the queue
         return chosen
 
     def features(self, candidates: Sequence[QueuedPod]) -> tuple[np.ndarray, np.ndarray, int]:
@@ -119,17 +126,11 @@ class LearnedQueueSort:
         node for their CPUs and GPUs), and how many may."""
         view = self._room
         view.refresh(self.handle.nodes)
-        known = self._static
-        window = []
-        for c in candidates:
-            pod = c.pod
-            entry = known.get(pod.key)
-            if entry is None or entry[0] is not pod:  # new, or the pod changed (a demotion, a resize)
-                entry = known[pod.key] = (pod, static(self._waiting(pod), self.args.prior_step_seconds))
-            window.append(entry[1])
-        if len(known) > STATIC_LIMIT:
-            known.clear()  # pods long gone; the window's are read again at the next pick
+        window = self._fixed.rows(candidates, self._read)
         return window_rows(window, view.shares, self.handle.clock.now(), view.most)
+
+    def _read(self, pod: PodInfo) -> list[float]:
+        return static_values(self._waiting(pod), self.args.prior_step_seconds)
 
     def _deadline(self, pod: PodInfo) -> float | None:
         """The pod's deadline, None when it has none, was demoted, or its namespace may not."""

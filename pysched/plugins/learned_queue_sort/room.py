@@ -17,11 +17,12 @@ REREAD_LIMIT = 16  # changed rows past which every row is read again
 @compiled()
 def _fold(
     rows: np.ndarray, present: np.ndarray, allocatable: np.ndarray, requested: np.ndarray, columns: np.ndarray,
-    free: np.ndarray, held: np.ndarray, sums: np.ndarray, room: np.ndarray,
+    free: np.ndarray, held: np.ndarray, sums: np.ndarray, room: np.ndarray, shares: np.ndarray,
 ) -> None:  # fmt: skip  # pragma: no cover - compiled
     """Read `rows` of the node table again into `free` / `held` (per resource), keeping `sums`
-    (free, then allocatable, per resource) and `room` (the most free on one row); the most is
-    searched again only when the row that held it lost some."""
+    (free, then allocatable, per resource), `room` (the most free on one row; searched again only
+    when the row that held it lost some) and `shares` (free per allocatable, 0 for a resource no
+    node has)."""
     for k in range(2):
         column = columns[k]
         if column < 0:
@@ -44,19 +45,25 @@ def _fold(
             for row in range(free.shape[1]):
                 most = max(most, free[k, row])
             room[k] = most
+    for k in range(2):
+        total = sums[2 + k]
+        shares[k] = 0.0 if total <= 0 else max(0.0, sums[k] / total)
 
 
 class ClusterRoom:
     """Free shares and the most room on one node, CPU and GPU, as of node-table change `seq`."""
 
-    __slots__ = ("free", "held", "most", "room", "seq", "shares", "sums")
+    __slots__ = ("_fractions", "_names", "columns", "free", "held", "most", "room", "seq", "shares", "sums")
 
     def __init__(self) -> None:
         self.seq = -1
+        self.columns = np.full(2, -1, np.int64)  # the CPU and GPU columns of the node table
+        self._names: dict[str, int] | None = None  # the table's column map `columns` was read from
         self.free = np.zeros((2, 0), np.int64)
         self.held = np.zeros((2, 0), np.int64)
         self.sums = np.zeros(4, np.int64)
         self.room = np.zeros(2, np.int64)
+        self._fractions = np.zeros(2)
         self.shares = ClusterView(1.0, 0.0)  # (CPU, GPU) shares not requested, in [0, 1]
         self.most = (0.0, 0.0)  # the most free CPU millicores and GPUs on one node
 
@@ -65,22 +72,22 @@ class ClusterRoom:
         seq = nodes.change_seq
         if seq == self.seq:
             return False
-        columns = np.array([nodes.column.get(CPU, -1), nodes.column.get(GPU, -1)], np.int64)
         size = nodes.size
-        changed = None if self.seq < 0 or self.free.shape[1] != size else nodes.changed_since(self.seq, REREAD_LIMIT)
-        if changed is None:  # the first time, nodes added or removed, or many changes: every row
+        fresh = self.seq >= 0 and self.free.shape[1] == size and nodes.column is self._names
+        changed = nodes.changed_since(self.seq, REREAD_LIMIT) if fresh else None
+        if changed is None:  # the first time, nodes or resources added or removed, many changes: every row
+            self._names = nodes.column
+            self.columns = np.array([nodes.column.get(CPU, -1), nodes.column.get(GPU, -1)], np.int64)
             self.free = np.zeros((2, size), np.int64)
             self.held = np.zeros((2, size), np.int64)
             self.sums[:] = 0
             self.room[:] = 0
             changed = np.arange(size, dtype=np.int64)
-        _fold(changed, nodes.present, nodes.allocatable, nodes.requested, columns, self.free, self.held, self.sums,
-              self.room)  # fmt: skip
+        _fold(changed, nodes.present, nodes.allocatable, nodes.requested, self.columns, self.free, self.held, self.sums,
+              self.room, self._fractions)  # fmt: skip
         self.seq = seq
-        share = [0.0, 0.0]  # 0 for a resource no node has
-        for k in range(2):
-            total = int(self.sums[2 + k])
-            share[k] = 0.0 if total <= 0 else max(0.0, int(self.sums[k]) / total)
-        self.shares = ClusterView(share[0], share[1])
-        self.most = (float(self.room[0]), float(self.room[1]))
+        cpu, gpu = self._fractions.tolist()
+        self.shares = ClusterView(cpu, gpu)
+        most = self.room.tolist()
+        self.most = (float(most[0]), float(most[1]))
         return True

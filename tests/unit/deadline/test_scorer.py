@@ -1,13 +1,24 @@
 """The weights file of a learned queue policy: what it round-trips, and every way it is refused."""
 
+import itertools
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pysched.deadline.features import FEATURES, SCHEMA, WIDTH
-from pysched.deadline.scorer import PolicyFileError, body_digest, dump_policy, load_policy, parse_policy
+from pysched.deadline.features import FEATURES, SCHEMA, WIDTH, ClusterView, Waiting, static, window_rows
+from pysched.deadline.scorer import (
+    ALLOCATION,
+    QUEUE,
+    PolicyFileError,
+    WindowBuffers,
+    _logits,
+    body_digest,
+    dump_policy,
+    load_policy,
+    parse_policy,
+)
 
 
 def _layers(seed: int = 0, hidden: int = 8) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -91,3 +102,28 @@ def test_the_shipped_policy_loads_and_is_small() -> None:
     assert BUILTIN_PATH.stat().st_size < 200_000
     scorer = load_policy(BUILTIN_PATH)
     assert scorer.window >= 16
+
+
+@pytest.mark.parametrize(("activation", "widths"), [("relu", (16, 16, 1)), ("tanh", (8, 5, 1)), ("relu", (6, 9, 3))])
+def test_the_kernels_compiled_for_a_shape_agree_with_the_general_ones(activation: str, widths: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(len(widths) + widths[0])
+    sizes = (WIDTH, *widths)
+    layers = [(rng.normal(size=(o, i)), rng.normal(size=o)) for i, o in itertools.pairwise(sizes)]
+    kind = QUEUE if widths[-1] == 1 else ALLOCATION
+    if kind is ALLOCATION:  # the allocation kind reads its own rows
+        layers[0] = (rng.normal(size=(widths[0], len(ALLOCATION.features))), layers[0][1])
+    scorer = parse_policy(dump_policy(layers, activation, 16, {}, kind), kind)
+    assert scorer.kernels[0] is not _logits  # the shape has its own kernels
+    x = rng.normal(size=(12, scorer.dims[0])).astype(np.float32)
+    general = np.empty((12, widths[-1]))
+    _logits(x, scorer.flat, scorer.dims, scorer.relu, general)
+    assert np.allclose(scorer.logits(x), general, atol=1e-9)
+    if kind is ALLOCATION:
+        return
+    jobs = [Waiting(float(i), 500.0 + 97 * i if i % 3 else None, 1000 * i, 1 + i % 4, 4, i % 2, 1) for i in range(12)]
+    fixed = np.array([static(j, 0.5) for j in jobs])
+    buffers = WindowBuffers.of(12)
+    for room, index in (((3000.0, 1.0), range(12)), ((1000.0, 0.0), [4, 0, 8]), ((0.0, 0.0), [1, 2])):
+        rows, allowed, _ = window_rows([fixed[i] for i in index], ClusterView(0.3, 0.5), 50.0, room)
+        chosen = scorer.pick_window(fixed, np.array(index, np.int64), 50.0, ClusterView(0.3, 0.5), room, buffers)
+        assert chosen == scorer.pick(rows, allowed)

@@ -118,3 +118,14 @@ def test_pods_held_in_the_window_count_as_active_and_can_leave_it() -> None:
     assert q.has_active()
     assert q.pop().pod.name == "c"  # type: ignore[union-attr]
     assert not q.has_active() and q.pop() is None
+
+
+def test_a_pod_in_the_window_re_sorted_by_an_update_takes_its_new_place() -> None:
+    picker = Picker(window=3, choice=1)
+    q = _queue(picker, [])
+    for i in range(4):
+        q.add(make_pod(f"p{i}", created=float(i)))
+    assert q.pop().pod.name == "p1"  # type: ignore[union-attr]
+    q.update(make_pod("p0", created=9.0))  # its key moves behind every other pod's
+    assert q.pop().pod.name == "p3"  # type: ignore[union-attr]
+    assert picker.seen[1] == ["p2", "p3", "p0"]  # once, in its new place
