@@ -28,6 +28,9 @@ class FixedRows:
     def index(self, candidates: Sequence[QueuedPod], read: Callable[[PodInfo], Sequence[float]]) -> np.ndarray:
         """The candidates' row numbers (int64), reading with `read` the pods that are new or changed
         (a demotion, a resize) since their row was written."""
+        if len(self.slot) >= LIMIT:  # before any row of this window is handed out
+            self.slot.clear()
+            self.free = list(range(len(self.matrix) - 1, -1, -1))
         slot = self.slot
         rows = []
         for c in candidates:
@@ -50,9 +53,6 @@ class FixedRows:
 
     def _write(self, pod: PodInfo, row: Sequence[float], entry: tuple[PodInfo, int] | None) -> tuple[PodInfo, int]:
         if entry is None:
-            if len(self.slot) >= LIMIT:
-                self.slot.clear()
-                self.free = list(range(len(self.matrix) - 1, -1, -1))
             if not self.free:
                 size = len(self.matrix)
                 self.matrix = np.concatenate([self.matrix, np.zeros((size, STATIC_WIDTH))])

@@ -2,7 +2,6 @@
 
 import dataclasses
 
-import numpy as np
 import pytest
 
 from pysched.api.builders import make_pod
@@ -48,5 +47,7 @@ def test_a_row_left_behind_is_used_again_and_the_limit_starts_over(monkeypatch: 
     monkeypatch.setattr(fixed, "LIMIT", 3)
     rows.index(_queued(1, start=6), _created)  # a third pod: at the limit
     assert len(rows.slot) == 3
-    rows.index(_queued(1, start=7), _created)  # past it: every row is read again
-    assert len(rows.slot) == 1 and np.isfinite(rows.matrix).all()
+    window = [*_queued(1, start=5), *_queued(2, start=7)]  # a known pod first, then new ones
+    index = rows.index(window, _created)  # past the limit: every row is read again, each its own
+    assert len(rows.slot) == 3 and len(set(index.tolist())) == 3
+    assert rows.matrix[index, 0].tolist() == [5.0, 7.0, 8.0]
