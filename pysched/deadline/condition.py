@@ -3,8 +3,8 @@
 `pysched.io/Deadline` is for people. Its status is True while the job is predicted to finish by
 its deadline, and once it met it; False while it is predicted to miss (demoted as infeasible, not
 admitted) and once it missed. Its reason says what pysched last did or concluded (`OnTrack`,
-`Rescaled`, `DeadlineInfeasible`, `DeadlineRejected`, `DeadlineAdmitted`, finally `DeadlineMet` or
-`DeadlineMissed`), and its message says it in words:
+`DeadlineAtRisk`, `Rescaled`, `DeadlineInfeasible`, `DeadlineRejected`, `DeadlineAdmitted`, finally
+`DeadlineMet` or `DeadlineMissed`), and its message says it in words:
 
     on track: finishes in 18m (07:33 UTC), 10m before the deadline, at 2 CPUs
 
@@ -39,6 +39,9 @@ DEMOTED_REASON = "DeadlineInfeasible"  # the deadline cannot be met: ordered as 
 REJECTED_REASON = "DeadlineRejected"  # not admitted: meeting it would make an admitted job miss; best-effort
 ADMITTED_REASON = "DeadlineAdmitted"  # admitted after it waited for room in the plan
 ON_TRACK_REASON = "OnTrack"  # the job meets its deadline at the CPUs it has
+# It needs more CPUs than it has to meet its deadline with the predictor's margin, and its node has
+# none to add now (the status still follows the central prediction).
+AT_RISK_REASON = "DeadlineAtRisk"
 RESCALED_REASON = "Rescaled"  # the job was resized toward its deadline
 MET_REASON = "DeadlineMet"  # final: it Succeeded by its deadline
 MISSED_REASON = "DeadlineMissed"  # final: it ended after its deadline, or Failed

@@ -45,6 +45,7 @@ from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, GPU, MEMORY, to_scheduler_units
 from pysched.deadline.allocation import DOWN, KEEP, UP, AllocationAgent, Running, row
 from pysched.deadline.condition import (
+    AT_RISK_REASON,
     CONDITION,
     DEMOTED_REASON,
     MET_REASON,
@@ -654,16 +655,15 @@ class Controller:
             return await self._resize(tick, down, "for jobs its CPUs can still save", DEMOTED_REASON)
         need = choice.cpus
         target = self._target(tick, need, goes_down, grants)
+        if target is None and need > tick.current:  # it would miss, and its node has nothing to add
+            await self._warn_at_risk(tick, f"{need:g} CPUs needed, none free on its node now")
+            await self._verdict(tick, AT_RISK_REASON, f"needs {need:g} CPUs, none free on its node")
+            return False
         if target is None:
             await self._verdict(tick, ON_TRACK_REASON, "on track")
             return False
-        if target > tick.current and not tick.job.at_risk:
-            tick.job.at_risk = True
-            await self.handle.cluster.emit_event(
-                tick.pod, "Warning", "DeadlineAtRisk",
-                f"at {tick.current:g} CPUs the job would miss its deadline {message_time(tick.deadline)}; "
-                f"{need:g} CPUs needed",
-            )  # fmt: skip
+        if target > tick.current:
+            await self._warn_at_risk(tick, f"{need:g} CPUs needed")
         why = "for a job with an earlier deadline" if key in grants.taken and not goes_down else ""
         return await self._resize(tick, target, why)
 
@@ -683,14 +683,19 @@ class Controller:
             else:
                 await self._verdict(tick, ON_TRACK_REASON, f"kept at {tick.current:g} CPUs by the allocation policy")
             return False
-        if target > tick.current and not tick.job.at_risk and _wants_more(tick, own):
-            tick.job.at_risk = True
-            await self.handle.cluster.emit_event(
-                tick.pod, "Warning", "DeadlineAtRisk",
-                f"at {tick.current:g} CPUs the job would miss its deadline {message_time(tick.deadline)}",
-            )  # fmt: skip
+        if target > tick.current and _wants_more(tick, own):
+            await self._warn_at_risk(tick)
         why = "for a job with an earlier deadline" if key in grants.taken and not goes_down else ""
         return await self._resize(tick, target, why or "by the allocation policy", reason)
+
+    async def _warn_at_risk(self, tick: Tick, needed: str = "") -> None:
+        """The `DeadlineAtRisk` Warning event, once until the job is on track again."""
+        if tick.job.at_risk:
+            return
+        tick.job.at_risk = True
+        note = f"at {tick.current:g} CPUs the job would miss its deadline {message_time(tick.deadline)}"
+        note = f"{note}; {needed}" if needed else note
+        await self.handle.cluster.emit_event(tick.pod, "Warning", AT_RISK_REASON, note)
 
     def _target(self, tick: Tick, need: float, goes_down: bool, grants: Grants) -> float | None:
         """The count to move to now for a job whose choice is `need` (None: stay)."""

@@ -446,7 +446,7 @@ def test_a_job_on_track_is_looked_at_again_after_half_its_slack_one_at_risk_ever
         return world
 
     risky = asyncio.run(at_risk())
-    assert risky.cpu() == 2000 and "DeadlineAtRisk" not in risky.reasons()  # it wants CPUs it cannot have
+    assert risky.cpu() == 2000 and risky.reasons() == ["DeadlineAtRisk"]  # it wants CPUs it cannot have
     assert len(risky.writes) == 2  # looked at again a minute later
 
 

@@ -73,6 +73,24 @@ def test_the_earlier_deadline_grows_first_whatever_the_pods_order() -> None:
     assert grown_first(urgent="b", relaxed="a") == (4, 2)
 
 
+def test_a_job_that_needs_cpus_its_node_does_not_have_says_it_is_at_risk_once() -> None:
+    async def run() -> Node:
+        node = Node(cpu="6")
+        await node.submit("relaxed", "2", "35m")
+        await node.submit("urgent", "2", "25m")
+        await node.progress(60, urgent=300, relaxed=300)  # the urgent job takes the 2 free CPUs
+        await node.progress(60, urgent=700, relaxed=600)
+        return node
+
+    node = asyncio.run(run())
+    assert node.cpus("relaxed") == 2 and node.cpus("urgent") == 4
+    assert node.condition("relaxed")[1] == "DeadlineAtRisk"  # it was "OnTrack" while it wanted CPUs
+    (note,) = node.notes("relaxed", "DeadlineAtRisk")  # two reconciles, one warning
+    assert note.endswith("CPUs needed, none free on its node now"), note
+    message = node.cluster.conditions[PodKey("default/relaxed")]["pysched.io/Deadline"].message
+    assert message.startswith("needs ") and "none free on its node" in message, message
+
+
 def test_a_job_above_its_share_gives_the_surplus_to_an_earlier_deadline_and_still_meets_its_own() -> None:
     async def run() -> Node:
         node = Node(cpu="8", down_slack=0.95)  # alone, the relaxed job would never go down
