@@ -7,7 +7,6 @@ simulated cluster cannot disagree about what a pod asks for.
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,26 +127,33 @@ class PodInfo:
 
     def evolve(self, **changes: object) -> PodInfo:
         """A copy with some fields changed (cheaper than dataclasses.replace on the hot path)."""
-        clone = object.__new__(PodInfo)
-        # Every field at once (one C call), each stored through its slot: a copy per update of
-        # every running pod's progress.
-        for store, value in zip(_POD_SLOT_SETTERS, _POD_FIELD_VALUES(self), strict=True):
-            store(clone, value)
+        clone = _copy_pod(self)
         setter = object.__setattr__
         for name, value in changes.items():
             if name not in _POD_FIELDS:
                 raise TypeError(f"PodInfo has no field {name!r}")
             setter(clone, name, value)
-        features_changed = not _FEATURE_FIELDS.isdisjoint(changes)
-        setter(clone, "features", clone._features() if features_changed else self.features)
+        if not _FEATURE_FIELDS.isdisjoint(changes):
+            setter(clone, "features", clone._features())
         return clone
 
 
 _POD_FIELDS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(PodInfo) if f.init)
-_POD_FIELD_VALUES = operator.attrgetter(*sorted(_POD_FIELDS))
-_POD_SLOT_SETTERS: tuple[Callable[[PodInfo, object], None], ...] = tuple(
-    vars(PodInfo)[name].__set__ for name in sorted(_POD_FIELDS)
-)
+
+
+def _slot_copier() -> Callable[[PodInfo], PodInfo]:
+    """A copy of every slot in straight-line code, generated once as dataclasses generates its
+    methods: a copy per update of every running pod's progress, at half the cost of a loop."""
+    names = [f.name for f in dataclasses.fields(PodInfo)]
+    scope: dict[str, Any] = {f"set_{n}": vars(PodInfo)[n].__set__ for n in names}
+    scope.update(new=object.__new__, PodInfo=PodInfo)
+    body = "".join(f"    set_{n}(clone, pod.{n})\n" for n in names)
+    exec(f"def copy(pod):\n    clone = new(PodInfo)\n{body}    return clone\n", scope)
+    copy: Callable[[PodInfo], PodInfo] = scope["copy"]
+    return copy
+
+
+_copy_pod = _slot_copier()
 _FEATURE_FIELDS: frozenset[str] = frozenset(
     {"pod_affinity", "spread", "host_ports", "volumes", "controller", "labels", "preferred_terms", "refused"}
 )  # what `_features` reads

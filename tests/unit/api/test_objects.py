@@ -20,3 +20,7 @@ def test_evolve_is_replace_with_every_other_field_kept() -> None:
     for changes in every:
         moved, replaced = pod.evolve(**changes), dataclasses.replace(pod, **changes)
         assert moved == replaced and moved.features == replaced.features
+        # Every field not changed is the very same object (raw and features too, which == skips).
+        kept = [f.name for f in dataclasses.fields(pod) if f.name not in changes and f.name != "features"]
+        assert all(getattr(moved, name) is getattr(pod, name) for name in kept)
+        assert (moved.features is pod.features) == ("labels" not in changes)
