@@ -1,6 +1,6 @@
-"""`pysched learn train|evaluate`: train a queue-ordering or an allocation policy on the simulator
-and compare it with the built-in policies on held-out seeds. Training needs the `learn` extra;
-evaluation and the learned plugins need numpy only."""
+"""`pysched learn train|evaluate|tune`: train a queue-ordering or an allocation policy on the
+simulator and compare it with the built-in policies on held-out seeds, or tune Autoscale's args
+online with a bandit. Training needs the `learn` extra; the rest needs numpy only."""
 
 from __future__ import annotations
 
@@ -161,8 +161,35 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from pysched.learn.tuning import DEFAULT_ARMS, MAX_ARMS, parse_arm
+    from pysched.sim.scenario import SCENARIOS
+
+    seeds = parse_seeds(args.seeds)
+    arms = [parse_arm(text) for text in args.arm or ()]
+    problem = first_problem(
+        seeds if isinstance(seeds, str) else None,
+        None if args.scenario in SCENARIOS else f"--scenario: one of {', '.join(SCENARIOS)}",
+        next((a for a in arms if isinstance(a, str)), None),
+        f"--arm: at most {MAX_ARMS}" if len(arms) > MAX_ARMS else None,
+        number_problem("--period", args.period, 60, 30 * 86400),
+        output_problem("--json", args.json) if args.json else None,
+    )
+    if problem:
+        return _fail(problem)
+    assert isinstance(seeds, range)
+    from pysched.learn.tuning import compare
+
+    played = [a for a in arms if isinstance(a, dict)] or [dict(a) for a in DEFAULT_ARMS]
+    report = compare(args.scenario, seeds, played, args.period, lambda line: print(line, flush=True))
+    print(json.dumps(report.summary()))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.as_json(), indent=1) + "\n")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `learn train` and `learn evaluate` to the CLI."""
+    """Add `learn train`, `learn evaluate` and `learn tune` to the CLI."""
     learn = subparsers.add_parser("learn", help="train and evaluate learned policies on the simulator")
     sub = learn.add_subparsers(dest="learn_command", required=True)
     train = sub.add_parser(
@@ -209,3 +236,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ev.add_argument("--policy", action="append", metavar="NAME", help="a policy to run; repeatable; default: all")
     ev.add_argument("--json", metavar="OUT", help="also write the ratios per seed here")
     ev.set_defaults(func=cmd_evaluate)
+    tune = sub.add_parser(
+        "tune",
+        help="the pysched profile with its Autoscale args chosen online by a bandit, against the profile as "
+        "configured, seed by seed",
+    )
+    tune.add_argument("--scenario", default="small", help="the generator (default small)")
+    tune.add_argument("--seeds", default="1000-1019", help="FIRST-LAST workload seeds (default 1000-1019)")
+    tune.add_argument(
+        "--arm",
+        action="append",
+        metavar="NAME=VALUE[,...]",
+        help="one set of Autoscale args the bandit may play (safetyMargin, bandZ, downSlack, cooldownSeconds, "
+        "maxStepFactor); repeatable; default: safetyMargin 0.05 (the default), 0 and 0.3",
+    )
+    tune.add_argument("--period", type=float, default=1800.0, help="simulated seconds each choice lasts (default 1800)")
+    tune.add_argument("--json", metavar="OUT", help="also write the ratios per seed and the bandit's pulls here")
+    tune.set_defaults(func=cmd_tune)

@@ -1,7 +1,8 @@
 """Learned scheduling policies: Gymnasium environments that run the production scheduler on the
 simulated cluster (registered on import as `pysched/Ordering-v0` and `pysched/Allocation-v0`), the
-least-laxity heuristic the ordering policy warm-starts from, and (with the `learn` extra) training
-and export (`pysched.learn.train`)."""
+least-laxity heuristic the ordering policy warm-starts from, online tuning of Autoscale's args
+with a bandit (`pysched.learn.tuning`), and (with the `learn` extra) training and export
+(`pysched.learn.train`)."""
 
 from __future__ import annotations
 

@@ -75,8 +75,7 @@ class Episode:
         self._to_run: queue.SimpleQueue[int | np.ndarray | None] = queue.SimpleQueue()
         self._to_env: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
         self._replay: Replay | None = None
-        self._judged: set[str] = set()
-        self._counts = [0, 0, 0.0]
+        self._verdicts = Verdicts()
         self.result: PolicyResult | None = None
         self.decisions = 0
 
@@ -172,11 +171,21 @@ class Episode:
             self._thread.join()
 
     def outcomes(self, final: bool = False) -> Outcomes:
-        """Deadline jobs judged so far: met (finished by the deadline), missed (finished late, or
-        the deadline passed unfinished; with `final`, every deadline job not finished)."""
-        replay = self._replay
-        if replay is None:
-            return Outcomes()
+        """Deadline jobs judged so far (`Verdicts.count`)."""
+        return Outcomes() if self._replay is None else self._verdicts.count(self._replay, final)
+
+
+class Verdicts:
+    """Deadline jobs of a run judged so far, each once: met (finished by the deadline), missed
+    (finished late, or the deadline passed unfinished; with `final`, every deadline job not
+    finished)."""
+
+    def __init__(self) -> None:
+        self._judged: set[str] = set()
+        self._met = self._missed = 0
+        self._hours = 0.0
+
+    def count(self, replay: Replay, final: bool = False) -> Outcomes:
         now = replay.clock.now()
         for key, job in replay.jobs.items():
             if job.deadline is None or key in self._judged:
@@ -185,12 +194,15 @@ class Episode:
             due = EPOCH + job.deadline
             if finished is not None:
                 self._judged.add(key)
-                self._counts[0 if finished <= due else 1] += 1
-                self._counts[2] += (finished - EPOCH - job.submit) / 3600.0
+                if finished <= due:
+                    self._met += 1
+                else:
+                    self._missed += 1
+                self._hours += (finished - EPOCH - job.submit) / 3600.0
             elif now > due or final:
                 self._judged.add(key)
-                self._counts[1] += 1
-        return Outcomes(int(self._counts[0]), int(self._counts[1]), float(self._counts[2]))
+                self._missed += 1
+        return Outcomes(self._met, self._missed, self._hours)
 
 
 Agent = Callable[[Decision], "int | np.ndarray"]

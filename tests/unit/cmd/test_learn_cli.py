@@ -128,3 +128,32 @@ def test_evaluate_allocation_needs_an_allocation_weights_file_and_runs_it_beside
     assert main(args) == 0
     ratios = json.loads(out.read_text())["ratios"]
     assert set(ratios) == {"pysched", "pysched-allocation"} and ratios["pysched"] == ratios["pysched-allocation"]
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["--arm", "safetyMargin=11"], "--arm: safetyMargin: must be >= 0 and <= 10"),
+        (["--arm", "speed=1"], "--arm: NAME=VALUE"),
+        (["--period", "10"], "--period: must be >= 60"),
+        (["--seeds", "5-1"], "--seeds: FIRST <= LAST"),
+        (["--scenario", "nope"], "--scenario: one of"),
+    ],
+)
+def test_tune_refuses_bad_input(args: list[str], problem: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["learn", "tune", *args]) == 2
+    assert problem in _one_line(capsys)
+
+
+def test_tune_compares_the_configured_and_the_tuned_profile_seed_by_seed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "tune.json"
+    args = ["learn", "tune", "--seeds", "1-1", "--arm", "safetyMargin=0.05", "--arm", "bandZ=2", "--json", str(out)]
+    assert main(args) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("seed 1: configured ")
+    summary = json.loads(lines[-1])
+    assert summary["seeds"] == 1 and summary["scenario"] == "small" and sum(summary["pulls"]) >= 2
+    written = json.loads(out.read_text())
+    assert written["arms"] == [{"safetyMargin": 0.05}, {"bandZ": 2.0}] and len(written["per_seed"]) == 1
