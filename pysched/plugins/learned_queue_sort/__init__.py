@@ -114,6 +114,8 @@ class LearnedQueueSort:
             view = self._room
             view.refresh(self.handle.nodes)
             index = self._fixed.index(candidates, self._read)
+            if index.shape[0] > self._buffers.allowed.shape[0]:  # `window` widened: the compiled pick never checks
+                self._buffers = WindowBuffers.of(index.shape[0])
             chosen = self.scorer.pick_window(
                 self._fixed.matrix, index, self.handle.clock.now(), view.shares, view.most, self._buffers
             )

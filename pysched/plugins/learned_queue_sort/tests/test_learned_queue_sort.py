@@ -233,3 +233,25 @@ def test_a_deadline_from_a_namespace_that_may_not_use_one_does_not_count(tmp_pat
         return order
 
     assert asyncio.run(run()) == ["real", "later", "cheat"]
+
+
+def test_a_window_widened_after_the_start_gets_room_for_its_rows(tmp_path: Path) -> None:
+    async def run() -> LearnedQueueSort:
+        clock = VirtualClock(T0)
+        cluster = SimulatedCluster(clock)
+        registry = default_registry()
+        profile = _profile(_policy(tmp_path, "to_deadline", -1.0), window=2)
+        scheduler = Scheduler(parse_config(profile, "t", registry), cluster, clock, registry)
+        plugin = scheduler.frameworks["l"].queue_sort
+        assert isinstance(plugin, LearnedQueueSort)
+        plugin.window = 8  # as a training environment sets it, after the buffers were made for 2
+        cluster.add_node(node_dict("n", cpu="16", memory="8Gi"))
+        await scheduler.start()
+        for i in range(8):
+            cluster.create_pod(_pod(f"p{i}", f"{8 - i}h", created=T0 + i))
+        await scheduler.run_until_idle()
+        await scheduler.stop()
+        assert all(p.node_name == "n" for p in cluster.pods.values())
+        return plugin
+
+    assert asyncio.run(run())._buffers.allowed.shape[0] >= 8
