@@ -834,6 +834,14 @@ class LiveCluster:
         the wire leaves the informer, and the list may have been served before it ended."""
         active = list(self.pods.values())
         ended = await self.ended_pods()
+        listed = {pod.uid for pod in ended}
+        for pod in active:  # it left the informer meanwhile: read how it ended, so it is judged too
+            if pod.node_name is not None and pod.uid not in listed and pod.key not in self.pods:
+                resp = await self.client.request("GET", _pod_path(pod))
+                with contextlib.suppress(*MALFORMED):
+                    final = pod_from_dict(resp.body, self.job_created) if resp.ok else None
+                    if final is not None and final.uid == pod.uid and final.terminated:
+                        ended.append(final)
         await self.post_missing_scheduled_events(now, [*active, *ended])
         return ended
 

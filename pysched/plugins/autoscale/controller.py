@@ -655,9 +655,10 @@ class Controller:
             return await self._resize(tick, down, "for jobs its CPUs can still save", DEMOTED_REASON)
         need = choice.cpus
         target = self._target(tick, need, goes_down, grants)
-        if target is None and need > tick.current:  # it would miss, and its node has nothing to add
-            await self._warn_at_risk(tick, f"{need:g} CPUs needed, none free on its node now")
-            await self._verdict(tick, AT_RISK_REASON, f"needs {need:g} CPUs, none free on its node")
+        if target is None and math.floor(need) > tick.current:
+            # A whole CPU more would help (`_step` asks for at least one), and its node has none to spare.
+            await self._warn_at_risk(tick, f"{need:g} CPUs needed, none to spare on its node now")
+            await self._verdict(tick, AT_RISK_REASON, f"needs {need:g} CPUs, none to spare on its node")
             return False
         if target is None:
             await self._verdict(tick, ON_TRACK_REASON, "on track")

@@ -43,7 +43,8 @@ class FixedRows:
 
     def rows(self, candidates: Sequence[QueuedPod], read: Callable[[PodInfo], Sequence[float]]) -> list[np.ndarray]:
         """The candidates' fixed rows, as `index` keeps them."""
-        return list(self.matrix[self.index(candidates, read)])
+        index = self.index(candidates, read)  # first: it may grow the matrix
+        return list(self.matrix[index])
 
     def drop(self, key: PodKey) -> None:
         """The pod left the queue: its row is free again."""

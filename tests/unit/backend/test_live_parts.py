@@ -516,11 +516,13 @@ async def test_a_pod_that_ends_while_the_new_leader_lists_the_ended_ones_keeps_i
             return await super().request(method, path, **kwargs)
 
     api = Api({PODS: [pod("Running", "1")]})
+    api.objects["/api/v1/namespaces/ns/pods/short"] = pod("Succeeded", "2")  # as a GET finds it now
     backend, posted = recording_events(api)
     await backend.start(InvalidPods())
     try:
-        await backend.take_over(time.time())
+        ended = await backend.take_over(time.time())
         assert not backend.pods  # it did end meanwhile
     finally:
         await backend.stop()
     assert posted == ["short Scheduled"]
+    assert [(p.name, p.phase) for p in ended] == [("short", "Succeeded")]  # handed on to be judged

@@ -86,9 +86,23 @@ def test_a_job_that_needs_cpus_its_node_does_not_have_says_it_is_at_risk_once() 
     assert node.cpus("relaxed") == 2 and node.cpus("urgent") == 4
     assert node.condition("relaxed")[1] == "DeadlineAtRisk"  # it was "OnTrack" while it wanted CPUs
     (note,) = node.notes("relaxed", "DeadlineAtRisk")  # two reconciles, one warning
-    assert note.endswith("CPUs needed, none free on its node now"), note
+    assert note.endswith("CPUs needed, none to spare on its node now"), note
     message = node.cluster.conditions[PodKey("default/relaxed")]["pysched.io/Deadline"].message
-    assert message.startswith("needs ") and "none free on its node" in message, message
+    assert message.startswith("needs ") and "none to spare on its node" in message, message
+
+
+def test_a_job_held_below_its_need_by_its_own_cpu_max_is_not_said_to_lack_room() -> None:
+    async def run() -> Node:
+        node = Node(cpu="16")
+        capped = {"pysched.io/cpu-max": "2500m"}  # it needs 2.5 CPUs: no whole CPU more
+        await node.submit("capped", "2", "33m", False, **capped)
+        await node.progress(60, capped=300)
+        await node.progress(60, capped=600)
+        return node
+
+    node = asyncio.run(run())
+    assert node.cpus("capped") == 2 and node.condition("capped")[1] != "DeadlineAtRisk"
+    assert node.notes("capped", "DeadlineAtRisk") == []
 
 
 def test_a_job_above_its_share_gives_the_surplus_to_an_earlier_deadline_and_still_meets_its_own() -> None:

@@ -47,8 +47,14 @@ profiles:
 
 @pytest.fixture
 def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """A loop of its own; the schedulers the tests started are stopped with it (their binding
+    workers would otherwise be destroyed pending when it is collected)."""
     loop = asyncio.new_event_loop()
     yield loop
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
     loop.close()
 
 
