@@ -3,9 +3,11 @@ the learned queue policy's scorer): one set of options and one cache folder keye
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Literal, TypeVar, cast
 
 import numba
@@ -43,23 +45,40 @@ CACHE_FOLDER = cache_folder()
 F = TypeVar("F", bound=Callable[..., object])
 
 
-def compiled(*, inline: Literal["never", "always"] = "never") -> Callable[[F], F]:
-    """Compile with the settings every kernel here shares, cached in `CACHE_FOLDER`."""
+def compiled(*, inline: Literal["never", "always"] = "never", uses: Sequence[ModuleType] = ()) -> Callable[[F], F]:
+    """Compile with the settings every kernel here shares, cached in `CACHE_FOLDER`. `uses`: the
+    other modules whose compiled functions this one calls. numba's cache checks only the source of
+    the function's own module, so such a function is cached in a folder named after theirs: an
+    edit there compiles it again instead of loading a kernel built from the old code."""
 
     def compile_(function: F) -> F:
         def jit(cache: bool) -> F:
             options = numba.njit(cache=cache, nogil=True, boundscheck=False, error_model="numpy", inline=inline)
             return cast(F, options(function))
 
-        if CACHE_FOLDER is None:
+        folder = CACHE_FOLDER if CACHE_FOLDER is None or not uses else _folder_for(CACHE_FOLDER, uses)
+        if folder is None:
             return jit(cache=False)
         # numba fixes a function's cache folder when it is decorated: point it at ours for this
         # decoration only, so that nobody else's cached functions move.
         saved = _NUMBA_CONFIG.CACHE_DIR
-        _NUMBA_CONFIG.CACHE_DIR = str(CACHE_FOLDER)
+        _NUMBA_CONFIG.CACHE_DIR = str(folder)
         try:
             return jit(cache=True)
         finally:
             _NUMBA_CONFIG.CACHE_DIR = saved
 
     return compile_
+
+
+def _folder_for(root: Path, modules: Sequence[ModuleType]) -> Path | None:
+    """A folder of `root` named after the sources of `modules` (None: one cannot be read or made)."""
+    digest = hashlib.sha256()
+    try:
+        for module in modules:
+            digest.update(Path(module.__file__ or "").read_bytes())
+        folder = root / f"uses-{digest.hexdigest()[:16]}"
+        folder.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    return folder

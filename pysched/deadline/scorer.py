@@ -105,19 +105,22 @@ def _forward(
     return chosen
 
 
-@compiled()
-def _pick_rows(
-    rows: np.ndarray, n: int, count: int, allowed: np.ndarray, flat: np.ndarray, dims: np.ndarray, relu: bool,
+@compiled(uses=(features,))
+def _pick_window(
+    fixed: np.ndarray, index: np.ndarray, now: float, free_cpu: float, free_gpu: float, cpu_room: float,
+    gpu_room: float, flat: np.ndarray, dims: np.ndarray, relu: bool, out: np.ndarray, allowed: np.ndarray,
     scores: np.ndarray,
 ) -> int:  # fmt: skip  # pragma: no cover - compiled
-    """The best allowed one of the first `n` rows (`count` of them allowed); with one allowed or
-    none, the first allowed (0: none) without the network."""
+    """A queue policy's pick in one call: the window's rows (`features.fill_window`), then the best
+    allowed row; with one row allowed or none, the first allowed (0: none) without the network."""
+    n = index.shape[0]
+    count = features.fill_window(fixed, index, now, free_cpu, free_gpu, cpu_room, gpu_room, out, allowed)
     if count <= 1:
         for r in range(n):
             if allowed[r]:
                 return r
         return 0
-    return max(0, _forward(rows[:n], flat, dims, relu, allowed[:n], scores[:n]))
+    return max(0, _forward(out[:n], flat, dims, relu, allowed[:n], scores[:n]))
 
 
 @compiled(inline="always")
@@ -151,7 +154,7 @@ def _two_hidden_row(
 
 @functools.lru_cache(maxsize=16)
 def _two_hidden(d0: int, d1: int, d2: int, d3: int, relu: bool) -> tuple[Any, Any]:
-    """`_logits` and `_pick_rows` compiled for one shape of network with two hidden layers (every
+    """`_logits` and `_pick_window` compiled for one shape of network with two hidden layers (every
     network `pysched learn train` makes): with the sizes constants of the compiled code they take
     about half the time. Compiled once per shape, cached on disk as the others."""
 
@@ -164,11 +167,14 @@ def _two_hidden(d0: int, d1: int, d2: int, d3: int, relu: bool) -> tuple[Any, An
         for r in range(rows.shape[0]):
             _two_hidden_row(rows, r, flat, h1, h2, d0, d1, d2, d3, relu, out)
 
-    @compiled()
-    def pick_rows(
-        rows: np.ndarray, n: int, count: int, allowed: np.ndarray, flat: np.ndarray, dims: np.ndarray,
-        relu_: bool, scores: np.ndarray,
+    @compiled(uses=(features,))
+    def pick_window(
+        fixed: np.ndarray, index: np.ndarray, now: float, free_cpu: float, free_gpu: float, cpu_room: float,
+        gpu_room: float, flat: np.ndarray, dims: np.ndarray, relu_: bool, out: np.ndarray, allowed: np.ndarray,
+        scores: np.ndarray,
     ) -> int:  # fmt: skip  # pragma: no cover - compiled
+        n = index.shape[0]
+        count = features.fill_window(fixed, index, now, free_cpu, free_gpu, cpu_room, gpu_room, out, allowed)
         h1 = np.empty(d1)
         h2 = np.empty(d2)
         best, chosen = -np.inf, -1
@@ -180,21 +186,21 @@ def _two_hidden(d0: int, d1: int, d2: int, d3: int, relu: bool) -> tuple[Any, An
             if first < 0:
                 first = r
             if count > 1:  # only allowed rows are scored: the others cannot be picked
-                _two_hidden_row(rows, r, flat, h1, h2, d0, d1, d2, d3, relu, table)
+                _two_hidden_row(out, r, flat, h1, h2, d0, d1, d2, d3, relu, table)
                 if scores[r] > best:
                     best, chosen = scores[r], r
         if count <= 1:
             return max(0, first)
         return max(0, chosen)
 
-    return logits, pick_rows
+    return logits, pick_window
 
 
 def _kernels(dims: np.ndarray, relu: bool) -> tuple[Any, Any]:
-    """The compiled `logits` and `pick_rows` for a network of these sizes."""
+    """The compiled `logits` and `pick_window` for a network of these sizes."""
     if dims.shape[0] == 4:
         return _two_hidden(int(dims[0]), int(dims[1]), int(dims[2]), int(dims[3]), relu)
-    return _logits, _pick_rows
+    return _logits, _pick_window
 
 
 @dataclass(slots=True)
@@ -219,7 +225,7 @@ class Scorer:
     flat: np.ndarray = field(init=False, repr=False)  # the layers in `_forward`'s layout
     dims: np.ndarray = field(init=False, repr=False)
     relu: bool = field(init=False, repr=False)
-    kernels: tuple[Any, Any] = field(init=False, repr=False)  # compiled logits and pick_rows
+    kernels: tuple[Any, Any] = field(init=False, repr=False)  # compiled logits and pick_window
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "relu", self.activation == "relu")
@@ -264,15 +270,11 @@ class Scorer:
         buffers: WindowBuffers,
     ) -> int:
         """`pick` on the feature rows `features.window_rows` would build from `fixed[index]`, in
-        two compiled calls and no array made: the first allowed row when fewer than two are
-        allowed (0: none). (Each module's kernels call only their own: numba's disk cache checks
-        the source of the calling function's module alone.)"""
-        count = features.fill_window(
-            fixed, index, now, cluster.free_cpu, cluster.free_gpu, room[0], room[1], buffers.rows, buffers.allowed
-        )
+        one compiled call: the first allowed row when fewer than two are allowed (0: none)."""
         chosen = self.kernels[1](
-            buffers.rows, index.shape[0], count, buffers.allowed, self.flat, self.dims, self.relu, buffers.scores
-        )
+            fixed, index, now, cluster.free_cpu, cluster.free_gpu, room[0], room[1], self.flat, self.dims,
+            self.relu, buffers.rows, buffers.allowed, buffers.scores,
+        )  # fmt: skip
         return int(chosen)
 
 
