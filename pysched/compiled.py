@@ -1,5 +1,6 @@
 """numba compilation shared by every compiled function of the package (the scheduler's kernel,
-the learned queue policy's scorer): one set of options and one cache folder keyed by version."""
+the learned queue policy's scorer): one set of options and one cache folder keyed by version (a
+kernel that calls another module's compiled functions: a subfolder named after that module's source)."""
 
 from __future__ import annotations
 
