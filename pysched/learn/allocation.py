@@ -15,16 +15,14 @@ Rewards, seeds and reproducibility as for `pysched/Ordering-v0` (`pysched.learn.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from pysched.deadline.allocation import ACTIONS, FEATURES, KEEP, WIDTH
-from pysched.learn.base import DEFAULT_REWARDS, TRAIN_SEEDS, Rewards, SimulatedEnv
+from pysched.learn.base import SimulatedEnv
 from pysched.learn.episodes import ALLOCATION_ENV, Decision
-from pysched.sim.scenario import Scenario
 
 ENV_PROFILE = "pysched"  # the profile an episode runs; its Autoscale asks the agent
 HEURISTIC_COLUMN = FEATURES.index("heuristic")
@@ -39,17 +37,10 @@ def heuristic_answers(rows: np.ndarray) -> np.ndarray:
 class AllocationEnv(SimulatedEnv):
     kind = ALLOCATION_ENV
     width = WIDTH
+    default_profile = ENV_PROFILE
 
-    def __init__(
-        self,
-        window: int = 16,
-        scenario: str | Callable[[int], Scenario] = "seed-insufficient",
-        seeds: range = TRAIN_SEEDS,
-        rewards: Rewards = DEFAULT_REWARDS,
-        profile: str = ENV_PROFILE,
-    ) -> None:
-        super().__init__(window, scenario, seeds, rewards, profile)
-        self.action_space = gym.spaces.MultiDiscrete([len(ACTIONS)] * window)
+    def _action_space(self, window: int) -> gym.Space[Any]:
+        return gym.spaces.MultiDiscrete([len(ACTIONS)] * window)
 
     def _answer(self, action: Any, decision: Decision) -> np.ndarray:
         answers = np.asarray(action, np.int64).reshape(-1)[: decision.features.shape[0]]

@@ -49,21 +49,23 @@ def policy_kind(env: Kind) -> PolicyKind:
 
 
 class SimulatedEnv(gym.Env[np.ndarray, Any]):
-    """The episode loop; a subclass gives the spaces, `_answer` (the action as the episode takes
-    it), `action_masks` and the observation's width."""
+    """The episode loop; a subclass gives the action space, `_answer` (the action as the episode
+    takes it), `action_masks`, the observation's width and the profile an episode runs by default."""
 
     metadata = {"render_modes": []}  # noqa: RUF012 (Gymnasium declares it an instance attribute)
     kind: Kind = ORDERING_ENV
     width: int = 0
+    default_profile: str = ""
 
     def __init__(
         self,
-        window: int,
-        scenario: str | Callable[[int], Scenario],
-        seeds: range,
-        rewards: Rewards,
-        profile: str,
+        window: int = 16,
+        scenario: str | Callable[[int], Scenario] = "seed-insufficient",
+        seeds: range = TRAIN_SEEDS,
+        rewards: Rewards = DEFAULT_REWARDS,
+        profile: str | None = None,
     ) -> None:
+        profile = self.default_profile if profile is None else profile
         if isinstance(scenario, str) and scenario not in SCENARIOS:
             raise ValueError(f"scenario: one of {', '.join(SCENARIOS)}, got {scenario!r}")
         if not 2 <= window <= 256:
@@ -76,6 +78,7 @@ class SimulatedEnv(gym.Env[np.ndarray, Any]):
         if self._config.profile(profile) is None:
             raise ValueError(f"profile: no built-in profile {profile!r}")
         self.observation_space = gym.spaces.Box(-FEATURE_BOUND, FEATURE_BOUND, (window, self.width), np.float32)
+        self.action_space = self._action_space(window)
         self._episode: Episode | None = None
         self._decision: Decision | None = None
         self._outcomes = Outcomes()
@@ -123,6 +126,9 @@ class SimulatedEnv(gym.Env[np.ndarray, Any]):
         return Episode(scenario, self._config, self.profile, self._registry, workload_seed, self.window, kind=self.kind)
 
     # ----- for subclasses
+    def _action_space(self, window: int) -> gym.Space[Any]:
+        raise NotImplementedError
+
     def _answer(self, action: Any, decision: Decision) -> int | np.ndarray:
         raise NotImplementedError
 

@@ -15,16 +15,14 @@ Episodes draw their workload seed from `seeds` with the environment's generator,
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from pysched.deadline.features import WIDTH
-from pysched.learn.base import DEFAULT_REWARDS, TRAIN_SEEDS, Rewards, SimulatedEnv
+from pysched.learn.base import SimulatedEnv
 from pysched.learn.episodes import ORDERING_ENV, Decision
-from pysched.sim.scenario import Scenario
 
 LEARNED_PROFILE = "learned"
 
@@ -32,17 +30,10 @@ LEARNED_PROFILE = "learned"
 class OrderingEnv(SimulatedEnv):
     kind = ORDERING_ENV
     width = WIDTH
+    default_profile = LEARNED_PROFILE
 
-    def __init__(
-        self,
-        window: int = 16,
-        scenario: str | Callable[[int], Scenario] = "seed-insufficient",
-        seeds: range = TRAIN_SEEDS,
-        rewards: Rewards = DEFAULT_REWARDS,
-        profile: str = LEARNED_PROFILE,
-    ) -> None:
-        super().__init__(window, scenario, seeds, rewards, profile)
-        self.action_space = gym.spaces.Discrete(window)
+    def _action_space(self, window: int) -> gym.Space[Any]:
+        return gym.spaces.Discrete(window)
 
     def _answer(self, action: Any, decision: Decision) -> int:
         index = int(action)
