@@ -5,7 +5,10 @@ best-effort ones, least laxity first among deadline jobs, ties by creation time.
 `deadline - now - remaining`, with `remaining` the predicted run time at the planned (requested)
 configuration (for a gang, its first worker's, the steps shared by its workers). Every queued
 pod shares the same `now`, so the key is `deadline - remaining`: it does not age, and keys
-computed at different times compare correctly.
+computed at different times compare correctly. A one-pod job of a kind that ran before (the same
+images and total steps; `history.py`) is predicted from those runs, timed from PostBind to their
+end; any other job from the generic prior. A key is computed when the pod enters the active
+queue, so what the history learns meanwhile applies from the pod's next entry.
 
 PreEnqueue (admission): never gates a pod. A malformed `pysched.io/*` value gets an
 `InvalidAnnotation` Warning event (key, value, accepted forms) and reads as absent. A deadline job
@@ -38,7 +41,7 @@ from pysched.api.annotations import (
     invalid_annotations,
     total_steps_of,
 )
-from pysched.api.ids import PodKey, PodUID
+from pysched.api.ids import NodeName, PodKey, PodUID
 from pysched.api.jobs import NO_ORDER, ROLE_LABEL
 from pysched.api.labels import selector_problem
 from pysched.api.limits import clip
@@ -47,16 +50,19 @@ from pysched.api.resources import CPU
 from pysched.deadline.condition import CONDITION, DEMOTED_REASON, demoted_by_condition
 from pysched.deadline.predictor import prior_step_ratio
 from pysched.framework.cluster import PodCondition, namespace_selected
+from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import Handle, QueuedPod
 from pysched.framework.registry import MAX_ARGS_SECONDS, ArgsError, PluginSpec, check_range
 from pysched.framework.status import SUCCESS, Status
 from pysched.framework.tasks import BackgroundTasks
+from pysched.plugins.deadline_laxity.history import RunHistory
 
 NAME = "DeadlineLaxity"
 NOT_ALLOWED_REASON = "DeadlineNotAllowed"
 
 DEADLINE_CLASS = 0
 BEST_EFFORT_CLASS = 1
+MAX_HISTORY_SAMPLES = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +71,15 @@ class DeadlineLaxityArgs:
     # remaining time then counts as 0 (laxity = time to the deadline) and only a deadline already
     # past is infeasible. The scheduler never reads the model catalogue.
     prior_step_seconds: float = 0.0
+    # Finished runs kept per kind of job (same images, same total steps) to predict a rerun from;
+    # 0: every job is predicted from the generic prior.
+    history_samples: int = 16
     # Label selector on namespaces allowed to use deadlines; None: every namespace may.
     deadline_namespaces: Mapping[str, Any] | None = None
 
     def validate(self) -> None:
         check_range(self, "prior_step_seconds", 0, MAX_ARGS_SECONDS)
+        check_range(self, "history_samples", 0, MAX_HISTORY_SAMPLES)
         if self.deadline_namespaces is not None:
             problem = selector_problem(self.deadline_namespaces)
             if problem is not None:
@@ -85,14 +95,21 @@ class DeadlineLaxity:
     _warned: dict[PodUID, set[tuple[str, str]]] = field(default_factory=dict)  # (key, value) warned about
     _refused: set[PodUID] = field(default_factory=set)  # deadline pods told their namespace may not
     _tasks: BackgroundTasks = field(default_factory=BackgroundTasks)  # events from the queue path
+    history: RunHistory | None = None  # set by the factory when `history_samples` > 0
 
     def remaining(self, pod: PodInfo, cpu_milli: int, workers: int = 1) -> float:
-        """Predicted run time at `cpu_milli` a worker under the prior, `workers` of them sharing
-        the steps (a gang's total steps are global steps); 0 when unknown."""
+        """Predicted run time at `cpu_milli` a worker, `workers` of them sharing the steps (a
+        gang's total steps are global steps): from earlier runs of a one-pod job's kind, else
+        under the prior; 0 when unknown."""
         total = total_steps_of(pod)
-        if total is None or self.args.prior_step_seconds <= 0 or cpu_milli <= 0:
+        if total is None or cpu_milli <= 0:
             return 0.0
-        return total * self.args.prior_step_seconds * prior_step_ratio(cpu_milli / 1000) / workers
+        per_step = self.args.prior_step_seconds
+        if workers == 1 and self.history is not None:
+            per_step = self.history.step_seconds(pod) or per_step
+        if per_step <= 0:
+            return 0.0
+        return total * per_step * prior_step_ratio(cpu_milli / 1000) / workers
 
     def pace(self, pod: PodInfo) -> tuple[PodInfo, int]:
         """Whose resources set the job's pace, and how many workers share its steps: the pod
@@ -167,6 +184,11 @@ class DeadlineLaxity:
             self.handle.cluster.patch_pod_conditions(pod, PodCondition(CONDITION, "False", DEMOTED_REASON, note))
         )
 
+    def post_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> None:
+        """A one-pod job starts: time its run (gang members run at their gang's pace)."""
+        if self.history is not None and self.handle.jobs.gang_of(pod.key) is None:
+            self.history.bound(pod)
+
     def pod_deleted(self, pod: PodInfo) -> None:
         """Forget the pod. By key only while the key still names this pod: a pod recreated under
         the same name (a new uid) may be known before the old one's deletion arrives."""
@@ -174,13 +196,19 @@ class DeadlineLaxity:
             del self._demoted[pod.key]
         self._warned.pop(pod.uid, None)
         self._refused.discard(pod.uid)
+        if self.history is not None:
+            self.history.forget(pod)
 
     def pod_terminated(self, pod: PodInfo) -> None:
+        if self.history is not None:
+            self.history.ended(pod)
         self.pod_deleted(pod)  # a pod that ended never returns to the queue
 
 
 def factory(args: DeadlineLaxityArgs, handle: Handle) -> DeadlineLaxity:
     plugin = DeadlineLaxity(args, handle)
+    if args.history_samples > 0:
+        plugin.history = RunHistory(handle.clock, args.history_samples)
     handle.pod_lifecycle.on_terminated(plugin.pod_terminated)
     handle.pod_lifecycle.on_deleted(plugin.pod_deleted)
     return plugin

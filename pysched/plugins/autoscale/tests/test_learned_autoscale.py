@@ -35,7 +35,7 @@ def always(path: Path, answer: int) -> str:
     return str(path)
 
 
-def run(weights: str, policy: str, seed: int = 3) -> PolicyResult:
+def run(weights: str, policy: str, seed: int = 2) -> PolicyResult:
     registry = default_registry()
     config = allocation_config(registry, weights)
     return asyncio.run(run_policy(builtin_scenario(seed, "seed-insufficient"), config, policy, registry, seed=seed))

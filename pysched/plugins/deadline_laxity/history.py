@@ -1,0 +1,86 @@
+"""Run times of finished jobs by kind: the remaining-time estimate of a job that has not run yet.
+
+Training jobs recur: the same image with the same total steps comes back with other data,
+hyperparameters or seeds, and a rerun takes about as long as the runs before it. A one-pod job this
+scheduler bound and that ended `Succeeded` at the CPUs it was bound with adds its seconds per step
+(bind to end, scaled to one CPU by the generic prior's Amdahl ratio) to its kind's recent runs; a
+waiting job of a kind seen before is predicted from their median. A pod resized while it ran is no
+clean sample and adds nothing; pods bound before this scheduler started are not timed; a job of a
+kind never seen keeps the generic prior.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import OrderedDict, deque
+
+from pysched.api.annotations import total_steps_of
+from pysched.api.ids import PodUID
+from pysched.api.images import container_images
+from pysched.api.objects import PodInfo
+from pysched.api.resources import CPU
+from pysched.deadline.predictor import prior_step_ratio
+from pysched.framework.clock import Clock
+
+JobKind = tuple[tuple[str, ...], int]  # (container images, total steps)
+MAX_KINDS = 4096  # kinds remembered; the least recently finished is forgotten first
+
+
+def kind_of(pod: PodInfo) -> JobKind | None:
+    """The pod's kind, None for a pod without total steps (not a training job)."""
+    steps = total_steps_of(pod)
+    if steps is None:
+        return None
+    found = container_images(pod.raw)
+    return (tuple(found[0]) if found is not None else (), steps)
+
+
+class RunHistory:
+    """Recent seconds per step (at one CPU) of each kind; `samples` runs kept per kind."""
+
+    def __init__(self, clock: Clock, samples: int) -> None:
+        self._clock = clock
+        self._samples = samples
+        self._bound: dict[PodUID, tuple[float, int]] = {}  # when it was bound, at how many millicores
+        self._runs: OrderedDict[JobKind, deque[float]] = OrderedDict()
+        self._median: dict[JobKind, float] = {}
+
+    def bound(self, pod: PodInfo) -> None:
+        cpu_milli = pod.requests.get(CPU, 0)
+        if cpu_milli > 0 and total_steps_of(pod) is not None:
+            self._bound[pod.uid] = (self._clock.now(), cpu_milli)
+
+    def ended(self, pod: PodInfo) -> None:
+        start = self._bound.pop(pod.uid, None)
+        kind = kind_of(pod)
+        if start is None or kind is None or pod.phase != "Succeeded":
+            return
+        bound_at, cpu_milli = start
+        seconds = self._clock.now() - bound_at
+        if pod.requests.get(CPU, 0) != cpu_milli or seconds <= 0:
+            return  # resized while it ran: its pace was not that of one size
+        runs = self._runs.get(kind)
+        if runs is None:
+            runs = self._runs[kind] = deque(maxlen=self._samples)
+            if len(self._runs) > MAX_KINDS:
+                gone, _ = self._runs.popitem(last=False)
+                self._median.pop(gone, None)
+        else:
+            self._runs.move_to_end(kind)
+        runs.append(seconds / kind[1] / prior_step_ratio(cpu_milli / 1000))
+        self._median[kind] = statistics.median(runs)
+
+    def forget(self, pod: PodInfo) -> None:
+        """The pod was deleted before it ended."""
+        self._bound.pop(pod.uid, None)
+
+    def step_seconds(self, pod: PodInfo) -> float | None:
+        """Seconds per step on one CPU of the pod's kind (median of its recent runs); None: unseen."""
+        if not self._median:
+            return None
+        kind = kind_of(pod)
+        return None if kind is None else self._median.get(kind)
+
+    def __len__(self) -> int:
+        """Pods being timed."""
+        return len(self._bound)

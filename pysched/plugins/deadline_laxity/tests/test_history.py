@@ -1,0 +1,150 @@
+"""DeadlineLaxity's run history: a rerun of a kind of job that ran before (same images, same total
+steps) is predicted from those runs, so that its laxity is known and an infeasible deadline is
+demoted before it runs; runs that were resized, failed or deleted teach nothing."""
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from pysched.api.builders import node_dict, pod_dict
+from pysched.api.ids import PodKey
+from pysched.api.objects import PodInfo, pod_from_dict
+from pysched.backend.simulated import SimulatedCluster
+from pysched.deadline.predictor import prior_step_ratio
+from pysched.framework.clock import VirtualClock
+from pysched.framework.config import ConfigError, parse_config
+from pysched.framework.interfaces import QueuedPod
+from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
+from pysched.plugins.deadline_laxity import DeadlineLaxity
+from pysched.plugins.deadline_laxity import history as history_module
+from pysched.plugins.deadline_laxity.history import RunHistory, kind_of
+from pysched.scheduler.scheduler import Scheduler
+
+T0 = 1_767_225_600.0
+PROFILE = "pysched-noscale"
+
+
+def training_pod(
+    name: str, steps: int, cpu: str = "2", image: str = "trainer", created: float = T0, **notes: str
+) -> PodInfo:
+    annotations = {"pysched.io/total-steps": str(steps), **{f"pysched.io/{k}": v for k, v in notes.items()}}
+    raw = pod_dict(name, cpu=cpu, created=created, annotations=annotations, scheduler_name=PROFILE)
+    raw["spec"]["containers"][0]["image"] = image
+    return pod_from_dict(raw)
+
+
+def test_a_finished_run_predicts_its_reruns_and_nothing_else() -> None:
+    clock = VirtualClock(T0)
+    history = RunHistory(clock, samples=3)
+    first = training_pod("first", 1000)
+    history.bound(first)
+    clock.advance(900)
+    history.ended(dataclasses.replace(first, phase="Succeeded"))
+    expected = 900 / 1000 / prior_step_ratio(2.0)
+    assert history.step_seconds(training_pod("rerun", 1000, cpu="8")) == pytest.approx(expected)
+    assert history.step_seconds(training_pod("longer", 2000)) is None  # other total steps
+    assert history.step_seconds(training_pod("other", 1000, image="other:v1")) is None  # other image
+    assert kind_of(training_pod("a", 1000, image="trainer:latest")) == kind_of(first)  # names normalised
+    # The median of the recent runs: one slow run among fast ones does not move it much.
+    for seconds in (600, 3000, 600):
+        pod = training_pod("again", 1000)
+        history.bound(pod)
+        clock.advance(seconds)
+        history.ended(dataclasses.replace(pod, phase="Succeeded"))
+    assert history.step_seconds(first) == pytest.approx(600 / 1000 / prior_step_ratio(2.0))  # 3 kept: 600, 3000, 600
+
+
+def test_resized_failed_deleted_and_untimed_runs_teach_nothing() -> None:
+    clock = VirtualClock(T0)
+    history = RunHistory(clock, samples=4)
+    resized, failed, deleted, untimed = (training_pod(n, 1000) for n in ("resized", "failed", "deleted", "untimed"))
+    for pod in (resized, failed, deleted):
+        history.bound(pod)
+    history.bound(pod_from_dict(pod_dict("plain", cpu="1")))
+    assert len(history) == 3  # a pod without total steps is not a training job: not timed
+    clock.advance(500)
+    grown = dataclasses.replace(resized, phase="Succeeded", requests={**resized.requests, "cpu": 4000})
+    history.ended(grown)
+    history.ended(dataclasses.replace(failed, phase="Failed"))
+    history.forget(deleted)
+    history.ended(dataclasses.replace(untimed, phase="Succeeded"))  # bound before this scheduler started
+    assert len(history) == 0 and history.step_seconds(resized) is None
+
+
+def test_kinds_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(history_module, "MAX_KINDS", 2)
+    clock = VirtualClock(T0)
+    history = RunHistory(clock, samples=2)
+    for steps in (100, 200, 300):
+        pod = training_pod(f"job-{steps}", steps)
+        history.bound(pod)
+        clock.advance(100)
+        history.ended(dataclasses.replace(pod, phase="Succeeded"))
+    assert history.step_seconds(training_pod("x", 100)) is None  # the least recently finished went
+    assert history.step_seconds(training_pod("y", 300)) is not None
+
+
+def test_the_profile_times_runs_and_demotes_a_rerun_that_cannot_make_it() -> None:
+    """End to end through the pysched-noscale profile: a job of 1000 steps runs 900 s; then a rerun
+    due in 10 minutes is demoted (without the history, the prior knows nothing and keeps it), a
+    rerun due in 20 minutes is put before a job of an unseen kind due sooner."""
+
+    async def run() -> None:
+        clock = VirtualClock(T0)
+        cluster = SimulatedCluster(clock)
+        registry = default_registry()
+        scheduler = Scheduler(builtin_config(registry).only(PROFILE), cluster, clock, registry)
+        cluster.add_node(node_dict("n", cpu="2", memory="8Gi"))
+        await scheduler.start()
+        cluster.create_pod(training_pod("first", 1000).raw)
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/first")].node_name == "n"
+        clock.advance(900)
+        cluster.finish_pod(PodKey("default/first"))
+        plugin = scheduler.frameworks[PROFILE].queue_sort
+        assert isinstance(plugin, DeadlineLaxity)
+        now = clock.now()
+        rerun = training_pod("rerun", 1000, created=now, deadline="20m")
+        late = training_pod("late", 1000, created=now, deadline="10m")
+        unseen = training_pod("unseen", 5000, created=now, deadline="15m")
+        assert plugin.remaining(rerun, 2000) == pytest.approx(900)
+        assert plugin.remaining(unseen, 2000) == 0.0  # no prior, no history: unknown
+        for pod in (rerun, late, unseen):
+            cluster.create_pod(pod.raw)
+            plugin.pre_enqueue(pod)
+        order = sorted((QueuedPod(p, added=clock.now()) for p in (unseen, late, rerun)), key=plugin.sort_key)
+        assert [q.pod.name for q in order] == ["rerun", "unseen", "late"]  # laxity 300 s, 900 s; demoted
+        await asyncio.sleep(0)
+        demoted = [e.pod for e in cluster.events if e.reason == "DeadlineInfeasible"]
+        assert demoted == [PodKey("default/late")]
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+def test_history_samples_is_an_arg_and_zero_turns_it_off() -> None:
+    def profile(args: object) -> dict[str, object]:
+        return {
+            "profiles": [
+                {
+                    "schedulerName": "s",
+                    "plugins": {"queueSort": [{"name": "DeadlineLaxity"}], "bind": [{"name": "DefaultBinder"}]},
+                    "pluginConfig": [{"name": "DeadlineLaxity", "args": args}],
+                }
+            ]
+        }
+
+    registry = default_registry()
+    parse_config(profile({"historySamples": 0}), "t", registry)
+    for bad in (-1, 1025, "many"):
+        with pytest.raises(ConfigError, match="historySamples"):
+            parse_config(profile({"historySamples": bad}), "t", registry)
+    # The built-in profiles that order by laxity time their runs at PostBind; the learned profile,
+    # trained with admission under the prior alone, keeps it off.
+    config = builtin_config(registry)
+    for name in ("pysched-noscale", "pysched"):
+        profile_config = config.profile(name)
+        assert profile_config is not None
+        assert "DeadlineLaxity" in [p.name for p in profile_config.enabled("postBind")]
