@@ -105,7 +105,7 @@ class DeadlineLaxity:
         if total is None or cpu_milli <= 0:
             return 0.0
         per_step = self.args.prior_step_seconds
-        if workers == 1 and self.history is not None:
+        if self.history is not None and workers == 1 and self.handle.jobs.gang_of(pod.key) is None:
             per_step = self.history.step_seconds(pod) or per_step
         if per_step <= 0:
             return 0.0

@@ -5,8 +5,9 @@ hyperparameters or seeds, and a rerun takes about as long as the runs before it.
 scheduler bound and that ended `Succeeded` at the CPUs it was bound with adds its seconds per step
 (bind to end, scaled to one CPU by the generic prior's Amdahl ratio) to its kind's recent runs; a
 waiting job of a kind seen before is predicted from their median. A pod resized while it ran is no
-clean sample and adds nothing; pods bound before this scheduler started are not timed; a job of a
-kind never seen keeps the generic prior.
+clean sample (only the sizes at bind and at the end are compared), nor is a pod that was being
+deleted when it ended (a cancelled or preempted run may still exit 0); pods bound before this
+scheduler started are not timed; a job of a kind never seen keeps the generic prior.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from pysched.framework.clock import Clock
 
 JobKind = tuple[tuple[str, ...], int]  # (container images, total steps)
 MAX_KINDS = 4096  # kinds remembered; the least recently finished is forgotten first
+# Timers of pods reported gone, kept for their end: a live informer watching only pods that have
+# not ended reports an ending pod as deleted first, and its end after reading it back.
+MAX_LEAVING = 1024
 
 
 def kind_of(pod: PodInfo) -> JobKind | None:
@@ -42,6 +46,7 @@ class RunHistory:
         self._clock = clock
         self._samples = samples
         self._bound: dict[PodUID, tuple[float, int]] = {}  # when it was bound, at how many millicores
+        self._leaving: OrderedDict[PodUID, tuple[float, int]] = OrderedDict()
         self._runs: OrderedDict[JobKind, deque[float]] = OrderedDict()
         self._median: dict[JobKind, float] = {}
 
@@ -51,9 +56,9 @@ class RunHistory:
             self._bound[pod.uid] = (self._clock.now(), cpu_milli)
 
     def ended(self, pod: PodInfo) -> None:
-        start = self._bound.pop(pod.uid, None)
+        start = self._bound.pop(pod.uid, None) or self._leaving.pop(pod.uid, None)
         kind = kind_of(pod)
-        if start is None or kind is None or pod.phase != "Succeeded":
+        if start is None or kind is None or pod.phase != "Succeeded" or pod.deleting:
             return
         bound_at, cpu_milli = start
         seconds = self._clock.now() - bound_at
@@ -71,8 +76,12 @@ class RunHistory:
         self._median[kind] = statistics.median(runs)
 
     def forget(self, pod: PodInfo) -> None:
-        """The pod was deleted before it ended."""
-        self._bound.pop(pod.uid, None)
+        """The pod was reported gone: deleted, or (live) ended and read back later."""
+        start = self._bound.pop(pod.uid, None)
+        if start is not None:
+            self._leaving[pod.uid] = start
+            if len(self._leaving) > MAX_LEAVING:
+                self._leaving.popitem(last=False)
 
     def step_seconds(self, pod: PodInfo) -> float | None:
         """Seconds per step on one CPU of the pod's kind (median of its recent runs); None: unseen."""

@@ -36,6 +36,7 @@ def always(path: Path, answer: int) -> str:
 
 
 def run(weights: str, policy: str, seed: int = 2) -> PolicyResult:
+    # A seed on which Autoscale resizes jobs (on seed 3 DeadlineLaxity's run history leaves none at risk).
     registry = default_registry()
     config = allocation_config(registry, weights)
     return asyncio.run(run_policy(builtin_scenario(seed, "seed-insufficient"), config, policy, registry, seed=seed))

@@ -8,16 +8,19 @@ import dataclasses
 import pytest
 
 from pysched.api.builders import node_dict, pod_dict
-from pysched.api.ids import PodKey
+from pysched.api.ids import NodeName, PodKey
+from pysched.api.jobs import JOB_LABEL, ROLE_LABEL
 from pysched.api.objects import PodInfo, pod_from_dict
 from pysched.backend.simulated import SimulatedCluster
 from pysched.deadline.predictor import prior_step_ratio
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import ConfigError, parse_config
-from pysched.framework.interfaces import QueuedPod
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.interfaces import Handle, QueuedPod
+from pysched.framework.nodetable import NodeTable
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
-from pysched.plugins.deadline_laxity import DeadlineLaxity
+from pysched.plugins.deadline_laxity import DeadlineLaxity, DeadlineLaxityArgs, factory
 from pysched.plugins.deadline_laxity import history as history_module
 from pysched.plugins.deadline_laxity.history import RunHistory, kind_of
 from pysched.scheduler.scheduler import Scheduler
@@ -71,6 +74,47 @@ def test_resized_failed_deleted_and_untimed_runs_teach_nothing() -> None:
     history.forget(deleted)
     history.ended(dataclasses.replace(untimed, phase="Succeeded"))  # bound before this scheduler started
     assert len(history) == 0 and history.step_seconds(resized) is None
+
+
+def test_a_run_reported_gone_before_its_end_is_still_timed_unless_it_was_being_deleted() -> None:
+    """A live informer that watches only pods that have not ended reports an ending pod as deleted,
+    then its end once read back: that run counts. A run that ended while being deleted (cancelled,
+    preempted: it may still exit 0) does not."""
+    clock = VirtualClock(T0)
+    history = RunHistory(clock, samples=4)
+    ended, cancelled = training_pod("ended", 1000), training_pod("cancelled", 1000)
+    for pod in (ended, cancelled):
+        history.bound(pod)
+    clock.advance(400)
+    history.forget(cancelled)
+    history.ended(dataclasses.replace(cancelled, phase="Succeeded", deleting=True))
+    assert history.step_seconds(ended) is None
+    history.forget(ended)
+    history.ended(dataclasses.replace(ended, phase="Succeeded"))
+    assert history.step_seconds(ended) == pytest.approx(400 / 1000 / prior_step_ratio(2.0))
+    assert len(history) == 0
+
+
+def test_gang_members_are_not_timed_and_keep_the_prior() -> None:
+    clock = VirtualClock(T0)
+    cluster = SimulatedCluster(clock)
+    plugin = factory(DeadlineLaxityArgs(), Handle(cluster, clock, NodeTable()))
+    assert plugin.history is not None
+    notes = {"pysched.io/total-steps": "1000", "pysched.io/min-members": "2"}
+    members = []
+    for name, role in (("train-ps-0", "ps"), ("train-worker-0", "worker")):
+        raw = pod_dict(name, cpu="2", created=T0, annotations=notes, labels={JOB_LABEL: "train", ROLE_LABEL: role})
+        members.append(pod_from_dict(raw))
+        plugin.handle.jobs.observe(members[-1])
+    alone = training_pod("alone", 1000)
+    for pod in (*members, alone):
+        plugin.post_bind(CycleState(), pod, NodeName("n"))
+    assert len(plugin.history) == 1  # the one-pod job alone
+    clock.advance(900)
+    plugin.pod_terminated(dataclasses.replace(alone, phase="Succeeded"))
+    assert plugin.remaining(training_pod("rerun", 1000), 2000) == pytest.approx(900)
+    # The gang's one worker has the same images and steps, but runs at its gang's pace.
+    assert plugin.remaining(members[1], 2000) == 0.0
 
 
 def test_kinds_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -148,3 +192,5 @@ def test_history_samples_is_an_arg_and_zero_turns_it_off() -> None:
         profile_config = config.profile(name)
         assert profile_config is not None
         assert "DeadlineLaxity" in [p.name for p in profile_config.enabled("postBind")]
+    learned = config.profile("learned")
+    assert learned is not None and learned.plugin_args["DeadlineLaxity"]["historySamples"] == 0
