@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from pysched.api.times import format_rfc3339
 from pysched.testing.controlplane import NodeSpec, create_fake_node
 from pysched.testing.kube import JSON, KubeAPI
 
@@ -50,6 +51,20 @@ def make_pod(
             ],
         },
     }
+
+
+def end_pod(kube: KubeAPI, namespace: str, name: str, finished: float) -> None:
+    """What a kubelet writes when the pod's only container exits 0 at `finished` (epoch s)."""
+    terminated = {"exitCode": 0, "reason": "Completed", "startedAt": format_rfc3339(finished - 60),
+                  "finishedAt": format_rfc3339(finished)}  # fmt: skip
+    status = {
+        "phase": "Succeeded",
+        "containerStatuses": [
+            {"name": "main", "image": "trainer", "imageID": "", "ready": False, "restartCount": 0,
+             "state": {"terminated": terminated}},
+        ],
+    }  # fmt: skip
+    kube.patch(kube.pod_path(namespace, name, "status"), {"status": status})
 
 
 def fake_node(kube: KubeAPI, name: str, spec: NodeSpec | None = None) -> str:

@@ -21,7 +21,7 @@ from pysched.plugins import default_registry
 from pysched.plugins.autoscale import Autoscale
 from pysched.scheduler.scheduler import Scheduler
 from pysched.testing import KubeAPI, LocalControlPlane
-from pysched.testing.helpers import condition, eventually, fake_node, make_pod
+from pysched.testing.helpers import condition, end_pod, eventually, fake_node, make_pod
 from pysched.testing.kube import JSON
 
 pytestmark = pytest.mark.integration
@@ -75,20 +75,6 @@ class Replica:
         await self.client.close()
 
 
-def _end(kube: KubeAPI, namespace: str, name: str, finished: float) -> None:
-    """What a kubelet writes when the pod's only container exits 0."""
-    terminated = {"exitCode": 0, "reason": "Completed", "startedAt": format_rfc3339(finished - 60),
-                  "finishedAt": format_rfc3339(finished)}  # fmt: skip
-    status = {
-        "phase": "Succeeded",
-        "containerStatuses": [
-            {"name": "main", "image": "trainer", "imageID": "", "ready": False, "restartCount": 0,
-             "state": {"terminated": terminated}},
-        ],
-    }  # fmt: skip
-    kube.patch(kube.pod_path(namespace, name, "status"), {"status": status})
-
-
 def _state(pod: JSON) -> dict[str, Any]:
     found = condition(pod, "pysched.io/State")
     return json.loads(found["message"]) if found else {}
@@ -120,7 +106,7 @@ async def test_verdicts_are_written_by_the_leader_and_rebuilt_by_the_next(
         created = {pod: parse_rfc3339(kube.get_pod(namespace, pod)["metadata"]["creationTimestamp"]) or 0.0
                    for pod in ("early", "late")}  # fmt: skip
         ended_at = created["early"] + 1800
-        await asyncio.to_thread(_end, kube, namespace, "early", ended_at)
+        await asyncio.to_thread(end_pod, kube, namespace, "early", ended_at)
 
         def judged() -> bool:
             return bool(_state(kube.get_pod(namespace, "early")).get("verdict"))
@@ -137,7 +123,7 @@ async def test_verdicts_are_written_by_the_leader_and_rebuilt_by_the_next(
         assert second.verdicts() == {"met": 0, "missed": 0}  # a standby counts nothing
         await first.close()  # the leader dies; "late" ends while nobody leads, two hours late
 
-        await asyncio.to_thread(_end, kube, namespace, "late", created["late"] + 2400 + 4800)
+        await asyncio.to_thread(end_pod, kube, namespace, "late", created["late"] + 2400 + 4800)
         await eventually(lambda: PodKey(f"{namespace}/late") not in second.backend.pods, "the standby saw it end")
         assert not _state(kube.get_pod(namespace, "late")) and second.verdicts() == {"met": 0, "missed": 0}
 
