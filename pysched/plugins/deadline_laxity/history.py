@@ -49,6 +49,9 @@ class RunHistory:
         self._leaving: OrderedDict[PodUID, tuple[float, int]] = OrderedDict()
         self._runs: OrderedDict[JobKind, deque[float]] = OrderedDict()
         self._median: dict[JobKind, float] = {}
+        # Kinds known per total steps: a job whose steps no kind has is answered before its images
+        # are read (most jobs, where total steps are drawn per job).
+        self._steps: dict[int, int] = {}
 
     def bound(self, pod: PodInfo) -> None:
         cpu_milli = pod.requests.get(CPU, 0)
@@ -67,9 +70,13 @@ class RunHistory:
         runs = self._runs.get(kind)
         if runs is None:
             runs = self._runs[kind] = deque(maxlen=self._samples)
+            self._steps[kind[1]] = self._steps.get(kind[1], 0) + 1
             if len(self._runs) > MAX_KINDS:
                 gone, _ = self._runs.popitem(last=False)
                 self._median.pop(gone, None)
+                left = self._steps.pop(gone[1]) - 1
+                if left:
+                    self._steps[gone[1]] = left
         else:
             self._runs.move_to_end(kind)
         runs.append(seconds / kind[1] / prior_step_ratio(cpu_milli / 1000))
@@ -85,7 +92,8 @@ class RunHistory:
 
     def step_seconds(self, pod: PodInfo) -> float | None:
         """Seconds per step on one CPU of the pod's kind (median of its recent runs); None: unseen."""
-        if not self._median:
+        steps = total_steps_of(pod)
+        if steps is None or steps not in self._steps:
             return None
         kind = kind_of(pod)
         return None if kind is None else self._median.get(kind)
