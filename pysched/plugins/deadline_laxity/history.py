@@ -33,8 +33,10 @@ MAX_LEAVING = 1024
 def kind_of(pod: PodInfo) -> JobKind | None:
     """The pod's kind, None for a pod without total steps (not a training job)."""
     steps = total_steps_of(pod)
-    if steps is None:
-        return None
+    return None if steps is None else _kind(pod, steps)
+
+
+def _kind(pod: PodInfo, steps: int) -> JobKind:
     found = container_images(pod.raw)
     return (tuple(found[0]) if found is not None else (), steps)
 
@@ -60,8 +62,10 @@ class RunHistory:
 
     def ended(self, pod: PodInfo) -> None:
         start = self._bound.pop(pod.uid, None) or self._leaving.pop(pod.uid, None)
+        if start is None or pod.phase != "Succeeded" or pod.deleting:
+            return
         kind = kind_of(pod)
-        if start is None or kind is None or pod.phase != "Succeeded" or pod.deleting:
+        if kind is None:
             return
         bound_at, cpu_milli = start
         seconds = self._clock.now() - bound_at
@@ -95,8 +99,7 @@ class RunHistory:
         steps = total_steps_of(pod)
         if steps is None or steps not in self._steps:
             return None
-        kind = kind_of(pod)
-        return None if kind is None else self._median.get(kind)
+        return self._median.get(_kind(pod, steps))
 
     def __len__(self) -> int:
         """Pods being timed."""
