@@ -133,12 +133,17 @@ class SimulatedCluster:
         """Kept apart (`conditions`) and in the pod's status. A pending pod's are delivered as an
         update, as the informer delivers conditions written through `pods/status` (the queue
         order reads them: a demotion); a bound pod's are not, as nothing of a running simulation
-        reads them back (a new leader would) and every rewrite would cost an update."""
+        reads them back (a new leader would) and every rewrite would cost an update. A condition
+        that says what the pod already shows is not written, as the live cluster skips it."""
         current = self.pods.get(pod.key)
         if current is None or not conditions:
             return
-        kept = self.conditions.setdefault(pod.key, {})
         status = dict(current.raw.get("status") or {})
+        shown = {c.get("type"): c for c in status.get("conditions") or ()}
+        conditions = tuple(c for c in conditions if not _shows(shown.get(c.type), c))
+        if not conditions:
+            return
+        kept = self.conditions.setdefault(pod.key, {})
         types = {c.type for c in conditions}
         entries = [c for c in status.get("conditions") or () if c.get("type") not in types]
         for condition in conditions:
@@ -483,3 +488,13 @@ class SimulatedCluster:
             self._listener.on_pod_deleted(pod)
         for hook in self.delete_hooks:
             hook(pod)
+
+
+def _shows(entry: Mapping[str, Any] | None, condition: PodCondition) -> bool:
+    """The pod's status entry already says what `condition` says."""
+    return (
+        entry is not None
+        and entry.get("status") == condition.status
+        and entry.get("reason", "") == condition.reason
+        and entry.get("message", "") == condition.message
+    )

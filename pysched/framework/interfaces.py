@@ -108,6 +108,14 @@ class QueuePickPlugin(QueueSortPlugin, Protocol):
 
 
 @runtime_checkable
+class RejectionCheckPlugin(Plugin, Protocol):
+    """A plugin that can tell, on the cluster as it is now, that it would reject a pod it rejected
+    before: the periodic retry of unschedulable pods skips a pod whose every rejector says so."""
+
+    def still_rejects(self, pod: PodInfo) -> bool: ...
+
+
+@runtime_checkable
 class PreFilterPlugin(Plugin, Protocol):
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status: ...
 

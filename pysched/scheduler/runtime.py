@@ -32,6 +32,7 @@ from pysched.framework.interfaces import (
     PreScorePlugin,
     QueueSortPlugin,
     ReconcilePlugin,
+    RejectionCheckPlugin,
     ReservePlugin,
 )
 from pysched.framework.registry import ArgsError, Registry
@@ -138,6 +139,17 @@ class Framework:
         if not rejectors:
             return None
         return frozenset(registration.kind for registration in self.registrations(rejectors))
+
+    def rejects_still(self, pod: PodInfo, rejectors: frozenset[str]) -> bool:
+        """Every plugin that rejected the pod can tell, on the cluster as it is now, that it would
+        reject it again (`still_rejects`): the periodic retry of unschedulable pods skips it."""
+        if not rejectors:
+            return False
+        for name in rejectors:
+            plugin = self.plugins.get(name)
+            if not isinstance(plugin, RejectionCheckPlugin) or plugin.still_rejects(pod) is not True:
+                return False
+        return True
 
     def requeue_hint(self, pod: PodInfo, rejectors: frozenset[str], event: ClusterEvent) -> QueueingHint:
         """Queue only if a plugin that rejected the pod says the event may help (kube-scheduler's rule).

@@ -55,7 +55,7 @@ def _members(count: int) -> str:
 
 class Coscheduling:
     NAME: ClassVar[str] = NAME
-    __slots__ = ("_args", "_handle", "_releasing", "_told", "_warned")
+    __slots__ = ("_args", "_checked", "_counted", "_handle", "_releasing", "_told", "_warned")
 
     def __init__(self, args: CoschedulingArgs, handle: Handle) -> None:
         self._args = args
@@ -65,15 +65,24 @@ class Coscheduling:
         # Jobs being released: each rejection comes back through Unreserve, which must not start
         # another release of the same job (a 200-member gang would nest 200 deep).
         self._releasing: set[JobKey] = set()
+        # The deadline and steps each member was last checked with against its siblings: a
+        # member is compared again only when its own values change, not at each retry.
+        self._checked: dict[PodUID, tuple[str | None, ...]] = {}
+        # Each gang's last room count with the state it was made in (the node table's change
+        # count, members, placed): its siblings, tried back to back on the same cluster, reuse
+        # it instead of counting every member again each (a 64-member gang would count 64 x 64).
+        self._counted: dict[JobKey, tuple[tuple[int, int, int], tuple[PodInfo, int, int] | None]] = {}
         handle.jobs.on_gangs_changed(handle.gates.changed)
         handle.pod_lifecycle.on_deleted(self._forget)
         handle.pod_lifecycle.on_terminated(self._forget)
 
     def _forget(self, pod: PodInfo) -> None:
         self._warned.pop(pod.uid, None)
+        self._checked.pop(pod.uid, None)
         ref = job_of(pod)
         if ref is not None and self._handle.jobs.get(ref.key) is None:
             self._told.discard(ref.key)  # the job's last pod is gone
+            self._counted.pop(ref.key, None)
 
     def acts_on(self) -> PodFeatures:
         """Every pod while some gang (or a job with bad keys) exists, since a member may carry
@@ -87,6 +96,8 @@ class Coscheduling:
         job = self._handle.jobs.of(pod.key)
         if job is None:
             return SUCCESS
+        # A member on its way back to the queue may have changed (a resize): count again.
+        self._counted.pop(job.key, None)
         ref = job_of(pod)
         problem = ref.problem if ref is not None else ""
         if ref is not None and not problem and ref.min_members != job.ref.min_members:
@@ -96,8 +107,11 @@ class Coscheduling:
             )
         reason = INVALID_JOB
         if not problem:
-            problem = _disagreement(pod, job)
-            reason = INVALID_ANNOTATION
+            values = (pod.annotations.get(DEADLINE), pod.annotations.get(TOTAL_STEPS))
+            if self._checked.get(pod.uid) != values:
+                self._checked[pod.uid] = values
+                problem = _disagreement(pod, job)
+                reason = INVALID_ANNOTATION
         if problem and self._warned.get(pod.uid) != problem:
             self._warned[pod.uid] = problem
             self._handle.tasks.spawn(self._handle.cluster.emit_event(pod, "Warning", reason, problem))
@@ -124,7 +138,7 @@ class Coscheduling:
             # The job's first member found room for all; its siblings follow it back to back, and
             # one that finds no node releases them all (PostFilter): no need to count again.
             return SUCCESS
-        short = _shortfall(job, pod, needed, nodes)
+        short = self._shortfall(job, pod, needed, nodes)
         if short is None:
             self._told.discard(job.key)
             return SUCCESS
@@ -135,6 +149,19 @@ class Coscheduling:
             self._told.add(job.key)
             self._handle.tasks.spawn(self._handle.cluster.emit_event(pod, "Warning", JOB_UNSCHEDULABLE, message))
         return unschedulable(message, plugin=NAME)
+
+    def _shortfall(self, job: Job, pod: PodInfo, needed: int, nodes: NodeTable) -> tuple[PodInfo, int, int] | None:
+        """`_shortfall`, reused while the cluster and the job are as they were when counted
+        (only the count over every member still to be placed: it does not depend on `pod`)."""
+        if needed != len(job.members) - len(job.placed):
+            return _shortfall(job, pod, needed, nodes)
+        state = (nodes.change_seq, len(job.members), len(job.placed))
+        counted = self._counted.get(job.key)
+        if counted is not None and counted[0] == state:
+            return counted[1]
+        short = _shortfall(job, pod, needed, nodes)
+        self._counted[job.key] = (state, short)
+        return short
 
     # ----- PostFilter
     def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
@@ -204,6 +231,14 @@ class Coscheduling:
             EventRegistration(EventKind.NODE_ADD),
             EventRegistration(EventKind.NODE_UPDATE),
         ]
+
+    def still_rejects(self, pod: PodInfo) -> bool:
+        """The member's gang, with nothing placed yet, cannot fit in the cluster's free room now
+        (counted once per cluster state for all its members): a retry would fail at PreFilter."""
+        job = self._handle.jobs.gang_of(pod.key)
+        if job is None or job.placed or job.awaits_group or len(job.members) != job.minimum:
+            return False
+        return self._shortfall(job, pod, job.minimum, self._handle.nodes) is not None
 
 
 def _shortfall(job: Job, pod: PodInfo, needed: int, nodes: NodeTable) -> tuple[PodInfo, int, int] | None:

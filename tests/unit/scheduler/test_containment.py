@@ -16,8 +16,9 @@ from pysched.framework.config import parse_config
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.incidents import REASON
 from pysched.framework.interfaces import Handle
+from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
-from pysched.framework.status import SUCCESS, Status
+from pysched.framework.status import SUCCESS, Status, unschedulable
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.scheduler.scheduler import Scheduler
@@ -166,6 +167,45 @@ def test_a_step_count_changed_to_a_superscript_while_the_pod_backs_off_is_only_w
         assert scheduler.incidents.total == 0
         warned = [e.note for e in cluster.events if e.reason == "InvalidAnnotation"]
         assert warned == ["pysched.io/total-steps: '\u00b2' is not a positive integer such as 10000; ignored"]
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+class Stubborn:
+    """Rejects every pod at PreFilter; says it still would, but raises while saying so."""
+
+    NAME: ClassVar[str] = "Stubborn"
+
+    def __init__(self, args: NoArgs, handle: Handle) -> None:
+        self.asked = 0
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
+        return unschedulable("never here", plugin=self.NAME)
+
+    def still_rejects(self, pod: PodInfo) -> bool:
+        self.asked += 1
+        raise KeyError("a bug in the check")
+
+
+def test_a_raising_rejection_check_is_reported_and_the_pod_retried_as_any_other() -> None:
+    async def run() -> None:
+        registry = default_registry()
+        registry.register(PluginSpec("Stubborn", NoArgs, Stubborn, Stubborn))
+        registry.register(PluginSpec("Fragile", NoArgs, Fragile, Fragile))
+        profile = PROFILE.replace("      filter:", "      preFilter: [{name: Stubborn}]\n      filter:")
+        clock = VirtualClock(1000.0)
+        cluster = SimulatedCluster(clock)
+        scheduler = Scheduler(parse_config(yaml.safe_load(profile), "t", registry), cluster, clock, registry)
+        cluster.add_node(node_dict("a", cpu="2", memory="8Gi"))
+        await scheduler.start()
+        cluster.create_pod(pod_dict("p", cpu="1", scheduler_name="t"))
+        await scheduler.run_until_idle()
+        tried = scheduler.stats.unschedulable
+        clock.advance(331.0)
+        await scheduler.run_until_idle()
+        assert scheduler.incidents.counts["still_rejects"] == 1
+        assert scheduler.stats.unschedulable == tried + 1
         await scheduler.stop()
 
     asyncio.run(run())

@@ -306,6 +306,31 @@ def test_pods_naming_an_unknown_podgroup_wait_for_it_then_use_its_minimum() -> N
     asyncio.run(run())
 
 
+def test_a_gang_short_of_room_is_not_retried_each_period_while_it_still_cannot_fit() -> None:
+    """The periodic retry of unschedulable pods leaves its members waiting (each would only fail
+    at PreFilter again); room freed sends them through, as before."""
+
+    async def run() -> None:
+        clock, cluster, scheduler = _world(3)
+        await scheduler.start()
+        cluster.create_pod(pod_dict("solo", cpu="4", memory="1Gi", scheduler_name="pysched"))
+        await scheduler.run_until_idle()
+        for i in range(3):
+            cluster.create_pod(_member("ddp", i, 3))
+        await scheduler.run_until_idle()
+        tried = scheduler.stats.unschedulable
+        assert _bound(cluster, "ddp") == 0 and tried > 0
+        for _ in range(12):  # an hour: twelve periods of retrying what waits
+            clock.advance(300)
+            await scheduler.run_until_idle()
+        assert scheduler.stats.unschedulable == tried
+        cluster.delete_pod(PodKey("default/solo"))
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "ddp") == 3
+
+    asyncio.run(run())
+
+
 def test_members_disagreeing_on_the_deadline_are_told_naming_both() -> None:
     async def run() -> None:
         _, cluster, scheduler = _world(2)
