@@ -268,6 +268,7 @@ class SchedulingQueue:
             for qp in list(self._unschedulable.values()):
                 if now - qp.last_failure >= self.timings.unschedulable_timeout:
                     if self._settled(qp):
+                        qp.last_failure = now  # as if tried and refused again: asked next period
                         continue  # every plugin that rejected it would, on the cluster as it is now
                     self._leave_unschedulable(qp)
                     self._came(qp, UNSCHEDULABLE_TIMEOUT)

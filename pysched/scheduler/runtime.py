@@ -87,6 +87,8 @@ class Framework:
         def at(point: str) -> list[Any]:
             return [self.plugins[ref.name] for ref in profile.enabled(point)]
 
+        # Protocol checks are slow: made once here, not at each periodic retry of each pod.
+        self._checkers = {n: p for n, p in self.plugins.items() if isinstance(p, RejectionCheckPlugin)}
         self.pre_enqueue: list[PreEnqueuePlugin] = at("preEnqueue")
         self.queue_sort: QueueSortPlugin = at("queueSort")[0]
         self.pre_filter: list[PreFilterPlugin] = at("preFilter")
@@ -146,8 +148,8 @@ class Framework:
         if not rejectors:
             return False
         for name in rejectors:
-            plugin = self.plugins.get(name)
-            if not isinstance(plugin, RejectionCheckPlugin) or plugin.still_rejects(pod) is not True:
+            plugin = self._checkers.get(name)
+            if plugin is None or plugin.still_rejects(pod) is not True:
                 return False
         return True
 

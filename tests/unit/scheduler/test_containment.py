@@ -188,24 +188,55 @@ class Stubborn:
         raise KeyError("a bug in the check")
 
 
+async def _one_pod_rejected_by(plugin: type[Stubborn]) -> tuple[VirtualClock, Scheduler]:
+    """A scheduler whose profile has `plugin` at PreFilter, with one pod it has rejected once."""
+    registry = default_registry()
+    registry.register(PluginSpec(plugin.NAME, NoArgs, plugin, plugin))
+    registry.register(PluginSpec("Fragile", NoArgs, Fragile, Fragile))
+    profile = PROFILE.replace("      filter:", f"      preFilter: [{{name: {plugin.NAME}}}]\n      filter:")
+    clock = VirtualClock(1000.0)
+    cluster = SimulatedCluster(clock)
+    scheduler = Scheduler(parse_config(yaml.safe_load(profile), "t", registry), cluster, clock, registry)
+    cluster.add_node(node_dict("a", cpu="2", memory="8Gi"))
+    await scheduler.start()
+    cluster.create_pod(pod_dict("p", cpu="1", scheduler_name="t"))
+    await scheduler.run_until_idle()
+    assert scheduler.stats.unschedulable == 1
+    return clock, scheduler
+
+
 def test_a_raising_rejection_check_is_reported_and_the_pod_retried_as_any_other() -> None:
     async def run() -> None:
-        registry = default_registry()
-        registry.register(PluginSpec("Stubborn", NoArgs, Stubborn, Stubborn))
-        registry.register(PluginSpec("Fragile", NoArgs, Fragile, Fragile))
-        profile = PROFILE.replace("      filter:", "      preFilter: [{name: Stubborn}]\n      filter:")
-        clock = VirtualClock(1000.0)
-        cluster = SimulatedCluster(clock)
-        scheduler = Scheduler(parse_config(yaml.safe_load(profile), "t", registry), cluster, clock, registry)
-        cluster.add_node(node_dict("a", cpu="2", memory="8Gi"))
-        await scheduler.start()
-        cluster.create_pod(pod_dict("p", cpu="1", scheduler_name="t"))
-        await scheduler.run_until_idle()
-        tried = scheduler.stats.unschedulable
+        clock, scheduler = await _one_pod_rejected_by(Stubborn)
         clock.advance(331.0)
         await scheduler.run_until_idle()
         assert scheduler.incidents.counts["still_rejects"] == 1
-        assert scheduler.stats.unschedulable == tried + 1
+        assert scheduler.stats.unschedulable == 2
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+class Firm(Stubborn):
+    """Says it still would reject, and counts the times it is asked."""
+
+    NAME: ClassVar[str] = "Firm"
+
+    def still_rejects(self, pod: PodInfo) -> bool:
+        self.asked += 1
+        return True
+
+
+def test_a_pod_its_rejectors_still_reject_is_asked_about_once_per_retry_period() -> None:
+    async def run() -> None:
+        clock, scheduler = await _one_pod_rejected_by(Firm)
+        for _ in range(120):  # an hour, in steps of the 30 s flush
+            clock.advance(30.0)
+            await scheduler.run_until_idle()
+        firm = scheduler.frameworks["t"].plugins["Firm"]
+        assert isinstance(firm, Firm)
+        assert 10 <= firm.asked <= 12  # every 5 minutes, not every 30 s once 5 minutes have passed
+        assert scheduler.stats.unschedulable == 1
         await scheduler.stop()
 
     asyncio.run(run())
