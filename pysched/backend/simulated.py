@@ -140,7 +140,7 @@ class SimulatedCluster:
             return
         status = dict(current.raw.get("status") or {})
         shown = {c.get("type"): c for c in status.get("conditions") or ()}
-        conditions = tuple(c for c in conditions if not _shows(shown.get(c.type), c))
+        conditions = tuple(c for c in conditions if not c.shown_in(shown.get(c.type)))
         if not conditions:
             return
         kept = self.conditions.setdefault(pod.key, {})
@@ -488,13 +488,3 @@ class SimulatedCluster:
             self._listener.on_pod_deleted(pod)
         for hook in self.delete_hooks:
             hook(pod)
-
-
-def _shows(entry: Mapping[str, Any] | None, condition: PodCondition) -> bool:
-    """The pod's status entry already says what `condition` says."""
-    return (
-        entry is not None
-        and entry.get("status") == condition.status
-        and entry.get("reason", "") == condition.reason
-        and entry.get("message", "") == condition.message
-    )

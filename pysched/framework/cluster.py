@@ -56,6 +56,16 @@ class PodCondition:
     reason: str = ""
     message: str = ""
 
+    def shown_in(self, entry: Mapping[str, Any] | None) -> bool:
+        """A pod's `status.conditions` entry already says this (such a write is skipped, as
+        kube-scheduler skips it)."""
+        return (
+            entry is not None
+            and entry.get("status") == self.status
+            and entry.get("reason", "") == self.reason
+            and entry.get("message", "") == self.message
+        )
+
 
 class ClusterBackend(Protocol):
     async def start(self, listener: ClusterListener) -> None:

@@ -71,10 +71,10 @@ class SchedulingQueue:
         contained: Contained | None = None,
         interest: Interest = lambda _: None,
         picker: QueuePickPlugin | None = None,
-        settled: Callable[[QueuedPod], bool] = lambda _: False,
+        still_rejected: Callable[[QueuedPod], bool] = lambda _: False,
     ) -> None:
         self._clock = clock
-        self._settled = settled
+        self._still_rejected = still_rejected
         self._picker = picker  # its window is read at each pop: an environment may set it
         self._interest = interest
         self._contained = contained
@@ -267,7 +267,7 @@ class SchedulingQueue:
             self._next_flush = now + self.timings.flush_interval
             for qp in list(self._unschedulable.values()):
                 if now - qp.last_failure >= self.timings.unschedulable_timeout:
-                    if self._settled(qp):
+                    if self._still_rejected(qp):
                         qp.last_failure = now  # as if tried and refused again: asked next period
                         continue  # every plugin that rejected it would, on the cluster as it is now
                     self._leave_unschedulable(qp)

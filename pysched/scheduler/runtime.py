@@ -142,7 +142,7 @@ class Framework:
             return None
         return frozenset(registration.kind for registration in self.registrations(rejectors))
 
-    def rejects_still(self, pod: PodInfo, rejectors: frozenset[str]) -> bool:
+    def still_rejected(self, pod: PodInfo, rejectors: frozenset[str]) -> bool:
         """Every plugin that rejected the pod can tell, on the cluster as it is now, that it would
         reject it again (`still_rejects`): the periodic retry of unschedulable pods skips it."""
         if not rejectors:

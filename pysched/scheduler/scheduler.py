@@ -175,7 +175,7 @@ class Scheduler:
             self._queue_contained,
             self._interest,
             queue_sort if isinstance(queue_sort, QueuePickPlugin) else None,
-            self._settled,
+            self._still_rejected,
         )
         for framework in self.frameworks.values():
             framework.handle.activator.install(self.queue.activate)
@@ -242,10 +242,10 @@ class Scheduler:
             return QueueingHint.SKIP
         return framework.requeue_hint(queued.pod, queued.unschedulable_plugins, event)
 
-    def _settled(self, queued: QueuedPod) -> bool:
+    def _still_rejected(self, queued: QueuedPod) -> bool:
         framework = self.frameworks.get(queued.pod.scheduler_name)
         try:
-            return framework is not None and framework.rejects_still(queued.pod, queued.unschedulable_plugins)
+            return framework is not None and framework.still_rejected(queued.pod, queued.unschedulable_plugins)
         except Exception as err:  # a plugin's bug: retry the pod as any other
             self.incidents.report("still_rejects", queued.pod, err, then="it is retried as any other")
             return False

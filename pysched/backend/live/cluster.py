@@ -695,11 +695,7 @@ class LiveCluster:
             if condition.type == "PodScheduled" and condition.status == "False" and current.node_name is not None:
                 continue  # bound meanwhile (e.g. a bind that lost a race): the pod is not unschedulable
             before = existing.get(condition.type)
-            if before is not None and (
-                before.get("status") == condition.status
-                and before.get("reason", "") == condition.reason
-                and before.get("message", "") == condition.message
-            ):
+            if condition.shown_in(before):
                 continue
             since = before.get("lastTransitionTime") if before and before.get("status") == condition.status else None
             entries.append({
