@@ -44,6 +44,8 @@ class QueuedPod:
     last_failure: float = 0.0
     gated_by: str = ""
     sort_key: tuple[Any, ...] = field(default=())
+    # Let out by the periodic retry: its next pop gets a whole cycle, rejection checks or not.
+    retried: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +112,12 @@ class QueuePickPlugin(QueueSortPlugin, Protocol):
 @runtime_checkable
 class RejectionCheckPlugin(Plugin, Protocol):
     """A plugin that can tell, on the cluster as it is now, that it would reject a pod it rejected
-    before: the periodic retry of unschedulable pods skips a pod whose every rejector says so."""
+    before, on every node. When every rejector of a pod says so, the pod popped after an event let
+    it out (the room it brought may already be taken) is refused again without a cycle, unless it
+    is a gang's member or a pod waits at Permit. A plugin whose class sets `LEAVES_WAITING = True` is also asked by the
+    periodic retry of unschedulable pods, which then leaves the pod waiting instead of sending it
+    to the queue; a pod that retry lets out gets a whole cycle. Must be exact when it says True,
+    preemption included, and cheaper than a cycle."""
 
     def still_rejects(self, pod: PodInfo) -> bool: ...
 

@@ -270,6 +270,7 @@ class SchedulingQueue:
                     if self._still_rejected(qp):
                         qp.last_failure = now  # as if tried and refused again: asked next period
                         continue  # every plugin that rejected it would, on the cluster as it is now
+                    qp.retried = True  # a whole cycle, as kube-scheduler's periodic retry gives
                     self._leave_unschedulable(qp)
                     self._came(qp, UNSCHEDULABLE_TIMEOUT)
             for qp in list(self._parked.values()):

@@ -89,6 +89,7 @@ class Framework:
 
         # Protocol checks are slow: made once here, not at each periodic retry of each pod.
         self._checkers = {n: p for n, p in self.plugins.items() if isinstance(p, RejectionCheckPlugin)}
+        self._retry_checkers = {n: p for n, p in self._checkers.items() if getattr(p, "LEAVES_WAITING", False)}
         self.pre_enqueue: list[PreEnqueuePlugin] = at("preEnqueue")
         self.queue_sort: QueueSortPlugin = at("queueSort")[0]
         self.pre_filter: list[PreFilterPlugin] = at("preFilter")
@@ -142,13 +143,16 @@ class Framework:
             return None
         return frozenset(registration.kind for registration in self.registrations(rejectors))
 
-    def still_rejected(self, pod: PodInfo, rejectors: frozenset[str]) -> bool:
+    def still_rejected(self, pod: PodInfo, rejectors: frozenset[str], at_retry: bool = False) -> bool:
         """Every plugin that rejected the pod can tell, on the cluster as it is now, that it would
-        reject it again (`still_rejects`): the periodic retry of unschedulable pods skips it."""
+        reject it again (`still_rejects`): popped after an event, it is refused without a cycle.
+        `at_retry`: the periodic retry asks, and only plugins that may leave a pod waiting there
+        answer."""
         if not rejectors:
             return False
+        checkers = self._retry_checkers if at_retry else self._checkers
         for name in rejectors:
-            plugin = self._checkers.get(name)
+            plugin = checkers.get(name)
             if plugin is None or plugin.still_rejects(pod) is not True:
                 return False
         return True

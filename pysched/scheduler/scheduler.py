@@ -7,6 +7,7 @@ virtual-time steps, the live process calls `run` (one scheduler, two backends).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -175,7 +176,7 @@ class Scheduler:
             self._queue_contained,
             self._interest,
             queue_sort if isinstance(queue_sort, QueuePickPlugin) else None,
-            self._still_rejected,
+            functools.partial(self._still_rejected, at_retry=True),
         )
         for framework in self.frameworks.values():
             framework.handle.activator.install(self.queue.activate)
@@ -242,10 +243,12 @@ class Scheduler:
             return QueueingHint.SKIP
         return framework.requeue_hint(queued.pod, queued.unschedulable_plugins, event)
 
-    def _still_rejected(self, queued: QueuedPod) -> bool:
+    def _still_rejected(self, queued: QueuedPod, at_retry: bool = False) -> bool:
         framework = self.frameworks.get(queued.pod.scheduler_name)
         try:
-            return framework is not None and framework.still_rejected(queued.pod, queued.unschedulable_plugins)
+            return framework is not None and framework.still_rejected(
+                queued.pod, queued.unschedulable_plugins, at_retry
+            )
         except Exception as err:  # a plugin's bug: retry the pod as any other
             self.incidents.report("still_rejects", queued.pod, err, then="it is retried as any other")
             return False
@@ -394,8 +397,28 @@ class Scheduler:
         if queued is None:
             return False
         framework = self.frameworks[queued.pod.scheduler_name]
-        state = CycleState()
         key = queued.pod.key
+        retried, queued.retried = queued.retried, False
+        if (
+            queued.unschedulable_plugins
+            and not retried
+            and key not in self._nominations
+            and not self.waiting_pods
+            and self.jobs.gang_of(key) is None
+            and self._still_rejected(queued)
+        ):
+            # Let out by an event (room came back, then went to a pod ahead of it), but every
+            # plugin that refused it would again: refused as a failed cycle would refuse it,
+            # without the cycle, its diagnosis and a repeated FailedScheduling. A failed cycle's
+            # PostFilter acts by preemption (the checks rule it out) or on pods held at Permit (a
+            # gang's): with none held it would change nothing else. A gang's members still go
+            # through the cycle: they tie in the queue, and the FailedScheduling it writes re-sorts
+            # them, which decides the order its members are placed in.
+            self.queue.requeue_unschedulable(queued, queued.unschedulable_plugins)
+            if self._log_decisions:
+                self._log.debug("still refused", pod=key, by=sorted(queued.unschedulable_plugins))
+            return True
+        state = CycleState()
         if key in self._nominations:
             self.nominator.release_for_cycle(key)  # its own held room is free to it
         try:

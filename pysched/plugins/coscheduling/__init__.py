@@ -55,6 +55,8 @@ def _members(count: int) -> str:
 
 class Coscheduling:
     NAME: ClassVar[str] = NAME
+    # A gang that still cannot fit stays out of the periodic retry, all its members together.
+    LEAVES_WAITING: ClassVar[bool] = True
     __slots__ = ("_args", "_checked", "_counted", "_handle", "_releasing", "_told", "_warned")
 
     def __init__(self, args: CoschedulingArgs, handle: Handle) -> None:
@@ -234,9 +236,12 @@ class Coscheduling:
 
     def still_rejects(self, pod: PodInfo) -> bool:
         """The member's gang, with nothing placed yet, cannot fit in the cluster's free room now
-        (counted once per cluster state for all its members): a retry would fail at PreFilter."""
+        (counted once per cluster state for all its members): a retry would fail at PreFilter. Left
+        to a cycle while a lower-priority pod is placed, which a preemption might take room from."""
         job = self._handle.jobs.gang_of(pod.key)
         if job is None or job.placed or job.awaits_group or len(job.members) != job.minimum:
+            return False
+        if self._handle.pods.any_below(pod.priority):
             return False
         return self._shortfall(job, pod, job.minimum, self._handle.nodes) is not None
 

@@ -93,6 +93,12 @@ class LearnedQueueSort:
 
     def __post_init__(self) -> None:
         self._buffers = WindowBuffers.of(max(1, self.window))  # the queue offers at most `window` pods
+        # A picked pod may be refused and come back: its row is kept until the pod ends.
+        self.handle.pod_lifecycle.on_terminated(self._forget)
+        self.handle.pod_lifecycle.on_deleted(self._forget)
+
+    def _forget(self, pod: PodInfo) -> None:
+        self._fixed.drop(pod.key)
 
     def sort_key(self, queued: QueuedPod) -> tuple[Any, ...]:
         pod = queued.pod
@@ -119,8 +125,6 @@ class LearnedQueueSort:
             chosen = self.scorer.pick_window(
                 self._fixed.matrix, index, self.handle.clock.now(), view.shares, view.most, self._buffers
             )
-        if 0 <= chosen < len(candidates):
-            self._fixed.drop(candidates[chosen].pod.key)  # it leaves the queue
         return chosen
 
     def features(self, candidates: Sequence[QueuedPod]) -> tuple[np.ndarray, np.ndarray, int]:

@@ -15,17 +15,19 @@ from pysched.framework.fused import FusedTerm
 from pysched.framework.interfaces import FilterResult, Handle
 from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
-from pysched.plugins.node_resources.reference import insufficient
+from pysched.plugins.node_resources.reference import fits_any, insufficient
 
 NAME = "NodeResourcesFit"
 
 
 @dataclass(frozen=True, slots=True)
 class NodeResourcesFit:
-    """Fused into the kernel (`fused_term`); `filter_batch` is the reference and the diagnosis."""
+    """Fused into the kernel (`fused_term`); `filter_batch` is the reference and the diagnosis.
+    With the scheduler's `handle`, it can tell that a pod it refused still fits nowhere."""
 
     NAME: ClassVar[str] = NAME
     fused_term: ClassVar[FusedTerm] = FusedTerm.RESOURCE_FIT
+    handle: Handle | None = None
 
     def fused_params(self) -> None:
         return None
@@ -47,9 +49,17 @@ class NodeResourcesFit:
             EventRegistration(EventKind.POD_RESIZE_DOWN),
         )
 
+    def still_rejects(self, pod: PodInfo) -> bool:
+        """No node has room for the pod now, and no lower-priority pod is placed that a
+        preemption could take room from: a cycle would end as the last one did."""
+        handle = self.handle
+        if handle is None or handle.pods.any_below(pod.priority):
+            return False
+        return not fits_any(handle.nodes.request_shape(pod.requests), handle.nodes)
+
 
 def factory(args: NoArgs, handle: Handle) -> NodeResourcesFit:
-    return NodeResourcesFit()
+    return NodeResourcesFit(handle)
 
 
 SPEC = PluginSpec(NAME, NoArgs, factory, NodeResourcesFit)

@@ -176,6 +176,7 @@ class Stubborn:
     """Rejects every pod at PreFilter; says it still would, but raises while saying so."""
 
     NAME: ClassVar[str] = "Stubborn"
+    LEAVES_WAITING: ClassVar[bool] = True  # asked by the periodic retry too
 
     def __init__(self, args: NoArgs, handle: Handle) -> None:
         self.asked = 0
@@ -237,6 +238,28 @@ def test_a_pod_its_rejectors_still_reject_is_asked_about_once_per_retry_period()
         assert isinstance(firm, Firm)
         assert 10 <= firm.asked <= 12  # every 5 minutes, not every 30 s once 5 minutes have passed
         assert scheduler.stats.unschedulable == 1
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+class AtPopOnly(Firm):
+    """Says it still would reject, but may not leave a pod waiting at the periodic retry."""
+
+    NAME: ClassVar[str] = "AtPopOnly"
+    LEAVES_WAITING: ClassVar[bool] = False
+
+
+def test_the_periodic_retry_gives_a_pod_a_whole_cycle_unless_its_rejectors_leave_it_waiting() -> None:
+    async def run() -> None:
+        clock, scheduler = await _one_pod_rejected_by(AtPopOnly)
+        clock.advance(331.0)
+        await scheduler.run_until_idle()
+        check = scheduler.frameworks["t"].plugins["AtPopOnly"]
+        assert isinstance(check, AtPopOnly)
+        assert scheduler.queue.incoming[("active", "UnschedulableTimeout")] == 1  # let out, as kube-scheduler
+        assert check.asked == 0  # neither at the retry nor at its pop
+        assert scheduler.stats.unschedulable == 2  # a whole cycle
         await scheduler.stop()
 
     asyncio.run(run())

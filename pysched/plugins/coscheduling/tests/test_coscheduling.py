@@ -388,3 +388,21 @@ def test_a_member_whose_bind_fails_is_retried_and_the_short_job_is_told() -> Non
         assert _bound(cluster, "ddp") == 3
 
     asyncio.run(run())
+
+
+def test_a_member_retried_while_a_sibling_waits_at_permit_goes_through_a_cycle() -> None:
+    """No node can take the 3-CPU member next to its assumed 2-CPU sibling. Its retry must not be
+    refused without a cycle: the cycle's PostFilter is what gives the sibling's room back."""
+
+    async def run() -> None:
+        clock, cluster, scheduler = _world(1)
+        await scheduler.start()
+        cluster.create_pod(_member("pair", 0, 2, cpu="2"))
+        cluster.create_pod(_member("pair", 1, 2, cpu="3"))
+        for _ in range(4):
+            await scheduler.run_until_idle()
+            assert len(scheduler.waiting_pods) == 0
+            clock.advance(5.0)
+        assert _bound(cluster, "pair") == 0
+
+    asyncio.run(run())

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from pysched.api.builders import node_dict, pod_dict
+from pysched.api.objects import PodInfo
 from pysched.backend.simulated import SimulatedCluster
 from pysched.deadline.features import FEATURES, WIDTH
 from pysched.deadline.scorer import dump_policy
@@ -255,3 +256,42 @@ def test_a_window_widened_after_the_start_gets_room_for_its_rows(tmp_path: Path)
         return plugin
 
     assert asyncio.run(run())._buffers.allowed.shape[0] >= 8
+
+
+def test_a_pod_refused_after_its_pick_keeps_its_row_until_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each version of a pod is read once, though it is picked, refused and offered again; the
+    rows of pods that ended are given back."""
+    reads: list[tuple[str, int]] = []
+    read = LearnedQueueSort._read
+
+    def counted(self: LearnedQueueSort, pod: PodInfo) -> list[float]:
+        reads.append((pod.key, id(pod)))
+        return read(self, pod)
+
+    monkeypatch.setattr(LearnedQueueSort, "_read", counted)
+
+    async def run() -> None:
+        clock = VirtualClock(T0)
+        cluster = SimulatedCluster(clock)
+        registry = default_registry()
+        config = parse_config(_profile(_policy(tmp_path, "laxity", -1.0)), "t", registry)
+        scheduler = Scheduler(config, cluster, clock, registry)
+        plugin = scheduler.frameworks["l"].queue_sort
+        assert isinstance(plugin, LearnedQueueSort)
+        cluster.add_node(node_dict("n", cpu="2", memory="8Gi"))
+        await scheduler.start()
+        for i in range(4):
+            cluster.create_pod(_pod(f"p{i}", "2026-01-01T02:00:00Z", created=T0 + i))
+        for _ in range(5):  # one at a time; then the last one's end
+            await scheduler.run_until_idle()
+            for key in [k for k, p in cluster.pods.items() if p.node_name is not None and not p.terminated]:
+                cluster.finish_pod(key)
+            clock.advance_to(clock.now() + 60)
+        assert all(p.phase == "Succeeded" for p in cluster.pods.values())
+        assert not plugin._fixed.slot  # every row given back
+        await scheduler.stop()
+
+    asyncio.run(run())
+    assert len(reads) == len(set(reads)) and len(reads) >= 4

@@ -1,12 +1,20 @@
+import asyncio
+
 import numpy as np
 from hypothesis import given, settings
 
-from pysched.api.builders import make_node, make_pod
+from pysched.api.builders import make_node, make_pod, node_dict, pod_dict
+from pysched.api.ids import PodKey
+from pysched.backend.simulated import SimulatedCluster
+from pysched.framework.clock import VirtualClock
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.nodetable import NodeTable
+from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
 from pysched.plugins.node_resources.fit import NodeResourcesFit
-from pysched.plugins.node_resources.reference import fits, insufficient
+from pysched.plugins.node_resources.reference import fits, fits_any, insufficient
 from pysched.scheduler.kernel import select_node
+from pysched.scheduler.scheduler import Scheduler
 from pysched.testing.strategies import Arrays, node_arrays, pod_request
 
 NAMES = ("cpu", "memory", "pods", "ephemeral-storage", "nvidia.com/gpu")
@@ -54,3 +62,87 @@ def test_kernel_fit_matches_reference(nodes: Arrays, request: np.ndarray) -> Non
         assert best == -1
     reasons = insufficient(request, nodes.allocatable, nodes.requested, NAMES)
     assert all(not (rows & expected).any() for rows in reasons.values())
+
+
+def _world() -> tuple[VirtualClock, SimulatedCluster, Scheduler]:
+    clock = VirtualClock(1000.0)
+    cluster = SimulatedCluster(clock)
+    cluster.add_node(node_dict("a", cpu="4", memory="16Gi"))
+    cluster.add_node(node_dict("b", cpu="2", memory="16Gi"))
+    registry = default_registry()
+    return clock, cluster, Scheduler(builtin_config(registry).only("default"), cluster, clock, registry)
+
+
+def _refusals(cluster: SimulatedCluster, name: str) -> int:
+    return sum(1 for e in cluster.events if e.reason == "FailedScheduling" and e.pod == f"default/{name}")
+
+
+def _fit(scheduler: Scheduler) -> NodeResourcesFit:
+    plugin = scheduler.frameworks["default"].plugins["NodeResourcesFit"]
+    assert isinstance(plugin, NodeResourcesFit)
+    return plugin
+
+
+def test_a_pod_a_preemption_might_serve_is_left_to_a_cycle() -> None:
+    async def run() -> None:
+        _, cluster, scheduler = _world()
+        await scheduler.start()
+        cluster.create_pod(pod_dict("big", cpu="4", scheduler_name="default", priority=5))
+        cluster.create_pod(pod_dict("small", cpu="1", scheduler_name="default", priority=5, created=1.0))
+        await scheduler.run_until_idle()
+        fit = _fit(scheduler)
+        assert fit.still_rejects(make_pod("wants-3", cpu="3", scheduler_name="default", priority=5))
+        assert not fit.still_rejects(make_pod("wants-1", cpu="1", scheduler_name="default", priority=5))
+        # A pod of higher priority may take room from those placed: its cycle decides.
+        assert not fit.still_rejects(make_pod("urgent", cpu="3", scheduler_name="default", priority=9))
+        assert not NodeResourcesFit().still_rejects(make_pod("no-handle", cpu="3"))
+
+    asyncio.run(run())
+
+
+def test_a_pod_the_freed_room_went_to_another_first_is_refused_without_a_cycle() -> None:
+    """Room comes back for two waiting pods, the first takes it: the second is refused as a
+    cycle would refuse it (no node fits it), without its FailedScheduling being sent again,
+    and still binds once room comes back for it."""
+
+    async def run() -> None:
+        clock, cluster, scheduler = _world()
+        await scheduler.start()
+        cluster.create_pod(pod_dict("big", cpu="4", scheduler_name="default"))
+        cluster.create_pod(pod_dict("small", cpu="2", scheduler_name="default", created=1.0))
+        await scheduler.run_until_idle()
+        cluster.create_pod(pod_dict("first", cpu="3", scheduler_name="default", created=2.0))
+        cluster.create_pod(pod_dict("second", cpu="3", scheduler_name="default", created=3.0))
+        await scheduler.run_until_idle()
+        clock.advance(10.0)  # past their backoff
+        assert (_refusals(cluster, "first"), _refusals(cluster, "second")) == (1, 1)
+        attempts = scheduler.stats.unschedulable
+        cluster.delete_pod(PodKey("default/big"))
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/first")].node_name == "a"
+        assert _refusals(cluster, "second") == 1 and scheduler.stats.unschedulable == attempts
+        assert _fit(scheduler).still_rejects(cluster.pods[PodKey("default/second")])
+        second = scheduler.queue.get(PodKey("default/second"))
+        assert second is not None and second.unschedulable_plugins == {"NodeResourcesFit"}
+        cluster.delete_pod(PodKey("default/first"))
+        clock.advance(10.0)
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/second")].node_name == "a"
+
+    asyncio.run(run())
+
+
+@settings(max_examples=200, deadline=None)
+@given(node_arrays(), pod_request())
+def test_the_any_row_check_agrees_with_the_reference(nodes: Arrays, request: np.ndarray) -> None:
+    table = NodeTable()
+    for i in range(len(nodes.mask)):
+        table.add(make_node(f"n{i}"))
+    table.ensure_resources({"nvidia.com/gpu": 0})
+    assert table.resources.names[: len(NAMES)] == NAMES
+    size = table.size
+    table.allocatable[:size, : len(NAMES)] = nodes.allocatable
+    table.requested[:size, : len(NAMES)] = nodes.requested
+    shape = table.request_shape({name: int(v) for name, v in zip(NAMES, request, strict=True) if name != "pods"})
+    expected = fits(shape.vector, table.allocatable[:size], table.requested[:size], table.resources.names)
+    assert fits_any(shape, table) == bool(expected.any())
