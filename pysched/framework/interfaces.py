@@ -114,10 +114,10 @@ class RejectionCheckPlugin(Plugin, Protocol):
     """A plugin that can tell, on the cluster as it is now, that it would reject a pod it rejected
     before, on every node. When every rejector of a pod says so, the pod popped after an event let
     it out (the room it brought may already be taken) is refused again without a cycle, unless it
-    is a gang's member or a pod waits at Permit. A plugin whose class sets `LEAVES_WAITING = True` is also asked by the
-    periodic retry of unschedulable pods, which then leaves the pod waiting instead of sending it
-    to the queue; a pod that retry lets out gets a whole cycle. Must be exact when it says True,
-    preemption included, and cheaper than a cycle."""
+    is a gang's member or a pod waits at Permit. A plugin whose class sets `LEAVES_WAITING = True`
+    is also asked by the periodic retry of unschedulable pods, which then leaves the pod waiting
+    instead of sending it to the queue; a pod that retry lets out gets a whole cycle. Must be
+    exact when it says True, preemption included, and cheaper than a cycle."""
 
     def still_rejects(self, pod: PodInfo) -> bool: ...
 
