@@ -87,7 +87,7 @@ class Framework:
         def at(point: str) -> list[Any]:
             return [self.plugins[ref.name] for ref in profile.enabled(point)]
 
-        # Protocol checks are slow: made once here, not at each periodic retry of each pod.
+        # Protocol checks are slow: made once here, not at each retry of each pod.
         self._checkers = {n: p for n, p in self.plugins.items() if isinstance(p, RejectionCheckPlugin)}
         self._retry_checkers = {n: p for n, p in self._checkers.items() if getattr(p, "LEAVES_WAITING", False)}
         self.pre_enqueue: list[PreEnqueuePlugin] = at("preEnqueue")

@@ -15,7 +15,7 @@ from pysched.framework.fused import FusedTerm
 from pysched.framework.interfaces import FilterResult, Handle
 from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
-from pysched.plugins.node_resources.reference import fits_any, insufficient
+from pysched.plugins.node_resources.reference import fits, insufficient
 
 NAME = "NodeResourcesFit"
 
@@ -55,7 +55,11 @@ class NodeResourcesFit:
         handle = self.handle
         if handle is None or handle.pods.any_below(pod.priority):
             return False
-        return not fits_any(handle.nodes.request_shape(pod.requests), handle.nodes)
+        nodes = handle.nodes
+        size = nodes.size
+        return not fits(
+            nodes.vector(pod.requests), nodes.allocatable[:size], nodes.requested[:size], nodes.resources.names
+        ).any()
 
 
 def factory(args: NoArgs, handle: Handle) -> NodeResourcesFit:

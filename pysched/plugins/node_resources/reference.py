@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from pysched.framework.nodetable import MAX_NODE_SCORE, POD_COLUMN, NodeTable, RequestShape
+from pysched.framework.nodetable import MAX_NODE_SCORE, POD_COLUMN
 from pysched.plugins.node_resources.resource_allocation import weighted_mean
 
 
@@ -42,16 +42,6 @@ def fits(
     for rows in insufficient(request, allocatable, requested, names).values():
         ok &= ~rows
     return ok
-
-
-def fits_any(shape: RequestShape, nodes: NodeTable) -> bool:
-    """The fit check passes on some row of the table."""
-    size = nodes.size
-    allocatable, requested = nodes.allocatable[:size], nodes.requested[:size]
-    ok = requested[:, POD_COLUMN] < allocatable[:, POD_COLUMN]
-    for column in shape.columns:
-        ok &= requested[:, column] + shape.vector[column] <= allocatable[:, column]
-    return bool(ok.any())
 
 
 def least_requested(used: npt.NDArray[np.int64], cap: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

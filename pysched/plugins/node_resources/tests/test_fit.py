@@ -12,7 +12,7 @@ from pysched.framework.nodetable import NodeTable
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.plugins.node_resources.fit import NodeResourcesFit
-from pysched.plugins.node_resources.reference import fits, fits_any, insufficient
+from pysched.plugins.node_resources.reference import fits, insufficient
 from pysched.scheduler.kernel import select_node
 from pysched.scheduler.scheduler import Scheduler
 from pysched.testing.strategies import Arrays, node_arrays, pod_request
@@ -130,19 +130,3 @@ def test_a_pod_the_freed_room_went_to_another_first_is_refused_without_a_cycle()
         assert cluster.pods[PodKey("default/second")].node_name == "a"
 
     asyncio.run(run())
-
-
-@settings(max_examples=200, deadline=None)
-@given(node_arrays(), pod_request())
-def test_the_any_row_check_agrees_with_the_reference(nodes: Arrays, request: np.ndarray) -> None:
-    table = NodeTable()
-    for i in range(len(nodes.mask)):
-        table.add(make_node(f"n{i}"))
-    table.ensure_resources({"nvidia.com/gpu": 0})
-    assert table.resources.names[: len(NAMES)] == NAMES
-    size = table.size
-    table.allocatable[:size, : len(NAMES)] = nodes.allocatable
-    table.requested[:size, : len(NAMES)] = nodes.requested
-    shape = table.request_shape({name: int(v) for name, v in zip(NAMES, request, strict=True) if name != "pods"})
-    expected = fits(shape.vector, table.allocatable[:size], table.requested[:size], table.resources.names)
-    assert fits_any(shape, table) == bool(expected.any())
