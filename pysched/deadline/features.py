@@ -10,7 +10,6 @@ otherwise) bumps `SCHEMA`, and a weights file of another schema is refused at lo
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -166,15 +165,17 @@ def fill_window(
 
 
 def window_rows(
-    window: Sequence[np.ndarray], cluster: ClusterView, now: float, room: tuple[float, float] = (math.inf, math.inf)
+    fixed: np.ndarray,
+    index: np.ndarray,
+    cluster: ClusterView,
+    now: float,
+    room: tuple[float, float] = (math.inf, math.inf),
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """From the window's fixed rows (`static`): its feature matrix ((n, WIDTH) float32, window
-    order), which rows may be picked (the first row's priority, within `room`: the most free CPU
-    millicores and GPUs on one node), and how many may."""
-    n = len(window)
-    stack = np.array(window) if n else np.zeros((0, STATIC_WIDTH))
+    """From the window's fixed rows (`static`; the window's r-th pod's is `fixed[index[r]]`): its
+    feature matrix ((n, WIDTH) float32, window order), which rows may be picked (the first row's
+    priority, within `room`: the most free CPU millicores and GPUs on one node), and how many may."""
+    n = index.shape[0]
     out = np.empty((n, WIDTH), np.float32)
     allowed = np.empty(n, np.bool_)
-    index = np.arange(n, dtype=np.int64)
-    count = fill_window(stack, index, now, cluster.free_cpu, cluster.free_gpu, room[0], room[1], out, allowed)
+    count = fill_window(fixed, index, now, cluster.free_cpu, cluster.free_gpu, room[0], room[1], out, allowed)
     return out, allowed, int(count)

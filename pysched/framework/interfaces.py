@@ -7,6 +7,7 @@ Filters and scores take a batch signature: one pod against the node table.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -44,7 +45,10 @@ class QueuedPod:
     last_failure: float = 0.0
     gated_by: str = ""
     sort_key: tuple[Any, ...] = field(default=())
-    # Let out by the periodic retry: its next pop gets a whole cycle, rejection checks or not.
+    # When its last whole cycle failed: the FailedScheduling reasons it shows are from then.
+    diagnosed: float = -math.inf
+    # Let out by the periodic retry with reasons that old: its next pop gets a whole cycle,
+    # rejection checks or not, and its reasons are brought up to date.
     retried: bool = False
 
 

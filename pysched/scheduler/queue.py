@@ -55,6 +55,11 @@ class QueueTimings:
     max_backoff: float = 10.0
     unschedulable_timeout: float = 300.0
     flush_interval: float = 30.0
+    # A pod the periodic retry lets out gets a whole cycle (fresh FailedScheduling reasons) when
+    # its reasons are at least this old; before, one its rejectors still refuse is refused
+    # without a cycle, as after an event. The retry comes every `unschedulable_timeout`: a whole
+    # cycle each time was most of what a crowded simulation spent.
+    rediagnose_interval: float = 3600.0
 
 
 DEFAULT_TIMINGS = QueueTimings()
@@ -270,7 +275,7 @@ class SchedulingQueue:
                     if self._still_rejected(qp):
                         qp.last_failure = now  # as if tried and refused again: asked next period
                         continue  # every plugin that rejected it would, on the cluster as it is now
-                    qp.retried = True  # a whole cycle, as kube-scheduler's periodic retry gives
+                    qp.retried |= now - qp.diagnosed >= self.timings.rediagnose_interval  # a whole cycle
                     self._leave_unschedulable(qp)
                     self._came(qp, UNSCHEDULABLE_TIMEOUT)
             for qp in list(self._parked.values()):

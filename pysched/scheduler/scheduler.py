@@ -249,8 +249,9 @@ class Scheduler:
             return framework is not None and framework.still_rejected(
                 queued.pod, queued.unschedulable_plugins, at_retry
             )
-        except Exception as err:  # a plugin's bug: retry the pod as any other
+        except Exception as err:  # a plugin's bug: retry the pod as any other, with a whole cycle
             self.incidents.report("still_rejects", queued.pod, err, then="it is retried as any other")
+            queued.retried = True
             return False
 
     def _interest(self, queued: QueuedPod) -> frozenset[EventKind] | None:
@@ -407,9 +408,10 @@ class Scheduler:
             and self.jobs.gang_of(key) is None
             and self._still_rejected(queued)
         ):
-            # Let out by an event (room came back, then went to a pod ahead of it), but every
-            # plugin that refused it would again: refused as a failed cycle would refuse it,
-            # without the cycle, its diagnosis and a repeated FailedScheduling. A failed cycle's
+            # Let out by an event (room came back, then went to a pod ahead of it) or by the
+            # periodic retry, but every plugin that refused it would again: refused as a failed
+            # cycle would refuse it, without the cycle, its diagnosis and a repeated
+            # FailedScheduling (the retry brings its reasons up to date once they are an hour old). A failed cycle's
             # PostFilter acts by preemption (the checks rule it out) or on pods held at Permit (a
             # gang's): with none held it would change nothing else. A gang's members still go
             # through the cycle: they tie in the queue, and the FailedScheduling it writes re-sorts
@@ -529,6 +531,7 @@ class Scheduler:
             self.queue.requeue_unschedulable(queued, rejectors)
             reason = "Unschedulable"
         message = status.message()
+        queued.diagnosed = self.clock.now()  # the reasons the pod shows are from now
         if self._log_decisions:
             self._log.debug("scheduling cycle", pod=pod.key, profile=pod.scheduler_name, result=result, why=message)
         self._side_tasks.spawn(self._report_failure(pod, reason, message))

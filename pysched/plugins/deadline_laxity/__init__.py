@@ -54,7 +54,6 @@ from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import Handle, QueuedPod
 from pysched.framework.registry import MAX_ARGS_SECONDS, ArgsError, PluginSpec, check_range
 from pysched.framework.status import SUCCESS, Status
-from pysched.framework.tasks import BackgroundTasks
 from pysched.plugins.deadline_laxity.history import RunHistory
 
 NAME = "DeadlineLaxity"
@@ -94,7 +93,11 @@ class DeadlineLaxity:
     _demoted: dict[PodKey, PodUID] = field(default_factory=dict)
     _warned: dict[PodUID, set[tuple[str, str]]] = field(default_factory=dict)  # (key, value) warned about
     _refused: set[PodUID] = field(default_factory=set)  # deadline pods told their namespace may not
-    _tasks: BackgroundTasks = field(default_factory=BackgroundTasks)  # events from the queue path
+    # One-pod jobs judged feasible: (the pod as judged, its fastest run time, its deadline, the
+    # history's version then). Judged again only when one of them changes or time runs out: a
+    # pod is judged at each return to the queue and each sort, and most stay feasible.
+    _feasible: dict[PodKey, tuple[PodInfo, float, float, int]] = field(default_factory=dict)
+    _validated: dict[PodKey, PodInfo] = field(default_factory=dict)  # the version whose annotations were read
     history: RunHistory | None = None  # set by the factory when `history_samples` > 0
 
     def remaining(self, pod: PodInfo, cpu_milli: int, workers: int = 1) -> float:
@@ -136,7 +139,7 @@ class DeadlineLaxity:
                 f"namespace {pod.namespace} does not match this profile's deadlineNamespaces: "
                 "the deadline is ignored and the pod is scheduled as best-effort"
             )
-            self._tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", NOT_ALLOWED_REASON, note))
+            self.handle.tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", NOT_ALLOWED_REASON, note))
         return False
 
     def sort_key(self, queued: QueuedPod) -> tuple[Any, ...]:
@@ -150,39 +153,60 @@ class DeadlineLaxity:
         return (-pod.priority, DEADLINE_CLASS, key, pod.created, queued.added, pod.key)
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
+        if self._validated.get(pod.key) is not pod:  # read once per version of the pod
+            self._validated[pod.key] = pod
+            self._warn_invalid(pod)
+        self.judge(pod)
+        return SUCCESS  # admission demotes, it never gates: a demoted job still runs when there is room
+
+    def _warn_invalid(self, pod: PodInfo) -> None:
         for key, value, forms in invalid_annotations(pod):
             warned = self._warned.setdefault(pod.uid, set())
             shown = clip(value)  # kept and echoed cut short: the value may be 200 KB
             if (key, shown) not in warned:
                 warned.add((key, shown))
-                self._tasks.spawn(
+                self.handle.tasks.spawn(
                     self.handle.cluster.emit_event(
                         pod, "Warning", INVALID_ANNOTATION, f"{key}: {shown} is not {forms}; ignored"
                     )
                 )
-        self.judge(pod)
-        return SUCCESS  # admission demotes, it never gates: a demoted job still runs when there is room
 
     def judge(self, pod: PodInfo) -> None:
         """Demote a pending deadline job that cannot make it even at cpu-max (under the prior)."""
+        now = self.handle.clock.now()
+        known = self._feasible.get(pod.key)
+        if known is not None:
+            judged, known_fastest, known_deadline, version = known
+            if (
+                judged is pod
+                and now + known_fastest <= known_deadline
+                and version == self._history_version()
+                and self.handle.jobs.gang_of(pod.key) is None
+            ):
+                return  # nothing it was judged on changed, and there is still time
+            del self._feasible[pod.key]
         deadline = deadline_of(pod)
         if deadline is None or self.is_demoted(pod) or not self.deadline_allowed(pod):
             return
-        now = self.handle.clock.now()
         worker, workers = self.pace(pod)
         cpu_max = cpu_milli_of(worker, CPU_MAX) or worker.requests.get(CPU, 0)
         fastest = self.remaining(worker, max(cpu_max, worker.requests.get(CPU, 0)), workers)
         if now + fastest <= deadline:
+            if worker is pod:
+                self._feasible[pod.key] = (pod, fastest, deadline, self._history_version())
             return
         self._demoted[pod.key] = pod.uid
         note = (
             f"deadline {deadline - now:+.0f}s from now cannot be met (predicted {fastest:.0f}s at most CPUs): "
             "demoted to best-effort; it still runs when there is room"
         )
-        self._tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", DEMOTED_REASON, note))
-        self._tasks.spawn(
+        self.handle.tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", DEMOTED_REASON, note))
+        self.handle.tasks.spawn(
             self.handle.cluster.patch_pod_conditions(pod, PodCondition(CONDITION, "False", DEMOTED_REASON, note))
         )
+
+    def _history_version(self) -> int:
+        return -1 if self.history is None else self.history.version
 
     def post_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> None:
         """A one-pod job starts: time its run (gang members run at their gang's pace)."""
@@ -194,6 +218,12 @@ class DeadlineLaxity:
         the same name (a new uid) may be known before the old one's deletion arrives."""
         if self._demoted.get(pod.key) == pod.uid:
             del self._demoted[pod.key]
+        known = self._feasible.get(pod.key)
+        if known is not None and known[0].uid == pod.uid:
+            del self._feasible[pod.key]
+        validated = self._validated.get(pod.key)
+        if validated is not None and validated.uid == pod.uid:
+            del self._validated[pod.key]
         self._warned.pop(pod.uid, None)
         self._refused.discard(pod.uid)
         if self.history is not None:

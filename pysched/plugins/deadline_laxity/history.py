@@ -54,6 +54,7 @@ class RunHistory:
         # Kinds known per total steps: a job whose steps no kind has is answered before its images
         # are read (most jobs, where total steps are drawn per job).
         self._steps: dict[int, int] = {}
+        self.version = 0  # counts changes to what `step_seconds` answers
 
     def bound(self, pod: PodInfo) -> None:
         cpu_milli = pod.requests.get(CPU, 0)
@@ -85,6 +86,7 @@ class RunHistory:
             self._runs.move_to_end(kind)
         runs.append(seconds / kind[1] / prior_step_ratio(cpu_milli / 1000))
         self._median[kind] = statistics.median(runs)
+        self.version += 1
 
     def forget(self, pod: PodInfo) -> None:
         """The pod was reported gone: deleted, or (live) ended and read back later."""

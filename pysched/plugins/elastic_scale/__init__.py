@@ -65,7 +65,6 @@ from pysched.framework.interfaces import MAX_RECONCILE_INTERVAL_S, MIN_RECONCILE
 from pysched.framework.nodetable import I64, MAX_NODE_SCORE, Bools, NodeTable
 from pysched.framework.registry import MAX_ARGS_SECONDS, ArgsError, PluginSpec, check_range
 from pysched.framework.status import SKIP, SUCCESS, Code, Status, unschedulable
-from pysched.framework.tasks import BackgroundTasks
 from pysched.plugins.elastic_scale.jobs import GpuJob
 
 NAME = "ElasticScale"
@@ -118,7 +117,6 @@ class ElasticScale:
     _last_plan: float = -math.inf
     _capacity: int | None = None  # the cluster's GPUs as of the last reconcile; None until asked
     _told: set[PodKey] = field(default_factory=set)  # pods whose refusal condition was written
-    _tasks: BackgroundTasks = field(default_factory=BackgroundTasks)
 
     @property
     def reconcile_interval(self) -> float:
@@ -195,7 +193,7 @@ class ElasticScale:
                 lo, hi = declared
         if problem:
             note = f"elastic range ignored: {problem}; the job runs at its submitted size"
-            self._tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", IGNORED_REASON, note))
+            self.handle.tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", IGNORED_REASON, note))
         state = GpuJob(key, ref if hi > lo else None, total, deadline_of(pod), gpus, lo, hi, workers, JobModel(total))
         now = self.handle.clock.now()
         expected = expected_duration_of(pod)
@@ -277,7 +275,7 @@ class ElasticScale:
                 first = min(job.gated.values(), key=lambda p: p.key, default=None)
                 if first is not None:
                     note = "the deadline can no longer be met even on an empty cluster: runs as best-effort"
-                    self._tasks.spawn(self.handle.cluster.emit_event(first, "Warning", REJECTED_REASON, note))
+                    self.handle.tasks.spawn(self.handle.cluster.emit_event(first, "Warning", REJECTED_REASON, note))
             else:
                 continue
             job.waiting = False
@@ -294,9 +292,9 @@ class ElasticScale:
             self._told.discard(pod.key)
             note = f"admitted after waiting: deadline {deadline - now:+.0f}s from now can now be planned"
             if i == 0:
-                self._tasks.spawn(self.handle.cluster.emit_event(pod, "Normal", ADMITTED_REASON, note))
+                self.handle.tasks.spawn(self.handle.cluster.emit_event(pod, "Normal", ADMITTED_REASON, note))
             condition = PodCondition(CONDITION, "True", ADMITTED_REASON, note)
-            self._tasks.spawn(self.handle.cluster.patch_pod_conditions(pod, condition))
+            self.handle.tasks.spawn(self.handle.cluster.patch_pod_conditions(pod, condition))
 
     def _tell_rejected(self, pod: PodInfo, why: str) -> None:
         """Once per pod: the pod passes preEnqueue again after every failed attempt, and each
@@ -311,8 +309,8 @@ class ElasticScale:
             f"admitted job miss its own{'; ' + why if why else ''}: {then}"
         )
         if why:
-            self._tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", REJECTED_REASON, note))
-        self._tasks.spawn(
+            self.handle.tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", REJECTED_REASON, note))
+        self.handle.tasks.spawn(
             self.handle.cluster.patch_pod_conditions(pod, PodCondition(CONDITION, "False", REJECTED_REASON, note))
         )
 
@@ -422,19 +420,20 @@ class ElasticScale:
             job.retry_at = now + wait
             if members:
                 note = f"workers {job.workers} -> {workers} failed: {status.message()}; retried in {wait:.0f}s"
-                self._tasks.spawn(self.handle.cluster.emit_event(members[0], "Warning", SCALE_FAILED_REASON, note))
+                failed = self.handle.cluster.emit_event(members[0], "Warning", SCALE_FAILED_REASON, note)
+                self.handle.tasks.spawn(failed)
             return
         job.failed_scales, job.retry_at = 0, -math.inf
         if not status.ok:
             job.ref = None  # cannot be scaled: rigid from now on, told once
             if members:
                 note = f"elastic scaling stopped: {status.message()}; the job keeps {job.workers} workers"
-                self._tasks.spawn(self.handle.cluster.emit_event(members[0], "Warning", IGNORED_REASON, note))
+                self.handle.tasks.spawn(self.handle.cluster.emit_event(members[0], "Warning", IGNORED_REASON, note))
             return
         self.scales += 1
         if members:
             note = f"workers {job.workers} -> {workers} toward the deadline plan"
-            self._tasks.spawn(self.handle.cluster.emit_event(members[0], "Normal", SCALED_REASON, note))
+            self.handle.tasks.spawn(self.handle.cluster.emit_event(members[0], "Normal", SCALED_REASON, note))
         job.workers = workers
         job.last_scale = now
 

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pysched.api.annotations import CPU_MAX, cpu_milli_of, deadline_of, total_steps_of
+from pysched.api.ids import PodKey
 from pysched.api.labels import selector_problem
 from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
@@ -89,6 +90,7 @@ class LearnedQueueSort:
     agent: Agent | None = None
     _fixed: FixedRows = field(default_factory=FixedRows)  # the waiting pods' fixed rows
     _room: ClusterRoom = field(default_factory=ClusterRoom)
+    _deadlines: dict[PodKey, tuple[PodInfo, float | None]] = field(default_factory=dict)  # by pod version
     _buffers: WindowBuffers = field(init=False)
 
     def __post_init__(self) -> None:
@@ -99,6 +101,7 @@ class LearnedQueueSort:
 
     def _forget(self, pod: PodInfo) -> None:
         self._fixed.drop(pod.key)
+        self._deadlines.pop(pod.key, None)
 
     def sort_key(self, queued: QueuedPod) -> tuple[Any, ...]:
         pod = queued.pod
@@ -132,14 +135,24 @@ class LearnedQueueSort:
         node for their CPUs and GPUs), and how many may."""
         view = self._room
         view.refresh(self.handle.nodes)
-        window = self._fixed.rows(candidates, self._read)
-        return window_rows(window, view.shares, self.handle.clock.now(), view.most)
+        index = self._fixed.index(candidates, self._read)  # first: it may grow the matrix
+        return window_rows(self._fixed.matrix, index, view.shares, self.handle.clock.now(), view.most)
 
     def _read(self, pod: PodInfo) -> list[float]:
         return static_values(self._waiting(pod), self.args.prior_step_seconds)
 
     def _deadline(self, pod: PodInfo) -> float | None:
         """The pod's deadline, None when it has none, was demoted, or its namespace may not."""
+        if self.args.deadline_namespaces is not None:  # namespaces' labels may change: asked each time
+            return self._read_deadline(pod)
+        known = self._deadlines.get(pod.key)
+        if known is not None and known[0] is pod:
+            return known[1]  # a pod is sorted at each return to the queue
+        deadline = self._read_deadline(pod)
+        self._deadlines[pod.key] = (pod, deadline)
+        return deadline
+
+    def _read_deadline(self, pod: PodInfo) -> float | None:
         deadline = deadline_of(pod)
         if deadline is None or demoted_by_condition(pod):
             return None

@@ -41,11 +41,6 @@ class FixedRows:
             rows.append(entry[1])
         return np.array(rows, np.int64)
 
-    def rows(self, candidates: Sequence[QueuedPod], read: Callable[[PodInfo], Sequence[float]]) -> list[np.ndarray]:
-        """The candidates' fixed rows, as `index` keeps them."""
-        index = self.index(candidates, read)  # first: it may grow the matrix
-        return list(self.matrix[index])
-
     def drop(self, key: PodKey) -> None:
         """The pod left the queue: its row is free again."""
         entry = self.slot.pop(key, None)

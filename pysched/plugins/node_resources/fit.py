@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -20,6 +20,29 @@ from pysched.plugins.node_resources.reference import fits, insufficient
 NAME = "NodeResourcesFit"
 
 
+@dataclass(slots=True)
+class _Refused:
+    """Requests found to fit no node as of one state of the node table (`seq`): a request at least
+    as large in every resource fits none either. A pod refused and retried in a crowd of others
+    is then refused without looking at the nodes again."""
+
+    seq: int = -1
+    requests: list[np.ndarray] = field(default_factory=list)
+
+    def covers(self, seq: int, request: np.ndarray) -> bool:
+        if seq != self.seq:
+            self.seq, self.requests = seq, []
+            return False
+        return any(request is r or bool((request >= r).all()) for r in self.requests)
+
+    def add(self, request: np.ndarray) -> None:
+        if len(self.requests) < MAX_REFUSED_SHAPES:
+            self.requests.append(request)
+
+
+MAX_REFUSED_SHAPES = 8  # each a comparison per check: a few shapes cover the crowds met in practice
+
+
 @dataclass(frozen=True, slots=True)
 class NodeResourcesFit:
     """Fused into the kernel (`fused_term`); `filter_batch` is the reference and the diagnosis.
@@ -28,6 +51,7 @@ class NodeResourcesFit:
     NAME: ClassVar[str] = NAME
     fused_term: ClassVar[FusedTerm] = FusedTerm.RESOURCE_FIT
     handle: Handle | None = None
+    _refused: _Refused = field(default_factory=_Refused, compare=False, repr=False)
 
     def fused_params(self) -> None:
         return None
@@ -56,10 +80,14 @@ class NodeResourcesFit:
         if handle is None or handle.pods.any_below(pod.priority):
             return False
         nodes = handle.nodes
+        request, seq = nodes.vector(pod.requests), nodes.change_seq
+        if self._refused.covers(seq, request):
+            return True
         size = nodes.size
-        return not fits(
-            nodes.vector(pod.requests), nodes.allocatable[:size], nodes.requested[:size], nodes.resources.names
-        ).any()
+        if fits(request, nodes.allocatable[:size], nodes.requested[:size], nodes.resources.names).any():
+            return False
+        self._refused.add(request)
+        return True
 
 
 def factory(args: NoArgs, handle: Handle) -> NodeResourcesFit:

@@ -124,6 +124,6 @@ def test_the_kernels_compiled_for_a_shape_agree_with_the_general_ones(activation
     fixed = np.array([static(j, 0.5) for j in jobs])
     buffers = WindowBuffers.of(12)
     for room, index in (((3000.0, 1.0), range(12)), ((1000.0, 0.0), [4, 0, 8]), ((0.0, 0.0), [1, 2])):
-        rows, allowed, _ = window_rows([fixed[i] for i in index], ClusterView(0.3, 0.5), 50.0, room)
+        rows, allowed, _ = window_rows(fixed, np.array(index, np.int64), ClusterView(0.3, 0.5), 50.0, room)
         chosen = scorer.pick_window(fixed, np.array(index, np.int64), 50.0, ClusterView(0.3, 0.5), room, buffers)
         assert chosen == scorer.pick(rows, allowed)

@@ -21,6 +21,7 @@ from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.framework.status import SUCCESS, Status, unschedulable
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
+from pysched.scheduler.queue import DEFAULT_TIMINGS
 from pysched.scheduler.scheduler import Scheduler
 
 PROFILE = """
@@ -250,16 +251,27 @@ class AtPopOnly(Firm):
     LEAVES_WAITING: ClassVar[bool] = False
 
 
-def test_the_periodic_retry_gives_a_pod_a_whole_cycle_unless_its_rejectors_leave_it_waiting() -> None:
+def test_the_periodic_retry_lets_a_pod_out_and_gives_it_a_whole_cycle_once_its_reasons_are_old() -> None:
     async def run() -> None:
         clock, scheduler = await _one_pod_rejected_by(AtPopOnly)
-        clock.advance(331.0)
-        await scheduler.run_until_idle()
+        diagnosed = clock.now()
         check = scheduler.frameworks["t"].plugins["AtPopOnly"]
         assert isinstance(check, AtPopOnly)
+        clock.advance(331.0)
+        await scheduler.run_until_idle()
         assert scheduler.queue.incoming[("active", "UnschedulableTimeout")] == 1  # let out, as kube-scheduler
-        assert check.asked == 0  # neither at the retry nor at its pop
-        assert scheduler.stats.unschedulable == 2  # a whole cycle
+        assert check.asked == 1  # not at the retry (it may not leave pods waiting), at the pop
+        assert scheduler.stats.unschedulable == 1  # refused without a cycle: its reasons are fresh
+        rediagnose = DEFAULT_TIMINGS.rediagnose_interval
+        while scheduler.stats.unschedulable == 1 and clock.now() < diagnosed + 2 * rediagnose:
+            clock.advance(30.0)
+            await scheduler.run_until_idle()
+        assert scheduler.stats.unschedulable == 2  # a whole cycle brought its reasons up to date
+        assert diagnosed + rediagnose <= clock.now() <= diagnosed + rediagnose + 330.0
+        asked = check.asked
+        clock.advance(331.0)
+        await scheduler.run_until_idle()
+        assert check.asked == asked + 1 and scheduler.stats.unschedulable == 2  # fresh again
         await scheduler.stop()
 
     asyncio.run(run())

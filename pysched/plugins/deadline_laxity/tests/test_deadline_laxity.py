@@ -308,3 +308,32 @@ def test_a_gangs_workers_share_its_steps_so_a_job_feasible_in_parallel_is_not_de
         assert {plugin.sort_key(q)[2] for q in members} == {T0 + 1800 - 1000}
 
     asyncio.run(run())
+
+
+def test_a_demotion_is_written_before_the_scheduler_goes_idle() -> None:
+    """A pod whose deadline passes while it waits for room is demoted when the periodic retry
+    lets it out, and refused again without a cycle; the condition that says so is on the pod
+    when `run_until_idle` returns (the simulator's next step reads it), not whenever the event
+    loop next happens to run."""
+
+    async def run() -> None:
+        clock = VirtualClock(T0)
+        cluster = SimulatedCluster(clock)
+        cluster.add_node(node_dict("n", cpu="2", memory="8Gi"))
+        registry = default_registry()
+        scheduler = Scheduler(builtin_config(registry).only("pysched-noscale"), cluster, clock, registry)
+        await scheduler.start()
+        cluster.create_pod(pod_dict("blocker", cpu="2", created=T0, scheduler_name="pysched-noscale"))
+        await scheduler.run_until_idle()
+        notes = {"pysched.io/deadline": "10m"}
+        cluster.create_pod(pod_dict("late", cpu="1", created=T0, annotations=notes, scheduler_name="pysched-noscale"))
+        await scheduler.run_until_idle()  # no room: refused by a whole cycle
+        assert scheduler.stats.unschedulable == 1
+        clock.advance(660.0)  # the deadline has passed; the retry lets the pod out
+        await scheduler.run_until_idle()
+        assert scheduler.stats.unschedulable == 1  # refused again without a cycle
+        shown = cluster.pods[PodKey("default/late")].raw["status"]["conditions"]
+        assert any(c["type"] == "pysched.io/Deadline" and c["reason"] == "DeadlineInfeasible" for c in shown)
+        await scheduler.stop()
+
+    asyncio.run(run())

@@ -194,3 +194,46 @@ def test_history_samples_is_an_arg_and_zero_turns_it_off() -> None:
         assert "DeadlineLaxity" in [p.name for p in profile_config.enabled("postBind")]
     learned = config.profile("learned")
     assert learned is not None and learned.plugin_args["DeadlineLaxity"]["historySamples"] == 0
+
+
+def test_a_waiting_pod_judged_feasible_is_judged_again_when_its_time_runs_out_or_its_kind_is_timed() -> None:
+    """The verdict on a pod that waits is kept while nothing it rests on changes: it returns to
+    the queue and is sorted again and again. Time passing or a run of its kind ending still
+    demote it."""
+
+    async def run() -> None:
+        clock = VirtualClock(T0)
+        cluster = SimulatedCluster(clock)
+        plugin = DeadlineLaxity(DeadlineLaxityArgs(prior_step_seconds=0.01), Handle(cluster, clock, NodeTable()))
+        plugin.history = RunHistory(clock, samples=3)
+        fastest = 1000 * 0.01 * prior_step_ratio(2.0)  # 1,000 steps on its 2 CPUs under the prior
+        waiting = training_pod("waiting", 1000, deadline="1h")
+        cluster.create_pod(waiting.raw)
+
+        async def demoted() -> bool:
+            plugin.pre_enqueue(waiting)
+            await asyncio.sleep(0)  # the event it may have sent
+            return any(e.reason == "DeadlineInfeasible" for e in cluster.events)
+
+        assert not await demoted()
+        ran = training_pod("ran", 1000)  # the same kind, slower than the prior says
+        plugin.history.bound(ran)
+        clock.advance(600)
+        plugin.history.ended(dataclasses.replace(ran, phase="Succeeded"))  # 600 s a run: still in time
+        assert not await demoted()
+        slow = training_pod("slow", 1000)
+        plugin.history.bound(slow)
+        clock.advance(2400)
+        plugin.history.ended(dataclasses.replace(slow, phase="Succeeded"))  # median 1,500 s, 600 s left
+        assert await demoted()
+
+        late = training_pod("late", 1000, deadline="1h")  # under the prior alone, until time runs out
+        plugin = DeadlineLaxity(DeadlineLaxityArgs(prior_step_seconds=0.01), Handle(cluster, clock, NodeTable()))
+        cluster.events.clear()
+        clock.advance_to(T0 + 3600 - fastest)
+        waiting = late
+        assert not await demoted()
+        clock.advance(1.0)
+        assert await demoted()
+
+    asyncio.run(run())

@@ -290,7 +290,7 @@ def test_a_pod_refused_after_its_pick_keeps_its_row_until_it_ends(
                 cluster.finish_pod(key)
             clock.advance_to(clock.now() + 60)
         assert all(p.phase == "Succeeded" for p in cluster.pods.values())
-        assert not plugin._fixed.slot  # every row given back
+        assert not plugin._fixed.slot and not plugin._deadlines  # every row and deadline given back
         await scheduler.stop()
 
     asyncio.run(run())

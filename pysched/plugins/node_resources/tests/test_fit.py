@@ -1,6 +1,8 @@
 import asyncio
+from collections.abc import Sequence
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 
 from pysched.api.builders import make_node, make_pod, node_dict, pod_dict
@@ -11,6 +13,7 @@ from pysched.framework.cycle_state import CycleState
 from pysched.framework.nodetable import NodeTable
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
+from pysched.plugins.node_resources import fit as fit_module
 from pysched.plugins.node_resources.fit import NodeResourcesFit
 from pysched.plugins.node_resources.reference import fits, insufficient
 from pysched.scheduler.kernel import select_node
@@ -96,6 +99,42 @@ def test_a_pod_a_preemption_might_serve_is_left_to_a_cycle() -> None:
         # A pod of higher priority may take room from those placed: its cycle decides.
         assert not fit.still_rejects(make_pod("urgent", cpu="3", scheduler_name="default", priority=9))
         assert not NodeResourcesFit().still_rejects(make_pod("no-handle", cpu="3"))
+
+    asyncio.run(run())
+
+
+def test_a_refusal_covers_larger_requests_until_the_nodes_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asked again and again about pods in a crowd, the check reads the nodes once per state of
+    the node table and shape of request: a request at least as large is refused from memory, a
+    smaller one is checked, and once the nodes change, nothing is remembered."""
+    looked = 0
+
+    def counted(
+        request: np.ndarray, allocatable: np.ndarray, requested: np.ndarray, names: Sequence[str]
+    ) -> np.ndarray:
+        nonlocal looked
+        looked += 1
+        return fits(request, allocatable, requested, names)
+
+    monkeypatch.setattr(fit_module, "fits", counted)
+
+    async def run() -> None:
+        _, cluster, scheduler = _world()
+        await scheduler.start()
+        cluster.create_pod(pod_dict("big", cpu="4", scheduler_name="default", priority=5))
+        cluster.create_pod(pod_dict("small", cpu="1", scheduler_name="default", priority=5, created=1.0))
+        await scheduler.run_until_idle()  # 1 CPU left, on b
+        fit = _fit(scheduler)
+        assert fit.still_rejects(make_pod("two", cpu="2", scheduler_name="default", priority=5)) and looked == 1
+        assert fit.still_rejects(make_pod("two-again", cpu="2", scheduler_name="default", priority=5))
+        assert fit.still_rejects(make_pod("three", cpu="3", memory="1Gi", scheduler_name="default", priority=5))
+        assert looked == 1  # both at least as large as a refused request
+        assert not fit.still_rejects(make_pod("one", cpu="1", scheduler_name="default", priority=5))
+        assert looked == 2
+        cluster.delete_pod(PodKey("default/small"))
+        await scheduler.run_until_idle()  # 2 CPUs free on b now
+        assert not fit.still_rejects(make_pod("two", cpu="2", scheduler_name="default", priority=5))
+        assert looked == 3
 
     asyncio.run(run())
 
