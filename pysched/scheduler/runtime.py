@@ -109,6 +109,8 @@ class Framework:
             for name, plugin in self.plugins.items()
             if isinstance(plugin, EnqueueExtensions)
         }
+        self._registrations: dict[frozenset[str], tuple[EventRegistration, ...]] = {}
+        self._kinds: dict[frozenset[str], frozenset[EventKind]] = {}
         self._acting: dict[PodFeatures, ActingPlugins] = {}
         self._acting_version = -1
         scores = [WeightedScore(self.plugins[ref.name], ref.weight) for ref in profile.enabled("score")]  # type: ignore[arg-type]
@@ -131,17 +133,25 @@ class Framework:
                 return status.with_plugin(plugin.NAME)
         return SUCCESS
 
-    def registrations(self, plugin_names: frozenset[str]) -> list[EventRegistration]:
-        out: list[EventRegistration] = []
-        for name in plugin_names:
-            out.extend(self._registered.get(name, ()))
-        return out
+    def registrations(self, plugin_names: frozenset[str]) -> tuple[EventRegistration, ...]:
+        """The plugins' registrations; per set of plugins, gathered once (a refused pod is parked
+        and asked about again at every event and every refusal)."""
+        known = self._registrations.get(plugin_names)
+        if known is None:
+            known = tuple(r for name in plugin_names for r in self._registered.get(name, ()))
+            self._registrations[plugin_names] = known
+            self._kinds[plugin_names] = frozenset(registration.kind for registration in known)
+        return known
 
     def requeue_kinds(self, rejectors: frozenset[str]) -> frozenset[EventKind] | None:
         """The kinds of event `requeue_hint` may queue a pod for (None: any)."""
         if not rejectors:
             return None
-        return frozenset(registration.kind for registration in self.registrations(rejectors))
+        kinds = self._kinds.get(rejectors)
+        if kinds is None:
+            self.registrations(rejectors)
+            kinds = self._kinds[rejectors]
+        return kinds
 
     def still_rejected(self, pod: PodInfo, rejectors: frozenset[str], at_retry: bool = False) -> bool:
         """Every plugin that rejected the pod can tell, on the cluster as it is now, that it would
