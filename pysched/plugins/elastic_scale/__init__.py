@@ -489,13 +489,24 @@ class ElasticScale:
         scale = np.maximum(allocatable, 1.0)
         tight = 1.0 - np.clip(free - pod.requests.get(GPU, 0), 0, None) / scale
         whole = free >= need
-        value = np.where(
-            same > 0,
-            0.6 + 0.4 * tight,
-            np.where(whole, 0.3 + 0.3 * (1.0 - (free - need) / scale), 0.3 * np.clip(free, 0, None) / scale),
-        )
+        fit = 0.3 + 0.3 * (1.0 - (free - need) / scale)  # the tightest node that holds the rest
+        partial = 0.3 * np.clip(free, 0, None) / scale
+        reach = self._reach(job.key, need, allocatable)
+        if reach > need:  # a new elastic job: first where it can grow in place, then where it fits
+            fit = np.where(free >= reach, 0.3 + 0.3 * (1.0 - (free - reach) / scale), fit / 2)
+            partial = partial / 2
+        value = np.where(same > 0, 0.6 + 0.4 * tight, np.where(whole, fit, partial))
         scores[:] = np.round(value * MAX_NODE_SCORE).astype(np.int64)
         return scores
+
+    def _reach(self, key: JobKey, need: float, allocatable: np.ndarray) -> float:
+        """The GPUs an elastic job with nothing placed yet may grow to on one node (its largest
+        size, at most a node's): its first workers go where that much is free, so that a scale-up
+        later stays on their node (another node costs it throughput). `need` for any other job."""
+        job = self.jobs.get(key)
+        if job is None or not job.elastic or self._rows.get(key) or allocatable.shape[0] == 0:
+            return need
+        return max(need, min(float(allocatable.max()), float(job.workers_max * job.gpus_per_worker)))
 
     def metric_families(self) -> list[MetricFamily]:
         return [

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pysched.api.annotations import format_progress
-from pysched.api.ids import JobKey
+from pysched.api.ids import JobKey, PodKey
 from pysched.api.jobs import JobRef
 from pysched.api.objects import PodInfo
 from pysched.backend.simulated import SimulatedCluster
@@ -148,6 +148,19 @@ def test_a_jobs_workers_land_on_as_few_nodes_as_hold_them() -> None:
     nodes = {cluster.pods[k].node_name for k in cluster.pods if k.startswith("sim/pack-")}
     assert len(nodes) == 1 and cluster.pods["sim/other"].node_name not in nodes  # type: ignore[index]
     assert result.deadline_met == 1
+
+
+def test_a_new_elastic_job_starts_where_it_can_grow_in_place() -> None:
+    # A rigid 5-GPU job leaves a hole of 3 GPUs on one node; the other node is empty. Two workers
+    # of a job that may grow to 8 go to the empty node, where a scale-up stays on their node; two
+    # of a job that may not grow take the hole, the tightest fit.
+    for top, into_the_hole in ((8, False), (2, True)):
+        other = Job("other", 0.0, 100_000, 5000, "5Gi", TABLE, gpu=5)
+        job = elastic("new", 100, deadline=100_000.0, gpus=2, submit=1.0, top=top)
+        cluster, _ = replay([other, job], nodes=2)
+        first = {cluster.pods[PodKey(f"sim/new-{i}")].node_name for i in range(2)}
+        assert len(first) == 1
+        assert (first == {cluster.pods[PodKey("sim/other")].node_name}) is into_the_hole
 
 
 def test_a_job_with_slack_gives_back_only_the_gpus_another_job_needs() -> None:
