@@ -18,6 +18,7 @@ from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.plugins.node_resources.reference import fits, insufficient
 
 NAME = "NodeResourcesFit"
+MAX_REFUSED_SHAPES = 8  # each a comparison per check: a few shapes cover the crowds met in practice
 
 
 @dataclass(slots=True)
@@ -38,9 +39,6 @@ class _Refused:
     def add(self, request: np.ndarray) -> None:
         if len(self.requests) < MAX_REFUSED_SHAPES:
             self.requests.append(request)
-
-
-MAX_REFUSED_SHAPES = 8  # each a comparison per check: a few shapes cover the crowds met in practice
 
 
 @dataclass(frozen=True, slots=True)
