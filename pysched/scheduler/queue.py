@@ -58,7 +58,7 @@ class QueueTimings:
     # A pod the periodic retry lets out gets a whole cycle (fresh FailedScheduling reasons) when
     # its reasons are at least this old; before, one its rejectors still refuse is refused
     # without a cycle, as after an event. The retry comes every `unschedulable_timeout`: a whole
-    # cycle each time was most of what a crowded simulation spent.
+    # cycle each time was a fifth of what a crowded simulation spent.
     rediagnose_interval: float = 3600.0
 
 
