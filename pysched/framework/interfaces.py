@@ -120,8 +120,10 @@ class RejectionCheckPlugin(Plugin, Protocol):
     it out (the room it brought may already be taken) is refused again without a cycle, unless it
     is a gang's member or a pod waits at Permit. A plugin whose class sets `LEAVES_WAITING = True`
     is also asked by the periodic retry of unschedulable pods, which then leaves the pod waiting
-    instead of sending it to the queue; a pod that retry lets out gets a whole cycle. Must be
-    exact when it says True, preemption included, and cheaper than a cycle."""
+    instead of sending it to the queue; a pod that retry lets out is checked at its pop as after
+    an event, and gets a whole cycle once its FailedScheduling reasons are an hour old
+    (`QueueTimings.rediagnose_interval`). Must be exact when it says True, preemption included,
+    and cheaper than a cycle."""
 
     def still_rejects(self, pod: PodInfo) -> bool: ...
 

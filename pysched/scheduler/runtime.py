@@ -109,8 +109,8 @@ class Framework:
             for name, plugin in self.plugins.items()
             if isinstance(plugin, EnqueueExtensions)
         }
-        self._registrations: dict[frozenset[str], tuple[EventRegistration, ...]] = {}
-        self._kinds: dict[frozenset[str], frozenset[EventKind]] = {}
+        # Per set of rejecting plugins: their registrations and the event kinds those name.
+        self._gathered: dict[frozenset[str], tuple[tuple[EventRegistration, ...], frozenset[EventKind]]] = {}
         self._acting: dict[PodFeatures, ActingPlugins] = {}
         self._acting_version = -1
         scores = [WeightedScore(self.plugins[ref.name], ref.weight) for ref in profile.enabled("score")]  # type: ignore[arg-type]
@@ -133,25 +133,21 @@ class Framework:
                 return status.with_plugin(plugin.NAME)
         return SUCCESS
 
-    def registrations(self, plugin_names: frozenset[str]) -> tuple[EventRegistration, ...]:
-        """The plugins' registrations; per set of plugins, gathered once (a refused pod is parked
-        and asked about again at every event and every refusal)."""
-        known = self._registrations.get(plugin_names)
+    def _gather(self, plugin_names: frozenset[str]) -> tuple[tuple[EventRegistration, ...], frozenset[EventKind]]:
+        """Once per set of plugins: a refused pod is parked and asked about again at every event
+        and every refusal."""
+        known = self._gathered.get(plugin_names)
         if known is None:
-            known = tuple(r for name in plugin_names for r in self._registered.get(name, ()))
-            self._registrations[plugin_names] = known
-            self._kinds[plugin_names] = frozenset(registration.kind for registration in known)
+            found = tuple(r for name in plugin_names for r in self._registered.get(name, ()))
+            known = self._gathered[plugin_names] = (found, frozenset(r.kind for r in found))
         return known
+
+    def registrations(self, plugin_names: frozenset[str]) -> tuple[EventRegistration, ...]:
+        return self._gather(plugin_names)[0]
 
     def requeue_kinds(self, rejectors: frozenset[str]) -> frozenset[EventKind] | None:
         """The kinds of event `requeue_hint` may queue a pod for (None: any)."""
-        if not rejectors:
-            return None
-        kinds = self._kinds.get(rejectors)
-        if kinds is None:
-            self.registrations(rejectors)
-            kinds = self._kinds[rejectors]
-        return kinds
+        return self._gather(rejectors)[1] if rejectors else None
 
     def still_rejected(self, pod: PodInfo, rejectors: frozenset[str], at_retry: bool = False) -> bool:
         """Every plugin that rejected the pod can tell, on the cluster as it is now, that it would

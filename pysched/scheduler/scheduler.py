@@ -411,9 +411,9 @@ class Scheduler:
             # Let out by an event (room came back, then went to a pod ahead of it) or by the
             # periodic retry, but every plugin that refused it would again: refused as a failed
             # cycle would refuse it, without the cycle, its diagnosis and a repeated
-            # FailedScheduling (the retry brings its reasons up to date once they are an hour old). A failed cycle's
-            # PostFilter acts by preemption (the checks rule it out) or on pods held at Permit (a
-            # gang's): with none held it would change nothing else. A gang's members still go
+            # FailedScheduling (the retry brings its reasons up to date once they are an hour
+            # old). A failed cycle's PostFilter acts by preemption (the checks rule it out) or on
+            # pods held at Permit (a gang's): with none held it would change nothing else. A gang's members still go
             # through the cycle: they tie in the queue, and the FailedScheduling it writes re-sorts
             # them, which decides the order its members are placed in.
             self.queue.requeue_unschedulable(queued, queued.unschedulable_plugins)
