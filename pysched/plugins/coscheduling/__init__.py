@@ -203,7 +203,7 @@ class Coscheduling:
                 self._args.permit_waiting_time_seconds
             )
         waiting = self._handle.waiting_pods
-        for key in list(job.placed):
+        for key in sorted(job.placed):  # in one order whatever the process's string hashes: the binds go out in it
             held = waiting.get(key)
             if held is not None:
                 held.allow(NAME)
@@ -216,7 +216,7 @@ class Coscheduling:
         self._releasing.add(job.key)
         try:
             waiting = self._handle.waiting_pods
-            for key in list(job.placed):
+            for key in sorted(job.placed):
                 held = waiting.get(key)
                 if held is not None and key != keep:
                     held.reject(NAME, f"the gang is released: {why}")

@@ -36,6 +36,9 @@ class GpuJob:
     held: int = 0  # GPUs of its running members, as of the last reconcile
     running_since: float | None = None
     progress: str | None = None  # the last progress annotation observed
+    # Steps it had done by that report: a new worker set resumes from a checkpoint, so they are
+    # still done while the model waits for the new set's first report.
+    steps_done: float = 0.0
     unread: str | None = None  # rank 0's progress annotation as of the last reconcile
     pods: set[PodKey] = field(default_factory=set)  # its pods not yet ended or deleted
 
@@ -77,6 +80,8 @@ class GpuJob:
             return  # malformed (DeadlineLaxity warns), or written before the current worker set ran
         self.progress = value
         self.model.observe(parsed[0], parsed[1], float(self.held), now, resolution=stamp_resolution(value))
+        if self.model.last is not None:
+            self.steps_done = float(self.model.last.steps)
 
     def demand(self, capacity: int, now: float, band_z: float, pause_s: float, held: int) -> Demand | None:
         """Seconds left at each count at the band's upper edge, holding `held` GPUs now; None
@@ -84,7 +89,7 @@ class GpuJob:
         self.catch_up(now)
         done = self.model.steps_at(now)
         if done is None:
-            done = float(self.model.last.steps) if self.model.last is not None else 0.0
+            done = float(self.model.last.steps) if self.model.last is not None else self.steps_done
         left = max(0.0, self.total_steps - done)
         seconds: dict[int, float] = {}
         for units in self.counts(capacity):

@@ -284,6 +284,22 @@ def test_judging_an_arrival_feeds_the_jobs_it_does_not_price_as_a_plan_would() -
     assert refused.last is not None and refused.last.steps == 300  # the last report was read
 
 
+def test_a_new_worker_set_keeps_the_steps_its_checkpoint_holds() -> None:
+    """A scale restarts the workers from a checkpoint: until the new set reports, the plan counts
+    the steps done before it, not the whole job (which made a job just scaled up look hopeless, so
+    the next reconcile scaled it back down, again and again)."""
+    job = GpuJob(JobKey("grown"), None, 10_000, EPOCH + 9000.0, 1, 1, 8, 2, JobModel(10_000))
+    job.held, job.running_since = 2, EPOCH
+    job.model.observe(0, EPOCH, 2.0, EPOCH)
+    job.unread = format_progress(6000, EPOCH + 600.0)
+    before = job.demand(16, EPOCH + 600.0, 0.0, 60.0, 2)
+    job.model.restarted()  # what the reconcile does when the worker set changes
+    job.held, job.running_since = 4, EPOCH + 600.0
+    after = job.demand(16, EPOCH + 600.0, 0.0, 60.0, 4)
+    assert before is not None and after is not None
+    assert after.seconds == before.seconds == {2: pytest.approx(400.0, rel=0.01)}  # 4,000 steps left, about 0.1 s each
+
+
 def test_with_wait_a_job_judged_only_once_it_runs_is_not_held_back() -> None:
     # No expected duration: the second job is judged at its first progress, already running
     # beside the elastic one, and refused; it cannot wait any more, so it runs as best-effort.
