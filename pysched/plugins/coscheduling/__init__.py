@@ -203,7 +203,8 @@ class Coscheduling:
                 self._args.permit_waiting_time_seconds
             )
         waiting = self._handle.waiting_pods
-        for key in sorted(job.placed):  # in one order whatever the process's string hashes: the binds go out in it
+        # Name order, not a set's (that follows the per-process string hash): the binds go out in it.
+        for key in sorted(job.placed):
             held = waiting.get(key)
             if held is not None:
                 held.allow(NAME)
