@@ -527,7 +527,8 @@ class Controller:
             if tick.pod.node_name is not None and _wants_more(tick, choices[tick.pod.key])
         } - woken
         woken |= nodes
-        extra = await self._ticks([pod for node in nodes for pod in deferred.get(node, ())], now)
+        # Node by node in name order: a set's order follows the per-process string hash.
+        extra = await self._ticks([pod for node in sorted(nodes) for pod in deferred.get(node, ())], now)
         choices.update({tick.pod.key: self._choice(tick) for tick, _ in extra})
         return extra
 
