@@ -43,9 +43,13 @@ class EpisodeAborted(BaseException):
 class Decision:
     features: np.ndarray  # (candidates, WIDTH): waiting pods (ordering) or running jobs (allocation)
     allowed: np.ndarray  # (candidates,) bool: may be picked (ordering); all True (allocation)
-    # Each candidate's expected run time at its request, from the simulator's hidden truth (0:
-    # unknown). Only a teacher reads it (the warm start); the policy never sees it.
+    # From the simulator's hidden truth, read only by a teacher (the warm start), never by the
+    # policy; 0: unknown. Each candidate's own run time at its request; the mean run time of the
+    # workload's jobs of its model at that request (what its kind of job typically takes); and
+    # their coefficient of variation (how far one such job may stray from it).
     truth_seconds: np.ndarray
+    typical_seconds: np.ndarray
+    spread: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,7 @@ class Episode:
         self._to_env: queue.SimpleQueue[tuple[str, object]] = queue.SimpleQueue()
         self._replay: Replay | None = None
         self._verdicts = Verdicts()
+        self._kinds: dict[tuple[str, float, int], tuple[float, float]] = {}
         self.result: PolicyResult | None = None
         self.decisions = 0
 
@@ -115,7 +120,7 @@ class Episode:
         return answer
 
     def _decide(self, features: np.ndarray, allowed: np.ndarray, candidates: Sequence[QueuedPod]) -> int:
-        return int(self._ask(Decision(features, allowed, self._truth(candidates))))
+        return int(self._ask(Decision(features, allowed, *self._truths(candidates))))
 
     def _allocate(self, rows: np.ndarray, own: np.ndarray) -> np.ndarray:
         """The jobs looked at together, `window` at a time; the heuristic's answers are a column
@@ -124,25 +129,41 @@ class Episode:
         for start in range(0, rows.shape[0], self._window):
             part = rows[start : start + self._window]
             n = part.shape[0]
-            given = np.asarray(self._ask(Decision(part, np.ones(n, np.bool_), np.zeros(n))), np.int64).reshape(-1)
+            none = np.zeros(n)
+            given = np.asarray(self._ask(Decision(part, np.ones(n, np.bool_), none, none, none)), np.int64).reshape(-1)
             if given.shape[0] < n:
                 raise ValueError(f"{given.shape[0]} answers for {n} jobs")
             answers[start : start + n] = given[:n]
         return answers
 
-    def _truth(self, candidates: Sequence[QueuedPod]) -> np.ndarray:
-        out = np.zeros(len(candidates))
+    def _truths(self, candidates: Sequence[QueuedPod]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`Decision`'s truth_seconds, typical_seconds and spread of the candidates."""
+        own, typical, spread = np.zeros(len(candidates)), np.zeros(len(candidates)), np.zeros(len(candidates))
         replay = self._replay
         if replay is None:
-            return out
+            return own, typical, spread
         for i, queued in enumerate(candidates):
             pod = queued.pod
             key = replay.members.get(pod.key, (pod.key, 0))[0]
             job = replay.jobs.get(key)
             if job is not None:
-                cpu = pod.requests.get(CPU, 0) / 1000
-                out[i] = job.steps * job.truth.step_seconds(cpu, pod.requests.get(GPU, 0))
-        return out
+                cpu, gpus = pod.requests.get(CPU, 0) / 1000, pod.requests.get(GPU, 0)
+                own[i] = job.steps * job.truth.step_seconds(cpu, gpus)
+                mean_step, spread[i] = self._kind_of(replay, job.model, cpu, gpus)
+                typical[i] = job.steps * mean_step
+        return own, typical, spread
+
+    def _kind_of(self, replay: Replay, model: str, cpu: float, gpus: int) -> tuple[float, float]:
+        """Mean step time of the workload's jobs of `model` at a request, and its coefficient of
+        variation across them (remembered: the workload does not change within an episode)."""
+        key = (model, cpu, gpus)
+        known = self._kinds.get(key)
+        if known is None:
+            times = np.array([j.truth.step_seconds(cpu, gpus) for j in replay.jobs.values() if j.model == model])
+            mean = float(times.mean())
+            known = (mean, float(times.std() / mean) if mean > 0 else 0.0)
+            self._kinds[key] = known
+        return known
 
     def next(self) -> Decision | None:
         """Run to the next decision; None when the run is over (`result` then holds its metrics)."""

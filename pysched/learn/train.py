@@ -4,9 +4,9 @@ The network is the deployed one: one small MLP reads each row of the window. For
 policy its one output per row is the row's score and the logits are the scores; for the allocation
 policy its three outputs per row are the logits of that job's answer (MultiDiscrete). sb3-contrib's
 MaskablePPO masks the empty and lower-priority rows. The critic pools a second MLP's rows. Before
-PPO, a supervised warm start teaches the network its heuristic (DL2's idea): the least-laxity pick
-for the order, Autoscale's own answer for allocation, so that RL starts from the heuristic rather
-than from noise.
+PPO, a supervised warm start teaches the network a heuristic (DL2's idea): for the order, the pick
+of the job with the most to lose by waiting (`heuristic.most_to_lose`); for allocation, Autoscale's
+own answer. RL then starts from the heuristic rather than from noise.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pysched.deadline.scorer import QUEUE, PolicyKind, dump_policy
 from pysched.learn.allocation import AllocationEnv, heuristic_answers
 from pysched.learn.base import VALIDATION_SEEDS, SimulatedEnv, policy_kind
 from pysched.learn.episodes import ALLOCATION_ENV, ORDERING_ENV, Decision, Kind, play
-from pysched.learn.heuristic import least_laxity_known
+from pysched.learn.heuristic import most_to_lose
 from pysched.learn.ordering import OrderingEnv
 from pysched.sim.scenario import Scenario
 
@@ -165,7 +165,7 @@ def warm_start(
     seed: int,
     rounds: int = 3,
 ) -> float:
-    """Fit the scorer to the teacher's picks (`least_laxity_known`), DAgger-style: the first round's
+    """Fit the scorer to the teacher's picks (`most_to_lose`), DAgger-style: the first round's
     episodes follow the teacher, later rounds follow the scorer as trained so far while the teacher
     labels what it meets, and every round trains on all the labels gathered. Returns the last
     epoch's share of picks the scorer agrees with."""
@@ -183,9 +183,9 @@ def warm_start(
         allowed = np.zeros(env.window, np.bool_)
         n = min(env.window, decision.features.shape[0])
         rows[:n], allowed[:n] = decision.features[:n], decision.allowed[:n]
-        truth = np.zeros(env.window)
-        truth[:n] = decision.truth_seconds[:n]
-        label = least_laxity_known(rows, allowed, truth)
+        typical, spread = np.zeros(env.window), np.zeros(env.window)
+        typical[:n], spread[:n] = decision.typical_seconds[:n], decision.spread[:n]
+        label = most_to_lose(rows, allowed, typical, spread)
         windows.append(rows)
         masks.append(allowed)
         targets.append(label)
