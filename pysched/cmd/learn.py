@@ -35,21 +35,24 @@ def parse_seeds(text: str) -> range | str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from pysched.sim.scenario import SCENARIOS
+    from pysched.sim.scenario import SCENARIOS, scenario_or_mix
 
+    scenario = scenario_or_mix(args.scenario)
     problem = first_problem(
         extra_problem("pysched learn train", "sb3_contrib", "sb3-contrib and torch", "learn"),
         number_problem("--steps", args.steps, 0, MAX_STEPS),
         number_problem("--window", args.window, 2, 256),
         number_problem("--envs", args.envs, 1, 16),
         number_problem("--warm-episodes", args.warm_episodes, 0, 1000),
-        None if args.scenario in SCENARIOS else f"--scenario: one of {', '.join(SCENARIOS)}",
+        None
+        if scenario is not None
+        else f"--scenario: one of {', '.join(SCENARIOS)}, or several of them joined by commas (each once)",
         output_problem("--out", args.out),
         output_problem("--curve", args.curve) if args.curve else None,
         extra_problem("--curve", "matplotlib", "matplotlib", "plot") if args.curve else None,
     )
-    if problem:
-        return _fail(problem)
+    if problem or scenario is None:
+        return _fail(problem or "--scenario")
     from pysched.deadline.scorer import PolicyFileError, load_policy
     from pysched.learn.base import policy_kind
     from pysched.learn.episodes import ORDERING_ENV
@@ -65,7 +68,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     settings = TrainSettings(
         steps=args.steps, seed=args.seed, window=args.window, envs=args.envs,
-        warm_episodes=0 if args.init else args.warm_episodes, scenario=args.scenario, env=args.env,
+        warm_episodes=0 if args.init else args.warm_episodes, scenario=scenario, env=args.env,
     )  # fmt: skip
     command = (
         f"pysched learn train --env {args.env} --steps {args.steps} --envs {args.envs} --seed {args.seed} "
@@ -215,7 +218,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=16,
         help="episodes per round of the warm start (ordering: 3 rounds; default 16; 0: none)",
     )
-    train.add_argument("--scenario", default="seed-insufficient", help="the generator (default seed-insufficient)")
+    train.add_argument(
+        "--scenario",
+        default="seed-insufficient",
+        help="the generator (default seed-insufficient), or several joined by commas, taken in turn by workload seed",
+    )
     train.add_argument("--init", metavar="FILE", help="fine-tune from this weights file (no warm start)")
     train.add_argument("--curve", metavar="PNG", help="also draw the training curve here")
     train.add_argument("--curve-json", metavar="FILE", help="also write the training curve's points here")

@@ -296,3 +296,22 @@ SCENARIOS: dict[str, Callable[[int, Catalogue], Scenario]] = {
 
 def builtin_scenario(seed: int = 7, name: str = "small", catalogue: Catalogue | None = None) -> Scenario:
     return SCENARIOS[name](seed, catalogue or builtin_catalogue())
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioMix:
+    """Several built-in generators taken in turn by workload seed (seed modulo their number), so
+    that a learned policy trains on more than one shape of workload."""
+
+    names: tuple[str, ...]
+
+    def __call__(self, seed: int) -> Scenario:
+        return builtin_scenario(seed, self.names[seed % len(self.names)])
+
+
+def scenario_or_mix(text: str) -> str | ScenarioMix | None:
+    """`NAME` or `NAME,NAME,...` of built-in generators; None when a name is unknown or repeated."""
+    names = tuple(text.split(","))
+    if any(name not in SCENARIOS for name in names) or len(set(names)) != len(names):
+        return None
+    return names[0] if len(names) == 1 else ScenarioMix(names)

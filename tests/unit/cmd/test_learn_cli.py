@@ -78,6 +78,9 @@ def test_train_refuses_bad_numbers_before_it_starts(tmp_path: Path, capsys: pyte
     assert "--steps" in _one_line(capsys)
     assert main(["learn", "train", "--steps", "10", "--window", "1", "--out", str(out)]) == 2
     assert "--window" in _one_line(capsys)
+    for mix in ("seed-insufficient,nope", "small,small", "small,"):
+        assert main(["learn", "train", "--steps", "10", "--scenario", mix, "--out", str(out)]) == 2
+        assert "--scenario: one of" in _one_line(capsys)
     assert not out.exists()
 
 

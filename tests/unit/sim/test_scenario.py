@@ -2,7 +2,14 @@ from pathlib import Path
 
 import pytest
 
-from pysched.sim.scenario import MAX_CLUSTER_GROUPS, MAX_CLUSTER_NODES, builtin_scenario, parse_cluster
+from pysched.sim.scenario import (
+    MAX_CLUSTER_GROUPS,
+    MAX_CLUSTER_NODES,
+    ScenarioMix,
+    builtin_scenario,
+    parse_cluster,
+    scenario_or_mix,
+)
 from pysched.workload.catalogue import Catalogue, GpuModel, builtin_catalogue
 from pysched.workload.gang import PS, WORKER, ParameterServer
 from pysched.workload.speed import Throughput
@@ -84,3 +91,12 @@ def test_gpu_philly_is_mostly_short_one_gpu_jobs_and_a_few_long_eight_gpu_ones()
     # The long jobs alone ask for more GPU-days than 16 x 8 GPUs give over the 2-day span.
     assert sum(8 * (j.deadline - j.submit) / 1.5 for j in long if j.deadline is not None) > 128 * 2 * 86400
     assert builtin_scenario(7, "gpu-philly").jobs == scenario.jobs  # seeded
+
+
+def test_a_mix_takes_its_generators_in_turn_by_seed() -> None:
+    mix = scenario_or_mix("seed-insufficient,gpu-philly")
+    assert isinstance(mix, ScenarioMix)
+    assert [mix(seed).name for seed in (10, 11, 12)] == ["seed-insufficient", "gpu-philly", "seed-insufficient"]
+    assert mix(11).jobs == builtin_scenario(11, "gpu-philly").jobs
+    assert scenario_or_mix("small") == "small"
+    assert scenario_or_mix("small,nope") is None and scenario_or_mix("small,small") is None
