@@ -51,8 +51,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         output_problem("--curve", args.curve) if args.curve else None,
         extra_problem("--curve", "matplotlib", "matplotlib", "plot") if args.curve else None,
     )
-    if problem or scenario is None:
-        return _fail(problem or "--scenario")
+    if problem:
+        return _fail(problem)
+    assert scenario is not None  # else first_problem named it
     from pysched.deadline.scorer import PolicyFileError, load_policy
     from pysched.learn.base import policy_kind
     from pysched.learn.episodes import ORDERING_ENV

@@ -2,9 +2,10 @@
 simulator has and the scheduler does not), which the network then has to approach from what a
 pod shows (its total steps tell its kind of job, its deadline the time left).
 
-`least_laxity_known` orders by laxity given each job's true run time. `most_to_lose` knows only
-what a job of its kind typically takes and how far one may stray from it, as the network can at
-best, and picks the job whose chance of meeting its deadline drops most if it waits."""
+`least_laxity_known` orders by laxity given each job's run time (its true one, or its kind's
+typical one). `most_to_lose` knows only what a job of its kind typically takes and how far one
+may stray from it, as the network can at best, and picks the job whose chance of meeting its
+deadline drops most if it waits."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def time_left(features: np.ndarray) -> np.ndarray:
 
 
 def least_laxity_known(features: np.ndarray, allowed: np.ndarray, run_seconds: np.ndarray) -> int:
-    """The allowed deadline row of least laxity given its true run time; a job that can no longer
+    """The allowed deadline row of least laxity given its run time; a job that can no longer
     meet its deadline goes after the others, as DeadlineLaxity demotes one (best-effort), and
     those go in window order. With no run times it is EDF over the window."""
     laxity = time_left(features) - run_seconds
