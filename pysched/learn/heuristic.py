@@ -9,7 +9,7 @@ deadline drops most if it waits."""
 
 from __future__ import annotations
 
-import math
+from statistics import NormalDist
 
 import numpy as np
 
@@ -24,6 +24,7 @@ POSITION = FEATURES.index("position")
 # its own, and both 600 and 2,400 s did worse.
 WAIT_S = 1200.0
 MIN_SPREAD = 0.02  # a kind's runs taken to stray at least this much (a deterministic truth: 0)
+_STANDARD_NORMAL = NormalDist()
 
 
 def time_left(features: np.ndarray) -> np.ndarray:
@@ -61,13 +62,9 @@ def most_to_lose(
     loss = np.zeros(features.shape[0])
     for i in np.flatnonzero(deadline_rows):
         sd = typical_seconds[i] * max(float(spread[i]), MIN_SPREAD)
-        now = _normal_cdf((left[i] - typical_seconds[i]) / sd)
-        later = _normal_cdf((left[i] - wait_s - typical_seconds[i]) / sd)
+        now = _STANDARD_NORMAL.cdf((left[i] - typical_seconds[i]) / sd)
+        later = _STANDARD_NORMAL.cdf((left[i] - wait_s - typical_seconds[i]) / sd)
         loss[i] = now - later
     if deadline_rows.any() and loss.max() > 1e-6:
         return int(np.argmax(np.where(deadline_rows, loss, -np.inf)))
     return least_laxity_known(features, allowed, typical_seconds)
-
-
-def _normal_cdf(z: float) -> float:
-    return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))

@@ -3,7 +3,7 @@
 import numpy as np
 
 from pysched.deadline.features import FEATURES, WIDTH, squash
-from pysched.learn.episodes import play
+from pysched.learn.episodes import Decision, play
 from pysched.learn.heuristic import least_laxity_known, most_to_lose
 from pysched.learn.ordering import OrderingEnv
 
@@ -56,7 +56,7 @@ def test_each_candidate_comes_with_its_kinds_typical_run_time_and_spread() -> No
     spread = {model: float(np.std(times) / np.mean(times)) for model, times in by_model.items()}
     seen: list[tuple[float, float, float]] = []
 
-    def agent(decision) -> int:  # type: ignore[no-untyped-def]
+    def agent(decision: Decision) -> int:
         seen.extend(zip(decision.truth_seconds, decision.typical_seconds, decision.spread, strict=True))
         return 0
 
