@@ -150,10 +150,21 @@ def _missing(bin_dir: Path, need: Sequence[str]) -> list[str]:
 # -- ports and processes --------------------------------------------------------------------
 
 
+ADDRESS_IN_USE = "address already in use"  # how a process that could not bind says so in its log
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports on 127.0.0.1. They are held open together while picked: two
+    ports picked one after the other may be the same, the first one being free again."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 def port_is_free(port: int) -> bool:
@@ -768,7 +779,7 @@ class LocalControlPlane:
         if proc.alive():
             return
         tail = log_tail(proc.log_path)
-        if "address already in use" in tail:
+        if ADDRESS_IN_USE in tail:
             raise PortInUse(f"{proc.name}: address already in use; last lines of {proc.log_path}:\n{tail}")
         proc.check()
 
@@ -828,7 +839,12 @@ class LocalControlPlane:
             f"--feature-gates={FEATURE_GATES}",
         ]
         proc = self.spawn("kube-scheduler", argv)
-        self.wait_ready(proc, f"https://127.0.0.1:{port}/healthz", token=self.token, timeout=wait)
+        try:
+            self.wait_ready(proc, f"https://127.0.0.1:{port}/healthz", token=self.token, timeout=wait)
+        except BaseException:  # forgotten, or every later health check would report it
+            proc.stop()
+            self.processes.remove(proc)
+            raise
         return proc
 
     def wait_ready(self, proc: ManagedProcess, url: str, *, token: str | None = None, timeout: float = 60.0) -> None:

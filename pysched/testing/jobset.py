@@ -21,7 +21,7 @@ from pysched.testing.controlplane import (
     LocalControlPlane,
     ManagedProcess,
     find_build,
-    free_port,
+    free_ports,
     install_crds,
 )
 from pysched.testing.kube import KubeAPIError, wait_for
@@ -116,7 +116,7 @@ def start_jobset(plane: LocalControlPlane, bin_dir: Path | str | None = None, *,
     (cert_dir / "tls.crt").write_bytes(cert)  # controller-runtime's file names
     (cert_dir / "tls.key").write_bytes(key)
     (cert_dir / "tls.key").chmod(0o600)
-    webhook_port, health_port = free_port(), free_port()
+    webhook_port, health_port = free_ports(2)
     config = {
         "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
         "kind": "Configuration",

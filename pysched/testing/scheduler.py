@@ -22,11 +22,12 @@ import yaml
 from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS
 from pysched.api.resources import pod_requests
 from pysched.testing.controlplane import (
+    ADDRESS_IN_USE,
     LocalControlPlane,
     ManagedProcess,
     NodeSpec,
     create_fake_nodes,
-    free_port,
+    free_ports,
     log_tail,
 )
 from pysched.testing.helpers import make_pod
@@ -220,6 +221,9 @@ def _get(request: urllib.request.Request, context: ssl.SSLContext | None = None)
         return 0, str(err)
 
 
+PORT_ATTEMPTS = 3  # starts of `pysched run` whose port another process took first
+
+
 def start_scheduler(
     plane: LocalControlPlane,
     name: str,
@@ -232,26 +236,60 @@ def start_scheduler(
     args: Sequence[str] = (),
     wait: bool = True,
 ) -> SchedulerProcess:
-    port, secure_port = free_port(), free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "pysched.cmd.run",
-        f"--kubeconfig={kubeconfig or plane.kubeconfig_path}",
-        f"--insecure-bind-address=127.0.0.1:{port}",
-        "--bind-address=127.0.0.1",
-        f"--secure-port={secure_port}",
-        "--log-format=json",
-        f"--identity={name}",
-    ]
-    if config is not None:
-        argv.append(f"--config={config}")
-    if leader_elect:
-        argv += ["--leader-elect", f"--lease-namespace={lease_namespace}", f"--lease-name={lease_name}"]
-    else:
-        argv.append("--no-leader-elect")
-    argv += list(args)
-    proc = SchedulerProcess(plane.spawn(name, argv, env=dict(os.environ)), port, plane, secure_port)
-    if wait:
-        proc.wait_ready()
-    return proc
+    """Start `pysched run` on ``plane``. With ``wait``, return once it is ready: a port another
+    process took between the pick and the bind is picked again (up to ``PORT_ATTEMPTS`` times), and
+    a process that never becomes ready is stopped and forgotten before the error is raised, so the
+    plane's health check does not fail every later test with it."""
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        port, secure_port = free_ports(2)
+        argv = [
+            sys.executable,
+            "-m",
+            "pysched.cmd.run",
+            f"--kubeconfig={kubeconfig or plane.kubeconfig_path}",
+            f"--insecure-bind-address=127.0.0.1:{port}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={secure_port}",
+            "--log-format=json",
+            f"--identity={name}",
+        ]
+        if config is not None:
+            argv.append(f"--config={config}")
+        if leader_elect:
+            argv += ["--leader-elect", f"--lease-namespace={lease_namespace}", f"--lease-name={lease_name}"]
+        else:
+            argv.append("--no-leader-elect")
+        argv += list(args)
+        log_start = _size(plane.workdir / f"{name}.log")
+        proc = SchedulerProcess(plane.spawn(name, argv, env=dict(os.environ)), port, plane, secure_port)
+        if not wait:
+            return proc
+        try:
+            proc.wait_ready()
+            return proc
+        except RuntimeError:
+            proc.stop()
+            if attempt < PORT_ATTEMPTS and ADDRESS_IN_USE in _read_from(proc.process.log_path, log_start):
+                continue
+            raise
+        except BaseException:
+            proc.stop()
+            raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_from(path: Path, offset: int) -> str:
+    """What a process appended to its log after ``offset``: the log of an earlier attempt stays."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""

@@ -1,5 +1,5 @@
-"""Control-plane parts that need no binaries running: which cached build `find_bin_dir` takes, and
-the node heartbeat's Lease writes and pacing against a fake API."""
+"""Control-plane parts that need no binaries running: which cached build `find_bin_dir` takes, the
+ports processes are given, and the node heartbeat's Lease writes and pacing against a fake API."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from pysched.testing.controlplane import ALL_BINARIES, K8S_VERSION, BinariesNotFound, find_bin_dir
+from pysched.testing.controlplane import (
+    ALL_BINARIES,
+    K8S_VERSION,
+    BinariesNotFound,
+    find_bin_dir,
+    free_ports,
+    port_is_free,
+)
 from pysched.testing.heartbeat import NODE_LEASE_NAMESPACE, NodeHeartbeat, lease_path, renew_node_lease
 from pysched.testing.kube import KubeAPIError
 
@@ -140,3 +147,12 @@ def test_settings_out_of_range_are_refused() -> None:
         NodeHeartbeat(FakeApi([]), "fake=true", interval=0)
     with pytest.raises(ValueError, match="--max-rate"):
         NodeHeartbeat(FakeApi([]), "fake=true", max_rate=float("nan"))
+
+
+# -- ports -------------------------------------------------------------------------------------
+
+
+def test_ports_picked_together_are_distinct_and_free_again() -> None:
+    ports = free_ports(64)
+    assert len(set(ports)) == 64
+    assert all(port_is_free(port) for port in ports)
