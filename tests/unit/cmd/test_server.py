@@ -16,7 +16,7 @@ from pysched.cmd.delegated import ACCESS_REVIEWS, TOKEN_REVIEWS, DelegatedAuth, 
 from pysched.cmd.metrics import SchedulerMetrics
 from pysched.cmd.server import Listener, OpsServer
 from pysched.cmd.tls import TLSError, server_context
-from pysched.testing.controlplane import free_port
+from pysched.testing.controlplane import free_port, free_ports
 
 READER = "system:serviceaccount:monitoring:prometheus"
 
@@ -84,7 +84,8 @@ async def served() -> AsyncIterator[Served]:
     api, clock = ReviewingApi(), Clock()
     metrics = SchedulerMetrics()
     metrics.attempt("pysched", "scheduled", 0.01)
-    listeners = [Listener("127.0.0.1", free_port(), server_context(None, None)), Listener("127.0.0.1", free_port())]
+    secure, plain = free_ports(2)
+    listeners = [Listener("127.0.0.1", secure, server_context(None, None)), Listener("127.0.0.1", plain)]
     server = OpsServer(metrics, lambda: None, listeners, DelegatedAuth(api, size=2, timer=clock))
     await server.start()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=unverified())) as session:
