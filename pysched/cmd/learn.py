@@ -70,6 +70,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     settings = TrainSettings(
         steps=args.steps, seed=args.seed, window=args.window, envs=args.envs,
         warm_episodes=0 if args.init else args.warm_episodes, scenario=scenario, env=args.env,
+        trained_before=scorer.ranges() if args.init else {},
     )  # fmt: skip
     command = (
         f"pysched learn train --env {args.env} --steps {args.steps} --envs {args.envs} --seed {args.seed} "

@@ -36,6 +36,9 @@ FEATURES = (
     "queue",  # pods in the window, squashed
 )
 WIDTH = len(FEATURES)
+# What the pod itself fixes: the columns whose range over its training workloads a weights file
+# records, so that a pod outside it (a GPU job for a policy that only saw CPU jobs) is known.
+POD_FEATURES = ("steps", "cpus", "gpus", "workers")
 TIME_SCALE_S = 600.0
 CPU_SCALE = 16.0  # CPUs are given per this many (a typical node's)
 

@@ -8,9 +8,11 @@ with numpy and numba alone. Two kinds (`PolicyKind`):
 
 The same network reads every row, so a policy does not depend on the order of the jobs or their
 number. Weights travel as a JSON text file (its kind's format): the feature schema and names it was trained on, the
-largest window it supports, the layers (`weight` as [out][in], `bias` as [out]) and a SHA-256
-over the rest, so that a file of another schema, a truncated or edited one, or one holding a NaN
-is refused with one line when it is loaded, never mid-run.
+largest window it supports, the layers (`weight` as [out][in], `bias` as [out]), optionally the
+range each of a pod's own features took in the training workloads (`trained_on`, e.g. `{"gpus":
+[0, 0]}`: trained on CPU jobs only), and a SHA-256 over the rest, so that a file of another
+schema, a truncated or edited one, or one holding a NaN is refused with one line when it is
+loaded, never mid-run.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,7 @@ MAX_WEIGHTS_BYTES = 1024 * 1024  # the shipped policy is about 40 kB
 MAX_LAYERS = 8
 MAX_UNITS = 256
 MAX_WINDOW = 256
+RANGE_SLACK = 1e-6  # a training range is written to 7 significant digits
 
 
 class PolicyFileError(ValueError):
@@ -105,16 +108,52 @@ def _forward(
     return chosen
 
 
+@compiled(inline="always")
+def _row_within(row: np.ndarray, bounds: np.ndarray) -> bool:  # pragma: no cover - compiled
+    """Whether `row` holds, in each column `bounds[k, 0]`, a value within `bounds[k, 1]` to
+    `bounds[k, 2]` (give or take RANGE_SLACK)."""
+    for k in range(bounds.shape[0]):
+        value = row[int(bounds[k, 0])]
+        if value < bounds[k, 1] - RANGE_SLACK or value > bounds[k, 2] + RANGE_SLACK:
+            return False
+    return True
+
+
+@compiled(inline="always")
+def _keep_known(
+    fixed: np.ndarray, index: np.ndarray, bounds: np.ndarray, allowed: np.ndarray, n: int
+) -> int:  # pragma: no cover - compiled
+    """Rows outside the training ranges `bounds` are not scored. When the first allowed row is one,
+    it keeps its place and is the pick: returned as -2 - its row. Otherwise such rows are no longer
+    allowed, and the count of allowed rows is returned."""
+    count = 0
+    for r in range(n):
+        if not allowed[r]:
+            continue
+        if not _row_within(fixed[index[r]], bounds):
+            if count == 0:
+                return -2 - r
+            allowed[r] = False
+            continue
+        count += 1
+    return count
+
+
 @compiled(uses=(features,))
 def _pick_window(
     fixed: np.ndarray, index: np.ndarray, now: float, free_cpu: float, free_gpu: float, cpu_room: float,
     gpu_room: float, flat: np.ndarray, dims: np.ndarray, relu: bool, out: np.ndarray, allowed: np.ndarray,
-    scores: np.ndarray,
+    scores: np.ndarray, bounds: np.ndarray,
 ) -> int:  # fmt: skip  # pragma: no cover - compiled
     """A queue policy's pick in one call: the window's rows (`features.fill_window`), then the best
-    allowed row; with one row allowed or none, the first allowed (0: none) without the network."""
+    allowed row; with one row allowed or none, the first allowed (0: none) without the network.
+    Rows outside the training ranges `bounds` are not scored (`_keep_known`)."""
     n = index.shape[0]
     count = features.fill_window(fixed, index, now, free_cpu, free_gpu, cpu_room, gpu_room, out, allowed)
+    if bounds.shape[0] > 0:
+        count = _keep_known(fixed, index, bounds, allowed, n)
+        if count < -1:
+            return -2 - count
     if count <= 1:
         for r in range(n):
             if allowed[r]:
@@ -171,10 +210,14 @@ def _two_hidden(d0: int, d1: int, d2: int, d3: int, relu: bool) -> tuple[Any, An
     def pick_window(
         fixed: np.ndarray, index: np.ndarray, now: float, free_cpu: float, free_gpu: float, cpu_room: float,
         gpu_room: float, flat: np.ndarray, dims: np.ndarray, relu_: bool, out: np.ndarray, allowed: np.ndarray,
-        scores: np.ndarray,
+        scores: np.ndarray, bounds: np.ndarray,
     ) -> int:  # fmt: skip  # pragma: no cover - compiled
         n = index.shape[0]
         count = features.fill_window(fixed, index, now, free_cpu, free_gpu, cpu_room, gpu_room, out, allowed)
+        if bounds.shape[0] > 0:
+            count = _keep_known(fixed, index, bounds, allowed, n)
+            if count < -1:
+                return -2 - count
         h1 = np.empty(d1)
         h2 = np.empty(d2)
         best, chosen = -np.inf, -1
@@ -222,10 +265,13 @@ class Scorer:
     activation: str
     window: int  # the largest window the policy was trained for
     meta: dict[str, str]  # how it was made (command, seed)
+    # (feature, column, low, high): a feature a pod fixes and the range it took in training.
+    trained_on: tuple[tuple[str, int, float, float], ...] = ()
     flat: np.ndarray = field(init=False, repr=False)  # the layers in `_forward`'s layout
     dims: np.ndarray = field(init=False, repr=False)
     relu: bool = field(init=False, repr=False)
     kernels: tuple[Any, Any] = field(init=False, repr=False)  # compiled logits and pick_window
+    bounds: np.ndarray = field(init=False, repr=False)  # `trained_on` as rows of (column, low, high)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "relu", self.activation == "relu")
@@ -234,6 +280,12 @@ class Scorer:
         object.__setattr__(self, "flat", np.ascontiguousarray(flat, np.float64))
         object.__setattr__(self, "dims", dims)
         object.__setattr__(self, "kernels", _kernels(dims, self.relu))
+        bounds = np.array([(column, low, high) for _, column, low, high in self.trained_on], np.float64)
+        object.__setattr__(self, "bounds", bounds.reshape((len(self.trained_on), 3)))
+
+    def ranges(self) -> dict[str, tuple[float, float]]:
+        """`trained_on` by feature name, as `dump_policy` takes it."""
+        return {name: (low, high) for name, _, low, high in self.trained_on}
 
     def scores(self, features: np.ndarray) -> np.ndarray:
         """One score per row of a (n, WIDTH) matrix; higher goes first."""
@@ -270,10 +322,13 @@ class Scorer:
         buffers: WindowBuffers,
     ) -> int:
         """`pick` on the feature rows `features.window_rows` would build from `fixed[index]`, in
-        one compiled call: the first allowed row when fewer than two are allowed (0: none)."""
+        one compiled call: the first allowed row when fewer than two are allowed (0: none). A row
+        outside the training ranges (`trained_on`) is not scored: it keeps its place in the
+        window's order, and is the pick when it is the first allowed; the network picks among the
+        others."""
         chosen = self.kernels[1](
             fixed, index, now, cluster.free_cpu, cluster.free_gpu, room[0], room[1], self.flat, self.dims,
-            self.relu, buffers.rows, buffers.allowed, buffers.scores,
+            self.relu, buffers.rows, buffers.allowed, buffers.scores, self.bounds,
         )  # fmt: skip
         return int(chosen)
 
@@ -290,9 +345,10 @@ def dump_policy(
     window: int,
     meta: dict[str, str],
     kind: PolicyKind = QUEUE,
+    trained_on: Mapping[str, tuple[float, float]] | None = None,
 ) -> str:
     """The weights file's text (rounded to 7 significant digits: the file stays small and the
-    network's outputs move by less than 1e-5)."""
+    network's outputs move by less than 1e-5); `trained_on`: feature name -> (low, high)."""
     body: dict[str, Any] = {
         "format": kind.format,
         "schema": kind.schema,
@@ -308,6 +364,8 @@ def dump_policy(
         ],
         "meta": {str(k): str(v) for k, v in meta.items()},
     }
+    if trained_on:
+        body["trained_on"] = {name: [float(f"{v:.7g}") for v in pair] for name, pair in sorted(trained_on.items())}
     body["sha256"] = body_digest(body)
     return json.dumps(body, indent=None, separators=(",", ":")) + "\n"
 
@@ -378,7 +436,24 @@ def parse_policy(text: str, kind: PolicyKind = QUEUE) -> Scorer:
     meta = body.get("meta", {})
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise ValueError("meta: an object of strings")
-    return Scorer(tuple(layers), activation, window, {str(k): v for k, v in meta.items()})
+    trained_on = _ranges(body.get("trained_on", {}), kind)
+    return Scorer(tuple(layers), activation, window, {str(k): v for k, v in meta.items()}, trained_on)
+
+
+def _ranges(value: Any, kind: PolicyKind) -> tuple[tuple[str, int, float, float], ...]:
+    """`trained_on`: {feature: [low, high]} over features a pod fixes, as (name, column, low, high)."""
+    known = [name for name in features.POD_FEATURES if name in kind.features]
+    if not isinstance(value, dict):
+        raise ValueError(f"trained_on: an object of [low, high] by feature ({', '.join(known)})")
+    ranges = []
+    for name, pair in sorted(value.items()):
+        if name not in known:
+            raise ValueError(f"trained_on: {clip(str(name))} is not one of {', '.join(known)}")
+        low, high = _vector(pair, 2, f"trained_on.{name}")
+        if low > high:
+            raise ValueError(f"trained_on.{name}: its low end {low:g} is above its high end {high:g}")
+        ranges.append((name, kind.features.index(name), float(low), float(high)))
+    return tuple(ranges)
 
 
 def load_policy(path: str | Path, kind: PolicyKind = QUEUE) -> Scorer:

@@ -26,6 +26,11 @@ FEATURE_BOUND = 50.0  # rows are squashed well inside this; the box says so
 MAX_EMPTY_EPISODES = 100  # reset() skips workloads that need no decision, up to this many
 
 
+def workload_of(scenario: str | Callable[[int], Scenario], seed: int) -> Scenario:
+    """The workload of `seed`: a built-in generator's by name, or the given generator's."""
+    return builtin_scenario(seed, scenario) if isinstance(scenario, str) else scenario(seed)
+
+
 @dataclass(frozen=True, slots=True)
 class Rewards:
     met: float = 1.0
@@ -118,11 +123,7 @@ class SimulatedEnv(gym.Env[np.ndarray, Any]):
     def episode(self, workload_seed: int) -> Episode:
         """A fresh run of the workload of `workload_seed`, outside the Gymnasium loop (warm-start
         data, evaluation)."""
-        scenario = (
-            builtin_scenario(workload_seed, self.scenario)
-            if isinstance(self.scenario, str)
-            else self.scenario(workload_seed)
-        )
+        scenario = workload_of(self.scenario, workload_seed)
         return Episode(scenario, self._config, self.profile, self._registry, workload_seed, self.window, kind=self.kind)
 
     # ----- for subclasses

@@ -12,7 +12,7 @@ own answer. RL then starts from the heuristic rather than from noise.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -30,10 +30,11 @@ from torch import nn
 from pysched.deadline import features
 from pysched.deadline.scorer import QUEUE, PolicyKind, dump_policy
 from pysched.learn.allocation import AllocationEnv, heuristic_answers
-from pysched.learn.base import VALIDATION_SEEDS, SimulatedEnv, policy_kind
+from pysched.learn.base import TRAIN_SEEDS, VALIDATION_SEEDS, SimulatedEnv, policy_kind
 from pysched.learn.episodes import ALLOCATION_ENV, ORDERING_ENV, Decision, Kind, play
 from pysched.learn.heuristic import most_to_lose
 from pysched.learn.ordering import OrderingEnv
+from pysched.learn.ranges import RANGE_SEEDS, Ranges, pod_ranges, widened
 from pysched.sim.scenario import Scenario
 
 HIDDEN = 16  # two hidden layers of 16 ReLUs: LearnedQueueSort scores a window of 16 in ~7 us
@@ -100,8 +101,10 @@ def scorer_layers(policy: ScoringPolicy) -> list[tuple[np.ndarray, np.ndarray]]:
     ]
 
 
-def export(policy: ScoringPolicy, window: int, meta: dict[str, str], kind: PolicyKind = QUEUE) -> str:
-    return dump_policy(scorer_layers(policy), "relu", window, meta, kind)
+def export(
+    policy: ScoringPolicy, window: int, meta: dict[str, str], kind: PolicyKind = QUEUE, trained_on: Ranges | None = None
+) -> str:
+    return dump_policy(scorer_layers(policy), "relu", window, meta, kind, trained_on)
 
 
 @dataclass(slots=True)
@@ -286,6 +289,14 @@ class TrainSettings:
     validate_every: int = 25_000  # environment steps between checks on validation workloads (0: never)
     validation_episodes: int = 40  # of VALIDATION_SEEDS, the first ones
     env: Kind = ORDERING_ENV
+    # A queue policy's pod feature ranges from earlier training (fine-tuning starts from its file).
+    trained_before: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    def trained_on(self) -> Ranges:
+        """What the weights file records of the pods trained on (a queue policy's; none for allocation)."""
+        if self.env != ORDERING_ENV:
+            return {}
+        return widened(pod_ranges(self.scenario, TRAIN_SEEDS[:RANGE_SEEDS]), self.trained_before)
 
     def make_env(self) -> SimulatedEnv:
         if self.env == ALLOCATION_ENV:
@@ -381,13 +392,14 @@ def train(
     assert isinstance(policy, ScoringPolicy)
     checks: list[tuple[int, float]] = []
     kind = policy_kind(settings.env)
-    best = (-1.0, export(policy, settings.window, meta, kind), 0)
+    trained_on = settings.trained_on()
+    best = (-1.0, export(policy, settings.window, meta, kind, trained_on), 0)
 
     def check(steps: int) -> None:
         nonlocal best
         if settings.validate_every <= 0:
             return
-        text = export(policy, settings.window, {**meta, "checkpoint_steps": str(steps)}, kind)
+        text = export(policy, settings.window, {**meta, "checkpoint_steps": str(steps)}, kind, trained_on)
         score = validate(text, settings)
         checks.append((steps, score))
         if report is not None:
@@ -404,7 +416,7 @@ def train(
         check(done)
     env.close()
     if settings.validate_every <= 0:
-        best = (0.0, export(policy, settings.window, meta, kind), done)
+        best = (0.0, export(policy, settings.window, meta, kind, trained_on), done)
     seconds = time.perf_counter() - started
     return Trained(best[1], curve, agreement, seconds, tuple(checks), best[2]), model
 

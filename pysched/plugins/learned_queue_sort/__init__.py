@@ -4,7 +4,10 @@ The queue keeps PrioritySort's order (priority, then creation), which never chan
 waits. When the queue pops, the plugin reads the first `window` pods of the top priority as
 feature rows (`pysched.deadline.features`), scores each with the network of its weights file
 (`pysched.deadline.scorer`, numpy only) and schedules the best; the others keep their places. A
-gang whose first members are already placed is finished before anything else is picked.
+gang whose first members are already placed is finished before anything else is picked. A pod
+unlike any the policy was trained on (outside its file's `trained_on`: a GPU job for a policy
+trained on CPU jobs) is not scored: it keeps its place in the window's order and goes when it is
+the first that fits, and the network orders the other pods among themselves.
 
 The training environments (`pysched.learn`) run this same plugin with `agent` set, so the policy
 that is trained is the one that is deployed.

@@ -69,6 +69,12 @@ def _edited(change: dict[str, object], keep_digest: bool = False) -> str:
         (_edited({"layers": [{"weight": [[1.0] * (WIDTH - 1)], "bias": [0.0]}]}), f"where {WIDTH} were expected"),
         (_edited({"layers": [{"weight": [[1.0] * WIDTH] * 2, "bias": [0.0, 0.0]}]}), "gives 2 outputs"),
         (_edited({"layers": [{"weight": [[1.0] * WIDTH], "bias": [True]}]}), "not a finite number"),
+        (_edited({"trained_on": [0, 1]}), "trained_on: an object of [low, high] by feature"),
+        (_edited({"trained_on": {"laxity": [0, 1]}}), "trained_on: 'laxity' is not one of steps, cpus, gpus, workers"),
+        (_edited({"trained_on": {"gpus": [0]}}), "trained_on.gpus: 1 values where 2 were expected"),
+        (_edited({"trained_on": {"gpus": [0, "1"]}}), "trained_on.gpus: holds a value that is not a finite number"),
+        (_edited({"trained_on": {"gpus": [1, 0]}}), "trained_on.gpus: its low end 1 is above its high end 0"),
+        (_edited({"trained_on": {"gpus": [0, 1]}}, keep_digest=True), "sha256 does not match"),
     ],
 )
 def test_a_damaged_or_foreign_file_is_refused_in_one_line(text: str, problem: str) -> None:
@@ -76,6 +82,44 @@ def test_a_damaged_or_foreign_file_is_refused_in_one_line(text: str, problem: st
         parse_policy(text)
     message = str(caught.value)
     assert problem in message and "\n" not in message
+
+
+def test_the_training_ranges_round_trip() -> None:
+    scorer = parse_policy(dump_policy(_layers(), "tanh", 16, {}, trained_on={"gpus": (0.0, 0.0), "cpus": (0.0625, 1)}))
+    gpus, cpus = FEATURES.index("gpus"), FEATURES.index("cpus")
+    assert scorer.trained_on == (("cpus", cpus, 0.0625, 1.0), ("gpus", gpus, 0.0, 0.0))
+    assert scorer.ranges() == {"cpus": (0.0625, 1.0), "gpus": (0.0, 0.0)}  # as a fine-tuning run takes them
+    assert parse_policy(dump_policy(_layers(), "tanh", 16, {})).trained_on == ()
+
+
+@pytest.mark.parametrize("widths", [(16, 16, 1), (8, 1)])  # the kernels compiled for a shape, the general ones
+def test_a_row_beyond_the_training_ranges_keeps_its_place_and_is_never_scored(widths: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(3)
+    layers = [(rng.normal(size=(o, i)), rng.normal(size=o)) for i, o in itertools.pairwise((WIDTH, *widths))]
+    scorer = parse_policy(dump_policy(layers, "relu", 16, {}, trained_on={"gpus": (0.0, 0.0)}))
+    blind = parse_policy(dump_policy(layers, "relu", 16, {}))
+    assert (scorer.kernels[0] is _logits) == (len(widths) == 2)
+    jobs = [
+        Waiting(float(i), 900.0 + 97 * i, 1000 * (i + 1), 1 + i % 3, 4, 1 if i in (2, 5, 7) else 0, 1) for i in range(9)
+    ]
+    fixed = np.array([static(j, 0.5) for j in jobs])
+    gpu = np.array([j.gpus > 0 for j in jobs])
+    buffers, view, room = WindowBuffers.of(16), ClusterView(0.3, 0.5), (3000.0, 1.0)
+    for order in ([2, 0, 1, 3, 4, 5, 6, 7, 8], [7, 5, 1], [0, 1, 2, 3, 4, 5, 6, 7, 8], [8, 6, 4, 3, 0], [2, 5, 7]):
+        index = np.array(order, np.int64)
+        rows, allowed, _ = window_rows(fixed, index, view, 50.0, room)
+        chosen = scorer.pick_window(fixed, index, 50.0, view, room, buffers)
+        if gpu[order[0]]:  # the first row (all are allowed here) is beyond the ranges: it goes
+            assert chosen == 0
+        else:  # the network picks among the others, as it would had the GPU jobs not been there
+            assert not gpu[order[chosen]]
+            assert chosen == scorer.pick(rows, allowed & ~gpu[index])
+        assert blind.pick_window(fixed, index, 50.0, view, room, buffers) == blind.pick(rows, allowed)
+    # A GPU job ahead of the first row that fits (here: none of them fits) is no pick.
+    index = np.array([2, 0, 1], np.int64)
+    assert scorer.pick_window(fixed, index, 50.0, view, (3000.0, 0.0), buffers) == blind.pick(
+        *window_rows(fixed, index, view, 50.0, (3000.0, 0.0))[:2]
+    )
 
 
 def test_a_nan_weight_is_refused_even_with_a_matching_checksum(tmp_path: Path) -> None:
@@ -102,6 +146,7 @@ def test_the_shipped_policy_loads_and_is_small() -> None:
     assert BUILTIN_PATH.stat().st_size < 200_000
     scorer = load_policy(BUILTIN_PATH)
     assert scorer.window >= 16
+    assert scorer.ranges() == {"gpus": (0.0, 0.0)}  # trained on CPU jobs only
 
 
 @pytest.mark.parametrize(("activation", "widths"), [("relu", (16, 16, 1)), ("tanh", (8, 5, 1)), ("relu", (6, 9, 3))])

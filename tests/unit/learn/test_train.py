@@ -78,6 +78,14 @@ def test_a_short_seeded_run_learns_and_exports_what_it_learned() -> None:
     assert [steps for steps, _ in trained.validation] == [0, 1024, 2048, 3072]
     assert trained.chosen_steps == max(trained.validation, key=lambda c: c[1])[0]
     assert parse_policy(trained.text).meta["checkpoint_steps"] == str(trained.chosen_steps)
+    # it knows it has seen CPU jobs only
+    assert parse_policy(trained.text).ranges() == {"gpus": (0.0, 0.0)}
+
+
+def test_a_fine_tuned_policy_records_the_pods_of_both_trainings() -> None:
+    before = {"gpus": (0.125, 0.5)}
+    assert TrainSettings(steps=1, scenario=toy, trained_before=before).trained_on() == {"gpus": (0.0, 0.5)}
+    assert TrainSettings(steps=1, scenario=toy, env="allocation", trained_before=before).trained_on() == {}
 
 
 def test_stable_baselines3_accepts_the_allocation_environment() -> None:

@@ -21,12 +21,15 @@ from pysched.scheduler.scheduler import Scheduler
 T0 = 1_767_225_600.0
 
 
-def _policy(tmp_path: Path, feature: str, sign: float, window: int = 8) -> str:
+def _policy(
+    tmp_path: Path, feature: str, sign: float, window: int = 8, trained_on: dict[str, tuple[float, float]] | None = None
+) -> str:
     """A network whose score is `sign` times one feature (monotone through tanh)."""
     w1 = np.zeros((1, WIDTH))
     w1[0, FEATURES.index(feature)] = sign * 0.1
-    path = tmp_path / f"{feature}{sign:+g}.json"
-    path.write_text(dump_policy([(w1, np.zeros(1)), (np.ones((1, 1)), np.zeros(1))], "tanh", window, {}))
+    path = tmp_path / f"{feature}{sign:+g}{'' if trained_on is None else sorted(trained_on.items())}.json"
+    layers = [(w1, np.zeros(1)), (np.ones((1, 1)), np.zeros(1))]
+    path.write_text(dump_policy(layers, "tanh", window, {}, trained_on=trained_on))
     return str(path)
 
 
@@ -46,7 +49,7 @@ def _profile(weights: str, window: int = 0, **more: object) -> dict[str, object]
     }
 
 
-def _bind_order(weights: str, pods: list[dict[str, object]], cpu: str = "2") -> list[str]:
+def _bind_order(weights: str, pods: list[dict[str, object]], cpu: str = "2", gpus: int = 0) -> list[str]:
     """Pods created at once onto one node that holds one at a time; the order they ran in."""
 
     async def run() -> list[str]:
@@ -55,7 +58,9 @@ def _bind_order(weights: str, pods: list[dict[str, object]], cpu: str = "2") -> 
         registry = default_registry()
         scheduler = Scheduler(parse_config(_profile(weights), "t", registry), cluster, clock, registry)
         assert isinstance(scheduler.frameworks["l"].queue_sort, LearnedQueueSort)
-        cluster.add_node(node_dict("n", cpu=cpu, memory="8Gi"))
+        cluster.add_node(
+            node_dict("n", cpu=cpu, memory="8Gi", extended={"nvidia.com/gpu": str(gpus)} if gpus else None)
+        )
         await scheduler.start()
         for raw in pods:
             cluster.create_pod(raw)
@@ -73,15 +78,33 @@ def _bind_order(weights: str, pods: list[dict[str, object]], cpu: str = "2") -> 
     return asyncio.run(run())
 
 
-def _pod(name: str, deadline: str | None, priority: int = 0, created: float = T0) -> dict[str, object]:
+def _pod(name: str, deadline: str | None, priority: int = 0, created: float = T0, gpus: int = 0) -> dict[str, object]:
     notes = {} if deadline is None else {"pysched.io/deadline": deadline}
-    return pod_dict(name, cpu="2", created=created, annotations=notes, scheduler_name="l", priority=priority)
+    extended = {"nvidia.com/gpu": str(gpus)} if gpus else None
+    return pod_dict(
+        name, cpu="2", created=created, annotations=notes, scheduler_name="l", priority=priority, extended=extended
+    )
 
 
 def test_the_network_decides_the_order(tmp_path: Path) -> None:
     pods = [_pod("late", "3h", created=T0 - 3), _pod("soon", "1h", created=T0 - 2), _pod("mid", "2h", created=T0 - 1)]
     assert _bind_order(_policy(tmp_path, "to_deadline", -1.0), pods) == ["soon", "mid", "late"]
     assert _bind_order(_policy(tmp_path, "to_deadline", +1.0), pods) == ["late", "mid", "soon"]
+
+
+def test_a_pod_unlike_any_trained_on_keeps_its_place_and_the_network_orders_the_others(tmp_path: Path) -> None:
+    latest_first = _policy(tmp_path, "to_deadline", +1.0, trained_on={"gpus": (0.0, 0.0)})  # CPU jobs only
+    pods = [
+        _pod("a", "2h", created=T0 - 4),
+        _pod("b", "3h", created=T0 - 3),
+        _pod("gpu", "1h", created=T0 - 2, gpus=1),
+        _pod("c", "90m", created=T0 - 1),
+    ]
+    # The network picks b, then a; the GPU pod, never scored, is then the first in creation order.
+    assert _bind_order(latest_first, pods, gpus=1) == ["b", "a", "gpu", "c"]
+    trained_on_gpus = _policy(tmp_path, "to_deadline", +1.0, trained_on={"gpus": (0.0, 1.0)})
+    assert _bind_order(trained_on_gpus, pods, gpus=1) == ["b", "a", "c", "gpu"]
+    assert _bind_order(_policy(tmp_path, "to_deadline", +1.0), pods, gpus=1) == ["b", "a", "c", "gpu"]  # no ranges
 
 
 def test_a_lower_priority_is_never_picked_before_the_head_priority(tmp_path: Path) -> None:
