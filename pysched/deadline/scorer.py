@@ -49,7 +49,7 @@ ALLOCATION = PolicyKind(
     "pysched.io/allocation-policy", allocation.SCHEMA, allocation.FEATURES, len(allocation.ACTIONS), "allocation policy"
 )
 ACTIVATIONS = ("tanh", "relu")
-MAX_WEIGHTS_BYTES = 1024 * 1024  # the shipped policy is about 40 kB
+MAX_WEIGHTS_BYTES = 1024 * 1024  # the shipped policy is about 6 kB
 MAX_LAYERS = 8
 MAX_UNITS = 256
 MAX_WINDOW = 256

@@ -1,6 +1,6 @@
 """The range each recorded feature a pod fixes takes over a queue policy's training workloads. The
-weights file carries it (`trained_on`), so that the deployed plugin knows a window holding a pod
-unlike any the policy was trained on, and leaves that pick to the window's own order."""
+weights file carries it (`trained_on`), so that the deployed plugin never scores a pod unlike any
+the policy was trained on (such a pod keeps its place in the window's order)."""
 
 from __future__ import annotations
 
