@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import random
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -316,16 +317,19 @@ def _unique_victims(shape: Shape, outcome: Outcome) -> bool:
 def _run_batch(
     kube: KubeAPI, namespace: str, nodes: dict[tuple[str, int], list[str]], batch: list[Shape], ours: str
 ) -> dict[tuple[str, str], Outcome]:
+    # Storage first: the schedulers' storage informers are not ordered with their pod watches,
+    # so the more that happens between the two, the less an incoming pod races its volumes.
     for side in SIDES:
         for group, shape in enumerate(batch):
-            ns = f"{namespace}-{side}-{group}"
+            _create_storage(kube, f"{namespace}-{side}-{group}", shape, nodes[(side, group)])
+    for side in SIDES:
+        for group, shape in enumerate(batch):
             existing = []
             for index, (node, pod) in enumerate(shape.existing):
                 bound = {**pod, "metadata": {**pod["metadata"], "name": f"e{index}"}}
                 bound["spec"] = {**pod["spec"], "nodeName": nodes[(side, group)][node]}
                 existing.append(bound)
-            create_pods(kube, ns, existing)
-            _create_storage(kube, ns, shape, nodes[(side, group)])
+            create_pods(kube, f"{namespace}-{side}-{group}", existing)
     for side in SIDES:
         for group, shape in enumerate(batch):
             if shape.claim == "bound":
@@ -349,6 +353,7 @@ def _run_batch(
         for ns, pod in incoming:
             kube.create_pod(ns, pod)
     out: dict[tuple[str, str], Outcome] = {}
+    binding: dict[tuple[str, int], float] = {}  # settled but not bound yet: watched until this time
     for side in SIDES:
         for group, shape in enumerate(batch):
             ns = f"{namespace}-{side}-{group}"
@@ -365,19 +370,24 @@ def _run_batch(
             )
             incoming_pod = _incoming(pods)
             nominated = bool(incoming_pod.get("status", {}).get("nominatedNodeName"))
-            if not incoming_pod["spec"].get("nodeName") and (shape.preempts or nominated):
+            if not incoming_pod["spec"].get("nodeName") and (shape.preempts or nominated or shape.claim):
                 # Victims deleted, the preemptor binds next (its nomination may not be written
-                # yet); or kube names the node while its PreBind waits for volumes to bind: wait
-                # for the bind rather than race it.
-                with contextlib.suppress(TimeoutError):
-                    wait_for(
-                        functools.partial(list_pods, kube, ns),
-                        lambda items: bool(_incoming(items)["spec"].get("nodeName")),
-                        timeout=15 if nominated else 5,  # a preemptor with no victims never binds
-                        what="the pod bound",
-                    )
-                pods = list_pods(kube, ns)
+                # yet); or kube names the node while its PreBind waits for volumes to bind; or a
+                # scheduler's storage informer delivered the PVs after the pod, and their arrival
+                # sends the pod back to be tried: watch for the bind rather than race it (a
+                # preemptor with no victims, a claim no volume serves, never binds).
+                binding[(side, group)] = time.monotonic() + (15 if nominated else 5)
+                continue
             out[(side, shape.name)] = _outcome(shape, pods, nodes[(side, group)])
+    # The pods still to bind are watched together, each until it binds or its own time is up.
+    while binding:
+        for (side, group), until in list(binding.items()):
+            pods = list_pods(kube, f"{namespace}-{side}-{group}")
+            if _incoming(pods)["spec"].get("nodeName") or time.monotonic() >= until:
+                out[(side, batch[group].name)] = _outcome(batch[group], pods, nodes[(side, group)])
+                del binding[(side, group)]
+        if binding:
+            time.sleep(0.1)
     for side in SIDES:
         for group in range(len(batch)):
             ns = f"{namespace}-{side}-{group}"
