@@ -6,15 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pysched.deadline.features import (
-    FEATURES,
-    WIDTH,
-    ClusterView,
-    Waiting,
-    squash,
-    static,
-    window_rows,
-)
+from pysched.deadline.features import FEATURES, WIDTH, ClusterView, Waiting, squash, static, window_rows
 
 NOW = 10_000.0
 

@@ -6,15 +6,18 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, ClassVar
 
 import pytest
 
+from pysched.testing import controlplane
 from pysched.testing.controlplane import (
     ALL_BINARIES,
     K8S_VERSION,
     BinariesNotFound,
     find_bin_dir,
+    free_port,
     free_ports,
     port_is_free,
 )
@@ -152,7 +155,33 @@ def test_settings_out_of_range_are_refused() -> None:
 # -- ports -------------------------------------------------------------------------------------
 
 
-def test_ports_picked_together_are_distinct_and_free_again() -> None:
+class _LowestPortSocket:
+    """A socket whose bind to port 0 gets the lowest port no open one holds, as a kernel may: a
+    port picked and released can be the next one picked."""
+
+    held: ClassVar[set[int]] = set()
+
+    def __init__(self, *_: object) -> None:
+        self.port = 0
+
+    def __enter__(self) -> _LowestPortSocket:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        _LowestPortSocket.held.discard(self.port)
+
+    def bind(self, address: tuple[str, int]) -> None:
+        self.port = min(set(range(40000, 40100)) - _LowestPortSocket.held)
+        _LowestPortSocket.held.add(self.port)
+
+    def getsockname(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.port)
+
+
+def test_ports_picked_together_are_distinct_and_free_again(monkeypatch: pytest.MonkeyPatch) -> None:
     ports = free_ports(64)
     assert len(set(ports)) == 64
     assert all(port_is_free(port) for port in ports)
+    monkeypatch.setattr(controlplane, "socket", SimpleNamespace(socket=_LowestPortSocket, AF_INET=0, SOCK_STREAM=0))
+    assert [free_port(), free_port()] == [40000, 40000]  # one after the other: the same port
+    assert free_ports(3) == [40000, 40001, 40002]
