@@ -8,6 +8,9 @@ never a traceback, a MemoryError or a RecursionError.
 from __future__ import annotations
 
 import codecs
+import errno
+import os
+import stat
 from collections.abc import Iterator
 from io import BufferedReader
 from pathlib import Path
@@ -41,6 +44,7 @@ MAX_YAML_NODES = 100_000  # values in one document (~1.5 s, ~60 MB to load); a p
 MAX_YAML_ALIASES = 100  # real files use a handful (builtin.yaml: 8)
 MAX_YAML_ALIAS_NODES = 10_000  # nodes the aliases may add once expanded: stops "billion laughs"
 MAX_YAML_DEPTH = 100  # nesting levels, aliases expanded; far below Python's recursion limit
+SHOWN_PATH_CHARS = 200  # a longer file name is cut in messages
 _SNIFF_BYTES = 8192  # a NUL byte in the first block means a binary file
 
 
@@ -64,6 +68,12 @@ def brief(message: object) -> str:
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
+def path_text(path: object) -> str:
+    """A file name as messages show it: whole unless absurdly long or holding control characters."""
+    text = str(path)
+    return text if len(text) <= SHOWN_PATH_CHARS and text.isprintable() else clip(text, SHOWN_PATH_CHARS)
+
+
 class InputError(ValueError):
     """A file or text that cannot be read within bounds; its message is one line.
 
@@ -71,7 +81,7 @@ class InputError(ValueError):
     """
 
     def __init__(self, source: str, problem: str, line: int | None = None) -> None:
-        self.source = source
+        self.source = source = path_text(source)
         self.problem = " ".join(problem.split()) or "cannot be read"
         self.line = line
         super().__init__(f"{source}:{line}: {self.problem}" if line else f"{source}: {self.problem}")
@@ -83,10 +93,23 @@ def _decode_error(source: str, err: UnicodeDecodeError, line: int | None = None)
 
 
 def _open(path: str | Path) -> BufferedReader:
+    """The file for reading. Opened without blocking, so that a FIFO no one writes to reads as
+    empty instead of hanging the start; a pipe with a writer (`<(...)`) still reads whole."""
+    source = str(path)
     try:
-        return Path(path).open("rb")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as err:
-        raise InputError(str(path), f"cannot read: {err.strerror or err}") from None
+        raise InputError(source, f"cannot read: {err.strerror or err}") from None
+    except ValueError:  # a NUL byte in the name
+        raise InputError(source, "not a file name (it holds a NUL byte)") from None
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise InputError(source, f"cannot read: {os.strerror(errno.EISDIR)}")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_text(path: str | Path, *, limit: int = MAX_FILE_BYTES) -> str:

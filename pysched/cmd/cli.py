@@ -14,7 +14,7 @@ from typing import Any, NoReturn, cast
 
 from pysched import __version__
 from pysched.cmd.errors import bad_input
-from pysched.cmd.flags import extra_problem, first_problem, number_problem, output_problem
+from pysched.cmd.flags import extra_problem, first_problem, number_problem, output_file, output_problem, write_output
 from pysched.cmd.logs import configure_logging
 from pysched.workload.progress import MAX_PROGRESS_INTERVAL_S, MIN_PROGRESS_INTERVAL_S
 
@@ -29,9 +29,7 @@ def _fail(message: str) -> int:
 
 
 def _write_json(path: str, data: Any) -> None:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, indent=2) + "\n")
+    write_output(path, json.dumps(data, indent=2) + "\n")
 
 
 def cmd_version(args: argparse.Namespace) -> int:
@@ -132,9 +130,7 @@ def _write_jobs_csv(path: str, results: Mapping[str, Any]) -> None:
 
     from pysched.sim.runner import JobOutcome
 
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as f:
+    with output_file(path).open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["policy", *JobOutcome.CSV_FIELDS])
         for name, result in results.items():

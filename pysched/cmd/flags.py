@@ -40,10 +40,21 @@ def first_problem(*problems: str | None) -> str | None:
     return next((p for p in problems if p is not None), None)
 
 
+def output_file(path: str) -> Path:
+    """`path` with its missing parent folders made: what `output_problem` accepted is writable."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def write_output(path: str, text: str) -> None:
+    output_file(path).write_text(text)
+
+
 def output_problem(flag: str, path: str, *, folder: bool = False) -> str | None:
     """Why `path` cannot be written, as a file or (`folder`) as a folder to write files in; None
     when it can. Missing parent folders are fine when they can be created, as the writers create
-    them. Checked by creating and removing a probe, so nothing is left behind."""
+    them (`output_file`). Checked by creating and removing a probe, so nothing is left behind."""
     target = Path(path)
     try:
         if target.exists():

@@ -8,10 +8,16 @@ import argparse
 import json
 import re
 import sys
-from pathlib import Path
 
 from pysched.cmd.errors import bad_input
-from pysched.cmd.flags import extra_problem, first_problem, number_problem, output_problem
+from pysched.cmd.flags import (
+    extra_problem,
+    first_problem,
+    number_problem,
+    output_file,
+    output_problem,
+    write_output,
+)
 
 ENVS = ("ordering", "allocation")
 MAX_STEPS = 100_000_000
@@ -49,6 +55,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         else f"--scenario: one of {', '.join(SCENARIOS)}, or several of them joined by commas (each once)",
         output_problem("--out", args.out),
         output_problem("--curve", args.curve) if args.curve else None,
+        output_problem("--curve-json", args.curve_json) if args.curve_json else None,
         extra_problem("--curve", "matplotlib", "matplotlib", "plot") if args.curve else None,
     )
     if problem:
@@ -86,7 +93,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     except ValueError as err:
         return _fail(f"--init: {err}")
     trained, _ = train(settings, meta, model, report=lambda line: print(line, file=sys.stderr, flush=True))
-    Path(args.out).write_text(trained.text)
+    write_output(args.out, trained.text)
     ratios = [r for _, r, _ in trained.curve.points]
     tail = ratios[-20:]
     summary = {
@@ -103,10 +110,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.curve:
         from pysched.learn.plots import training_curve
 
-        training_curve(trained.curve.points, args.curve, trained.validation)
+        training_curve(trained.curve.points, str(output_file(args.curve)), trained.validation)
     if args.curve_json:
         curve = {"points": trained.curve.points, "validation": trained.validation}
-        Path(args.curve_json).write_text(json.dumps(curve) + "\n")
+        write_output(args.curve_json, json.dumps(curve) + "\n")
     return 0
 
 
@@ -162,7 +169,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         reached = f"{result.seeds_at_bar()}/{len(seeds)}"
         print(f"  learned reaches the better of edf and pysched-noscale + {MARGIN} on {reached} seeds")
     if args.json:
-        Path(args.json).write_text(json.dumps(result.as_json(), indent=1) + "\n")
+        write_output(args.json, json.dumps(result.as_json(), indent=1) + "\n")
     return 0
 
 
@@ -189,7 +196,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     report = compare(args.scenario, seeds, played, args.period, lambda line: print(line, flush=True))
     print(json.dumps(report.summary()))
     if args.json:
-        Path(args.json).write_text(json.dumps(report.as_json(), indent=1) + "\n")
+        write_output(args.json, json.dumps(report.as_json(), indent=1) + "\n")
     return 0
 
 

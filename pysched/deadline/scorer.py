@@ -22,14 +22,14 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pysched.api.inputs import InputError, read_text
+from pysched.api.inputs import InputError, path_text, read_text
 from pysched.api.limits import clip
 from pysched.compiled import compiled
 from pysched.deadline import allocation, features
@@ -53,6 +53,10 @@ MAX_WEIGHTS_BYTES = 1024 * 1024  # the shipped policy is about 6 kB
 MAX_LAYERS = 8
 MAX_UNITS = 256
 MAX_WINDOW = 256
+MAX_VALUE = 1e6  # a weight, bias or range end; trained values stay within tens
+MAX_INT_DIGITS = 20
+TOP_KEYS = ("format", "schema", "features", "window", "activation", "layers", "meta", "trained_on", "sha256")
+LAYER_KEYS = ("weight", "bias")
 RANGE_SLACK = 1e-6  # a training range is written to 7 significant digits
 
 
@@ -388,26 +392,66 @@ def _vector(value: Any, length: int | None, where: str) -> np.ndarray:
         raise ValueError(f"{where}: a list of 1 to {MAX_UNITS} numbers")
     if length is not None and len(value) != length:
         raise ValueError(f"{where}: {len(value)} values where {length} were expected")
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in value):
-        raise ValueError(f"{where}: holds a value that is not a finite number")
+    # Compared, not converted: an integer of 400 digits is refused, not an OverflowError.
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and -MAX_VALUE <= v <= MAX_VALUE for v in value):
+        raise ValueError(f"{where}: holds a value that is not a number from {-MAX_VALUE:g} to {MAX_VALUE:g}")
     return np.array(value, dtype=np.float64)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in body:
+            raise ValueError(f"the key {clip(key)} appears twice in one object")
+        body[key] = value
+    return body
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(text)} digits")
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{clip(text)} is beyond a float's range")
+    return value
+
+
+def _extra_keys(found: Mapping[str, Any], known: Collection[str], where: str) -> None:
+    extra = sorted(set(found) - set(known))
+    if extra:
+        raise ValueError(f"{where}unknown key {clip(extra[0])} (known: {', '.join(sorted(known))})")
 
 
 def parse_policy(text: str, kind: PolicyKind = QUEUE) -> Scorer:
     """The network a weights file of `kind` describes; ValueError (one line) for anything else."""
     try:
-        body = json.loads(text, parse_constant=_refuse_constant)
+        body = json.loads(
+            text,
+            parse_constant=_refuse_constant,
+            parse_int=_bounded_int,
+            parse_float=_finite_float,
+            object_pairs_hook=_unique_keys,
+        )
     except json.JSONDecodeError as err:
         raise ValueError(f"not JSON (truncated?): {err.msg} at line {err.lineno}") from None
+    except RecursionError:
+        raise ValueError("nested too deeply for a weights file") from None
     if not isinstance(body, dict) or body.get("format") != kind.format:
         found = body.get("format") if isinstance(body, dict) else None
         other = f" (it is a {clip(str(found))} file)" if isinstance(found, str) else ""
         raise ValueError(f"not a {kind.format} file{other}")
-    if body.get("schema") != kind.schema or body.get("features") != list(kind.features):
+    if body.get("schema") != kind.schema:
         raise ValueError(
-            f"made for feature schema {body.get('schema')!r}; this pysched reads schema {kind.schema} "
+            f"made for feature schema {clip(body.get('schema'))}; this pysched reads schema {kind.schema} "
             f"({len(kind.features)} features)"
         )
+    if body.get("features") != list(kind.features):
+        raise ValueError(f"features: schema {kind.schema} reads {', '.join(kind.features)}, in that order")
+    _extra_keys(body, TOP_KEYS, "")
     digest = body.pop("sha256", None)
     if digest != body_digest(body):
         raise ValueError("its sha256 does not match its content (edited or damaged)")
@@ -425,6 +469,7 @@ def parse_policy(text: str, kind: PolicyKind = QUEUE) -> Scorer:
     for i, layer in enumerate(raw_layers):
         if not isinstance(layer, dict):
             raise ValueError(f"layers[{i}]: an object with weight and bias")
+        _extra_keys(layer, LAYER_KEYS, f"layers[{i}]: ")
         weight = _matrix(layer.get("weight"), None, f"layers[{i}].weight")
         if weight.shape[1] != inputs:
             raise ValueError(f"layers[{i}].weight: {weight.shape[1]} inputs where {inputs} were expected")
@@ -463,7 +508,7 @@ def load_policy(path: str | Path, kind: PolicyKind = QUEUE) -> Scorer:
     except InputError as err:
         raise PolicyFileError(str(err)) from None
     except ValueError as err:
-        raise PolicyFileError(f"{path}: {err}") from None
+        raise PolicyFileError(f"{path_text(path)}: {err}") from None
 
 
 @functools.lru_cache(maxsize=8)
@@ -476,5 +521,7 @@ def policy_at(path: str, kind: PolicyKind = QUEUE) -> Scorer:
     try:
         stat = os.stat(path)
     except OSError as err:
-        raise PolicyFileError(f"{path}: cannot read: {err.strerror or err}") from None
+        raise PolicyFileError(f"{path_text(path)}: cannot read: {err.strerror or err}") from None
+    except ValueError:  # a NUL byte in the name
+        raise PolicyFileError(f"{path_text(path)}: not a file name (it holds a NUL byte)") from None
     return _cached(path, kind, (stat.st_ino, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size))

@@ -1,4 +1,5 @@
 import math
+import os
 import tracemalloc
 from pathlib import Path
 
@@ -117,6 +118,27 @@ def test_files_binary_not_utf8_or_too_large_are_refused(tmp_path: Path) -> None:
     bom = tmp_path / "bom.yaml"
     bom.write_bytes(b"\xef\xbb\xbfa: 1\n")
     assert load_yaml(bom) == {"a": 1}
+
+
+def test_a_fifo_without_writer_reads_empty_and_a_pipe_with_one_reads_whole(tmp_path: Path) -> None:
+    fifo = tmp_path / "f.yaml"
+    os.mkfifo(fifo)
+    assert read_text(fifo) == ""  # blocking here would hang a start-up forever
+    assert list(read_lines(fifo)) == []
+    reading, writing = os.pipe()  # what `--config <(...)` hands over
+    os.write(writing, b"a: 1\n")
+    os.close(writing)
+    assert load_yaml(f"/dev/fd/{reading}") == {"a": 1}
+    os.close(reading)
+
+
+def test_bad_file_names_are_one_line_and_shown_bounded(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"^'a\\x00b': not a file name \(it holds a NUL byte\)$"):
+        read_text("a\0b")
+    long = str(tmp_path / ("x" * 240))
+    with pytest.raises(InputError) as caught:
+        read_text(long)
+    assert _one_line(caught.value).endswith(f"... ({len(long)} chars): cannot read: No such file or directory")
 
 
 def test_read_lines_streams_and_names_the_line(tmp_path: Path) -> None:

@@ -61,7 +61,7 @@ def test_a_weights_file_of_another_schema_stops_simulate_and_evaluate(
 
 
 def test_evaluate_reports_medians_and_the_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "eval.json"
+    out = tmp_path / "made" / "eval.json"  # its folder is made, as `--json` of simulate does
     policies = ["--policy", "edf", "--policy", "pysched-noscale", "--policy", "learned"]
     assert main(["learn", "evaluate", "--seeds", "1000-1001", *policies, "--json", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -81,6 +81,8 @@ def test_train_refuses_bad_numbers_before_it_starts(tmp_path: Path, capsys: pyte
     for mix in ("seed-insufficient,nope", "small,small", "small,"):
         assert main(["learn", "train", "--steps", "10", "--scenario", mix, "--out", str(out)]) == 2
         assert "--scenario: one of" in _one_line(capsys)
+    assert main(["learn", "train", "--steps", "10", "--out", str(out), "--curve-json", str(tmp_path)]) == 2
+    assert f"--curve-json: {tmp_path} is a folder" in _one_line(capsys)  # not found out after training
     assert not out.exists()
 
 
@@ -151,7 +153,7 @@ def test_tune_refuses_bad_input(args: list[str], problem: str, capsys: pytest.Ca
 def test_tune_compares_the_configured_and_the_tuned_profile_seed_by_seed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "tune.json"
+    out = tmp_path / "made" / "tune.json"
     args = ["learn", "tune", "--seeds", "1-1", "--arm", "safetyMargin=0.05", "--arm", "bandZ=2", "--json", str(out)]
     assert main(args) == 0
     lines = capsys.readouterr().out.strip().splitlines()

@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from pysched.deadline.scorer import (
     dump_policy,
     load_policy,
     parse_policy,
+    policy_at,
 )
 
 
@@ -47,6 +49,9 @@ def test_round_trip_scores_as_the_network_it_was_written_from() -> None:
     assert scorer.pick(x, allowed) == (3 if scorer.scores(x)[3] >= scorer.scores(x)[7] else 7)
 
 
+ONES = [1.0] * WIDTH
+
+
 def _edited(change: dict[str, object], keep_digest: bool = False) -> str:
     body = json.loads(dump_policy(_layers(), "tanh", 16, {}))
     del body["sha256"]
@@ -62,17 +67,27 @@ def _edited(change: dict[str, object], keep_digest: bool = False) -> str:
         (dump_policy(_layers(), "tanh", 16, {})[:-200], "not JSON (truncated?)"),
         ("[]", "not a pysched.io/queue-policy file"),
         (_edited({"schema": SCHEMA + 1}), f"this pysched reads schema {SCHEMA}"),
-        (_edited({"features": list(FEATURES[:-1])}), f"this pysched reads schema {SCHEMA}"),
+        (_edited({"features": list(FEATURES[:-1])}), f"features: schema {SCHEMA} reads {', '.join(FEATURES)}, in that"),
+        (_edited({"trainedOn": {"gpus": [0, 0]}}), "unknown key 'trainedOn' (known: activation, features"),
+        (_edited({"layers": [{"weight": [[1.0] * WIDTH], "bias": [0.0], "scale": [2.0]}]}), "layers[0]: unknown key"),
+        (_edited({"layers": [{"weight": [[10**19, *ONES[1:]]], "bias": [0.0]}]}), "not a number from -1e+06"),
+        (_edited({"layers": [{"weight": [[10**400, *ONES[1:]]], "bias": [0.0]}]}), "an integer of 401 digits"),
+        (_edited({"layers": [{"weight": [[1e7] * WIDTH], "bias": [0.0]}]}), "not a number from -1e+06 to 1e+06"),
+        (_edited({"trained_on": {"gpus": [0, 1e300]}}), "trained_on.gpus: holds a value that is not a number"),
+        ('{"format": 1, "format": 2}', "the key 'format' appears twice in one object"),
+        ('{"window": ' + "9" * 21 + "}", "an integer of 21 digits"),
+        ('{"window": 1e999}', "'1e999' is beyond a float's range"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
         (_edited({"window": 16_000}), "window: an integer from 1 to 256"),
         (_edited({"window": 8}, keep_digest=True), "sha256 does not match"),
         (_edited({"activation": "gelu"}), "activation: one of tanh, relu"),
         (_edited({"layers": [{"weight": [[1.0] * (WIDTH - 1)], "bias": [0.0]}]}), f"where {WIDTH} were expected"),
         (_edited({"layers": [{"weight": [[1.0] * WIDTH] * 2, "bias": [0.0, 0.0]}]}), "gives 2 outputs"),
-        (_edited({"layers": [{"weight": [[1.0] * WIDTH], "bias": [True]}]}), "not a finite number"),
+        (_edited({"layers": [{"weight": [[1.0] * WIDTH], "bias": [True]}]}), "not a number from"),
         (_edited({"trained_on": [0, 1]}), "trained_on: an object of [low, high] by feature"),
         (_edited({"trained_on": {"laxity": [0, 1]}}), "trained_on: 'laxity' is not one of steps, cpus, gpus, workers"),
         (_edited({"trained_on": {"gpus": [0]}}), "trained_on.gpus: 1 values where 2 were expected"),
-        (_edited({"trained_on": {"gpus": [0, "1"]}}), "trained_on.gpus: holds a value that is not a finite number"),
+        (_edited({"trained_on": {"gpus": [0, "1"]}}), "trained_on.gpus: holds a value that is not a number"),
         (_edited({"trained_on": {"gpus": [1, 0]}}), "trained_on.gpus: its low end 1 is above its high end 0"),
         (_edited({"trained_on": {"gpus": [0, 1]}}, keep_digest=True), "sha256 does not match"),
     ],
@@ -134,6 +149,12 @@ def test_a_nan_weight_is_refused_even_with_a_matching_checksum(tmp_path: Path) -
 def test_a_missing_or_binary_file_names_itself(tmp_path: Path) -> None:
     with pytest.raises(PolicyFileError, match=r"absent\.json: cannot read"):
         load_policy(tmp_path / "absent.json")
+    with pytest.raises(PolicyFileError, match=r"'a\\x00b': not a file name \(it holds a NUL byte\)"):
+        policy_at("a\0b")
+    fifo = tmp_path / "nobody-writes.json"
+    os.mkfifo(fifo)
+    with pytest.raises(PolicyFileError, match=r"nobody-writes\.json: not JSON"):  # read as empty, not waited on
+        load_policy(fifo)
     binary = tmp_path / "policy.pt"
     binary.write_bytes(b"PK\x03\x04\0\0torch")
     with pytest.raises(PolicyFileError, match="binary file"):
