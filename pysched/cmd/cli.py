@@ -6,6 +6,7 @@ Bad input ends with one line on stderr and exit code 2.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from collections.abc import Mapping
@@ -14,7 +15,15 @@ from typing import Any, NoReturn, cast
 
 from pysched import __version__
 from pysched.cmd.errors import bad_input
-from pysched.cmd.flags import extra_problem, first_problem, number_problem, output_file, output_problem, write_output
+from pysched.cmd.flags import (
+    clash_problem,
+    extra_problem,
+    first_problem,
+    number_problem,
+    output_problem,
+    write_output,
+    write_problem,
+)
 from pysched.cmd.logs import configure_logging
 from pysched.workload.progress import MAX_PROGRESS_INTERVAL_S, MIN_PROGRESS_INTERVAL_S
 
@@ -56,10 +65,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     problem = first_problem(
         number_problem("--progress-interval", args.progress_interval, MIN_PROGRESS_INTERVAL_S, MAX_PROGRESS_INTERVAL_S),
         number_problem("--horizon", args.horizon, 1, MAX_HORIZON_S) if args.horizon is not None else None,
-        output_problem("--json", args.json) if args.json else None,
-        output_problem("--plot", args.plot, folder=True) if args.plot else None,
+        output_problem("--json", args.json) if args.json is not None else None,
+        output_problem("--plot", args.plot, folder=True) if args.plot is not None else None,
         extra_problem("--plot", "matplotlib", "matplotlib", "plot") if args.plot else None,
-        output_problem("--jobs-csv", args.jobs_csv) if args.jobs_csv else None,
+        output_problem("--jobs-csv", args.jobs_csv) if args.jobs_csv is not None else None,
+        clash_problem(
+            [("--json", args.json), ("--jobs-csv", args.jobs_csv), ("--plot", args.plot)],
+            [("--trace", args.trace), ("--config", args.config), ("--catalogue", args.catalogue)],
+        ),
     )
     if problem:
         return _fail(problem)
@@ -78,7 +91,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     )
     if isinstance(scenario, BadInput):
         return _fail(scenario.message)
-    report_problems(scenario)
+    report_problems(scenario, args.seed, elastic=args.elastic)
     results, elapsed = run_with_progress(
         scenario, config, policies, registry, args.seed, args.progress_interval, args.horizon, args.elastic
     )
@@ -104,23 +117,26 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     console = Console(width=None if sys.stdout.isatty() else 120)
     console.print(table)
     console.print(f"simulated in {elapsed:.1f} s wall time")
-    if args.json:
-        _write_json(
-            args.json,
-            {
-                "cluster": cluster_summary(scenario),
-                "workload": {"name": scenario.name, "jobs": len(scenario.jobs), **scenario.description},
-                "policies": {name: r.as_json() for name, r in results.items()},
-            },
-        )
-    if args.jobs_csv:
-        _write_jobs_csv(args.jobs_csv, results)
-    if args.plot:
-        from pysched.sim.plots import write_plots
+    try:
+        if args.json:
+            _write_json(
+                args.json,
+                {
+                    "cluster": cluster_summary(scenario),
+                    "workload": {"name": scenario.name, "jobs": len(scenario.jobs), **scenario.description},
+                    "policies": {name: r.as_json() for name, r in results.items()},
+                },
+            )
+        if args.jobs_csv:
+            _write_jobs_csv(args.jobs_csv, results)
+        if args.plot:
+            from pysched.sim.plots import write_plots
 
-        capacity = cluster_summary(scenario)["cpu"]
-        for path in write_plots(results, args.plot, title, capacity):
-            console.print(f"wrote {path}")
+            capacity = cluster_summary(scenario)["cpu"]
+            for path in write_plots(results, args.plot, title, capacity):
+                console.print(f"wrote {path}")
+    except OSError as err:  # a full disk, a folder removed during the run
+        return _fail(write_problem(err))
     return 0
 
 
@@ -130,11 +146,12 @@ def _write_jobs_csv(path: str, results: Mapping[str, Any]) -> None:
 
     from pysched.sim.runner import JobOutcome
 
-    with output_file(path).open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["policy", *JobOutcome.CSV_FIELDS])
-        for name, result in results.items():
-            writer.writerows([name, *o.csv_row()] for o in result.outcomes)
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(["policy", *JobOutcome.CSV_FIELDS])
+    for name, result in results.items():
+        writer.writerows([name, *o.csv_row()] for o in result.outcomes)
+    write_output(path, text.getvalue())
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

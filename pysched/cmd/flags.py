@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from pysched.api.inputs import out_of_range
@@ -48,13 +49,24 @@ def output_file(path: str) -> Path:
 
 
 def write_output(path: str, text: str) -> None:
-    output_file(path).write_text(text)
+    """`text` into `path`; an OSError names the path (a write to a full disk does not)."""
+    try:
+        output_file(path).write_text(text)
+    except OSError as err:
+        raise OSError(err.errno, err.strerror, path) from None
+
+
+def write_problem(err: OSError) -> str:
+    """An output that could not be written after all (checked writable at the start)."""
+    return f"cannot write {err.filename or 'an output'}: {err.strerror or err}"
 
 
 def output_problem(flag: str, path: str, *, folder: bool = False) -> str | None:
     """Why `path` cannot be written, as a file or (`folder`) as a folder to write files in; None
     when it can. Missing parent folders are fine when they can be created, as the writers create
     them (`output_file`). Checked by creating and removing a probe, so nothing is left behind."""
+    if not path:
+        return f"{flag}: a {'folder' if folder else 'file'} name is needed"
     target = Path(path)
     try:
         if target.exists():
@@ -76,4 +88,21 @@ def output_problem(flag: str, path: str, *, folder: bool = False) -> str | None:
             os.rmdir(tempfile.mkdtemp(dir=parent))  # the folders that will be created can be
     except OSError as err:
         return f"{flag}: cannot write {path}: {err.strerror or err}"
+    return None
+
+
+def clash_problem(outputs: Sequence[tuple[str, str | None]], inputs: Sequence[tuple[str, str | None]]) -> str | None:
+    """`--flag: ...` when an output would overwrite an input or another output, or would be
+    written inside another output's file: each (flag, path) named, None where a flag is not given."""
+    given = [(flag, Path(path).resolve()) for flag, path in outputs if path]
+    read = [(flag, Path(path).resolve()) for flag, path in inputs if path]
+    for i, (flag, target) in enumerate(given):
+        for other, source in read:
+            if target == source:
+                return f"{flag}: it is the file {other} reads; the run would overwrite it"
+        for other, written in given[:i]:
+            if target == written:
+                return f"{flag}: {other} writes the same file"
+            if written in target.parents or target in written.parents:
+                return f"{flag}: {other} writes a file where this one needs a folder, or the other way round"
     return None

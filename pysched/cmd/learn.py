@@ -8,6 +8,7 @@ import argparse
 import json
 import re
 import sys
+from typing import TYPE_CHECKING
 
 from pysched.cmd.errors import bad_input
 from pysched.cmd.flags import (
@@ -17,7 +18,11 @@ from pysched.cmd.flags import (
     output_file,
     output_problem,
     write_output,
+    write_problem,
 )
+
+if TYPE_CHECKING:  # the training stack is imported only when training
+    from pysched.learn.train import Trained
 
 ENVS = ("ordering", "allocation")
 MAX_STEPS = 100_000_000
@@ -93,6 +98,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     except ValueError as err:
         return _fail(f"--init: {err}")
     trained, _ = train(settings, meta, model, report=lambda line: print(line, file=sys.stderr, flush=True))
+    try:
+        _write_trained(args, trained)
+    except OSError as err:  # a full disk, a folder removed during training
+        return _fail(write_problem(err))
+    return 0
+
+
+def _write_trained(args: argparse.Namespace, trained: Trained) -> None:
+    """The weights, a summary line, and the curves asked for."""
     write_output(args.out, trained.text)
     ratios = [r for _, r, _ in trained.curve.points]
     tail = ratios[-20:]
@@ -114,7 +128,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.curve_json:
         curve = {"points": trained.curve.points, "validation": trained.validation}
         write_output(args.curve_json, json.dumps(curve) + "\n")
-    return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -169,7 +182,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         reached = f"{result.seeds_at_bar()}/{len(seeds)}"
         print(f"  learned reaches the better of edf and pysched-noscale + {MARGIN} on {reached} seeds")
     if args.json:
-        write_output(args.json, json.dumps(result.as_json(), indent=1) + "\n")
+        try:
+            write_output(args.json, json.dumps(result.as_json(), indent=1) + "\n")
+        except OSError as err:
+            return _fail(write_problem(err))
     return 0
 
 
@@ -196,7 +212,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     report = compare(args.scenario, seeds, played, args.period, lambda line: print(line, flush=True))
     print(json.dumps(report.summary()))
     if args.json:
-        write_output(args.json, json.dumps(report.as_json(), indent=1) + "\n")
+        try:
+            write_output(args.json, json.dumps(report.as_json(), indent=1) + "\n")
+        except OSError as err:
+            return _fail(write_problem(err))
     return 0
 
 

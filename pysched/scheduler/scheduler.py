@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -640,6 +641,14 @@ class Scheduler:
                     await plugin.reconcile(running.get(framework.name, []))
                 except Exception as err:  # the plugin should contain it per pod; the loop goes on regardless
                     self.incidents.report(f"{plugin.NAME} reconcile", None, err)
+
+    def skip_reconciles_before(self, until: float) -> None:
+        """Move the next reconcile to the last time of its grid at or before `until`: the
+        simulator skips the reconciles of a stretch with no pod placed or pending."""
+        interval = self._reconcile_interval
+        if interval is None or self._next_reconcile >= until:
+            return
+        self._next_reconcile += math.floor((until - self._next_reconcile) / interval) * interval
 
     def next_wakeup(self) -> float | None:
         """When the scheduler next has work without any new event: a backoff expiring, the

@@ -55,7 +55,7 @@ def load_scenario(
     try:
         catalogue: Catalogue = load_catalogue(catalogue_file) if catalogue_file else builtin_catalogue()
         rule = parse_deadline_rule(deadline_rule)
-        nodes = parse_cluster(cluster) if cluster else None
+        nodes = parse_cluster(cluster) if cluster is not None else None
     except (CatalogueError, ValueError) as err:
         return BadInput(str(err))
     if trace is None:
@@ -77,9 +77,9 @@ def load_scenario(
     if nodes is None:
         gpus = 8 if any(j.gpu for j in loaded.jobs) else 0
         nodes = parse_cluster(f"nodes=8,cpu=32,memory=128Gi,gpu={gpus}")
-    return Scenario(
-        trace.rsplit("/", 1)[-1], nodes, loaded.jobs, {"trace": trace, "seed": seed}, problems=loaded.problems
-    )
+    description = {"trace": trace, "seed": seed}
+    name = trace.rsplit("/", 1)[-1]
+    return Scenario(name, nodes, loaded.jobs, description, loaded.problems, loaded.skipped_deadlines)
 
 
 def _first(problems: tuple[str, ...]) -> str:
@@ -95,9 +95,10 @@ def cluster_summary(scenario: Scenario) -> dict[str, Any]:
     }
 
 
-def report_problems(scenario: Scenario) -> int:
-    """Skipped rows and jobs on stderr (the first few), then a count; returns the count."""
-    _, _, unfit = split_fitting(scenario.jobs, scenario.nodes)
+def report_problems(scenario: Scenario, seed: int = 7, *, elastic: bool = False) -> int:
+    """Skipped rows and jobs on stderr (the first few), then a count; returns the count. `seed`
+    and `elastic` as the run has them, which decide the jobs the run skips."""
+    _, _, unfit = split_fitting(scenario.jobs, scenario.nodes, seed, elastic=elastic)
     problems = [*scenario.problems, *unfit]
     for line in problems[:MAX_PROBLEMS_SHOWN]:
         print(f"pysched: skipped {line}", file=sys.stderr)

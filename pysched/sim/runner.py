@@ -14,15 +14,15 @@ import heapq
 import itertools
 import random
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from pysched.api.annotations import PROGRESS, PROGRESS_INTERVAL, format_progress
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.jobs import JobRef, JobSource, job_key
-from pysched.api.objects import PodInfo, node_from_dict
-from pysched.api.resources import CPU, GPU
+from pysched.api.objects import NodeInfo, PodInfo, node_from_dict
+from pysched.api.resources import CPU, GPU, MEMORY, format_resource, to_scheduler_units
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import SchedulerConfig
@@ -129,12 +129,11 @@ def split_fitting(
 ) -> tuple[list[Job], list[Job], list[str]]:
     """(kept, skipped, problems): a one-pod job needing more GPUs than the largest node holds
     becomes a gang of node-sized members (with `elastic`, every GPU job becomes an elastic job of
-    one-GPU workers); with no GPU node it cannot run, nor can a CPU job (or a member) larger than
-    every node: each is reported with its trace position and skipped."""
-    infos = [node_from_dict(n) for n in nodes]
-    most_gpus = max((n.allocatable.get(GPU, 0) for n in infos), default=0)
-    all_gpus = sum(n.allocatable.get(GPU, 0) for n in infos)
-    most_cpu = max((n.allocatable.get(CPU, 0) for n in infos), default=0)
+    one-GPU workers); with no GPU node it cannot run, nor can a job with a pod that no node holds
+    (CPUs, memory and GPUs together) or a gang asking more than the whole cluster has: each is
+    reported with its trace position and skipped."""
+    room = ClusterCapacity.of([node_from_dict(n) for n in nodes])
+    most_gpus, all_gpus = room.most[GPU], room.total[GPU]
     kept: list[Job] = []
     skipped: list[Job] = []
     problems: list[str] = []
@@ -149,16 +148,59 @@ def split_fitting(
             skipped.append(job)
             problems.append(f"{job.source}: needs {job.gpu} GPUs and no node holds any: skipped")
             continue
-        largest = max((m.cpu_milli for m in job.gang.members), default=0) if job.gang else job.cpu_milli
-        if largest > most_cpu:
+        why = room.never_fits(job)
+        if why is not None:
             skipped.append(job)
-            problems.append(
-                f"{job.source}: a pod of it needs {largest / 1000:g} CPUs and the largest node has"
-                f" {most_cpu / 1000:g}: skipped"
-            )
+            problems.append(f"{job.source}: {why}: skipped")
             continue
         kept.append(job)
     return kept, skipped, problems
+
+
+_SHOWN_RESOURCES = ((CPU, "CPUs"), (MEMORY, "memory"), (GPU, "GPUs"))
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterCapacity:
+    """What a cluster's nodes can ever hold, in the resources a simulated pod requests."""
+
+    shapes: frozenset[tuple[int, int, int]]  # each node's allocatable (CPU, memory, GPU), once
+    most: Mapping[str, int]
+    total: Mapping[str, int]
+
+    @classmethod
+    def of(cls, nodes: Sequence[NodeInfo]) -> ClusterCapacity:
+        alloc = [(n.allocatable.get(CPU, 0), n.allocatable.get(MEMORY, 0), n.allocatable.get(GPU, 0)) for n in nodes]
+        most = {r: max((a[i] for a in alloc), default=0) for i, (r, _) in enumerate(_SHOWN_RESOURCES)}
+        total = {r: sum(a[i] for a in alloc) for i, (r, _) in enumerate(_SHOWN_RESOURCES)}
+        return cls(frozenset(alloc), most, total)
+
+    def never_fits(self, job: Job) -> str | None:
+        """Why the job's pods can never all be placed, or None: a pod no node holds (every
+        resource at once, as NodeResourcesFit checks), or pods asking more in total than the
+        nodes have (an elastic job's fewest workers)."""
+        members = job.gang.members if job.gang is not None else (job,)
+        pods = [(m.cpu_milli, to_scheduler_units(MEMORY, m.memory), m.gpu) for m in members]
+        for pod in set(pods):
+            if any(all(have >= want for have, want in zip(shape, pod, strict=True)) for shape in self.shapes):
+                continue
+            for (resource, words), want in zip(_SHOWN_RESOURCES, pod, strict=True):
+                if want > self.most[resource]:
+                    return (
+                        f"a pod of it needs {format_resource(resource, want)} {words} and the largest node has"
+                        f" {format_resource(resource, self.most[resource])}"
+                    )
+            wanted = ", ".join(f"{format_resource(r, v)} {w}" for (r, w), v in zip(_SHOWN_RESOURCES, pod, strict=True))
+            return f"a pod of it needs {wanted} and no node has all of them"
+        placed = pods[: job.elastic[0]] if job.elastic is not None else pods
+        for i, (resource, words) in enumerate(_SHOWN_RESOURCES):
+            needed = sum(pod[i] for pod in placed)
+            if needed > self.total[resource]:
+                return (
+                    f"its {len(placed)} pods need {format_resource(resource, needed)} {words} together and the"
+                    f" cluster has {format_resource(resource, self.total[resource])}"
+                )
+        return None
 
 
 class Replay:
@@ -295,13 +337,23 @@ class Replay:
         admission that waits for room in the plan), is still to come."""
         return self.scheduler.next_reconcile() is not None and self.scheduler.queue.counts()[GATED] > 0
 
-    async def run(self, on_tick: Callable[[float], None] | None, horizon: float | None = None) -> None:
+    def _idle(self) -> bool:
+        """No pod placed, pending or waiting at Permit: nothing for a reconcile to look at."""
+        scheduler = self.scheduler
+        return len(scheduler.cache) == 0 and len(scheduler.queue) == 0 and len(scheduler.waiting_pods) == 0
+
+    async def run(
+        self, on_tick: Callable[[float], None] | None, horizon: float | None = None, first: float | None = None
+    ) -> None:
         """Until every job has finished or can never run; `horizon`: seconds after the first
-        submission at which the run is cut off (what is left counts unfinished)."""
-        first = min((job.submit for job in self.jobs.values()), default=0.0)
+        submission (`first`, the workload's, skipped jobs included; by default the first of the
+        jobs run) at which the run is cut off (what is left counts unfinished)."""
+        if first is None:
+            first = min((job.submit for job in self.jobs.values()), default=0.0)
         self.horizon = None if horizon is None else EPOCH + first + horizon
         for key, job in self.jobs.items():
             self.push(EPOCH + job.submit, "arrive", key)
+        end: float | None = None
         while True:
             due = self.scheduler.next_reconcile()
             if due is not None and due <= self.clock.now():
@@ -311,10 +363,16 @@ class Replay:
             if not self.events and not retrying and not self._held_for_reconcile():
                 break  # nothing runs, arrives, waits at Permit or backs off: pending pods can never fit
             wakeup = self.scheduler.next_wakeup()
+            if wakeup is not None and self.events and self.events[0][0] > wakeup and self._idle():
+                # An empty cluster until the next arrival (a trace whose clock starts late, a quiet
+                # night): its reconciles have nothing to look at, so they are skipped on their grid.
+                self.scheduler.skip_reconciles_before(self.events[0][0])
+                wakeup = self.scheduler.next_wakeup()
             when = min(t for t in (self.events[0][0] if self.events else None, wakeup) if t is not None)
-            if (self.horizon is not None and when > self.horizon) or (
-                not self.events and when - self.last_change > QUIET_LIMIT
-            ):
+            if self.horizon is not None and when > self.horizon:
+                end = max(self.horizon, self.clock.now())  # what runs is charged up to the cut
+                break
+            if not self.events and when - self.last_change > QUIET_LIMIT:
                 break
             self.clock.advance_to(max(when, self.clock.now()))
             if on_tick is not None:
@@ -343,11 +401,12 @@ class Replay:
                 del self.running[key]
                 self.finished[key] = self.clock.now()
                 self.cluster.finish_pod(key)
+        end = self.clock.now() if end is None else end
         for run in self.running.values():  # cut off at the horizon: charge what ran
-            close_segment(run, self.clock.now(), self.books)
+            close_segment(run, end, self.books)
         for key, gang in self.gangs.items():
             if key not in self.finished:
-                gang.close(self.clock.now(), self.books)
+                gang.close(end, self.books)
 
     def recreate(self, member: PodKey) -> None:
         if member not in self.members:
@@ -372,11 +431,14 @@ class Replay:
                 self.cluster.finish_pod(pod.key)
 
 
-def metrics(replay: Replay, skipped: int, never_run: Sequence[Job] = ()) -> PolicyResult:
-    """Per job; `never_run` (skipped before the run) count as jobs, and as missed deadlines."""
+def metrics(
+    replay: Replay, skipped: int, never_run: Sequence[Job] = (), bad_rows: int = 0, bad_row_deadlines: int = 0
+) -> PolicyResult:
+    """Per job; `never_run` (skipped before the run) and the trace's `bad_rows` count as jobs,
+    and as missed deadlines (`bad_row_deadlines` of the rows had one)."""
     jobs, finished, started = replay.jobs, replay.finished, replay.started
     with_deadline = [k for k, j in jobs.items() if j.deadline is not None]
-    deadline_jobs = len(with_deadline) + sum(1 for j in never_run if j.deadline is not None)
+    deadline_jobs = len(with_deadline) + sum(1 for j in never_run if j.deadline is not None) + bad_row_deadlines
     met = sum(1 for k in with_deadline if k in finished and finished[k] - EPOCH <= (jobs[k].deadline or 0.0))
     jct = [max(0.0, finished[k] - EPOCH - jobs[k].submit) for k in finished]
     queue = [max(0.0, started[k] - EPOCH - jobs[k].submit) for k in started]
@@ -406,7 +468,7 @@ def metrics(replay: Replay, skipped: int, never_run: Sequence[Job] = ()) -> Poli
         for j in never_run
     ]  # fmt: skip
     return PolicyResult(
-        jobs=len(jobs) + len(never_run),
+        jobs=len(jobs) + len(never_run) + bad_rows,
         deadline_jobs=deadline_jobs,
         deadline_met=met,
         deadline_met_ratio=round(met / deadline_jobs, 4) if deadline_jobs else 0.0,
@@ -452,9 +514,10 @@ async def run_policy(
     replay = Replay(policy, scheduler, cluster, clock, jobs, seed, progress_interval, step_noise)
     if prepare is not None:
         prepare(scheduler, replay)
-    await replay.run(on_tick, horizon)
+    await replay.run(on_tick, horizon, min((job.submit for job in scenario.jobs), default=None))
     await scheduler.stop()
-    return metrics(replay, len(problems) + len(scenario.problems), skipped)
+    bad_rows = len(scenario.problems)
+    return metrics(replay, len(problems) + bad_rows, skipped, bad_rows, scenario.skipped_deadlines)
 
 
 def simulate(

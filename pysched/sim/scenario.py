@@ -32,6 +32,7 @@ class Scenario:
     jobs: tuple[Job, ...]
     description: dict[str, Any] = field(default_factory=dict)
     problems: tuple[str, ...] = ()  # skipped trace rows, `file:line: problem`
+    skipped_deadlines: int = 0  # how many of those rows had a deadline (each counts as missed)
 
 
 def cpu_nodes(count: int, cpu: str = "32", memory: str = "128Gi", gpu: int = 0, prefix: str = "node") -> Nodes:
@@ -73,7 +74,9 @@ class _Group:
 def parse_cluster(spec: str) -> Nodes:
     """`nodes=N,cpu=Q,memory=Q,gpu=N`, or a YAML file of node groups; ValueError names the forms.
     Every group is checked, and the whole cluster against the limits above, before a node is built."""
-    if "=" not in spec and Path(spec).is_file():
+    if "=" not in spec and not Path(spec).is_file():
+        raise ValueError(f"--cluster: {clip(spec)}: no such file, and not an accepted spec ({CLUSTER_FORMS})")
+    if "=" not in spec:
         try:
             data = load_yaml(spec)
         except InputError as err:

@@ -42,7 +42,12 @@ MAX_JOB_CPUS = 100_000
 MAX_BATCH_SIZE = 2**31
 MAX_DEADLINE_FACTOR = 10.0  # HI of --deadline-rule
 # Other names of the columns, as ElasticFlow's repository spells them in some of its traces.
-COLUMN_ALIASES: Mapping[str, str] = {"submit_time": "submission_time", "ddl": "deadline", "iteration": "num_iteration"}
+COLUMN_ALIASES: Mapping[str, str] = {
+    "submit_time": "submission_time",
+    "ddl": "deadline",
+    "iteration": "num_iteration",
+    "iterations": "num_iteration",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +84,9 @@ def parse_deadline_rule(text: str) -> DeadlineRule | None:
 class Trace:
     jobs: tuple[Job, ...]
     problems: tuple[str, ...]  # one `file:line: problem` per skipped row
+    # Skipped rows that had a deadline (or would have had one by the rule): missed deadlines
+    # of the workload, so that skipping a row never raises the deadline-met ratio.
+    skipped_deadlines: int = 0
 
     @property
     def skipped(self) -> int:
@@ -296,6 +304,7 @@ def read_csv(
     reader = csv.DictReader(itertools.chain([head], lines))
     jobs: list[Job] = []
     problems: list[str] = []
+    lost_deadlines = 0
     try:
         header = _canonical([h.strip().lstrip("\ufeff").strip() for h in reader.fieldnames or ()])
         reader.fieldnames = header
@@ -308,21 +317,23 @@ def read_csv(
         first_seen: dict[str, int] = {}  # job_id -> its line
         for row in reader:
             where = f"{path}:{reader.line_num}"
-            if None in row:  # more cells than the header: a broken row, not an extra column
-                problems.append(f"{where}: more cells than header columns")
-                continue
             job_id = (row.get("job_id") or "").strip()
-            if job_id in first_seen:
-                problems.append(f"{where}: job_id {clip(job_id)} repeats line {first_seen[job_id]}")
-                continue
-            try:
-                jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed))
-                first_seen[job_id] = reader.line_num
-            except _BadRow as err:
-                problems.append(f"{where}: {err}")
+            if None in row:  # more cells than the header: a broken row, not an extra column
+                problem = "more cells than header columns"
+            elif job_id in first_seen:
+                problem = f"job_id {clip(job_id)} repeats line {first_seen[job_id]}"
+            else:
+                try:
+                    jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed))
+                    first_seen[job_id] = reader.line_num
+                    continue
+                except _BadRow as err:
+                    problem = str(err)
+            problems.append(f"{where}: {problem}")
+            lost_deadlines += rule is not None or bool(str(row.get("deadline") or "").strip())
     except csv.Error as err:  # a cell over csv's field limit (128 KiB), a NUL byte
         raise TraceError(f"{path}:{lines.number}: {err}") from None
-    return Trace(tuple(sorted(jobs, key=lambda j: j.submit)), tuple(problems))
+    return Trace(tuple(sorted(jobs, key=lambda j: j.submit)), tuple(problems), lost_deadlines)
 
 
 _SWF_FIELDS = 18
@@ -338,6 +349,7 @@ def read_swf(
     """
     jobs: list[Job] = []
     problems: list[str] = []
+    first_seen: dict[str, int] = {}  # job number -> its line
     for number, line in enumerate(_Lines(path), start=1):
         text = line.split(";", 1)[0].strip()
         if not text:
@@ -347,6 +359,9 @@ def read_swf(
         if len(fields) < _SWF_FIELDS:
             problems.append(f"{where}: {len(fields)} fields, SWF has {_SWF_FIELDS}")
             continue
+        if fields[0] in first_seen:
+            problems.append(f"{where}: job number {clip(fields[0])} repeats line {first_seen[fields[0]]}")
+            continue
         row = {
             "job_id": fields[0],
             "submission_time": fields[1],
@@ -355,9 +370,12 @@ def read_swf(
         }
         try:
             jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed))
+            first_seen[fields[0]] = number
         except _BadRow as err:
             problems.append(f"{where}: {err}")
-    return Trace(tuple(sorted(jobs, key=lambda j: j.submit)), tuple(problems))
+    # SWF has no deadline field: a skipped row had one only by the rule.
+    lost_deadlines = len(problems) if rule is not None else 0
+    return Trace(tuple(sorted(jobs, key=lambda j: j.submit)), tuple(problems), lost_deadlines)
 
 
 def _weighted(rng: random.Random, mix: Mapping[int, float]) -> int:

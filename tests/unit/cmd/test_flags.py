@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from pysched.cmd.cli import main
-from pysched.cmd.flags import number_problem, output_problem
+from pysched.cmd.flags import clash_problem, number_problem, output_problem
 from pysched.cmd.run import main as run_main
 from pysched.testing.hostile import alias_bomb
 
@@ -128,3 +128,38 @@ def test_unwritable_outputs_exit_2_before_the_run(tmp_path: Path, capsys: pytest
     _exit_2_one_line(code, capsys, "--plot: ", "is not a folder")
     code = main(["bench", "--nodes", "1", "--pods", "1", "--json", str(tmp_path)])
     _exit_2_one_line(code, capsys, "--json: ", "is a folder")
+
+
+def test_outputs_that_would_overwrite_an_input_or_each_other_are_refused(tmp_path: Path) -> None:
+    trace, out = str(tmp_path / "t.csv"), str(tmp_path / "out")
+    inputs = [("--trace", trace), ("--config", None)]
+    assert (
+        clash_problem([("--json", trace)], inputs) == "--json: it is the file --trace reads; the run would overwrite it"
+    )
+    assert clash_problem([("--json", out), ("--jobs-csv", out)], inputs) == "--jobs-csv: --json writes the same file"
+    nested = clash_problem([("--json", out), ("--jobs-csv", f"{out}/jobs.csv")], inputs)
+    assert nested == "--jobs-csv: --json writes a file where this one needs a folder, or the other way round"
+    assert clash_problem([("--json", out), ("--jobs-csv", f"{out}.csv"), ("--plot", None)], inputs) is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--json", ""], "--json: a file name is needed"),
+        (["--jobs-csv", ""], "--jobs-csv: a file name is needed"),
+        (["--plot", ""], "--plot: a folder name is needed"),
+        (["--cluster", ""], "--cluster: '': no such file, and not an accepted spec (nodes="),
+        (["--cluster", "/nonexistent/cluster.yaml"], "no such file, and not an accepted spec"),
+    ],
+)
+def test_empty_or_missing_names_are_refused(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _exit_2_one_line(main(["simulate", "--policy", "default", *argv]), capsys, needle)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+@pytest.mark.parametrize("flag", ["--json", "--jobs-csv"])
+def test_an_output_that_fails_at_the_end_is_one_line(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["simulate", "--policy", "default", "--cluster", "nodes=2,cpu=32,memory=128Gi", flag, "/dev/full"])
+    captured = capsys.readouterr()
+    assert code == 2 and "Traceback" not in captured.err
+    assert captured.err.strip().splitlines()[-1] == "pysched: error: cannot write /dev/full: No space left on device"

@@ -1,6 +1,7 @@
 """Multi-pod jobs on the simulated cluster: progress only while every member runs."""
 
 import asyncio
+import dataclasses
 import json
 import os
 import random
@@ -55,10 +56,15 @@ def test_a_full_gang_runs_at_its_global_rate_and_ends_together() -> None:
 
 
 def test_a_partially_placed_gang_holds_its_members_and_makes_no_progress() -> None:
-    # 5 CPUs of members on a 4-CPU node: the two workers bind, the server never fits.
-    r = _run(Scenario("ps", cpu_nodes(1, "4", "16Gi"), (_ps_job("j", 100, deadline=1000.0),)))
-    assert (r.deadline_met, r.unfinished, r.mean_queue_s) == (0, 1, 0.0)
-    assert r.mean_jct_s == 0.0 and r.cpu_utilization == 0.0  # no job finished, nothing used
+    # A long job holds 3 of the node's 7 CPUs: of the gang's 5 CPUs of members the two workers
+    # bind (4), the server never fits while the long job runs.
+    hog = Job("hog", 0.0, 10**6, 3000, "1Gi", WORKER_TRUTH)
+    gang = dataclasses.replace(_ps_job("j", 100, deadline=1000.0), submit=10.0)
+    scenario = Scenario("ps", cpu_nodes(1, "7", "16Gi"), (hog, gang))
+    r = asyncio.run(run_policy(scenario, CONFIG, "default", REGISTRY, step_noise=0.0, horizon=2000.0))
+    assert (r.deadline_met, r.unfinished, r.skipped) == (0, 2, 0)
+    outcome = next(o for o in r.outcomes if o.job == "j")
+    assert (outcome.started, outcome.finished, outcome.cpu_segments) == (None, None, ())  # held, never ran
 
 
 def test_queue_time_runs_until_the_last_member_starts() -> None:
@@ -220,6 +226,34 @@ def test_a_cpu_job_larger_than_every_node_is_skipped_and_counts_as_missed() -> N
     assert (r.jobs, r.deadline_jobs, r.deadline_met, r.skipped, r.unfinished) == (1, 1, 0, 1, 0)
 
 
+def test_a_pod_no_node_holds_on_every_resource_or_a_gang_bigger_than_the_cluster_is_skipped() -> None:
+    bert = Throughput((1, 2, 4, 8), (1.0, 2.0, 4.0, 8.0))
+    hungry = Job("hungry", 0.0, 10, 1000, "100Gi", WORKER_TRUTH, deadline=100.0, source="t.csv:2")
+    gpus = gpu_pool(1, gpus=8, cpu="16", memory="64Gi")  # GPUs with few CPUs, CPUs without GPUs
+    wide = Job("wide", 0.0, 10, 32_000, "8Gi", bert, gpu=8, deadline=100.0, source="t.csv:3")
+    fine = Job("fine", 0.0, 10, 8000, "8Gi", bert, gpu=8, deadline=100.0)
+    kept, skipped, problems = split_fitting((hungry, wide, fine), (*cpu_nodes(1, "64", "32Gi"), *gpus))
+    assert (kept, skipped) == ([fine], [hungry, wide])
+    assert problems == [
+        "t.csv:2: a pod of it needs 100Gi memory and the largest node has 64Gi: skipped",
+        "t.csv:3: a pod of it needs 32 CPUs, 8Gi memory, 8 GPUs and no node has all of them: skipped",
+    ]
+    big = Job("big", 0.0, 10, 16_000, "16Gi", bert, gpu=16, deadline=100.0, source="t.csv:4")
+    small_nodes = parse_cluster("nodes=3,cpu=16,memory=64Gi,gpu=4")
+    kept, skipped, problems = split_fitting((big,), small_nodes)
+    assert (kept, len(skipped)) == ([], 1)  # four pods of 4 GPUs on 12 GPUs: it could never start
+    assert problems == ["t.csv:4: its 4 pods need 16 GPUs together and the cluster has 12: skipped"]
+    r = _run(Scenario("unfit", small_nodes, (big,)))
+    assert (r.jobs, r.deadline_jobs, r.deadline_met, r.skipped, r.unfinished) == (1, 1, 0, 1, 0)
+
+
+def test_skipped_trace_rows_count_as_jobs_and_missed_deadlines() -> None:
+    job = Job("a", 0.0, 10, 1000, "1Gi", WORKER_TRUTH, deadline=100.0)
+    rows = ("t.csv:3: job_id 'a' repeats line 2", "t.csv:4: malformed")
+    r = _run(Scenario("rows", cpu_nodes(1, "4", "8Gi"), (job,), problems=rows, skipped_deadlines=1))
+    assert (r.jobs, r.deadline_jobs, r.deadline_met, r.skipped, r.deadline_met_ratio) == (3, 2, 1, 2, 0.5)
+
+
 def test_a_trace_that_starts_late_is_replayed_and_a_horizon_cuts_it_where_asked() -> None:
     # Submitted on day 43 (as ElasticFlow's testbed trace is): no cut-off counted from time zero.
     late = 43 * 86400.0
@@ -229,6 +263,42 @@ def test_a_trace_that_starts_late_is_replayed_and_a_horizon_cuts_it_where_asked(
     assert (r.deadline_met, r.unfinished) == (1, 0) and r.mean_jct_s == pytest.approx(100, abs=0.5)
     cut = asyncio.run(run_policy(Scenario("late", nodes, (job,)), CONFIG, "default", REGISTRY, horizon=50.0))
     assert (cut.deadline_met, cut.unfinished, cut.deadline_jobs) == (0, 1, 1)  # cut 50 s after it arrived
+    assert [(u.start - EPOCH, u.end - EPOCH) for u in cut.usage] == [(late, late + 50)]  # charged up to the cut
+    # The horizon counts from the workload's first submission, a job skipped as too big included.
+    big = Job("big", late - 1000, 10, 64_000, "1Gi", WORKER_TRUTH, deadline=late, source="t.csv:2")
+    cut = asyncio.run(run_policy(Scenario("late", nodes, (big, job)), CONFIG, "default", REGISTRY, horizon=1050.0))
+    assert (cut.deadline_met, cut.unfinished, cut.skipped) == (0, 1, 1)
+
+
+def test_an_empty_cluster_skips_its_reconciles_until_the_next_arrival() -> None:
+    """A trace whose clock starts late (epoch seconds) or a quiet night: the reconciles of a
+    stretch with no pod to look at are skipped on their grid, and the run is the same."""
+    late = 20_000 * 60.0  # on the reconciles' grid, so that the two runs decide at the same moments
+    jobs = [Job(n, t, 3000, 1000, "1Gi", WORKER_TRUTH, deadline=t + 2500.0) for n, t in (("a", 0.0), ("b", 100.0))]
+    results, reconciles = [], []
+    for shift in (0.0, late):
+        seen: list[float] = []
+
+        def count(scheduler: Scheduler, _: Replay, seen: list[float] = seen) -> None:
+            original = scheduler.reconcile_if_due
+
+            async def counted() -> None:
+                due = scheduler.next_reconcile()
+                if due is not None and scheduler.clock.now() >= due:
+                    seen.append(scheduler.clock.now())
+                await original()
+
+            scheduler.reconcile_if_due = counted  # type: ignore[method-assign]
+
+        shifted = tuple(
+            dataclasses.replace(j, submit=j.submit + shift, deadline=(j.deadline or 0) + shift) for j in jobs
+        )
+        scenario = Scenario("quiet", cpu_nodes(1, "4", "8Gi"), shifted)
+        r = asyncio.run(run_policy(scenario, CONFIG, "pysched", REGISTRY, step_noise=0.0, prepare=count))
+        results.append((r.deadline_met, r.jct, r.rescales, r.cpu_utilization))
+        reconciles.append(len(seen))
+    assert results[0] == results[1] and results[0][0] == 2
+    assert reconciles[1] <= reconciles[0] + 1  # not one a minute through the empty 11 days
 
 
 @pytest.mark.parametrize("run_s", [7233.0, 7236.0, 7539.0])

@@ -76,6 +76,24 @@ def test_bad_rows_are_reported_with_file_line_and_skipped(tmp_path: Path) -> Non
     assert "unknown model 'alexnet'" in trace.problems[4]
 
 
+def test_skipped_rows_that_had_a_deadline_are_counted_for_the_ratio(tmp_path: Path) -> None:
+    text = (
+        "job_id,submission_time,iterations,model_name,num_gpu,ddl\n"
+        "a,0,1000,resnet50,1,1200\n"
+        "a,20,1000,resnet50,1,2000\n"  # a repeated id
+        "c,30,1000,resnet50,1,25\n"  # its deadline before its submission
+        "d,40,abc,resnet50,1,\n"  # malformed, and no deadline of its own
+    )
+    path = _write(tmp_path, text)
+    by_rule = read_csv(path, CATALOGUE)
+    assert [p.split(": ", 1)[0] for p in by_rule.problems] == [f"{path}:3", f"{path}:4", f"{path}:5"]
+    assert "job_id 'a' repeats line 2" in by_rule.problems[0]
+    assert by_rule.skipped_deadlines == 3  # the rule would have given `d` one
+    assert read_csv(path, CATALOGUE, rule=None).skipped_deadlines == 2
+    (job,) = by_rule.jobs
+    assert job.steps == 1000  # `iterations` is ElasticFlow's converter's name for num_iteration
+
+
 def test_file_without_usable_header_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match=":1: header needs"):
         read_csv(_write(tmp_path, "a,b\n1,2\n"), CATALOGUE)
@@ -103,6 +121,15 @@ def test_swf(tmp_path: Path) -> None:
     trace = read_swf(path, CATALOGUE)
     assert [j.cpu_milli for j in trace.jobs] == [4000]
     assert [p.split(": ")[0] for p in trace.problems] == [f"{path}:3", f"{path}:4"]
+    assert trace.skipped_deadlines == 2 and read_swf(path, CATALOGUE, rule=None).skipped_deadlines == 0
+
+
+def test_swf_job_numbers_are_unique(tmp_path: Path) -> None:
+    row = " 0 10 600 2 -1 -1 2 -1 -1 1 1 1 -1 1 -1 -1 -1\n"
+    path = _write(tmp_path, "1" + row + "2" + row + "1" + row, "t.swf")
+    trace = read_swf(path, CATALOGUE)
+    assert len(trace.jobs) == 2
+    assert trace.problems == (f"{path}:3: job number '1' repeats line 1",)
 
 
 @settings(max_examples=20, deadline=None)
