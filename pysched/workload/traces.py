@@ -112,13 +112,20 @@ def _float(
     text = (row.get(key) or "").strip()
     if not text:
         return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise _BadRow(f"{key} {clip(text)} is not a number") from None
-    if not minimum <= value <= maximum:  # NaN is never in range; inf and 1e300 are out of it
-        raise _BadRow(f"{key} {clip(text)} must be a number from {minimum:g} to {maximum:g}")
+    if not _DECIMAL.fullmatch(text):  # float() would also take `1_000`, Arabic-Indic or full-width digits
+        raise _BadRow(f"{key} {clip(text)} is not a number")
+    value = float(text)
+    if not minimum <= value <= maximum:  # inf and 1e300 are out of range
+        raise _BadRow(f"{key} {clip(text)} must be a number from {_bound(minimum)} to {_bound(maximum)}")
     return value
+
+
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _bound(value: float) -> str:
+    """A range end as written in the README: whole numbers in full (2**53 is not 9.0072e+15)."""
+    return f"{int(value):,}" if float(value).is_integer() and abs(value) < 1e18 else f"{value:g}"
 
 
 def _int(row: Mapping[str, str], key: str, *, minimum: int = 0, maximum: int) -> int | None:

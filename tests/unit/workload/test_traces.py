@@ -168,13 +168,16 @@ HEADER = "job_id,submission_time,duration,num_gpu,num_iteration,deadline,num_cpu
 @pytest.mark.parametrize(
     ("cells", "problem"),
     [
-        ("a,1e300,600,0,,,,,", "submission_time '1e300' must be a number from 0 to 1e+10"),
-        ("a,inf,600,0,,,,,", "submission_time 'inf' must be a number"),
-        ("a,nan,600,0,,,,,", "submission_time 'nan' must be a number"),
+        ("a,1e300,600,0,,,,,", "submission_time '1e300' must be a number from 0 to 10,000,000,000"),
+        ("a,inf,600,0,,,,,", "submission_time 'inf' is not a number"),
+        ("a,nan,600,0,,,,,", "submission_time 'nan' is not a number"),
+        ("a,1_000,600,0,,,,,", "submission_time '1_000' is not a number"),
+        ("a,\u0663,600,0,,,,,", "submission_time '\u0663' is not a number"),  # an Arabic-Indic 3
+        ("a,\uff11\uff10,600,0,,,,,", "is not a number"),  # full-width digits
         ("a,0,-600,0,,,,,", "duration '-600' must be a number from 0"),
         ("a,0,1e300,0,,,,,", "duration '1e300'"),
-        ("a,0,600,1e30,,,,,", "num_gpu '1e30' must be a number from 0 to 4096"),
-        ("a,0,,0,1e300,,,,", "num_iteration '1e300' must be a number from 1 to 1e+16"),
+        ("a,0,600,1e30,,,,,", "num_gpu '1e30' must be a number from 0 to 4,096"),
+        ("a,0,,0,1e300,,,,", "num_iteration '1e300' must be a number from 1 to 9,999,999,999,999,999"),
         ("a,0,,0,99999999999999999999,,,,", "num_iteration"),
         ("a,0,600,0,,nan,,,", "deadline 'nan'"),
         ("a,0,600,0,,,1e300,,", "num_cpu '1e300'"),
