@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import errno
 import os
+import select
 import stat
 from collections.abc import Iterator
 from io import BufferedReader
@@ -44,6 +45,7 @@ MAX_YAML_NODES = 100_000  # values in one document (~1.5 s, ~60 MB to load); a p
 MAX_YAML_ALIASES = 100  # real files use a handful (builtin.yaml: 8)
 MAX_YAML_ALIAS_NODES = 10_000  # nodes the aliases may add once expanded: stops "billion laughs"
 MAX_YAML_DEPTH = 100  # nesting levels, aliases expanded; far below Python's recursion limit
+FIFO_WAIT_S = 10.0  # for a FIFO's writer to start
 SHOWN_PATH_CHARS = 200  # a longer file name is cut in messages
 _SNIFF_BYTES = 8192  # a NUL byte in the first block means a binary file
 
@@ -93,8 +95,9 @@ def _decode_error(source: str, err: UnicodeDecodeError, line: int | None = None)
 
 
 def _open(path: str | Path) -> BufferedReader:
-    """The file for reading. Opened without blocking, so that a FIFO no one writes to reads as
-    empty instead of hanging the start; a pipe with a writer (`<(...)`) still reads whole."""
+    """The file for reading. Opened without blocking: a FIFO is given `FIFO_WAIT_S` for its
+    writer to start (the producer may be launched after pysched), then refused rather than
+    waited on for ever; a pipe with a writer (`<(...)`) reads whole."""
     source = str(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -103,13 +106,23 @@ def _open(path: str | Path) -> BufferedReader:
     except ValueError:  # a NUL byte in the name
         raise InputError(source, "not a file name (it holds a NUL byte)") from None
     try:
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
             raise InputError(source, f"cannot read: {os.strerror(errno.EISDIR)}")
+        if stat.S_ISFIFO(mode) and not _readable_within(fd, FIFO_WAIT_S):
+            raise InputError(source, f"a FIFO nothing was written to within {FIFO_WAIT_S:g} s")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+
+
+def _readable_within(fd: int, seconds: float) -> bool:
+    """Data or a writer's close within `seconds` (a FIFO that never had a writer reports neither)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(int(seconds * 1000)))
 
 
 def read_text(path: str | Path, *, limit: int = MAX_FILE_BYTES) -> str:

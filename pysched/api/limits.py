@@ -12,6 +12,7 @@ import reprlib
 MAX_UNITS = 2**53  # scheduler units of one resource (millicores, bytes): exact in float64; x100 fits int64
 MAX_STEPS = 10**16 - 1  # steps of a training job: 16 digits, what the progress admission policy admits
 MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z, the last second RFC 3339 can write
+MIN_EPOCH = -62135596800.0  # 0001-01-01T00:00:00Z, the first
 MAX_VALUE_CHARS = 64  # one quantity, time, duration, step count or progress value
 MAX_EXPONENT = 40  # 1e40 of anything is beyond MAX_UNITS; smaller exponents round to one unit
 

@@ -11,10 +11,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pysched.api.affinity import PodAffinity, parse_pod_affinity
+from pysched.api.affinity import MAX_WEIGHT, PodAffinity, parse_pod_affinity
 from pysched.api.features import PodFeatures, features_of
 from pysched.api.ids import NodeName, OwnerUID, PodKey, PodUID, pod_key
 from pysched.api.images import NodeImage, node_images
+from pysched.api.limits import clip
 from pysched.api.podspec import refused_fields
 from pysched.api.ports import HostPort, host_ports
 from pysched.api.resources import PODS, ResourceMap, nonzero_requests, parse_resource_list, pod_requests
@@ -195,7 +196,9 @@ def _preferred_terms(spec: Mapping[str, Any]) -> tuple[tuple[int, SelectorTerm],
     node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
     out = []
     for item in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ():
-        weight = int(item.get("weight") or 0)
+        weight = item.get("weight") or 0
+        if not isinstance(weight, int) or isinstance(weight, bool) or not 0 <= weight <= MAX_WEIGHT:
+            raise ValueError(f"a preferred node affinity term's weight: 1 to {MAX_WEIGHT}, got {clip(weight)}")
         preference = item.get("preference") or {}
         term = SelectorTerm(
             _requirements(preference.get("matchExpressions")), _requirements(preference.get("matchFields"))
@@ -222,6 +225,43 @@ def _controller(refs: Any) -> OwnerRef | None:
 MALFORMED: tuple[type[Exception], ...] = (ValueError, KeyError, TypeError, AttributeError, ArithmeticError)
 
 
+def _optional_text(value: object, what: str) -> str | None:
+    """A string field of the API: absent or a string (a hand-written object may hold anything)."""
+    if value is None or isinstance(value, str):
+        return value
+    raise ValueError(f"{what}: {clip(value)} is not a string")
+
+
+_INT32 = 2**31
+
+
+def _int32(value: object, what: str) -> int:
+    """An int32 field of the API (absent: 0); a float, a string or a bool is refused, not cast."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and -_INT32 <= value < _INT32:
+        return value
+    raise ValueError(f"{what}: {clip(value)} is not a 32-bit integer")
+
+
+def _tolerations(raw: object) -> tuple[Toleration, ...]:
+    """`spec.tolerations`, each field a string: a key of another type must not become the empty
+    key, which tolerates every taint."""
+    if not raw:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(t, Mapping) for t in raw):
+        raise ValueError("spec.tolerations: a list of objects")
+    return tuple(
+        Toleration(
+            _optional_text(t.get("key"), f"spec.tolerations[{i}].key") or "",
+            _optional_text(t.get("operator"), f"spec.tolerations[{i}].operator") or "Equal",
+            _optional_text(t.get("value"), f"spec.tolerations[{i}].value") or "",
+            _optional_text(t.get("effect"), f"spec.tolerations[{i}].effect") or "",
+        )
+        for i, t in enumerate(raw)
+    )
+
+
 def _string_map(value: object, what: str) -> dict[str, str]:
     """Labels or annotations: strings to strings, as the API guarantees (a hand-written object may not)."""
     if not value:
@@ -245,7 +285,7 @@ def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | Non
     status = obj.get("status") or {}
     namespace = str(meta.get("namespace") or "default")
     name = str(meta["name"])
-    node = spec.get("nodeName")
+    node = _optional_text(spec.get("nodeName"), "spec.nodeName")
     refs = meta.get("ownerReferences")
     controller = _controller(refs) if refs else None  # most bench pods have none: skip the call
     owner_created = owner_times.get(controller.uid) if controller is not None and owner_times else None
@@ -255,7 +295,7 @@ def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | Non
         namespace=namespace,
         name=name,
         scheduler_name=str(spec.get("schedulerName") or DEFAULT_SCHEDULER),
-        priority=int(spec.get("priority") or 0),
+        priority=_int32(spec.get("priority"), "spec.priority"),
         created=parse_time(meta.get("creationTimestamp")),
         requests=pod_requests(obj),
         node_name=NodeName(node) if node else None,
@@ -263,15 +303,7 @@ def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | Non
         node_selector=tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),
         required_terms=_required_terms(spec),
         preferred_terms=_preferred_terms(spec),
-        tolerations=tuple(
-            Toleration(
-                str(t.get("key") or ""),
-                str(t.get("operator") or "Equal"),
-                str(t.get("value") or ""),
-                str(t.get("effect") or ""),
-            )
-            for t in spec.get("tolerations") or ()
-        ),
+        tolerations=_tolerations(spec.get("tolerations")),
         annotations=_string_map(meta.get("annotations"), "metadata.annotations"),
         labels=_string_map(meta.get("labels"), "metadata.labels"),
         resource_version=str(meta.get("resourceVersion") or ""),

@@ -120,7 +120,11 @@ def parse_resource_list(raw: Mapping[str, Any] | None) -> ResourceMap:
         return {}
     if not isinstance(raw, Mapping):
         raise QuantityError(f"expected a map of resource names to quantities, got {clip(str(raw))}")
-    return {str(name): to_scheduler_units(str(name), value) for name, value in raw.items()}
+    parsed = {str(name): to_scheduler_units(str(name), value) for name, value in raw.items()}
+    for name, units in parsed.items():
+        if units < 0:  # the API server refuses these; a negative request would make room on a node
+            raise QuantityError(f"{clip(name)}: {clip(raw[name])} is negative")
+    return parsed
 
 
 def _add_into(total: ResourceMap, extra: Mapping[str, int]) -> None:

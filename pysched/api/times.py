@@ -7,13 +7,16 @@ import math
 import time
 from datetime import UTC, datetime
 
-from pysched.api.limits import MAX_EPOCH, MAX_VALUE_CHARS
+from pysched.api.limits import MAX_EPOCH, MAX_VALUE_CHARS, MIN_EPOCH
 
 
 def format_rfc3339(epoch: float, *, millis: bool = False) -> str:
     """UTC, as the API writes times: whole seconds (once per progress write: the date and minute
     are formatted once per minute), or with milliseconds (the emulator's scaled time, where whole
-    seconds would be too coarse)."""
+    seconds would be too coarse). A time past the API's range (a prediction of a job that will
+    never finish) is written as the range's end, as gmtime takes no more."""
+    if not MIN_EPOCH <= epoch <= MAX_EPOCH:  # NaN included
+        epoch = MIN_EPOCH if epoch < MIN_EPOCH else MAX_EPOCH
     second = math.floor(epoch)  # what gmtime takes of a float
     whole = f"{_minute(second // 60)}{second % 60:02d}"
     return f"{whole}.{int((epoch % 1) * 1000):03d}Z" if millis else f"{whole}Z"

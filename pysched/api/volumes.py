@@ -15,7 +15,7 @@ from typing import Any
 from pysched.api.labels import selector_matches, selector_problem
 from pysched.api.limits import clip
 from pysched.api.resources import to_scheduler_units
-from pysched.api.selectors import Requirement, SelectorTerm
+from pysched.api.selectors import Requirement, SelectorTerm, go_int
 
 MAX_NAME_CHARS = 253  # a DNS subdomain: the longest name of any of these objects
 MAX_VOLUMES = 1024  # volumes of one pod, terms of one affinity, drivers of one CSINode
@@ -109,13 +109,13 @@ def _disk(volume: Mapping[str, Any]) -> InlineDisk | None:
     ):
         if key in volume:
             source = _map(volume[key], f"volume {key}")
-            return InlineDisk(kind, _name(source.get(ident_key), f"{key}.{ident_key}"), bool(source.get("readOnly")))
+            return InlineDisk(kind, _name(source.get(ident_key), f"{key}.{ident_key}"), source.get("readOnly") is True)
     if "rbd" in volume:
         rbd = _map(volume["rbd"], "volume rbd")
         pool = _name(rbd.get("pool"), "rbd.pool") or "rbd"
         image = _name(rbd.get("image"), "rbd.image")
         monitors = frozenset(_strings(rbd.get("monitors"), "rbd.monitors"))
-        return InlineDisk("rbd", f"{pool}/{image}", bool(rbd.get("readOnly")), monitors)
+        return InlineDisk("rbd", f"{pool}/{image}", rbd.get("readOnly") is True, monitors)
     return None
 
 
@@ -173,9 +173,8 @@ def requirement_matches(req: Requirement, labels: Mapping[str, str]) -> bool:
     if req.operator == "DoesNotExist":
         return value is None
     if req.operator in ("Gt", "Lt") and value is not None and len(req.values) == 1:
-        try:
-            have, bound = int(value), int(req.values[0])
-        except ValueError:
+        have, bound = go_int(value), go_int(req.values[0])
+        if have is None or bound is None:
             return False
         return have > bound if req.operator == "Gt" else have < bound
     return False

@@ -41,6 +41,13 @@ def _write_json(path: str, data: Any) -> None:
     write_output(path, json.dumps(data, indent=2) + "\n")
 
 
+def _plot_files(folder: str | None) -> list[tuple[str, str | None]]:
+    """The files `--plot DIR` writes: another output may go in DIR, just not on one of them."""
+    from pysched.sim.plots import PLOT_FILES
+
+    return [("--plot", str(Path(folder) / name)) for name in PLOT_FILES] if folder else []
+
+
 def cmd_version(args: argparse.Namespace) -> int:
     print(f"pysched {__version__}")
     return 0
@@ -70,8 +77,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         extra_problem("--plot", "matplotlib", "matplotlib", "plot") if args.plot else None,
         output_problem("--jobs-csv", args.jobs_csv) if args.jobs_csv is not None else None,
         clash_problem(
-            [("--json", args.json), ("--jobs-csv", args.jobs_csv), ("--plot", args.plot)],
-            [("--trace", args.trace), ("--config", args.config), ("--catalogue", args.catalogue)],
+            [("--json", args.json), ("--jobs-csv", args.jobs_csv), *_plot_files(args.plot)],
+            [
+                ("--trace", args.trace),
+                ("--config", args.config),
+                ("--catalogue", args.catalogue),
+                ("--cluster", args.cluster if args.cluster and "=" not in args.cluster else None),
+            ],
         ),
     )
     if problem:

@@ -429,6 +429,13 @@ def _extra_keys(found: Mapping[str, Any], known: Collection[str], where: str) ->
 def parse_policy(text: str, kind: PolicyKind = QUEUE) -> Scorer:
     """The network a weights file of `kind` describes; ValueError (one line) for anything else."""
     try:
+        return _parse_policy(text, kind)
+    except RecursionError:  # nesting the parser took and the checksum's encoder did not
+        raise ValueError("nested too deeply for a weights file") from None
+
+
+def _parse_policy(text: str, kind: PolicyKind) -> Scorer:
+    try:
         body = json.loads(
             text,
             parse_constant=_refuse_constant,
@@ -438,8 +445,6 @@ def parse_policy(text: str, kind: PolicyKind = QUEUE) -> Scorer:
         )
     except json.JSONDecodeError as err:
         raise ValueError(f"not JSON (truncated?): {err.msg} at line {err.lineno}") from None
-    except RecursionError:
-        raise ValueError("nested too deeply for a weights file") from None
     if not isinstance(body, dict) or body.get("format") != kind.format:
         found = body.get("format") if isinstance(body, dict) else None
         other = f" (it is a {clip(str(found))} file)" if isinstance(found, str) else ""

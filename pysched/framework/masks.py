@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pysched.api.objects import PodInfo, Requirement, SelectorTerm, Taint, Toleration
+from pysched.api.selectors import go_int
 from pysched.framework.interfaces import FilterResult
 from pysched.framework.nodetable import Bools, NodeTable
 
@@ -19,13 +20,6 @@ FILTER_EFFECTS = ("NoSchedule", "NoExecute")  # the taint effects a pod must tol
 
 def mask_result(mask: Bools, reason: str, *, unresolvable: bool) -> FilterResult:
     return FilterResult(mask, {reason: ~mask}, unresolvable)
-
-
-def _as_int(value: str) -> int | None:
-    try:
-        return int(value)
-    except ValueError:
-        return None
 
 
 def _label_ids(nodes: NodeTable, key: str, values: Sequence[str]) -> list[int]:
@@ -44,14 +38,14 @@ def requirement_mask(req: Requirement, nodes: NodeTable) -> Bools:
     if req.operator == "DoesNotExist":
         return column < 0
     if req.operator in ("Gt", "Lt"):
-        bound = _as_int(req.values[0]) if len(req.values) == 1 else None
+        bound = go_int(req.values[0]) if len(req.values) == 1 else None
         if bound is None:
             return np.zeros(nodes.size, np.bool_)
         # One comparison per distinct label value, then a lookup per node.
         ids = nodes.label_values.get(req.key, {})
         passing = np.zeros(len(ids) + 1, np.bool_)  # the extra slot is "label absent" (-1)
         for value, value_id in ids.items():
-            number = _as_int(value)
+            number = go_int(value)
             if number is not None:
                 passing[value_id] = number > bound if req.operator == "Gt" else number < bound
         return passing[column]

@@ -19,7 +19,7 @@ import structlog
 from pysched.api.disruption import nominated_node
 from pysched.api.ids import JobKey, NodeName, PodUID, pod_key
 from pysched.api.objects import NodeInfo, PodInfo
-from pysched.api.times import parse_time
+from pysched.api.times import parse_rfc3339
 from pysched.api.volumes import Storage
 from pysched.framework.clock import Clock
 from pysched.framework.cluster import FAILED_SCHEDULING, ClusterBackend, PodCondition
@@ -103,6 +103,10 @@ def _shrank(old: PodInfo, new: PodInfo) -> bool:
     if old.requests is new.requests:  # most updates (a progress report) share the requests
         return False
     return any(new.requests.get(name, 0) < value for name, value in old.requests.items())
+
+
+def _created_or_zero(value: object) -> float:
+    return (parse_rfc3339(value) if isinstance(value, str) else None) or 0.0
 
 
 class Scheduler:
@@ -382,7 +386,7 @@ class Scheduler:
             name=name,
             scheduler_name="",
             priority=0,
-            created=parse_time(meta.get("creationTimestamp")),
+            created=_created_or_zero(meta.get("creationTimestamp")),  # the stub of a pod that may lack a readable one
             requests={},
             raw=raw,
         )

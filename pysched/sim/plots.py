@@ -39,6 +39,10 @@ def same_curves(results: Mapping[str, PolicyResult]) -> dict[str, str]:
     return same
 
 
+DEADLINE_MET, CPU_ALLOCATED, JCT_CDF = "deadline_met.png", "cpu_allocated_vs_used.png", "jct_cdf.png"
+PLOT_FILES = (DEADLINE_MET, CPU_ALLOCATED, JCT_CDF)  # what `--plot DIR` writes in DIR
+
+
 def write_plots(
     results: Mapping[str, PolicyResult], directory: str | Path, workload: str = "", capacity_cpu: float | None = None
 ) -> list[Path]:
@@ -67,7 +71,7 @@ def write_plots(
     for i, r in enumerate(ratios):
         ax.text(i, r + 0.02, f"{r:.0%}", ha="center")
     fig.tight_layout()
-    written.append(out / "deadline_met.png")
+    written.append(out / DEADLINE_MET)
     fig.savefig(written[-1], dpi=120)
     plt.close(fig)
 
@@ -84,7 +88,7 @@ def write_plots(
     axes[-1, 0].set_xlabel("hours (CPU-model jobs)")
     titled(fig, "CPUs allocated and used")
     fig.tight_layout()
-    written.append(out / "cpu_allocated_vs_used.png")
+    written.append(out / CPU_ALLOCATED)
     fig.savefig(written[-1], dpi=120)
     plt.close(fig)
 
@@ -105,7 +109,7 @@ def write_plots(
     ax.legend(fontsize=8)
     titled(fig, "Job completion time, cumulative")
     fig.tight_layout()
-    written.append(out / "jct_cdf.png")
+    written.append(out / JCT_CDF)
     fig.savefig(written[-1], dpi=120)
     plt.close(fig)
     return written

@@ -160,6 +160,15 @@ def split_fitting(
 _SHOWN_RESOURCES = ((CPU, "CPUs"), (MEMORY, "memory"), (GPU, "GPUs"))
 
 
+def _amount(resource: str, units: int) -> str:
+    """As a message says it: GPUs counted, memory in Gi when not a whole unit, CPUs as quantities."""
+    if resource == GPU:
+        return str(units)
+    if resource == MEMORY and units % 2**20:
+        return f"{units / 2**30:.2f}Gi"
+    return format_resource(resource, units)
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterCapacity:
     """What a cluster's nodes can ever hold, in the resources a simulated pod requests."""
@@ -187,18 +196,18 @@ class ClusterCapacity:
             for (resource, words), want in zip(_SHOWN_RESOURCES, pod, strict=True):
                 if want > self.most[resource]:
                     return (
-                        f"a pod of it needs {format_resource(resource, want)} {words} and the largest node has"
-                        f" {format_resource(resource, self.most[resource])}"
+                        f"a pod of it needs {_amount(resource, want)} {words} and the largest node has"
+                        f" {_amount(resource, self.most[resource])}"
                     )
-            wanted = ", ".join(f"{format_resource(r, v)} {w}" for (r, w), v in zip(_SHOWN_RESOURCES, pod, strict=True))
+            wanted = ", ".join(f"{_amount(r, v)} {w}" for (r, w), v in zip(_SHOWN_RESOURCES, pod, strict=True))
             return f"a pod of it needs {wanted} and no node has all of them"
         placed = pods[: job.elastic[0]] if job.elastic is not None else pods
         for i, (resource, words) in enumerate(_SHOWN_RESOURCES):
             needed = sum(pod[i] for pod in placed)
             if needed > self.total[resource]:
                 return (
-                    f"its {len(placed)} pods need {format_resource(resource, needed)} {words} together and the"
-                    f" cluster has {format_resource(resource, self.total[resource])}"
+                    f"its {len(placed)} pods need {_amount(resource, needed)} {words} together and the"
+                    f" cluster has {_amount(resource, self.total[resource])}"
                 )
         return None
 

@@ -74,7 +74,7 @@ class _Group:
 def parse_cluster(spec: str) -> Nodes:
     """`nodes=N,cpu=Q,memory=Q,gpu=N`, or a YAML file of node groups; ValueError names the forms.
     Every group is checked, and the whole cluster against the limits above, before a node is built."""
-    if "=" not in spec and not Path(spec).is_file():
+    if "=" not in spec and not (spec and Path(spec).exists()):
         raise ValueError(f"--cluster: {clip(spec)}: no such file, and not an accepted spec ({CLUSTER_FORMS})")
     if "=" not in spec:
         try:

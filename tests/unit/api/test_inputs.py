@@ -1,5 +1,6 @@
 import math
 import os
+import threading
 import tracemalloc
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pysched.api import inputs
 from pysched.api.inputs import (
     MAX_FILE_BYTES,
     MAX_YAML_ALIASES,
@@ -120,15 +122,22 @@ def test_files_binary_not_utf8_or_too_large_are_refused(tmp_path: Path) -> None:
     assert load_yaml(bom) == {"a": 1}
 
 
-def test_a_fifo_without_writer_reads_empty_and_a_pipe_with_one_reads_whole(tmp_path: Path) -> None:
+def test_a_fifo_is_read_from_its_writer_and_refused_without_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inputs, "FIFO_WAIT_S", 0.2)
     fifo = tmp_path / "f.yaml"
     os.mkfifo(fifo)
-    assert read_text(fifo) == ""  # blocking here would hang a start-up forever
-    assert list(read_lines(fifo)) == []
+    with pytest.raises(InputError, match=r"f\.yaml: a FIFO nothing was written to within 0\.2 s"):
+        read_text(fifo)  # blocking here would hang a start-up for ever
+    writer = threading.Thread(target=lambda: fifo.write_text("a: 1\n"))  # opens once the reader has
+    writer.start()
+    assert load_yaml(fifo) == {"a": 1}
+    writer.join()
     reading, writing = os.pipe()  # what `--config <(...)` hands over
-    os.write(writing, b"a: 1\n")
+    os.write(writing, b"a: 2\n")
     os.close(writing)
-    assert load_yaml(f"/dev/fd/{reading}") == {"a": 1}
+    assert load_yaml(f"/dev/fd/{reading}") == {"a": 2}
     os.close(reading)
 
 

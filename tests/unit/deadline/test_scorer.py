@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pysched.api import inputs
 from pysched.deadline.features import FEATURES, SCHEMA, WIDTH, ClusterView, Waiting, static, window_rows
 from pysched.deadline.scorer import (
     ALLOCATION,
@@ -146,15 +147,22 @@ def test_a_nan_weight_is_refused_even_with_a_matching_checksum(tmp_path: Path) -
         load_policy(path)
 
 
-def test_a_missing_or_binary_file_names_itself(tmp_path: Path) -> None:
+def test_a_missing_or_binary_file_names_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inputs, "FIFO_WAIT_S", 0.1)
     with pytest.raises(PolicyFileError, match=r"absent\.json: cannot read"):
         load_policy(tmp_path / "absent.json")
     with pytest.raises(PolicyFileError, match=r"'a\\x00b': not a file name \(it holds a NUL byte\)"):
         policy_at("a\0b")
     fifo = tmp_path / "nobody-writes.json"
     os.mkfifo(fifo)
-    with pytest.raises(PolicyFileError, match=r"nobody-writes\.json: not JSON"):  # read as empty, not waited on
+    with pytest.raises(PolicyFileError, match=r"nobody-writes\.json: a FIFO nothing was written to"):  # not waited on
         load_policy(fifo)
+    deep = tmp_path / "deep.json"  # deep enough for the parser, not for the checksum's encoder
+    body = dump_policy(_layers(), "tanh", 16, {})
+    for depth in (900, 990, 5000):
+        deep.write_text(body.replace('"meta":{', '"meta":{"n":' + "[" * depth + "]" * depth + ","))
+        with pytest.raises(PolicyFileError, match=r"^\S*deep\.json: [^\n]+$"):  # never a RecursionError
+            load_policy(deep)
     binary = tmp_path / "policy.pt"
     binary.write_bytes(b"PK\x03\x04\0\0torch")
     with pytest.raises(PolicyFileError, match="binary file"):
