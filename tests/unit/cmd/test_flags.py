@@ -163,3 +163,19 @@ def test_an_output_that_fails_at_the_end_is_one_line(flag: str, capsys: pytest.C
     captured = capsys.readouterr()
     assert code == 2 and "Traceback" not in captured.err
     assert captured.err.strip().splitlines()[-1] == "pysched: error: cannot write /dev/full: No space left on device"
+
+
+def test_plots_share_their_folder_but_not_their_files_and_a_cluster_file_is_an_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pysched.cmd.cli import _plot_files
+
+    plots = str(tmp_path / "out")
+    assert clash_problem([("--json", f"{plots}/results.json"), *_plot_files(plots)], []) is None
+    clash = clash_problem([("--json", f"{plots}/jct_cdf.png"), *_plot_files(plots)], [])
+    assert clash == "--plot: --json writes the same file"
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("groups: [{count: 1, cpu: 4, memory: 8Gi}]\n")
+    code = main(["simulate", "--policy", "default", "--cluster", str(cluster), "--json", str(cluster)])
+    _exit_2_one_line(code, capsys, "--json: it is the file --cluster reads")
+    assert cluster.read_text().startswith("groups")
