@@ -10,7 +10,7 @@ import re
 
 from pysched.api.containers import container_names
 from pysched.api.jobs import MAX_MEMBERS
-from pysched.api.limits import MAX_EPOCH, MAX_STEPS, MAX_VALUE_CHARS
+from pysched.api.limits import MAX_EPOCH, MAX_STEPS, MAX_VALUE_CHARS, clip
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, QuantityError, to_scheduler_units
 from pysched.api.times import format_rfc3339, parse_rfc3339
@@ -213,6 +213,9 @@ def invalid_annotations(pod: PodInfo) -> list[tuple[str, str, str]]:
     for key in (CPU_MIN, CPU_MAX):
         if key in notes and cpu_milli_of(pod, key) is None:
             bad.append((key, notes[key], CPU_FORMS))
+    low, high = cpu_milli_of(pod, CPU_MIN), cpu_milli_of(pod, CPU_MAX)
+    if low is not None and high is not None and low > high:  # Autoscale then keeps to cpu-min
+        bad.append((CPU_MAX, notes[CPU_MAX], f"at least {CPU_MIN} ({clip(notes[CPU_MIN])})"))
     if AUTOSCALE in notes and notes[AUTOSCALE].strip().lower() not in ("true", "false"):
         bad.append((AUTOSCALE, notes[AUTOSCALE], AUTOSCALE_FORMS))
     if CONTAINER in notes and notes[CONTAINER] not in container_names(pod):

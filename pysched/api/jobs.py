@@ -180,9 +180,10 @@ def job_of(pod: PodInfo) -> JobRef | None:
     source, name = named[0]
     problems: list[str] = []
     explicit = [(s, n) for s, n in named if s.explicit]
-    others = [f"{s.value} {n!r}" for s, n in explicit[1:] if n != name]
+    others = [f"{s.value} {clip(n)}" for s, n in explicit[1:] if n != name]
     if others:
-        problems.append(f"the pod names {source.value} {name!r} and also {', '.join(others)}; it joins {name!r}")
+        shown = clip(name)
+        problems.append(f"the pod names {source.value} {shown} and also {', '.join(others)}; it joins {shown}")
     minimum: int | None = None
     if source is JobSource.PYSCHED:
         given = pod.annotations.get(MIN_MEMBERS)

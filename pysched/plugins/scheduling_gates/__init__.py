@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
 from pysched.framework.interfaces import Handle
 from pysched.framework.registry import NoArgs, PluginSpec
@@ -14,10 +15,11 @@ NAME = "SchedulingGates"
 
 
 def gate_names(pod: PodInfo) -> list[str]:
-    """The names of `spec.schedulingGates` (entries without a name still gate the pod)."""
+    """The names of `spec.schedulingGates` (entries without a name still gate the pod, and so does
+    a value that is no list: the API server would not have taken it, and a bind would be refused)."""
     gates: Any = (pod.raw.get("spec") or {}).get("schedulingGates")
     if not isinstance(gates, list):
-        return []
+        return [f"(not a list: {clip(gates)})"] if gates else []
     return [str(gate.get("name", "")) if isinstance(gate, dict) else "" for gate in gates]
 
 

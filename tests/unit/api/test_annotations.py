@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from pysched.api.annotations import (
+    CPU_MAX,
+    CPU_MIN,
     DEADLINE,
     MAX_STEP_DIGITS,
     PROGRESS,
@@ -47,3 +49,9 @@ def test_a_pods_deadline_and_total_steps_read_the_same_however_often_and_however
     relative = make_pod("q", annotations={DEADLINE: "1h"})
     later = relative.evolve(created=relative.created + 60.0)
     assert deadline_of(later) == relative.created + 3660.0  # a duration counts from each pod's creation
+
+
+def test_a_cpu_max_below_cpu_min_is_told() -> None:
+    pod = make_pod("p", annotations={CPU_MIN: "4", CPU_MAX: "2"})
+    assert invalid_annotations(pod) == [(CPU_MAX, "2", f"at least {CPU_MIN} ('4')")]
+    assert invalid_annotations(make_pod("q", annotations={CPU_MIN: "2", CPU_MAX: "2"})) == []

@@ -150,3 +150,9 @@ def test_an_indexed_jobs_minimum_is_its_parallelism_at_most_its_completions() ->
     for bad in (0, -1, 10_001, "4", 4.0, True):
         assert indexed_job_minimum({**indexed, "parallelism": bad, "completions": None}) is None, bad
     assert indexed_job_minimum("nonsense") is None
+
+
+def test_a_long_group_name_is_quoted_cut_in_the_problem() -> None:
+    long = "g" * 63  # a label value's longest; annotations and events must not carry 100 KB of them
+    ref = job_of(_pod(labels={JOB_LABEL: long * 1000, POD_GROUP_LABEL: long}))
+    assert ref is not None and "and also" in ref.problem and len(ref.problem) < 400

@@ -69,3 +69,11 @@ def test_the_status_names_the_gates() -> None:
     odd = pod_dict("r")
     odd["spec"]["schedulingGates"] = ["not-a-map"]
     assert not plugin.pre_enqueue(pod_from_dict(odd)).ok  # still a gate
+    for value in ({"name": "a"}, "a", 7):  # no list, which the API server would have refused
+        odd["spec"]["schedulingGates"] = value
+        status = plugin.pre_enqueue(pod_from_dict(odd))
+        assert not status.ok and "not a list" in status.message()
+    empties: tuple[object, ...] = (None, [], {}, "")
+    for empty in empties:
+        odd["spec"]["schedulingGates"] = empty
+        assert plugin.pre_enqueue(pod_from_dict(odd)).ok
