@@ -494,6 +494,17 @@ def metrics(
     )
 
 
+def profile_scheduler(
+    config: SchedulerConfig, policy: str, cluster: SimulatedCluster, clock: VirtualClock, registry: Registry
+) -> Scheduler:
+    """A scheduler running the one profile `policy` of `config` (a replay runs one at a time:
+    profiles run together must share a queue sort); KeyError when there is none."""
+    profile = config.profile(policy)
+    if profile is None:
+        raise KeyError(policy)
+    return Scheduler(SchedulerConfig((profile,), config.source), cluster, clock, registry)
+
+
 async def run_policy(
     scenario: Scenario,
     config: SchedulerConfig,
@@ -510,14 +521,11 @@ async def run_policy(
 ) -> PolicyResult:
     """One policy's run. `prepare` sees the scheduler and the replay before the first job
     arrives (the learning environments attach their agent and read the jobs' books there)."""
-    profile = config.profile(policy)
-    if profile is None:
-        raise KeyError(policy)
     clock = VirtualClock(EPOCH)
     cluster = SimulatedCluster(clock, record_events=False)
     for node in scenario.nodes:
         cluster.add_node(node)
-    scheduler = Scheduler(SchedulerConfig((profile,), config.source), cluster, clock, registry)
+    scheduler = profile_scheduler(config, policy, cluster, clock, registry)
     await scheduler.start()
     jobs, skipped, problems = split_fitting(scenario.jobs, scenario.nodes, seed, elastic=elastic)
     replay = Replay(policy, scheduler, cluster, clock, jobs, seed, progress_interval, step_noise)

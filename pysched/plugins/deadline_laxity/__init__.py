@@ -35,18 +35,16 @@ from typing import Any, ClassVar
 
 from pysched.api.annotations import (
     CPU_MAX,
-    INVALID_ANNOTATION,
     cpu_milli_of,
     deadline_of,
-    invalid_annotations,
     total_steps_of,
 )
 from pysched.api.ids import NodeName, PodKey, PodUID
 from pysched.api.jobs import NO_ORDER, ROLE_LABEL
 from pysched.api.labels import selector_problem
-from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU
+from pysched.deadline.annotation_warnings import AnnotationWarnings
 from pysched.deadline.condition import CONDITION, DEMOTED_REASON, demoted_by_condition
 from pysched.deadline.predictor import prior_step_ratio
 from pysched.framework.cluster import PodCondition, namespace_selected
@@ -91,14 +89,16 @@ class DeadlineLaxity:
     args: DeadlineLaxityArgs
     handle: Handle
     _demoted: dict[PodKey, PodUID] = field(default_factory=dict)
-    _warned: dict[PodUID, set[tuple[str, str]]] = field(default_factory=dict)  # (key, value) warned about
     _refused: set[PodUID] = field(default_factory=set)  # deadline pods told their namespace may not
     # One-pod jobs judged feasible: (the pod as judged, its fastest run time, its deadline, the
     # history's version then). Judged again only when one of them changes or time runs out: a
     # pod is judged at each return to the queue and each sort, and most stay feasible.
     _feasible: dict[PodKey, tuple[PodInfo, float, float, int]] = field(default_factory=dict)
-    _validated: dict[PodKey, PodInfo] = field(default_factory=dict)  # the version whose annotations were read
     history: RunHistory | None = None  # set by the factory when `history_samples` > 0
+    warnings: AnnotationWarnings = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.warnings = AnnotationWarnings(self.handle)
 
     def remaining(self, pod: PodInfo, cpu_milli: int, workers: int = 1) -> float:
         """Predicted run time at `cpu_milli` a worker, `workers` of them sharing the steps (a
@@ -153,23 +153,9 @@ class DeadlineLaxity:
         return (-pod.priority, DEADLINE_CLASS, key, pod.created, queued.added, pod.key)
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
-        if self._validated.get(pod.key) is not pod:  # read once per version of the pod
-            self._validated[pod.key] = pod
-            self._warn_invalid(pod)
+        self.warnings.check(pod)
         self.judge(pod)
         return SUCCESS  # admission demotes, it never gates: a demoted job still runs when there is room
-
-    def _warn_invalid(self, pod: PodInfo) -> None:
-        for key, value, forms in invalid_annotations(pod):
-            warned = self._warned.setdefault(pod.uid, set())
-            shown = clip(value)  # kept and echoed cut short: the value may be 200 KB
-            if (key, shown) not in warned:
-                warned.add((key, shown))
-                self.handle.tasks.spawn(
-                    self.handle.cluster.emit_event(
-                        pod, "Warning", INVALID_ANNOTATION, f"{key}: {shown} is not {forms}; ignored"
-                    )
-                )
 
     def judge(self, pod: PodInfo) -> None:
         """Demote a pending deadline job that cannot make it even at cpu-max (under the prior)."""
@@ -221,10 +207,7 @@ class DeadlineLaxity:
         known = self._feasible.get(pod.key)
         if known is not None and known[0].uid == pod.uid:
             del self._feasible[pod.key]
-        validated = self._validated.get(pod.key)
-        if validated is not None and validated.uid == pod.uid:
-            del self._validated[pod.key]
-        self._warned.pop(pod.uid, None)
+        self.warnings.forget(pod)
         self._refused.discard(pod.uid)
         if self.history is not None:
             self.history.forget(pod)

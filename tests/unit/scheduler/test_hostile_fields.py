@@ -12,10 +12,10 @@ from pysched.api.ids import PodKey
 from pysched.api.times import format_rfc3339
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
-from pysched.framework.config import SchedulerConfig
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.scheduler.scheduler import Scheduler
+from pysched.sim.runner import profile_scheduler
 
 Edit = Callable[[dict[str, Any]], None]
 TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
@@ -44,10 +44,7 @@ async def _run(edit: Edit, node: dict[str, Any]) -> tuple[SimulatedCluster, Sche
     registry = default_registry()
     clock = VirtualClock(1000.0)
     cluster = SimulatedCluster(clock)
-    config = builtin_config(registry)
-    profile = config.profile("default")
-    assert profile is not None
-    scheduler = Scheduler(SchedulerConfig((profile,), config.source), cluster, clock, registry)
+    scheduler = profile_scheduler(builtin_config(registry), "default", cluster, clock, registry)
     cluster.add_node(node)
     await scheduler.start()
     raw = pod_dict("bad", cpu="1", scheduler_name="default")

@@ -1,12 +1,34 @@
+import asyncio
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pysched.api.annotations import parse_duration
-from pysched.api.builders import make_pod
+from pysched.api.annotations import DEADLINE, INVALID_ANNOTATION, TOTAL_STEPS, parse_duration
+from pysched.api.builders import make_pod, node_dict, pod_dict
+from pysched.backend.simulated import SimulatedCluster
+from pysched.framework.clock import VirtualClock
 from pysched.framework.interfaces import QueuedPod
+from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
 from pysched.plugins.earliest_deadline import EarliestDeadline
+from pysched.scheduler.scheduler import Scheduler
+from pysched.sim.runner import profile_scheduler
 
-EDF = EarliestDeadline()
+
+def _edf_scheduler() -> tuple[SimulatedCluster, Scheduler]:
+    registry = default_registry()
+    clock = VirtualClock(1000.0)
+    cluster = SimulatedCluster(clock)
+    return cluster, profile_scheduler(builtin_config(registry), "edf", cluster, clock, registry)
+
+
+def _plugin() -> EarliestDeadline:
+    _, scheduler = _edf_scheduler()
+    (plugin,) = (p for p in scheduler.frameworks["edf"].pre_enqueue if isinstance(p, EarliestDeadline))
+    return plugin
+
+
+EDF = _plugin()
 
 
 def _queued(name: str, deadline: str | None = None, priority: int = 0, created: float = 0.0) -> QueuedPod:
@@ -51,3 +73,19 @@ def test_durations(h: int, m: int, s: int) -> None:
     assert parse_duration(f"{h}h{m}m{s}s") == h * 3600 + m * 60 + s
     assert parse_duration(f"{h}h {m}m") is None
     assert parse_duration("") is None
+
+
+def test_a_malformed_deadline_is_told_once_and_the_pod_still_runs() -> None:
+    async def run() -> None:
+        cluster, scheduler = _edf_scheduler()
+        cluster.add_node(node_dict("n", cpu="4", memory="8Gi"))
+        await scheduler.start()
+        notes = {DEADLINE: "next tuesday", TOTAL_STEPS: "x"}  # EarliestDeadline reads the deadline only
+        cluster.create_pod(pod_dict("p", scheduler_name="edf", annotations=notes))
+        await scheduler.run_until_idle()
+        told = [e.note for e in cluster.events if e.reason == INVALID_ANNOTATION]
+        assert len(told) == 1 and told[0].startswith(f"{DEADLINE}: 'next tuesday' is not ")
+        assert cluster.pods[make_pod("p").key].node_name == "n"  # read as no deadline: sorted last, placed
+        await scheduler.stop()
+
+    asyncio.run(run())
