@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 from pysched.api.ids import JobKey
 
 
+MIN_HOLD_S = 1.0  # the shortest reservation: what a job holds now is taken now
+
+
 @dataclass(frozen=True, slots=True)
 class Demand:
     """One job as the planner sees it."""
@@ -106,7 +109,9 @@ def _placements(demand: Demand, timeline: Timeline, now: float, until: float) ->
     for n in demand.counts:
         if n > timeline.capacity:
             return
-        duration = demand.duration(n)
+        # A job predicted done (its last steps left, or run past its prediction) still holds its
+        # units until it ends: an empty rectangle would let the next job take them again.
+        duration = max(demand.duration(n), MIN_HOLD_S)
         for start in starts:
             if start + duration > until:
                 break  # later starts end later still

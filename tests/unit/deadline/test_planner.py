@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from pysched.api.ids import JobKey
 from pysched.deadline.planner import (
+    MIN_HOLD_S,
+    Admission,
     Demand,
     Reservation,
     Timeline,
@@ -146,3 +148,15 @@ def test_admission_is_the_two_plans_it_compares(jobs: list[Demand], capacity: in
     verdict = admit(candidate, admitted, capacity, NOW)
     assert verdict.admitted == (candidate.key in after and all(key in after for key in before))
     assert verdict.earliest == earliest_finish(candidate, timeline, NOW)
+
+
+def test_a_job_predicted_done_keeps_its_units_until_it_ends() -> None:
+    """A rigid job run past its prediction has 0 (or less) left at its count: its units are
+    still taken now, so the plan never hands out more than the capacity."""
+    for left in (0.0, -5.0):
+        done = Demand(JobKey("a"), {4: left}, held=4, deadline=100.0)
+        waiting = Demand(JobKey("b"), {4: 50.0}, deadline=100.0)
+        result = plan([done, waiting], [], 4, 0.0)
+        assert result.targets == {JobKey("a"): 4} and sum(result.targets.values()) <= 4
+        assert result.reserved[JobKey("b")].start == MIN_HOLD_S  # once the first is gone
+        assert admit(waiting, [done], 4, 0.0) == Admission(True, MIN_HOLD_S + 50.0)
