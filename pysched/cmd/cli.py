@@ -17,6 +17,7 @@ from pysched import __version__
 from pysched.cmd.errors import bad_input
 from pysched.cmd.flags import (
     clash_problem,
+    dns_problem,
     extra_problem,
     first_problem,
     number_problem,
@@ -173,14 +174,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     problem = first_problem(
         number_problem("--nodes", args.nodes, 1, MAX_CLUSTER_NODES),
         number_problem("--pods", args.pods, 1, MAX_BENCH_PODS),
-        output_problem("--json", args.json) if args.json else None,
+        output_problem("--json", args.json) if args.json is not None else None,
     )
     if problem:
         return _fail(problem)
     result = bench(args.nodes, args.pods, args.seed, args.mix)
     print(json.dumps(result))
     if args.json:
-        _write_json(args.json, result)
+        try:
+            _write_json(args.json, result)
+        except OSError as err:
+            return _fail(write_problem(err))
     return 0
 
 
@@ -192,6 +196,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     problem = first_problem(
         number_problem("--interval", args.interval, 0.5, 3600),
         "--namespace and --all-namespaces exclude each other" if args.namespace and args.all_namespaces else None,
+        dns_problem("--namespace", args.namespace) if args.namespace is not None else None,
     )
     if problem:
         return _fail(problem)
@@ -215,6 +220,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     from pysched.cmd.status import StatusError, context_namespace, default_kubeconfig, explain
 
+    problem = first_problem(
+        dns_problem("POD", args.pod, subdomain=True),
+        dns_problem("--namespace", args.namespace) if args.namespace is not None else None,
+    )
+    if problem:
+        return bad_input("pysched explain", problem)
     kubeconfig = args.kubeconfig or default_kubeconfig()
     if kubeconfig and not Path(kubeconfig).is_file():
         return bad_input("pysched explain", f"kubeconfig {kubeconfig}: no such file")

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from pysched.api.inputs import out_of_range
+from pysched.api.limits import clip
 
 # `pysched run`'s ranges
 MAX_QPS = 100_000  # --qps, --burst and the event ones: far above what one API server takes
@@ -106,3 +108,18 @@ def clash_problem(outputs: Sequence[tuple[str, str | None]], inputs: Sequence[tu
             if written in target.parents or target in written.parents:
                 return f"{flag}: {other} writes a file where this one needs a folder, or the other way round"
     return None
+
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def dns_problem(flag: str, name: str, *, subdomain: bool = False) -> str | None:
+    """`--flag: ...` unless `name` is what the API takes as a namespace (a DNS-1123 label, 63
+    characters) or, with `subdomain`, an object name (dot-separated labels, 253 characters): a
+    request built from it would otherwise go to another path, or be refused after start-up."""
+    limit = 253 if subdomain else 63
+    parts = name.split(".") if subdomain else [name]
+    if 0 < len(name) <= limit and all(_DNS_LABEL.fullmatch(part) for part in parts):
+        return None
+    what = "lowercase letters, digits, '-' and '.'" if subdomain else "lowercase letters, digits and '-'"
+    return f"{flag}: {clip(name)} is not a Kubernetes name (1 to {limit} {what}, starting and ending alphanumeric)"

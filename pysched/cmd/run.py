@@ -170,6 +170,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         MAX_LEASE_SECONDS,
         MAX_QPS,
         MIN_RETRY_PERIOD_S,
+        dns_problem,
         first_problem,
         number_problem,
     )
@@ -193,6 +194,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if problem:
         return _fail(problem)
+    names = first_problem(
+        "--kubeconfig: a file name is needed" if args.kubeconfig == "" else None,
+        "--config: a file name is needed" if args.config == "" else None,
+        dns_problem("--lease-name", args.lease_name, subdomain=True),
+        dns_problem("--lease-namespace", args.lease_namespace) if args.lease_namespace is not None else None,
+    )
+    if names:
+        return _fail(names)
     if args.kubeconfig:
         if not Path(args.kubeconfig).is_file():
             return _fail(f"--kubeconfig: {args.kubeconfig}: no such file")

@@ -368,8 +368,9 @@ def context_namespace(kubeconfig: str | None, context: str | None) -> str:
     name = context or config.get("current-context")
     for entry in config.get("contexts") or ():
         if isinstance(entry, Mapping) and entry.get("name") == name:
-            namespace = (entry.get("context") or {}).get("namespace")
-            return str(namespace) if namespace else "default"
+            context_entry = entry.get("context")
+            namespace = context_entry.get("namespace") if isinstance(context_entry, Mapping) else None
+            return namespace if isinstance(namespace, str) and namespace else "default"
     return "default"
 
 

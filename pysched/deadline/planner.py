@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 from pysched.api.ids import JobKey
 
-
 MIN_HOLD_S = 1.0  # the shortest reservation: what a job holds now is taken now
 
 

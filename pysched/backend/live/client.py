@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -18,6 +20,8 @@ import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from pysched.api.inputs import InputError, load_yaml
+from pysched.api.limits import clip
 from pysched.backend.live.kubeclient import JSON, ApiResponse, WatchFailed, WatchIdle
 from pysched.backend.live.ratelimit import TokenBucket
 
@@ -135,19 +139,33 @@ async def connect(
 ) -> AsyncKubeClient:
     """A client from a kubeconfig file, or the in-cluster service account when none is given."""
     configuration = k8s_client.Configuration()
+    # The loader logs an exec plugin's failure before raising it: while loading, the caller's one
+    # line says it (later refreshes still log).
+    loader_log = logging.getLogger("kubernetes_asyncio.config")
+    level = loader_log.level
+    loader_log.setLevel(logging.CRITICAL)
     try:
         if kubeconfig:
+            load_yaml(kubeconfig)  # bounded first (size, nesting): the loader reads any file whole
             await k8s_config.load_kube_config(
                 config_file=kubeconfig, context=context, client_configuration=configuration, persist_config=False
             )
         else:
             incluster: Any = k8s_config.load_incluster_config  # untyped in the library
             incluster(client_configuration=configuration)
+    except InputError as err:
+        raise KubeConfigError(str(err)) from err
     except (k8s_config.ConfigException, OSError, ValueError, TypeError, KeyError) as err:
         where = kubeconfig or "in-cluster config"
         message = " ".join(str(err).split()) or type(err).__name__
         raise KubeConfigError(f"{where}: {message}") from err
     except Exception as err:  # YAML errors and friends from the loader
         raise KubeConfigError(f"{kubeconfig or 'in-cluster config'}: {' '.join(str(err).split())}") from err
+    finally:
+        loader_log.setLevel(level)
+    server = urllib.parse.urlsplit(str(configuration.host or ""))
+    if server.scheme not in ("http", "https") or not server.hostname:
+        shown = clip(str(configuration.host or ""))
+        raise KubeConfigError(f"{kubeconfig or 'in-cluster config'}: the server {shown} is not an http(s) URL")
     configuration.connection_pool_maxsize = pool_size
     return AsyncKubeClient(k8s_client.ApiClient(configuration), TokenBucket(qps, burst))

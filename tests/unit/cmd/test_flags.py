@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from pysched.cmd.cli import main
-from pysched.cmd.flags import clash_problem, number_problem, output_problem
+from pysched.cmd.flags import clash_problem, dns_problem, number_problem, output_problem
 from pysched.cmd.run import main as run_main
 from pysched.testing.hostile import alias_bomb
 
@@ -54,6 +54,11 @@ def test_bench_sizes_are_capped_before_anything_is_built(
         (["--renew-deadline=-inf"], "--renew-deadline"),
         (["--retry-period", "1e-300"], "--retry-period: must be >= 0.01"),
         (["--retry-period", "nan"], "--retry-period"),
+        (["--lease-name", "UPPER_bad!"], "--lease-name: 'UPPER_bad!' is not a Kubernetes name (1 to 253"),
+        (["--lease-name", "a" * 300], "--lease-name: "),
+        (["--lease-namespace", "Bad_NS"], "--lease-namespace: 'Bad_NS' is not a Kubernetes name (1 to 63"),
+        (["--kubeconfig", ""], "--kubeconfig: a file name is needed"),
+        (["--config", ""], "--config: a file name is needed"),
     ],
 )
 def test_run_float_flags_are_finite_and_in_range(
@@ -179,3 +184,20 @@ def test_plots_share_their_folder_but_not_their_files_and_a_cluster_file_is_an_i
     code = main(["simulate", "--policy", "default", "--cluster", str(cluster), "--json", str(cluster)])
     _exit_2_one_line(code, capsys, "--json: it is the file --cluster reads")
     assert cluster.read_text().startswith("groups")
+
+
+def test_names_that_go_into_request_paths_are_kubernetes_names(capsys: pytest.CaptureFixture[str]) -> None:
+    assert dns_problem("--namespace", "team-a") is None and dns_problem("POD", "job-1.worker-0", subdomain=True) is None
+    for bad in ("", "../../etc", "p?x=1", "-a", "a-", "A", "a" * 64):
+        assert dns_problem("--namespace", bad) is not None, bad
+    _exit_2_one_line(main(["explain", "../../etc"]), capsys, "pysched explain: error: POD: '../../etc' is not")
+    _exit_2_one_line(main(["explain", "p", "-n", "Bad_NS"]), capsys, "--namespace: 'Bad_NS' is not")
+    _exit_2_one_line(main(["status", "-n", "x/y"]), capsys, "--namespace: 'x/y' is not")
+
+
+def test_bench_refuses_an_empty_output_and_reports_a_failed_write(capsys: pytest.CaptureFixture[str]) -> None:
+    _exit_2_one_line(main(["bench", "--nodes", "1", "--pods", "1", "--json", ""]), capsys, "--json: a file name")
+    if Path("/dev/full").exists():
+        assert main(["bench", "--nodes", "1", "--pods", "1", "--json", "/dev/full"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == ["pysched: error: cannot write /dev/full: No space left on device"]

@@ -1,0 +1,67 @@
+"""What `connect` and the status commands take from a kubeconfig before any request is sent."""
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+
+from pysched.backend.live.client import KubeConfigError, connect
+from pysched.cmd.status import context_namespace
+
+CONFIG = """apiVersion: v1
+clusters:
+- name: c
+  cluster: {{server: {server}}}
+contexts:
+- name: c
+  context: {{cluster: c, user: u}}
+current-context: c
+users:
+- name: u
+  user: {user}
+"""
+
+
+def _kubeconfig(tmp_path: Path, server: str = '"https://127.0.0.1:6443"', user: str = "{token: x}") -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(CONFIG.format(server=server, user=user))
+    return str(path)
+
+
+def _connect(path: str) -> None:
+    async def run() -> None:
+        client = await connect(path, qps=1, burst=1)
+        await client.close()
+
+    asyncio.run(run())
+
+
+def test_a_server_that_is_no_url_is_refused_at_once(tmp_path: Path) -> None:
+    _connect(_kubeconfig(tmp_path))  # the well-formed one connects (lazily: no request yet)
+    for server in ('"not a url"', '"ftp://host"', '"https://"'):
+        with pytest.raises(KubeConfigError, match="is not an http\\(s\\) URL"):
+            _connect(_kubeconfig(tmp_path, server))
+
+
+def test_a_huge_kubeconfig_is_refused_before_the_library_reads_it(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text("# " + "x" * (5 * 1024 * 1024) + "\n")
+    with pytest.raises(KubeConfigError, match="more than the limit"):
+        _connect(str(path))
+
+
+def test_an_exec_plugin_that_fails_is_one_error_not_a_log_line_too(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    user = "{exec: {apiVersion: client.authentication.k8s.io/v1, command: /nonexistent/credential-helper}}"
+    with caplog.at_level(logging.DEBUG), pytest.raises(KubeConfigError):
+        _connect(_kubeconfig(tmp_path, user=user))
+    assert not [r for r in caplog.records if r.name.startswith("kubernetes_asyncio") and r.levelno >= logging.ERROR]
+
+
+def test_a_context_of_another_type_reads_as_the_default_namespace(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    for context in ("7", "[a]", "{namespace: 7}", "{namespace: team-a}"):
+        path.write_text(f"contexts:\n- name: c\n  context: {context}\ncurrent-context: c\n")
+        assert context_namespace(str(path), None) == ("team-a" if "team-a" in context else "default")
