@@ -25,7 +25,14 @@ MAX_WEIGHT = 100  # a preferred term's weight: 1..100, as the API validates
 OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 
 _NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def dns_name(name: str, *, subdomain: bool = False) -> bool:
+    """A DNS-1123 label (63 characters: a namespace) or, with `subdomain`, dot-separated labels
+    (253 characters: an object's name, a label key's prefix)."""
+    parts = name.split(".") if subdomain else [name]
+    return 0 < len(name) <= (253 if subdomain else 63) and all(_DNS_LABEL.fullmatch(part) for part in parts)
 
 
 def label_key_problem(key: str) -> str | None:
@@ -33,7 +40,7 @@ def label_key_problem(key: str) -> str | None:
     prefix, slash, name = key.rpartition("/")
     if not name or len(name) > 63 or not _NAME.match(name):
         return f"{clip(key)}: name part must be 63 characters or less, alphanumeric, '-', '_' or '.'"
-    if slash and (not prefix or len(prefix) > 253 or not all(_DNS_LABEL.match(p) for p in prefix.split("."))):
+    if slash and not dns_name(prefix, subdomain=True):
         return f"{clip(key)}: prefix part must be a DNS subdomain"
     return None
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from pysched.api.affinity import dns_name
 from pysched.api.inputs import out_of_range
 from pysched.api.limits import clip
 
@@ -110,16 +110,13 @@ def clash_problem(outputs: Sequence[tuple[str, str | None]], inputs: Sequence[tu
     return None
 
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-
-
 def dns_problem(flag: str, name: str, *, subdomain: bool = False) -> str | None:
     """`--flag: ...` unless `name` is what the API takes as a namespace (a DNS-1123 label, 63
     characters) or, with `subdomain`, an object name (dot-separated labels, 253 characters): a
     request built from it would otherwise go to another path, or be refused after start-up."""
-    limit = 253 if subdomain else 63
-    parts = name.split(".") if subdomain else [name]
-    if 0 < len(name) <= limit and all(_DNS_LABEL.fullmatch(part) for part in parts):
+    if dns_name(name, subdomain=subdomain):
         return None
-    what = "lowercase letters, digits, '-' and '.'" if subdomain else "lowercase letters, digits and '-'"
+    limit, what = (
+        (253, "lowercase letters, digits, '-' and '.'") if subdomain else (63, "lowercase letters, digits and '-'")
+    )
     return f"{flag}: {clip(name)} is not a Kubernetes name (1 to {limit} {what}, starting and ending alphanumeric)"
