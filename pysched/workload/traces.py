@@ -124,7 +124,7 @@ _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)
 
 
 def _bound(value: float) -> str:
-    """A range end as written in the README: whole numbers in full (2**53 is not 9.0072e+15)."""
+    """A range end as the README writes it: whole numbers in full (9,999,999,999,999,999, not 1e+16)."""
     return f"{int(value):,}" if float(value).is_integer() and abs(value) < 1e18 else f"{value:g}"
 
 
