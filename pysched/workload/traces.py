@@ -339,7 +339,10 @@ def read_csv(
             problems.append(f"{where}: {problem}")
             lost_deadlines += rule is not None or bool(str(row.get("deadline") or "").strip())
     except csv.Error as err:  # a cell over csv's field limit (128 KiB), a NUL byte
-        raise TraceError(f"{path}:{lines.number}: {err}") from None
+        text = str(err)
+        if "new-line character seen in unquoted field" in text:  # csv's words for a lone CR
+            text = "its lines end in a lone carriage return (CR); save it with LF or CRLF line ends"
+        raise TraceError(f"{path}:{lines.number}: {text}") from None
     return Trace(tuple(sorted(jobs, key=lambda j: j.submit)), tuple(problems), lost_deadlines)
 
 

@@ -94,6 +94,12 @@ def test_skipped_rows_that_had_a_deadline_are_counted_for_the_ratio(tmp_path: Pa
     assert job.steps == 1000  # `iterations` is ElasticFlow's converter's name for num_iteration
 
 
+def test_lone_carriage_returns_are_named(tmp_path: Path) -> None:
+    path = _write(tmp_path, "job_id,submission_time,duration\ra,0,60\rb,5,60\r")
+    with pytest.raises(TraceError, match=r":1: its lines end in a lone carriage return \(CR\); save it with LF"):
+        read_csv(path, CATALOGUE)
+
+
 def test_file_without_usable_header_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match=":1: header needs"):
         read_csv(_write(tmp_path, "a,b\n1,2\n"), CATALOGUE)
