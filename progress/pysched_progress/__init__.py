@@ -12,8 +12,11 @@ variables `POD_NAME` and `POD_NAMESPACE`, else the files `/etc/podinfo/name` and
 `/etc/podinfo/namespace` (a downwardAPI volume); the namespace also falls back to the
 service-account namespace file. Writes are rate-limited (by default at most once a minute,
 `PYSCHED_PROGRESS_INTERVAL` seconds otherwise): 10,000 jobs reporting every 15 s would be 670
-writes a second. The first report and a report that reaches `total` are written at once;
-`flush()` writes the last step at any time. The pod's ServiceAccount needs the Role and admission
+writes a second. The first report and the first that reaches `total` are written at once;
+`flush()` writes the last step at any time. A step that is not a whole number from 0 to 16 digits
+(a bool neither), one below a step reported before (progress is a run's global steps: fewer would
+read as a restart from scratch) and a `total` that is not a whole number are ignored, with one
+warning line per kind. The pod's ServiceAccount needs the Role and admission
 policy of pysched's `manifests/training/` (a pod may write only its own progress).
 
 Credentials (`ApiTransport`): in a pod, its service-account token (re-read at every write, as the
@@ -47,6 +50,7 @@ import functools
 import importlib
 import json
 import logging
+import math
 import operator
 import os
 import shutil
@@ -280,7 +284,9 @@ class ApiTransport:
         except urllib.error.HTTPError as err:
             detail = err.read()[:300].decode("utf-8", "replace")
             with contextlib.suppress(ValueError):
-                detail = str(json.loads(detail).get("message") or detail)
+                parsed = json.loads(detail)
+                if isinstance(parsed, dict):  # a Status; any other JSON is shown as it came
+                    detail = str(parsed.get("message") or detail)
             raise RuntimeError(f"HTTP {err.code}: {detail}") from None
 
 
@@ -343,6 +349,9 @@ class Reporter:
         self._last_attempt: float | None = None
         self._last_warning: float | None = None
         self._failures = 0  # since the last warning
+        self._highest: int | None = None  # the most steps reported
+        self._finished = False  # the total was reached (and written at once)
+        self._warned: set[str] = set()  # kinds of bad calls warned about
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> Reporter:
@@ -357,10 +366,16 @@ class Reporter:
         interval = PROGRESS_INTERVAL
         if INTERVAL_ENV in environ:
             try:
-                interval = max(0.0, float(environ[INTERVAL_ENV]))
+                given = float(environ[INTERVAL_ENV])
             except ValueError:
+                given = math.nan
+            if math.isfinite(given) and given >= 0:
+                interval = given
+            else:  # NaN or a negative number would turn the rate limit off
                 logger.warning(
-                    "pysched_progress: ignoring %s=%r (seconds expected)", INTERVAL_ENV, environ[INTERVAL_ENV]
+                    "pysched_progress: ignoring %s=%r (seconds, 0 or more, expected)",
+                    INTERVAL_ENV,
+                    environ[INTERVAL_ENV],
                 )
         return cls(pod, interval=interval)
 
@@ -369,23 +384,38 @@ class Reporter:
         (or this is the first report, or `step` reached `total`). True when this step is written."""
         if self.pod is None:
             return False
-        try:
-            steps = operator.index(step)  # int-like values too (numpy / 0-d tensor integers)
-        except TypeError:
-            logger.warning("pysched_progress: ignoring non-integer step %r", step)
+        steps = _count(step)
+        if steps is None:
+            kind = _count_problem(step)
+            self._warn_once(kind, f"ignoring {kind} step {step!r} (a whole number from 0 to {MAX_STEPS})")
             return False
-        if steps < 0:
-            logger.warning("pysched_progress: ignoring negative step %d", steps)
-            return False
+        last_total = _count(total) if total is not None else None
+        if total is not None and last_total is None:
+            self._warn_once("total", f"ignoring total={total!r}: a whole number expected")
         with self._lock:
+            if self._highest is not None and steps < self._highest:
+                # Progress is global steps of one run: fewer would read as a restart from scratch.
+                self._warn_once("backwards", f"ignoring step {steps}, below the {self._highest} reported before")
+                return False
+            self._highest = steps
             now = self._clock()
             self._pending = (steps, now)
             last = self._last_attempt
             # A clock that went backwards counts as due, so writes never stall.
             due = last is None or not 0 <= now - last < self.interval
-            if due or (total is not None and steps >= total):
+            # Reaching the total is written at once, once: a wrong total must not write every step.
+            finished = last_total is not None and steps >= last_total and not self._finished
+            if finished:
+                self._finished = True
+            if due or finished:
                 return self._write(now)
             return False
+
+    def _warn_once(self, kind: str, message: str) -> None:
+        """One line per kind of bad call: a loop of them must not flood the training log."""
+        if kind not in self._warned:
+            self._warned.add(kind)
+            logger.warning("pysched_progress: %s", message)
 
     def _warn_failure(self, now: float, value: str, err: Exception) -> None:
         """One line, no traceback; after the first, one every WARN_EVERY_S with the count."""
@@ -567,6 +597,26 @@ class HuggingFaceProgress(_Callback):
         self.reporter.flush()
 
 
+MAX_STEPS = 10**16 - 1  # 16 digits: what the progress admission policy admits
+
+
+def _count_problem(value: object) -> str:
+    """What is wrong with a step count `_count` refused: non-integer, negative or too large."""
+    if isinstance(value, bool):
+        return "non-integer"
+    try:
+        count = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return "non-integer"
+    return "negative" if count < 0 else "too large" if count > MAX_STEPS else ""
+
+
+def _count(value: object) -> int | None:
+    """A step count from user code: int-like (numpy / 0-d tensor integers too), not a bool, 0 to
+    MAX_STEPS; None for anything else."""
+    return operator.index(value) if not _count_problem(value) else None  # type: ignore[arg-type]
+
+
 def granted_cpus(root: Path = CGROUP_ROOT) -> float:
     """CPUs to size thread pools by: the container's CPU quota (cgroup v2 `cpu.max`, else v1 CFS
     quota / period under `root`), which follows an in-place resize of the CPU limit; without a
@@ -614,10 +664,17 @@ def _cgroup_request(root: Path) -> float | None:
         weight = int(text or "")
     except ValueError:
         return None
-    if weight == DEFAULT_CPU_WEIGHT or not 1 <= weight <= 10000:
+    if weight in (DEFAULT_CPU_WEIGHT, 1) or not 1 <= weight <= 10000:  # 1: no request (BestEffort)
         return None
-    shares = 2 + (weight - 1) * 262142 / 9999
-    return max(0.01, round(shares / 1024, 2))
+    # The weight was rounded down: every request from `low` to `high` CPUs writes it. The roundest
+    # value in there is the one a user wrote (8, not the 7.99 the weight's floor gives back).
+    step = 262142 / 9999
+    low, high = (2 + (weight - 1) * step) / 1024, (2 + weight * step) / 1024
+    for unit in (1.0, 0.5, 0.25, 0.1, 0.05, 0.01):
+        rounded = math.ceil(low / unit - 1e-9) * unit
+        if rounded < high:
+            return round(rounded, 2)
+    return round((low + high) / 2, 2)
 
 
 DEFAULT_CPU_WEIGHT = 100

@@ -122,6 +122,40 @@ def test_bad_steps_are_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) 
     assert transport.writes == [] and "negative" in caplog.text and "non-integer" in caplog.text
 
 
+def test_a_loop_of_bad_calls_warns_once_a_kind_and_never_raises(caplog: pytest.LogCaptureFixture) -> None:
+    rep, transport, clock = reporter()
+    with caplog.at_level(logging.WARNING, logger="pysched_progress"):
+        for _ in range(1000):
+            assert not rep.report(1.5)  # type: ignore[arg-type]
+        assert not rep.report(True)  # a bool is no step count
+        assert not rep.report(10**40)  # more than the 16 digits pysched admits
+        assert rep.report(5, total="100")  # type: ignore[arg-type]  # a total from an env var: ignored
+        clock.now += 61
+        assert not rep.report(3)  # fewer steps than reported: it would read as a restart
+    assert transport.values == ["5@2026-11-30T12:00:00Z"]
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 4, lines  # non-integer, too large, the total, backwards: once each
+    assert any("too large" in line for line in lines) and any("below the 5" in line for line in lines)
+
+
+def test_reaching_the_total_is_written_at_once_but_only_once() -> None:
+    rep, transport, _ = reporter()
+    for steps in (1, 2, 3):  # a wrong total (per epoch, say) must not write every step
+        rep.report(steps, total=1)
+    assert transport.values == ["1@2026-11-30T12:00:00Z"]
+    rep, transport, clock = reporter()
+    rep.report(1, total=10)
+    clock.now += 5
+    assert rep.report(10, total=10)  # within the interval, but done: written at once
+    assert transport.values == ["1@2026-11-30T12:00:00Z", "10@2026-11-30T12:00:05Z"]
+
+
+@pytest.mark.parametrize("value", ["nan", "-5", "inf", "soon"])
+def test_an_interval_that_would_turn_the_rate_limit_off_is_ignored(value: str) -> None:
+    env = {"POD_NAME": "job-0", "POD_NAMESPACE": "train", "PYSCHED_PROGRESS_INTERVAL": value}
+    assert Reporter.from_environment(env).interval == 60.0
+
+
 def test_outside_a_pod_every_call_is_a_no_op(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="pysched_progress"):
         rep = Reporter.from_environment({})

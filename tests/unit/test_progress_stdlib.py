@@ -71,9 +71,11 @@ def test_a_request_only_container_counts_the_cpus_of_its_cpu_weight(tmp_path: Pa
     def weight(milli: int) -> int:
         return 1 + ((milli * 1024 // 1000 - 2) * 9999) // 262142
 
-    for milli, expected in ((2000, 2.0), (4000, 4.0), (500, 0.5)):
+    for milli in (100, 250, 500, 1000, 1500, 2000, 4000, 5000, 8000, 16000, 64000):  # as a user writes them
         (tmp_path / "cpu.weight").write_text(f"{weight(milli)}\n")
-        assert granted_cpus(tmp_path) == pytest.approx(expected, abs=0.03)
+        assert granted_cpus(tmp_path) == milli / 1000  # exactly: 8 CPUs are 8 threads, not 7.99
+    (tmp_path / "cpu.weight").write_text("1\n")  # BestEffort: no request either
+    assert granted_cpus(tmp_path) == float(len(os.sched_getaffinity(0)))
     (tmp_path / "cpu.max").write_text("300000 100000\n")  # a limit wins over the request
     assert granted_cpus(tmp_path) == 3.0
     (tmp_path / "cpu.max").write_text("max 100000\n")
