@@ -14,9 +14,9 @@ service-account namespace file. Writes are rate-limited (by default at most once
 `PYSCHED_PROGRESS_INTERVAL` seconds otherwise): 10,000 jobs reporting every 15 s would be 670
 writes a second. The first report and the first that reaches `total` are written at once;
 `flush()` writes the last step at any time. A step that is not a whole number from 0 to 16 digits
-(a bool neither), one below a step reported before (progress is a run's global steps: fewer would
-read as a restart from scratch) and a `total` that is not a whole number are ignored, with one
-warning line per kind. The pod's ServiceAccount needs the Role and admission
+(a bool neither) and a `total` that is not a whole number are ignored, with one warning line per
+kind. Fewer steps than before are written as they come: pysched reads them as a run that started
+again from scratch (a restart without a checkpoint). The pod's ServiceAccount needs the Role and admission
 policy of pysched's `manifests/training/` (a pod may write only its own progress).
 
 Credentials (`ApiTransport`): in a pod, its service-account token (re-read at every write, as the
@@ -349,7 +349,6 @@ class Reporter:
         self._last_attempt: float | None = None
         self._last_warning: float | None = None
         self._failures = 0  # since the last warning
-        self._highest: int | None = None  # the most steps reported
         self._finished = False  # the total was reached (and written at once)
         self._warned: set[str] = set()  # kinds of bad calls warned about
 
@@ -393,11 +392,6 @@ class Reporter:
         if total is not None and last_total is None:
             self._warn_once("total", f"ignoring total={total!r}: a whole number expected")
         with self._lock:
-            if self._highest is not None and steps < self._highest:
-                # Progress is global steps of one run: fewer would read as a restart from scratch.
-                self._warn_once("backwards", f"ignoring step {steps}, below the {self._highest} reported before")
-                return False
-            self._highest = steps
             now = self._clock()
             self._pending = (steps, now)
             last = self._last_attempt
