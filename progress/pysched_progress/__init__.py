@@ -384,12 +384,12 @@ class Reporter:
         if self.pod is None:
             return False
         steps = _count(step)
-        if steps is None:
-            kind = _count_problem(step)
-            self._warn_once(kind, f"ignoring {kind} step {step!r} (a whole number from 0 to {MAX_STEPS})")
+        if isinstance(steps, str):
+            self._warn_once(steps, f"ignoring {steps} step {step!r} (a whole number from 0 to {MAX_STEPS})")
             return False
-        last_total = _count(total) if total is not None else None
-        if total is not None and last_total is None:
+        counted = _count(total) if total is not None else None
+        last_total = counted if isinstance(counted, int) else None
+        if isinstance(counted, str):
             self._warn_once("total", f"ignoring total={total!r}: a whole number expected")
         with self._lock:
             now = self._clock()
@@ -594,21 +594,16 @@ class HuggingFaceProgress(_Callback):
 MAX_STEPS = 10**16 - 1  # 16 digits: what the progress admission policy admits
 
 
-def _count_problem(value: object) -> str:
-    """What is wrong with a step count `_count` refused: non-integer, negative or too large."""
+def _count(value: object) -> int | str:
+    """A step count from user code (int-like: numpy / 0-d tensor integers too; not a bool; 0 to
+    MAX_STEPS), or what is wrong with it: non-integer, negative or too large. Read once a step."""
     if isinstance(value, bool):
         return "non-integer"
     try:
         count = operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         return "non-integer"
-    return "negative" if count < 0 else "too large" if count > MAX_STEPS else ""
-
-
-def _count(value: object) -> int | None:
-    """A step count from user code: int-like (numpy / 0-d tensor integers too), not a bool, 0 to
-    MAX_STEPS; None for anything else."""
-    return operator.index(value) if not _count_problem(value) else None  # type: ignore[arg-type]
+    return "negative" if count < 0 else "too large" if count > MAX_STEPS else count
 
 
 def granted_cpus(root: Path = CGROUP_ROOT) -> float:

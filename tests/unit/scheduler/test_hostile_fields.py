@@ -108,10 +108,9 @@ def test_gt_and_lt_read_numbers_as_go_does(label: str) -> None:
         await scheduler.stop()
 
     asyncio.run(run())
-    plain = _spec(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}})
 
     async def control() -> None:  # the same pod binds where the label is a plain number above 40
-        cluster, scheduler = await _run(plain, node_dict("n", cpu="4", memory="8Gi", labels={"mem": "300"}))
+        cluster, scheduler = await _run(edit, node_dict("n", cpu="4", memory="8Gi", labels={"mem": "300"}))
         assert cluster.pods[PodKey("default/bad")].node_name == "n"
         await scheduler.stop()
 
