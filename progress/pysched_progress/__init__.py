@@ -39,6 +39,10 @@ writes to their own pods.
 `granted_cpus()` is the CPU count to size thread pools by: the container's CPU limit (cgroup
 quota), else its CPU request (cgroup v2 `cpu.weight`, which the kubelet sets from the request and
 changes on an in-place resize of a request-only container), else the CPUs the process may run on.
+Container runtimes turn a request into `cpu.weight` by one of two formulas (runc 1.3.2 and crun
+1.23 changed it); give the container `PYSCHED_CPU_REQUEST`, its request in millicores from the
+downward API, and the weight is read by its runtime's formula; without it, by the formula that
+reads a rounder request (2 CPUs, not 4.43), which is right for requests in whole or half CPUs.
 """
 
 from __future__ import annotations
@@ -606,16 +610,16 @@ def _count(value: object) -> int | str:
     return "negative" if count < 0 else "too large" if count > MAX_STEPS else count
 
 
-def granted_cpus(root: Path = CGROUP_ROOT) -> float:
+def granted_cpus(root: Path = CGROUP_ROOT, env: Mapping[str, str] | None = None) -> float:
     """CPUs to size thread pools by: the container's CPU quota (cgroup v2 `cpu.max`, else v1 CFS
     quota / period under `root`), which follows an in-place resize of the CPU limit; without a
-    quota, its CPU request as the kubelet wrote it into cgroup v2 `cpu.weight` (also rewritten on
-    an in-place resize), when it is not the default weight; else the CPUs this process may run on
-    (its affinity mask, i.e. the cpuset; `os.cpu_count()` where there is none)."""
+    quota, its CPU request read back from cgroup v2 `cpu.weight` (also rewritten on an in-place
+    resize; see `_cgroup_request` for the two ways runtimes write it); else the CPUs this process
+    may run on (its affinity mask, i.e. the cpuset; `os.cpu_count()` where there is none)."""
     quota = _cgroup_quota(root)
     if quota is not None:
         return quota
-    request = _cgroup_request(root)
+    request = _cgroup_request(root, os.environ if env is None else env)
     if request is not None:
         return request
     try:
@@ -644,26 +648,92 @@ def _ratio(quota: str, period: str) -> float | None:
     return q / p if q > 0 and p > 0 else None  # v1 writes -1 for unlimited
 
 
-def _cgroup_request(root: Path) -> float | None:
-    """The CPU request behind a cgroup v2 `cpu.weight`: the kubelet sets shares = request in
-    millicores * 1024 / 1000 and weight = 1 + (shares - 2) * 9999 / 262142; the default weight
-    (100, no request written) says nothing."""
+# The kubelet asks for cpu.shares = request in millicores * 1024 / 1000 (at least 2); the OCI
+# runtime turns shares into cgroup v2's cpu.weight, one of two ways.
+MIN_SHARES, MAX_SHARES = 2, 262144
+
+
+def _linear_weight(shares: int) -> int:
+    """runc before 1.3.2, crun before 1.23: 1 CPU is weight 39."""
+    return 1 + (shares - 2) * 9999 // 262142
+
+
+def _quadratic_weight(shares: int) -> int:
+    """runc 1.3.2 and later, crun 1.23 and later: 1 CPU is weight 100, the cgroup default."""
+    if shares <= MIN_SHARES:
+        return 1
+    if shares >= MAX_SHARES:
+        return 10000
+    level = math.log2(shares)
+    return math.ceil(10 ** ((level * level + 125 * level) / 612 - 7 / 34))
+
+
+WEIGHT_FORMULAS: dict[str, Callable[[int], int]] = {"linear": _linear_weight, "quadratic": _quadratic_weight}
+CPU_REQUEST_ENV = "PYSCHED_CPU_REQUEST"  # the container's request in millicores, from the downward API
+_known_formula: list[str] = []  # the runtime's, once the request at start has told it
+
+
+def _shares(millicores: int) -> int:
+    return max(MIN_SHARES, millicores * 1024 // 1000)
+
+
+def _cgroup_request(root: Path, env: Mapping[str, str]) -> float | None:
+    """The CPU request behind a cgroup v2 `cpu.weight`. Which formula wrote it (`WEIGHT_FORMULAS`)
+    is told once by the request the container started with, when it is given (`PYSCHED_CPU_REQUEST`:
+    a downward API `resourceFieldRef` to `requests.cpu` with divisor `1m`, fixed at start while
+    the weight follows resizes); else the formula whose reading is the rounder request wins (a user
+    writes 2 or 1.5, not 4.43), the quadratic one on a tie. Weight 1 is no request (BestEffort)."""
     text = _read(root / "cpu.weight")
     try:
         weight = int(text or "")
     except ValueError:
         return None
-    if weight in (DEFAULT_CPU_WEIGHT, 1) or not 1 <= weight <= 10000:  # 1: no request (BestEffort)
+    if not 1 < weight <= 10000:
         return None
-    # The weight was rounded down: every request from `low` to `high` CPUs writes it. The roundest
-    # value in there is the one a user wrote (8, not the 7.99 the weight's floor gives back).
-    step = 262142 / 9999
-    low, high = (2 + (weight - 1) * step) / 1024, (2 + weight * step) / 1024
-    for unit in (1.0, 0.5, 0.25, 0.1, 0.05, 0.01):
-        rounded = math.ceil(low / unit - 1e-9) * unit
-        if rounded < high:
-            return round(rounded, 2)
-    return round((low + high) / 2, 2)
+    if not _known_formula:
+        started = _millicores(env.get(CPU_REQUEST_ENV))
+        if started is not None:
+            matching = [name for name, formula in WEIGHT_FORMULAS.items() if formula(_shares(started)) == weight]
+            if len(matching) == 1:
+                _known_formula.append(matching[0])
+    names = _known_formula[:1] or ["quadratic", "linear"]
+    readings = [r for r in (_request_of(weight, WEIGHT_FORMULAS[name]) for name in names) if r is not None]
+    if not readings:
+        return None
+    millicores, _ = max(readings, key=lambda r: r[1])  # the first (quadratic) on a tie
+    return millicores / 1000
 
 
-DEFAULT_CPU_WEIGHT = 100
+def _millicores(text: str | None) -> int | None:
+    if text is None or not text.isascii() or not text.isdigit() or len(text) > 9:
+        return None
+    return int(text)
+
+
+def _request_of(weight: int, formula: Callable[[int], int]) -> tuple[int, int] | None:
+    """The roundest request in millicores that `formula` turns into `weight`, and its unit (every
+    request of a small range writes one weight: the one a user wrote is the roundest of them, 8
+    CPUs and not the 7.99 the range also holds); None when no request writes it."""
+    low, high = MIN_SHARES, MAX_SHARES
+    while low < high:  # the fewest shares whose weight reaches `weight` (the formulas only grow)
+        middle = (low + high) // 2
+        if formula(middle) < weight:
+            low = middle + 1
+        else:
+            high = middle
+    first = low
+    low, high = first, MAX_SHARES
+    while low < high:  # the most shares still writing `weight`
+        middle = (low + high + 1) // 2
+        if formula(middle) > weight:
+            high = middle - 1
+        else:
+            low = middle
+    if formula(first) != weight:
+        return None
+    smallest, largest = -(-first * 1000 // 1024), ((low + 1) * 1000 - 1) // 1024
+    for unit in (1000, 500, 250, 100, 50, 10, 1):
+        rounded = -(-smallest // unit) * unit
+        if rounded <= largest:
+            return rounded, unit
+    return None

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import base64
 import logging
+import math
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -66,21 +67,76 @@ def test_in_a_pod_the_service_account_token_is_read_at_every_write(tmp_path: Pat
     assert six is not None and six.server == "https://[fd00::1]:443"
 
 
-def test_a_request_only_container_counts_the_cpus_of_its_cpu_weight(tmp_path: Path) -> None:
-    # The kubelet's cgroup v2 weight for a request of R millicores, R*1024/1000 shares.
-    def weight(milli: int) -> int:
-        return 1 + ((milli * 1024 // 1000 - 2) * 9999) // 262142
+@pytest.fixture()
+def fresh_formula(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new process: the runtime's weight formula not told yet."""
+    monkeypatch.setattr(pysched_progress, "_known_formula", [])
 
-    for milli in (100, 250, 500, 1000, 1500, 2000, 4000, 5000, 8000, 16000, 64000):  # as a user writes them
-        (tmp_path / "cpu.weight").write_text(f"{weight(milli)}\n")
-        assert granted_cpus(tmp_path) == milli / 1000  # exactly: 8 CPUs are 8 threads, not 7.99
-    (tmp_path / "cpu.weight").write_text("1\n")  # BestEffort: no request either
-    assert granted_cpus(tmp_path) == float(len(os.sched_getaffinity(0)))
+
+# The kubelet's cgroup v2 weight for a request of R millicores (R*1024/1000 shares) by runtimes
+# before runc 1.3.2 / crun 1.23 (linear) and since (quadratic), as those runtimes compute it.
+def _linear(milli: int) -> int:
+    return 1 + ((max(2, milli * 1024 // 1000) - 2) * 9999) // 262142
+
+
+def _quadratic(milli: int) -> int:
+    shares = max(2, milli * 1024 // 1000)
+    exponent = (math.log2(shares) ** 2 + 125 * math.log2(shares)) / 612 - 7 / 34
+    return 1 if shares <= 2 else 10000 if shares >= 262144 else math.ceil(10**exponent)
+
+
+AS_USERS_WRITE_THEM = (100, 250, 500, 1000, 2000, 3000, 4000, 5000, 8000, 16000, 32000, 64000)
+
+
+def test_a_request_only_container_counts_the_cpus_of_its_cpu_weight(tmp_path: Path, fresh_formula: None) -> None:
+    weight = tmp_path / "cpu.weight"
+    for write in (_linear, _quadratic):
+        for milli in AS_USERS_WRITE_THEM:
+            weight.write_text(f"{write(milli)}\n")
+            assert granted_cpus(tmp_path, {}) == milli / 1000, (write, milli)  # 8 CPUs are 8 threads, not 7.99
+    assert _quadratic(1000) == 100 and _linear(1000) == 39  # the runtimes' own figures
+    weight.write_text("100\n")  # 1 CPU under today's runtimes, which is also the cgroup default
+    assert granted_cpus(tmp_path, {}) == 1.0
+    weight.write_text("1\n")  # BestEffort: no request
+    assert granted_cpus(tmp_path, {}) == float(len(os.sched_getaffinity(0)))
+    for text in ("0", "10001", "-5", "1e3", ""):
+        weight.write_text(text)
+        assert granted_cpus(tmp_path, {}) == float(len(os.sched_getaffinity(0))), text
     (tmp_path / "cpu.max").write_text("300000 100000\n")  # a limit wins over the request
-    assert granted_cpus(tmp_path) == 3.0
-    (tmp_path / "cpu.max").write_text("max 100000\n")
-    (tmp_path / "cpu.weight").write_text("100\n")  # the default weight: no request is known
-    assert granted_cpus(tmp_path) == float(len(os.sched_getaffinity(0)))
+    assert granted_cpus(tmp_path, {}) == 3.0
+
+
+def test_the_request_at_start_tells_which_formula_the_runtime_uses(tmp_path: Path, fresh_formula: None) -> None:
+    # 1.5 CPUs under the linear formula is weight 59, which the quadratic one writes for 0.5 CPUs:
+    # as round, so without the request at start the reading is the quadratic one's.
+    weight = tmp_path / "cpu.weight"
+    weight.write_text(f"{_linear(1500)}\n")
+    assert _quadratic(500) == _linear(1500)
+    assert granted_cpus(tmp_path, {}) == 0.5
+    assert granted_cpus(tmp_path, {"PYSCHED_CPU_REQUEST": "1500"}) == 1.5
+    weight.write_text(f"{_linear(1700)}\n")  # resized in place: the formula stays the one told
+    assert granted_cpus(tmp_path, {}) == 1.7
+
+
+def test_a_request_at_start_that_matches_no_formula_tells_nothing(tmp_path: Path, fresh_formula: None) -> None:
+    weight = tmp_path / "cpu.weight"
+    weight.write_text(f"{_quadratic(4000)}\n")  # resized before the first reading
+    for told in ("2000", "abc", "", "-1", "1" * 12):
+        assert granted_cpus(tmp_path, {"PYSCHED_CPU_REQUEST": told}) == 4.0, told
+    weight.write_text(f"{_linear(1500)}\n")
+    assert granted_cpus(tmp_path, {"PYSCHED_CPU_REQUEST": "1500"}) == 1.5  # told at last
+
+
+@pytest.mark.parametrize("write", [_linear, _quadratic])
+def test_every_request_is_read_back_exactly_once_the_formula_is_known(
+    tmp_path: Path, fresh_formula: None, write: Callable[[int], int]
+) -> None:
+    weight = tmp_path / "cpu.weight"
+    weight.write_text(f"{write(2000)}\n")
+    assert granted_cpus(tmp_path, {"PYSCHED_CPU_REQUEST": "2000"}) == 2.0
+    for milli in range(100, 64001, 100):
+        weight.write_text(f"{write(milli)}\n")
+        assert granted_cpus(tmp_path, {}) == milli / 1000, milli
 
 
 class Refusing:
