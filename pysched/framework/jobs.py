@@ -46,9 +46,11 @@ def _same_job(old: PodInfo, new: PodInfo) -> bool:
 
 @dataclass(slots=True)
 class Job:
-    """One job as last seen. `ref` is the first member's statement of it."""
+    """One job as last seen. `ref` is its first member's statement of it (`ref_pod`; when that
+    member leaves, the next member's, in the order they were seen)."""
 
     ref: JobRef
+    ref_pod: PodKey | None = None
     members: dict[PodKey, PodInfo] = field(default_factory=dict)  # not terminated, not deleted
     placed: set[PodKey] = field(default_factory=set)  # assumed or bound
     bound: set[PodKey] = field(default_factory=set)  # bound in the API
@@ -93,12 +95,18 @@ class JobBook:
         self._job_of: dict[PodKey, JobKey] = {}
         self._gangs: set[JobKey] = set()  # gangs, and jobs whose keys have a problem to tell
         self._gangs_changed: list[Callable[[], None]] = []
+        self._minimum_changed: list[Callable[[JobKey], None]] = []
         self._listening = False
 
     def on_gangs_changed(self, callback: Callable[[], None]) -> None:
         """Call `callback` when the book goes from no gang to some, or back (gated plugins; a job
         whose keys have a problem counts as one, so that it is told)."""
         self._gangs_changed.append(callback)
+
+    def on_minimum_changed(self, callback: Callable[[JobKey], None]) -> None:
+        """Call `callback` with a job's key when the pod its keys are read from changed them or
+        left (the minimum its pods give may have changed)."""
+        self._minimum_changed.append(callback)
 
     @property
     def has_gangs(self) -> bool:
@@ -132,7 +140,9 @@ class JobBook:
         if ref is None or pod.terminated or pod.deleting:
             return None
         found = self._jobs.get(ref.key)
-        job = found if found is not None else self._jobs.setdefault(ref.key, Job(ref, lookup=self._minimum))
+        job = found if found is not None else self._jobs.setdefault(ref.key, Job(ref, pod.key, lookup=self._minimum))
+        if found is not None and found.ref_pod == pod.key and found.ref != ref:
+            self._restate(found, ref)
         job.members[pod.key] = pod
         job.orders[pod.key] = ref.order
         self._job_of[pod.key] = ref.key
@@ -167,6 +177,20 @@ class JobBook:
         if not job.members:
             del self._jobs[job_key]
             self._mark(None, job_key)
+        elif job.ref_pod == key:
+            heir = next(iter(job.members.values()))
+            job.ref_pod = heir.key
+            ref = job_of(heir)
+            if ref is not None:
+                self._restate(job, ref)
+
+    def _restate(self, job: Job, ref: JobRef) -> None:
+        before, job.ref = job.ref, ref
+        if (before.min_members, before.problem) != (ref.min_members, ref.problem):
+            self._mark(job, ref.key)
+            if before.min_members != ref.min_members:
+                for callback in self._minimum_changed:
+                    callback(ref.key)
 
     def of(self, key: PodKey) -> Job | None:
         job_key = self._job_of.get(key)

@@ -134,6 +134,7 @@ class Scheduler:
         self.clock = clock
         self.cache = Cache()
         self.jobs = JobBook(self.cache.placed, backend.job_minimum)
+        self.jobs.on_minimum_changed(self._job_minimum_restated)
         self.waiting_pods = WaitingPods()
         self.incidents = Incidents()
         self.incidents.install(self._notify_incident)
@@ -373,6 +374,10 @@ class Scheduler:
     def on_job_minimum_changed(self, job: JobKey) -> None:
         if self.jobs.minimum_changed(job) is not None:
             self.queue.on_event(ClusterEvent(EventKind.JOB_MINIMUM_CHANGE))
+
+    def _job_minimum_restated(self, job: JobKey) -> None:
+        """A job's pods now state another minimum (the pod speaking for it changed it, or left)."""
+        self.queue.on_event(ClusterEvent(EventKind.JOB_MINIMUM_CHANGE))
 
     @_contained("InvalidPod")
     def on_invalid_pod(self, raw: Mapping[str, object], problem: str) -> None:

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
+
 from pysched.api.annotations import DEADLINE, INVALID_ANNOTATION, TOTAL_STEPS
 from pysched.api.features import EVERY_POD, PodFeatures
 from pysched.api.ids import JobKey, NodeName, PodUID
@@ -31,7 +33,7 @@ from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import PluginSpec, check_range
 from pysched.framework.status import SKIP, SUCCESS, Code, Status, unschedulable
 from pysched.framework.waiting import MAX_WAIT_SECONDS
-from pysched.plugins.coscheduling.room import room_for
+from pysched.plugins.coscheduling.room import held_below, room_for
 
 NAME = "Coscheduling"
 JOB_UNSCHEDULABLE = "JobUnschedulable"
@@ -73,7 +75,7 @@ class Coscheduling:
         # Each gang's last room count with the state it was made in (the node table's change
         # count, members, placed): its siblings, tried back to back on the same cluster, reuse
         # it instead of counting every member again each (a 64-member gang would count 64 x 64).
-        self._counted: dict[JobKey, tuple[tuple[int, int, int], tuple[PodInfo, int, int] | None]] = {}
+        self._counted: dict[JobKey, tuple[tuple[int, int, int, int], tuple[PodInfo, int, int] | None]] = {}
         handle.jobs.on_gangs_changed(handle.gates.changed)
         handle.pod_lifecycle.on_deleted(self._forget)
         handle.pod_lifecycle.on_terminated(self._forget)
@@ -147,6 +149,8 @@ class Coscheduling:
         member, count, room = short
         self.release(job, f"{job.ref.title} cannot fit")
         message = f"{job.ref.title} needs {count} more x ({_shape(member)}), the cluster has room for {room}"
+        if self._handle.pods.any_below(pod.priority):
+            message += " with every lower-priority pod evicted"
         if job.key not in self._told:
             self._told.add(job.key)
             self._handle.tasks.spawn(self._handle.cluster.emit_event(pod, "Warning", JOB_UNSCHEDULABLE, message))
@@ -155,13 +159,14 @@ class Coscheduling:
     def _shortfall(self, job: Job, pod: PodInfo, needed: int, nodes: NodeTable) -> tuple[PodInfo, int, int] | None:
         """`_shortfall`, reused while the cluster and the job are as they were when counted
         (only the count over every member still to be placed: it does not depend on `pod`)."""
+        reclaimable = held_below(nodes, self._handle.pods, pod.priority)
         if needed != len(job.members) - len(job.placed):
-            return _shortfall(job, pod, needed, nodes)
-        state = (nodes.change_seq, len(job.members), len(job.placed))
+            return _shortfall(job, pod, needed, nodes, reclaimable)
+        state = (nodes.change_seq, len(job.members), len(job.placed), pod.priority)
         counted = self._counted.get(job.key)
         if counted is not None and counted[0] == state:
             return counted[1]
-        short = _shortfall(job, pod, needed, nodes)
+        short = _shortfall(job, pod, needed, nodes, reclaimable)
         self._counted[job.key] = (state, short)
         return short
 
@@ -247,9 +252,12 @@ class Coscheduling:
         return self._shortfall(job, pod, job.minimum, self._handle.nodes) is not None
 
 
-def _shortfall(job: Job, pod: PodInfo, needed: int, nodes: NodeTable) -> tuple[PodInfo, int, int] | None:
+def _shortfall(
+    job: Job, pod: PodInfo, needed: int, nodes: NodeTable, reclaimable: np.ndarray | None
+) -> tuple[PodInfo, int, int] | None:
     """(a member, how many of its shape must still be placed, room for that shape) when the free
-    room cannot hold them, else None. When every member must be placed, each shape among them
+    room, with what lower-priority pods hold (`reclaimable`: preemption may evict them), cannot
+    hold them, else None. When every member must be placed, each shape among them
     is counted (a parameter server's small request must not vouch for its workers); otherwise
     `needed` pods of this member's shape."""
     groups: dict[tuple[tuple[str, int], ...], list[PodInfo]] = {}
@@ -259,7 +267,7 @@ def _shortfall(job: Job, pod: PodInfo, needed: int, nodes: NodeTable) -> tuple[P
     else:
         groups[()] = [pod] * needed
     for members in groups.values():
-        room = room_for(nodes, nodes.request_shape(members[0].requests))
+        room = room_for(nodes, nodes.request_shape(members[0].requests), reclaimable)
         if room < len(members):
             return members[0], len(members), room
     return None

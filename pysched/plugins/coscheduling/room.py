@@ -1,8 +1,9 @@
 """How many more pods of one shape the cluster has room for, from the node table's free resources.
 
 A gang is refused early when its members still to be placed cannot fit even if every node's free
-room were theirs: a necessary condition only (filters such as taints or affinity may refuse more),
-so it never refuses a job that could be placed.
+room were theirs, and the room of the pods a preemption could evict for them: a necessary
+condition only (filters such as taints or affinity may refuse more), so it never refuses a job that
+could be placed.
 """
 
 from __future__ import annotations
@@ -10,12 +11,16 @@ from __future__ import annotations
 import numpy as np
 
 from pysched.framework.nodetable import POD_COLUMN, NodeTable, RequestShape
+from pysched.framework.placed import PlacedPods
 
 
-def room_for(nodes: NodeTable, shape: RequestShape) -> int:
-    """Pods shaped like `shape` that fit in the free room of the present nodes, node by node."""
+def room_for(nodes: NodeTable, shape: RequestShape, reclaimable: np.ndarray | None = None) -> int:
+    """Pods shaped like `shape` that fit in the free room of the present nodes, node by node, with
+    `reclaimable` (per row, what placed pods a preemption may evict hold) counted as free."""
     size = nodes.size
     free = nodes.allocatable[:size] - nodes.requested[:size]
+    if reclaimable is not None:
+        free = free + reclaimable[:size]
     columns = [*(int(c) for c in shape.columns), POD_COLUMN]
     fits = np.full(size, np.iinfo(np.int64).max, np.int64)
     for column in columns:
@@ -23,3 +28,15 @@ def room_for(nodes: NodeTable, shape: RequestShape) -> int:
         if want > 0:
             fits = np.minimum(fits, np.maximum(free[:, column], 0) // want)
     return int(fits[nodes.present[:size]].sum())
+
+
+def held_below(nodes: NodeTable, placed: PlacedPods, priority: int) -> np.ndarray | None:
+    """Per row, what the placed pods of a priority below `priority` hold (their requests and pod
+    slots); None when there are none."""
+    if not placed.any_below(priority):
+        return None
+    held = np.zeros_like(nodes.requested)
+    for pod, row in placed:
+        if pod.priority < priority:
+            held[row] += nodes.request_shape(pod.requests).charge
+    return held

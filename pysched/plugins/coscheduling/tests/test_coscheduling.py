@@ -280,6 +280,96 @@ def test_members_disagreeing_on_the_minimum_are_told_which_one_counts() -> None:
     asyncio.run(run())
 
 
+def test_a_minimum_lowered_on_the_first_pod_applies_to_the_job() -> None:
+    async def run() -> None:
+        clock, cluster, scheduler = _world(4)
+        await scheduler.start()
+        for i in range(3):
+            cluster.create_pod(_member("low", i, 4))
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "low") == 0
+        cluster.set_annotations(PodKey("default/low-0"), {MIN_MEMBERS: "3"})  # the first pod speaks for the job
+        await scheduler.run_until_idle()
+        clock.advance(20)
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "low") == 3
+
+    asyncio.run(run())
+
+
+def test_the_minimum_is_read_from_a_pod_that_still_exists() -> None:
+    async def run() -> None:
+        clock, cluster, scheduler = _world(4)
+        await scheduler.start()
+        cluster.create_pod(_member("heir", 0, 5))  # the only pod saying 5, deleted below
+        for i in range(1, 4):
+            cluster.create_pod(_member("heir", i, 3))
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "heir") == 0
+        cluster.delete_pod(PodKey("default/heir-0"))
+        await scheduler.run_until_idle()  # no periodic retry needed: the change requeues the members
+        clock.advance(20)
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "heir") == 3
+
+    asyncio.run(run())
+
+
+def _filled_with_low_priority(nodes: int) -> tuple[VirtualClock, SimulatedCluster, Scheduler]:
+    clock, cluster, scheduler = _world(nodes)
+    for i in range(nodes):
+        cluster.create_pod(pod_dict(f"low-{i}", cpu="4", memory="1Gi", scheduler_name="pysched", priority=0))
+    return clock, cluster, scheduler
+
+
+def _urgent(job: str, index: int, size: int) -> dict[str, object]:
+    return pod_dict(
+        f"{job}-{index}",
+        cpu="4",
+        memory="1Gi",
+        scheduler_name="pysched",
+        priority=1000,
+        labels={JOB_LABEL: job},
+        annotations={MIN_MEMBERS: str(size)},
+    )
+
+
+def test_a_higher_priority_gang_preempts_the_room_it_needs() -> None:
+    async def run() -> None:
+        clock, cluster, scheduler = _filled_with_low_priority(3)
+        await scheduler.start()
+        await scheduler.run_until_idle()
+        for i in range(3):
+            cluster.create_pod(_urgent("hi", i, 3))
+        for _ in range(10):
+            clock.advance(15)
+            await scheduler.run_until_idle()
+        assert _bound(cluster, "hi") == 3
+        assert sorted(cluster.preempted) == ["default/low-0", "default/low-1", "default/low-2"]
+
+    asyncio.run(run())
+
+
+def test_a_gang_that_preemption_cannot_make_room_for_evicts_nothing() -> None:
+    async def run() -> None:
+        clock, cluster, scheduler = _filled_with_low_priority(3)
+        await scheduler.start()
+        await scheduler.run_until_idle()
+        for i in range(4):  # four 4-CPU members, three 4-CPU nodes even with every pod evicted
+            cluster.create_pod(_urgent("big", i, 4))
+        for _ in range(10):
+            clock.advance(15)
+            await scheduler.run_until_idle()
+        assert _bound(cluster, "big") == 0 and cluster.preempted == []
+        told = [e.note for e in cluster.events if e.reason == JOB_UNSCHEDULABLE]
+        assert told == [
+            "pysched.io/job default/big needs 4 more x (cpu 4000, memory 1073741824), "
+            "the cluster has room for 3 with every lower-priority pod evicted"
+        ]
+
+    asyncio.run(run())
+
+
 def test_pods_naming_an_unknown_podgroup_wait_for_it_then_use_its_minimum() -> None:
     async def run() -> None:
         clock, cluster, scheduler = _world(4)
