@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -73,6 +74,11 @@ IGNORED_REASON = "ElasticIgnored"
 SCALED_REASON = "Scaled"
 SCALE_FAILED_REASON = "ScaleFailed"
 MAX_SCALE_RETRY_S = 600.0  # the longest wait before a failed scale is asked again
+# A job whose last pod failed or was deleted is remembered this long for the replacement its
+# owner creates (the Job controller's backoff reaches 6 minutes), so that it keeps its admission,
+# its speed model and its one event; at most this many such jobs are remembered.
+RETURN_WINDOW_S = 600.0
+MAX_ENDED_JOBS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +123,8 @@ class ElasticScale:
     _last_plan: float = -math.inf
     _capacity: int | None = None  # the cluster's GPUs as of the last reconcile; None until asked
     _told: set[PodKey] = field(default_factory=set)  # pods whose refusal condition was written
+    # Jobs whose pods all ended without succeeding: when they ended, their owner's uid, the job.
+    _ended: OrderedDict[JobKey, tuple[float, str | None, GpuJob]] = field(default_factory=OrderedDict)
 
     @property
     def reconcile_interval(self) -> float:
@@ -163,7 +171,7 @@ class ElasticScale:
             return SUCCESS
         key = self.job_key(pod)
         self._job_of[pod.key] = key
-        known = self.jobs.get(key)
+        known = self.jobs.get(key) or self._returning(key, pod)
         if known is None:
             known = self._learn(key, pod, gpus, total)
             self._dirty = True
@@ -174,6 +182,20 @@ class ElasticScale:
             known.gated[pod.key] = pod
             return unschedulable("not admitted yet: waits until its deadline can be planned", plugin=NAME)
         return SUCCESS
+
+    def _returning(self, key: JobKey, pod: PodInfo) -> GpuJob | None:
+        """The job of a pod its owner created in place of ended ones, as it was judged."""
+        ended = self._ended.pop(key, None)
+        if ended is None:
+            return None
+        when, owner, job = ended
+        if self.handle.clock.now() - when > RETURN_WINDOW_S or owner != _owner_uid(pod):
+            return None
+        job.held, job.running_since = 0, None
+        job.gated.clear()
+        self.jobs[key] = job
+        self._dirty = True
+        return job
 
     def _learn(self, key: JobKey, pod: PodInfo, gpus: int, total: int) -> GpuJob:
         job = self.handle.jobs.of(pod.key)
@@ -538,6 +560,14 @@ class ElasticScale:
         self._dirty = True
         if not job.pods:
             del self.jobs[job.key]
+            if pod.phase != "Succeeded" and pod.controller is not None:  # its owner may make another
+                self._ended[job.key] = (self.handle.clock.now(), _owner_uid(pod), job)
+                if len(self._ended) > MAX_ENDED_JOBS:
+                    self._ended.popitem(last=False)
+
+
+def _owner_uid(pod: PodInfo) -> str | None:
+    return None if pod.controller is None else str(pod.controller.uid)
 
 
 def factory(args: ElasticScaleArgs, handle: Handle) -> ElasticScale:

@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 
-from pysched.api.annotations import format_progress
+from pysched.api.annotations import DEADLINE, EXPECTED_DURATION, TOTAL_STEPS, format_progress
+from pysched.api.builders import pod_dict
 from pysched.api.ids import JobKey, PodKey
-from pysched.api.jobs import JobRef
+from pysched.api.jobs import JobRef, JobSource, job_key
 from pysched.api.objects import PodInfo
+from pysched.api.resources import GPU
+from pysched.api.times import format_rfc3339
 from pysched.backend.simulated import SimulatedCluster
 from pysched.deadline.predictor import JobModel
 from pysched.framework.clock import VirtualClock
@@ -309,3 +312,59 @@ def test_with_wait_a_job_judged_only_once_it_runs_is_not_held_back() -> None:
     notes = [e.note for e in cluster.events if e.reason == REJECTED and e.pod == "sim/second"]
     assert len(notes) == 1 and notes[0].endswith("runs as best-effort"), notes
     assert result.unfinished == 0
+
+
+def test_a_job_whose_pod_its_owner_replaces_keeps_its_admission() -> None:
+    # The first job is admitted before the second takes the plan's other slot; its pod then fails
+    # and the Job controller makes another: that is the same job, not an arrival to judge again.
+    async def run() -> tuple[SimulatedCluster, ElasticScale]:
+        clock = VirtualClock(EPOCH)
+        cluster = SimulatedCluster(clock)
+        for node in cpu_nodes(1, "64", "256Gi", gpu=8):
+            cluster.add_node(node)
+        scheduler = Scheduler(CONFIG.only("pysched"), cluster, clock, REGISTRY)
+        plugin = scheduler.frameworks["pysched"].plugins.get("ElasticScale")
+        assert isinstance(plugin, ElasticScale)
+        await scheduler.start()
+
+        def pod(name: str, job: str, deadline: float, expected: float) -> None:
+            cluster.add_owner(f"uid-{job}", clock.now())
+            cluster.set_job_minimum(job_key("sim", JobSource.BATCH, job), 1)
+            raw = pod_dict(
+                name,
+                namespace="sim",
+                cpu="1",
+                memory="1Gi",
+                scheduler_name="pysched",
+                created=clock.now(),
+                extended={GPU: "8"},
+                annotations={
+                    TOTAL_STEPS: "1000",
+                    DEADLINE: format_rfc3339(EPOCH + deadline),
+                    EXPECTED_DURATION: f"{expected}s",
+                },
+            )
+            raw["metadata"]["ownerReferences"] = [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": f"uid-{job}", "controller": True}
+            ]
+            cluster.create_pod(raw)
+
+        pod("a-0", "a", deadline=1300, expected=1000)
+        await scheduler.run_until_idle()
+        clock.advance(10)
+        pod("b-0", "b", deadline=1600, expected=400)
+        await scheduler.run_until_idle()
+        clock.advance(90)
+        cluster.finish_pod(PodKey("sim/a-0"), "Failed")
+        pod("a-1", "a", deadline=1300, expected=1000)
+        await scheduler.run_until_idle()
+        await scheduler.stop()
+        return cluster, plugin
+
+    cluster, plugin = asyncio.run(run())
+    assert [e for e in cluster.events if e.reason == REJECTED] == []
+    assert plugin.rejected == 0
+    assert {key: job.admitted for key, job in plugin.jobs.items()} == {
+        JobKey("sim/Job/a"): True,
+        JobKey("sim/Job/b"): True,
+    }
