@@ -904,7 +904,7 @@ class LiveCluster:
         return found
 
     async def _create_event(self, event: EventRecord, when: float) -> str | None:
-        name = f"{event.pod_name[:200]}.{uuid.uuid4().hex[:16]}"
+        name = event_name(event.pod_name, uuid.uuid4().hex[:16])
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
@@ -930,7 +930,8 @@ class LiveCluster:
         )  # fmt: skip
         if not resp.ok:
             log.warning("event not created", reason=event.reason, pod=event.pod_name, error=resp.message())
-            return None
+            failed = resp.status == 0 or resp.status == 429 or resp.status >= 500
+            return None if failed else ""
         return name
 
     async def _patch_event(self, event: EventRecord, series: Series) -> None:
@@ -941,3 +942,9 @@ class LiveCluster:
         )
         if not resp.ok:
             log.warning("event series not updated", reason=event.reason, pod=event.pod_name, error=resp.message())
+
+
+def event_name(pod_name: str, suffix: str) -> str:
+    """The pod's name, cut to leave room for `suffix`, then the suffix: a name cut short may end
+    in "-" or ".", which no part of a DNS subdomain may end with."""
+    return f"{pod_name[:200].rstrip('-.')}.{suffix}"

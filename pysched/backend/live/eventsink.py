@@ -62,6 +62,8 @@ class _Patch:
     series: Series
 
 
+# The created event's name; "" when the API refused this event (it answered: the event is lost,
+# the others are still written); None when the write failed (no answer, an overloaded server).
 CreateFn = Callable[[EventRecord, float], Awaitable[str | None]]
 PatchFn = Callable[[EventRecord, Series], Awaitable[None]]
 
@@ -184,8 +186,8 @@ class EventSink:
             try:
                 if isinstance(job, _Create):
                     name = await self._create(job.record, job.when)
-                    written = name is not None  # None: the API refused it (logged by the writer)
-                    if written:
+                    written = name is not None  # logged by the writer when not created
+                    if name:
                         self.created += 1
                     series = self._series.get(job.record)
                     if series is not None and name:

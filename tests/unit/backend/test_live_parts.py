@@ -14,7 +14,7 @@ import yaml
 
 from pysched.api.times import format_rfc3339
 from pysched.api.volumes import Storage
-from pysched.backend.live.cluster import LiveCluster, LiveOptions
+from pysched.backend.live.cluster import LiveCluster, LiveOptions, event_name
 from pysched.backend.live.eventsink import NOTE_LIMIT, EventRecord, EventSink, Series
 from pysched.backend.live.informer import Informer
 from pysched.backend.live.kubeclient import JSON, ApiResponse, WatchFailed
@@ -305,6 +305,47 @@ async def test_event_sink_drops_nothing_while_the_api_takes_events_and_sheds_onl
     assert sink.dropped >= 50 - 5 - 8 and sink.backlog <= 5, (sink.dropped, sink.backlog)
     assert sink.created == 500
     await sink.stop(drain_timeout=0.1)
+
+
+async def test_event_sink_loses_only_the_event_the_api_refuses() -> None:
+    created: list[str] = []
+
+    async def create(event: EventRecord, when: float) -> str | None:
+        if event.pod_name == "forbidden":
+            return ""  # the API answered 403 for this one (its namespace is being deleted)
+        created.append(event.pod_name)
+        return f"e{len(created)}"
+
+    async def patch(event: EventRecord, series: Series) -> None:
+        pass
+
+    sink = EventSink(create, patch, qps=0, burst=1, max_pending=5, patch_interval=60)
+    for name in ["forbidden", *(f"p{i}" for i in range(100))]:
+        sink.record(EventRecord("ns", name, "u", "Normal", "Scheduled", "Binding", "bound", "pysched"))
+    sink.start()
+    for _ in range(200):
+        if len(created) == 100:
+            break
+        await asyncio.sleep(0.01)
+    assert len(created) == 100 and sink.dropped == 0 and sink.created == 100
+    await sink.stop(drain_timeout=0.1)
+
+
+async def test_an_event_the_api_refuses_is_told_apart_from_a_write_that_failed() -> None:
+    client = FakeClient()
+    backend = LiveCluster(client)
+    record = EventRecord("ns", "p", "u", "Normal", "Scheduled", "Binding", "bound", "pysched")
+    client.lists.extend([ApiResponse(201), ApiResponse(403), ApiResponse(422), ApiResponse(429), ApiResponse(503)])
+    answers = [await backend._create_event(record, 0.0) for _ in range(6)]  # the last: no answer at all
+    assert answers[0] and answers[0].startswith("p.")
+    assert answers[1:] == ["", "", None, None, None]
+
+
+def test_an_event_name_is_a_valid_name_whatever_the_pods_length() -> None:
+    pod = "a" * 199 + "-" + "b" * 20  # a valid pod name whose first 200 characters end in "-"
+    assert event_name(pod, "82c2") == "a" * 199 + ".82c2"
+    assert event_name("a" * 198 + ".-c", "x") == "a" * 198 + ".x"
+    assert event_name("train-0", "x") == "train-0.x"
 
 
 async def test_token_bucket_paces_after_the_burst() -> None:
