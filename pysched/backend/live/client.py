@@ -159,8 +159,9 @@ async def connect(
         where = kubeconfig or "in-cluster config"
         message = " ".join(str(err).split()) or type(err).__name__
         raise KubeConfigError(f"{where}: {message}") from err
-    except Exception as err:  # YAML errors and friends from the loader
-        raise KubeConfigError(f"{kubeconfig or 'in-cluster config'}: {' '.join(str(err).split())}") from err
+    except Exception as err:  # YAML errors and friends from the loader; it asserts fields it needs
+        message = " ".join(str(err).split()) or f"{type(err).__name__}: a field the client needs is missing"
+        raise KubeConfigError(f"{kubeconfig or 'in-cluster config'}: {message}") from err
     finally:
         loader_log.setLevel(level)
     server = urllib.parse.urlsplit(str(configuration.host or ""))

@@ -44,6 +44,13 @@ def test_a_server_that_is_no_url_is_refused_at_once(tmp_path: Path) -> None:
             _connect(_kubeconfig(tmp_path, server))
 
 
+def test_a_cluster_without_a_server_is_an_error_that_says_something(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(CONFIG.replace("cluster: {{server: {server}}}", "cluster: {{}}").format(user="{}"))
+    with pytest.raises(KubeConfigError, match="kubeconfig: AssertionError: a field the client needs is missing"):
+        _connect(str(path))
+
+
 def test_a_huge_kubeconfig_is_refused_before_the_library_reads_it(tmp_path: Path) -> None:
     path = tmp_path / "kubeconfig"
     path.write_text("# " + "x" * (5 * 1024 * 1024) + "\n")
