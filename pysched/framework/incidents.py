@@ -19,7 +19,7 @@ from pysched.api.objects import PodInfo
 
 log = structlog.get_logger("pysched.incidents")
 
-REASON = "InternalError"  # the event's reason
+REASON = "InternalError"  # the reason of the pod's PodScheduled condition (its event: FailedScheduling)
 
 Notify = Callable[[PodInfo, str], None]
 
