@@ -204,6 +204,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if kubeconfig and not Path(kubeconfig).is_file():
         return bad_input("pysched status", f"kubeconfig {kubeconfig}: no such file")
     namespace = None if args.all_namespaces else args.namespace or context_namespace(kubeconfig, args.context)
+    problem = dns_problem("the kubeconfig context's namespace", namespace) if namespace is not None else None
+    if problem:
+        return _fail(problem)
     schedulers = frozenset(args.scheduler or ("pysched",))
     try:
         return asyncio.run(
@@ -230,6 +233,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if kubeconfig and not Path(kubeconfig).is_file():
         return bad_input("pysched explain", f"kubeconfig {kubeconfig}: no such file")
     namespace = args.namespace or context_namespace(kubeconfig, args.context)
+    problem = dns_problem("the kubeconfig context's namespace", namespace)
+    if problem:
+        return bad_input("pysched explain", problem)
     try:
         return asyncio.run(explain(kubeconfig, args.context, namespace, args.pod))
     except StatusError as err:

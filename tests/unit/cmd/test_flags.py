@@ -195,6 +195,21 @@ def test_names_that_go_into_request_paths_are_kubernetes_names(capsys: pytest.Ca
     _exit_2_one_line(main(["status", "-n", "x/y"]), capsys, "--namespace: 'x/y' is not")
 
 
+def test_a_kubeconfig_contexts_namespace_is_a_kubernetes_name_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: x}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u, namespace: 'a/../../../apis'}}]\n"
+        "current-context: x\n"
+    )
+    needle = "the kubeconfig context's namespace: 'a/../../../apis' is not"
+    _exit_2_one_line(main(["status", "--kubeconfig", str(kubeconfig)]), capsys, needle)
+    _exit_2_one_line(main(["explain", "p", "--kubeconfig", str(kubeconfig)]), capsys, needle)
+
+
 def test_bench_refuses_an_empty_output_and_reports_a_failed_write(capsys: pytest.CaptureFixture[str]) -> None:
     _exit_2_one_line(main(["bench", "--nodes", "1", "--pods", "1", "--json", ""]), capsys, "--json: a file name")
     if Path("/dev/full").exists():
