@@ -44,4 +44,32 @@ def configure_logging(fmt: str, level: str) -> None:
         # the engine binds its hot-path logger once anyway.
         cache_logger_on_first_use=False,
     )
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    # The libraries' own records (aiohttp, the Kubernetes client) in the same format, a traceback
+    # inside its line; a request the HTTP server could not parse is the client's error, answered 400.
+    handler = logging.StreamHandler(cast(TextIO, _Stderr()))
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+            foreign_pre_chain=[
+                structlog.stdlib.add_logger_name,
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                structlog.processors.format_exc_info,
+            ],
+        )
+    )
+    handler.addFilter(_not_a_bad_request)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, _OURS, False)]:
+        root.removeHandler(old)
+    setattr(handler, _OURS, True)
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+
+
+_OURS = "pysched_handler"
+
+
+def _not_a_bad_request(record: logging.LogRecord) -> bool:
+    error = record.exc_info[1] if record.exc_info else None
+    return error is None or not type(error).__module__.startswith("aiohttp.http_exceptions")
