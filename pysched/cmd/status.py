@@ -306,6 +306,15 @@ async def read_rows(client: Any, namespace: str | None, schedulers: frozenset[st
     events = await _list(client, f"/apis/events.k8s.io/v1{scope}/events")
     ours = {str((p.get("metadata") or {}).get("uid")) for p in pods}
     events = [e for e in events if str((e.get("regarding") or {}).get("uid")) in ours]
+    owner_times, objects = await _job_objects(client, scope, pods)
+    return job_rows(pods, events, owner_times, objects)
+
+
+async def _job_objects(
+    client: Any, scope: str, pods: Sequence[Mapping[str, Any]]
+) -> tuple[dict[str, float], JobObjects]:
+    """The pods' Jobs' creation times (a deadline counts from its Job's) and what their Jobs and
+    PodGroups add (`JobObjects`), listed only when some pod may have one."""
     owner_times: dict[str, float] = {}
     minimums: dict[JobKey, int] = {}
     names: dict[JobKey, str] = {}
@@ -327,7 +336,7 @@ async def read_rows(client: Any, namespace: str | None, schedulers: frozenset[st
             )
             if owner is not None and owner.get("name"):
                 names[key] = str(owner["name"])
-    return job_rows(pods, events, owner_times, JobObjects(minimums, names))
+    return owner_times, JobObjects(minimums, names)
 
 
 def _group_sources(raw_pods: Sequence[Mapping[str, Any]]) -> set[JobSource]:
@@ -405,22 +414,24 @@ async def status(
 
 
 def explain_text(raw_pod: Mapping[str, Any], raw_pods: Sequence[Mapping[str, Any]],
-                 raw_events: Sequence[Mapping[str, Any]], now: float) -> str:  # fmt: skip
-    """The job of `raw_pod`: its row, what pysched concluded and measured, then every event on its
-    pods, oldest first."""
-    pod = pod_from_dict(raw_pod)
+                 raw_events: Sequence[Mapping[str, Any]], now: float, owner_times: Mapping[str, float] | None = None,
+                 objects: JobObjects | None = None) -> str:  # fmt: skip
+    """The job of `raw_pod`: its row (as `status` shows it, given the same `owner_times` and
+    `objects`), what pysched concluded and measured, then every event on its pods, oldest first."""
+    owner_times = owner_times or {}
+    pod = pod_from_dict(raw_pod, owner_times)
     ref = job_of(pod)
     members: list[tuple[Mapping[str, Any], PodInfo]] = []
     for raw in raw_pods:
         with contextlib.suppress(*MALFORMED):
-            other = pod_from_dict(raw)
+            other = pod_from_dict(raw, owner_times)
             other_ref = job_of(other)
             same = other.uid == pod.uid or (ref is not None and other_ref is not None and other_ref.key == ref.key)
             if same and other.namespace == pod.namespace:
                 members.append((raw, other))
     names: dict[str, str] = {info.uid: info.name for _, info in members}
     ours = [e for e in raw_events if str((e.get("regarding") or {}).get("uid")) in names]
-    rows = job_rows([raw for raw, _ in members], ours, {})
+    rows = job_rows([raw for raw, _ in members], ours, owner_times, objects)
     lines = [render_table(rows, now, wide=False)] if rows else []
     for _, info in sorted(members, key=lambda m: m[1].name):
         deadline, record = condition_of(info, CONDITION), saved_job(info)
@@ -458,8 +469,9 @@ async def explain(kubeconfig: str | None, context: str | None, namespace: str, n
             raise StatusError(f"pod {namespace}/{name}: {resp.message()}")
         pods = await _list(client, f"/api/v1/namespaces/{namespace}/pods")
         events = await _list(client, f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+        owner_times, objects = await _job_objects(client, f"/namespaces/{namespace}", pods)
         try:
-            print(explain_text(resp.body, pods, events, time.time()))
+            print(explain_text(resp.body, pods, events, time.time(), owner_times, objects))
         except MALFORMED as err:
             raise StatusError(f"pod {namespace}/{name} cannot be read: {err}") from err
         return 0

@@ -5,8 +5,8 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from pysched.api.builders import pod_dict
-from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS
-from pysched.cmd.status import job_rows, render
+from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, JobSource, job_key
+from pysched.cmd.status import JobObjects, explain_text, job_rows, render, render_table
 from pysched.deadline.condition import JobRecord, state_message
 
 DEADLINE = "2026-12-01T00:00:00Z"
@@ -62,3 +62,29 @@ def test_kubectl_runs_the_same_command_as_a_plugin(monkeypatch: Any, capsys: Any
     monkeypatch.setattr(sys, "argv", ["kubectl-pysched", "status", "--kubeconfig", "/nonexistent/config"])
     assert script.load()() == 2
     assert capsys.readouterr().err == "pysched status: error: kubeconfig /nonexistent/config: no such file\n"
+
+
+def test_explain_shows_the_row_status_shows_for_a_job_of_an_indexed_job() -> None:
+    # An Indexed Job of 2 workers made 50 minutes ago, its pod 10 minutes ago: the deadline counts
+    # from the Job, and the row says 1 of the 2 workers, as `status` does.
+    job_made, now = NOW - 3000, NOW
+    raw = pod_dict(
+        "train-0",
+        cpu="2",
+        annotations={"pysched.io/deadline": "1h"},
+        labels={"job-name": "train", "batch.kubernetes.io/job-completion-index": "0"},
+        node_name="n1",
+        created=NOW - 600,
+    )
+    raw["metadata"]["uid"] = "p0"
+    raw["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid", "controller": True}
+    ]
+    raw["status"] = {"phase": "Running"}
+    owner_times = {"job-uid": job_made}
+    objects = JobObjects({job_key("default", JobSource.BATCH, "train"): 2})
+    rows = job_rows([raw], [], owner_times, objects)
+    assert [(r.state, r.bound, r.minimum) for r in rows] == [("Pending", 1, 2)]
+    assert rows[0].deadline == job_made + 3600
+    text = explain_text(raw, [raw], [], now, owner_times, objects)
+    assert text.splitlines()[: len(render_table(rows, now).splitlines())] == render_table(rows, now).splitlines()
