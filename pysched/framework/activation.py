@@ -4,7 +4,8 @@
 A PreEnqueue plugin that gates a pod for a reason no pod or node event carries (an admission
 decision made on a clock) calls `activate` once its answer may have changed: each named pod that
 is gated or parked as unschedulable goes through PreEnqueue again, and into the active queue if
-every plugin lets it.
+every plugin lets it. With `refused_by`, only the pods parked as unschedulable whose last refusal
+was that plugin's alone move (a gang's member calls its siblings back, not one a filter refused).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 from pysched.api.ids import PodKey
 
-Activate = Callable[[Iterable[PodKey]], int]
+Activate = Callable[[Iterable[PodKey], "str | None"], int]
 
 
 class PodActivator:
@@ -27,6 +28,6 @@ class PodActivator:
     def install(self, activate: Activate) -> None:
         self._activate = activate
 
-    def activate(self, keys: Iterable[PodKey]) -> int:
+    def activate(self, keys: Iterable[PodKey], refused_by: str | None = None) -> int:
         """How many of the pods went back through PreEnqueue (0 with no scheduler installed)."""
-        return 0 if self._activate is None else self._activate(keys)
+        return 0 if self._activate is None else self._activate(keys, refused_by)

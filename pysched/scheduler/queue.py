@@ -38,6 +38,9 @@ ACTIVE, BACKOFF, UNSCHEDULABLE, GATED, PARKED, IN_FLIGHT = (
 POD_ADD, POD_UPDATE, ATTEMPT_FAILED = "PodAdd", "PodUpdate", "ScheduleAttemptFailure"
 BACKOFF_COMPLETE, UNSCHEDULABLE_TIMEOUT, FORCE_ACTIVATE = "BackoffComplete", "UnschedulableTimeout", "ForceActivate"
 MAX_DOUBLINGS = 64  # the backoff's exponent is capped before the power: 2.0 ** 1025 overflows
+# Events kept while pods are in flight (a gang's members wait at Permit for minutes): past this,
+# the oldest are forgotten and a pod in flight since before them backs off as if one had helped.
+MAX_IN_FLIGHT_EVENTS = 100_000
 
 SortKey = Callable[[QueuedPod], tuple[Any, ...]]
 PreEnqueue = Callable[[PodInfo], Status]
@@ -101,6 +104,11 @@ class SchedulingQueue:
         self._seq = itertools.count()
         self._event_seq = 0
         self._popped_at: dict[PodKey, int] = {}
+        # The events since the oldest pod in flight was popped, by sequence number: a pod that
+        # fails is parked unless one of them may have helped it (`requeue_unschedulable`).
+        self._in_flight_events: collections.deque[tuple[int, ClusterEvent]] = collections.deque()
+        self._in_flight_forgotten = 0  # the last sequence number forgotten past the bound
+        self._in_flight_kept = 0  # how many were left at the last trim
         self._next_flush = clock.now() + timings.flush_interval
         self._wakeup = asyncio.Event()
         self.incoming: collections.Counter[tuple[str, str]] = collections.Counter()  # (queue, event)
@@ -214,15 +222,17 @@ class SchedulingQueue:
         elif where is None:
             self._enqueue(qp)  # never placed (cannot happen; a pod must not get stuck if it does)
 
-    def activate(self, keys: Iterable[PodKey]) -> int:
+    def activate(self, keys: Iterable[PodKey], refused_by: str | None = None) -> int:
         """A plugin's gate or verdict may have changed for these pods: the gated and the
-        unschedulable ones go through PreEnqueue again now (kube-scheduler's Activate). Returns
-        how many did."""
+        unschedulable ones go through PreEnqueue again now (kube-scheduler's Activate); with
+        `refused_by`, only the unschedulable ones that plugin alone refused. Returns how many did."""
         moved = 0
         for key in keys:
             qp = self._pods.get(key)
             where = self._where.get(key)
             if qp is None or where not in (GATED, UNSCHEDULABLE):
+                continue
+            if refused_by is not None and (where == GATED or qp.unschedulable_plugins != {refused_by}):
                 continue
             self._drop_unschedulable(key)
             self._enqueue(qp)
@@ -242,6 +252,10 @@ class SchedulingQueue:
     def on_event(self, event: ClusterEvent) -> int:
         """A cluster change: move the parked pods it may help. Returns how many moved."""
         self._event_seq += 1
+        if self._popped_at:
+            self._in_flight_events.append((self._event_seq, event))
+            if len(self._in_flight_events) > MAX_IN_FLIGHT_EVENTS:
+                self._in_flight_forgotten = self._in_flight_events.popleft()[0]
         for_kind, for_any = self._waiting_for.get(event.kind), self._waiting_for.get(None)
         if not for_kind and not for_any:
             return 0  # most events: nothing parked waits for this kind
@@ -349,8 +363,9 @@ class SchedulingQueue:
         self.delete(key)
 
     def requeue_unschedulable(self, qp: QueuedPod, rejectors: frozenset[str]) -> None:
-        """After a failed attempt. If an event came in while the pod was in flight, it may
-        already have helped, so back off instead of parking (kube-scheduler's move-request cycle)."""
+        """After a failed attempt. If an event came in while the pod was in flight that its
+        rejectors' hints say may help, it may already have: back off instead of parking
+        (kube-scheduler's in-flight events)."""
         key = qp.pod.key
         if key not in self._pods:
             return
@@ -358,11 +373,38 @@ class SchedulingQueue:
         qp.last_failure = now
         qp.unschedulable_plugins = rejectors
         qp.backoff_until = now + self._backoff_for(qp.attempts)
-        if self._popped_at.pop(key, self._event_seq) < self._event_seq:
+        popped = self._popped_at.pop(key, self._event_seq)
+        if popped < self._event_seq and self._helped_in_flight(qp, popped):
             self._push_backoff(qp)
         else:
             self._park(qp, UNSCHEDULABLE)
+        self._forget_in_flight_events()
         self._came(qp, ATTEMPT_FAILED)
+
+    def _helped_in_flight(self, qp: QueuedPod, popped: int) -> bool:
+        """Some event since `popped` may help the pod (or one that may was forgotten)."""
+        if popped < self._in_flight_forgotten:
+            return True
+        for seq, event in reversed(self._in_flight_events):
+            if seq <= popped:
+                return False
+            try:
+                if self._hint(qp, event) is QueueingHint.QUEUE:
+                    return True
+            except Exception:  # a hint's bug: as if it said the event may help
+                return True
+        return False
+
+    def _forget_in_flight_events(self) -> None:
+        """Drop the events older than every pod still in flight."""
+        events = self._in_flight_events
+        if not self._popped_at:
+            events.clear()
+        elif len(events) > 2 * self._in_flight_kept + 64:  # now and then: a pod may stay in flight long
+            oldest = min(self._popped_at.values())
+            while events and events[0][0] <= oldest:
+                events.popleft()
+            self._in_flight_kept = len(events)
 
     def park(self, qp: QueuedPod) -> None:
         """A bug hit this pod: hold it until it changes or the unschedulable timeout passes."""

@@ -109,6 +109,8 @@ class Framework:
             for name, plugin in self.plugins.items()
             if isinstance(plugin, EnqueueExtensions)
         }
+        # Plugins that name no events: any event may help a pod they rejected (kube-scheduler's rule).
+        self._unregistered = frozenset(name for name in self.plugins if name not in self._registered)
         # Per set of rejecting plugins: their registrations and the event kinds those name.
         self._gathered: dict[frozenset[str], tuple[tuple[EventRegistration, ...], frozenset[EventKind]]] = {}
         self._acting: dict[PodFeatures, ActingPlugins] = {}
@@ -147,7 +149,9 @@ class Framework:
 
     def requeue_kinds(self, rejectors: frozenset[str]) -> frozenset[EventKind] | None:
         """The kinds of event `requeue_hint` may queue a pod for (None: any)."""
-        return self._gather(rejectors)[1] if rejectors else None
+        if not rejectors or not rejectors.isdisjoint(self._unregistered):
+            return None
+        return self._gather(rejectors)[1]
 
     def still_rejected(self, pod: PodInfo, rejectors: frozenset[str], at_retry: bool = False) -> bool:
         """Every plugin that rejected the pod can tell, on the cluster as it is now, that it would
@@ -166,9 +170,10 @@ class Framework:
     def requeue_hint(self, pod: PodInfo, rejectors: frozenset[str], event: ClusterEvent) -> QueueingHint:
         """Queue only if a plugin that rejected the pod says the event may help (kube-scheduler's rule).
 
-        A rejection by no plugin in particular (an error) is retried on any event.
+        A rejection by no plugin in particular (an error), or by one that names no events, is
+        retried on any event.
         """
-        if not rejectors:
+        if not rejectors or not rejectors.isdisjoint(self._unregistered):
             return QueueingHint.QUEUE
         for registration in self.registrations(rejectors):
             if registration.decide(pod, event) is QueueingHint.QUEUE:

@@ -21,7 +21,7 @@ import numpy as np
 
 from pysched.api.annotations import DEADLINE, INVALID_ANNOTATION, TOTAL_STEPS
 from pysched.api.features import EVERY_POD, PodFeatures
-from pysched.api.ids import JobKey, NodeName, PodUID
+from pysched.api.ids import JobKey, NodeName, PodKey, PodUID
 from pysched.api.jobs import MIN_MEMBERS, job_of
 from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
@@ -33,7 +33,7 @@ from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import PluginSpec, check_range
 from pysched.framework.status import SKIP, SUCCESS, Code, Status, unschedulable
 from pysched.framework.waiting import MAX_WAIT_SECONDS
-from pysched.plugins.coscheduling.room import held_below, room_for
+from pysched.plugins.coscheduling.room import held_below, room_for, short_in_total
 
 NAME = "Coscheduling"
 JOB_UNSCHEDULABLE = "JobUnschedulable"
@@ -59,7 +59,7 @@ class Coscheduling:
     NAME: ClassVar[str] = NAME
     # A gang that still cannot fit stays out of the periodic retry, all its members together.
     LEAVES_WAITING: ClassVar[bool] = True
-    __slots__ = ("_args", "_checked", "_counted", "_handle", "_releasing", "_told", "_warned")
+    __slots__ = ("_args", "_checked", "_counted", "_failed", "_handle", "_releasing", "_told", "_warned")
 
     def __init__(self, args: CoschedulingArgs, handle: Handle) -> None:
         self._args = args
@@ -75,7 +75,12 @@ class Coscheduling:
         # Each gang's last room count with the state it was made in (the node table's change
         # count, members, placed): its siblings, tried back to back on the same cluster, reuse
         # it instead of counting every member again each (a 64-member gang would count 64 x 64).
-        self._counted: dict[JobKey, tuple[tuple[int, int, int, int], tuple[PodInfo, int, int] | None]] = {}
+        self._counted: dict[JobKey, tuple[tuple[int, int, int, int], str | None]] = {}
+        # Each gang's member that last found no node, with the node table's change count once
+        # its siblings were released, until it is placed or leaves: while it cannot go, a sibling
+        # reaching Permit does not call back the others, and on an unchanged cluster the released
+        # siblings are refused without a cycle (each would hold room at Permit for nothing).
+        self._failed: dict[JobKey, tuple[PodKey, int]] = {}
         handle.jobs.on_gangs_changed(handle.gates.changed)
         handle.pod_lifecycle.on_deleted(self._forget)
         handle.pod_lifecycle.on_terminated(self._forget)
@@ -87,6 +92,7 @@ class Coscheduling:
         if ref is not None and self._handle.jobs.get(ref.key) is None:
             self._told.discard(ref.key)  # the job's last pod is gone
             self._counted.pop(ref.key, None)
+            self._failed.pop(ref.key, None)
 
     def acts_on(self) -> PodFeatures:
         """Every pod while some gang (or a job with bad keys) exists, since a member may carry
@@ -146,9 +152,8 @@ class Coscheduling:
         if short is None:
             self._told.discard(job.key)
             return SUCCESS
-        member, count, room = short
         self.release(job, f"{job.ref.title} cannot fit")
-        message = f"{job.ref.title} needs {count} more x ({_shape(member)}), the cluster has room for {room}"
+        message = f"{job.ref.title} {short}"
         if self._handle.pods.any_below(pod.priority):
             message += " with every lower-priority pod evicted"
         if job.key not in self._told:
@@ -156,17 +161,16 @@ class Coscheduling:
             self._handle.tasks.spawn(self._handle.cluster.emit_event(pod, "Warning", JOB_UNSCHEDULABLE, message))
         return unschedulable(message, plugin=NAME)
 
-    def _shortfall(self, job: Job, pod: PodInfo, needed: int, nodes: NodeTable) -> tuple[PodInfo, int, int] | None:
+    def _shortfall(self, job: Job, pod: PodInfo, needed: int, nodes: NodeTable) -> str | None:
         """`_shortfall`, reused while the cluster and the job are as they were when counted
         (only the count over every member still to be placed: it does not depend on `pod`)."""
-        reclaimable = held_below(nodes, self._handle.pods, pod.priority)
         if needed != len(job.members) - len(job.placed):
-            return _shortfall(job, pod, needed, nodes, reclaimable)
+            return _shortfall(job, pod, needed, nodes, held_below(nodes, self._handle.pods, pod.priority))
         state = (nodes.change_seq, len(job.members), len(job.placed), pod.priority)
         counted = self._counted.get(job.key)
         if counted is not None and counted[0] == state:
             return counted[1]
-        short = _shortfall(job, pod, needed, nodes, reclaimable)
+        short = _shortfall(job, pod, needed, nodes, held_below(nodes, self._handle.pods, pod.priority))
         self._counted[job.key] = (state, short)
         return short
 
@@ -176,6 +180,7 @@ class Coscheduling:
         job = self._handle.jobs.gang_of(pod.key)
         if job is not None and len(job.placed) < job.minimum:
             self.release(job, f"{pod.name} of {job.ref.title} cannot be placed")
+            self._failed[job.key] = (pod.key, self._handle.nodes.change_seq)
         return Status(Code.UNSCHEDULABLE, (), NAME)
 
     # ----- Reserve
@@ -204,6 +209,15 @@ class Coscheduling:
         if job is None:
             return SUCCESS, 0.0
         if len(job.placed) < job.minimum:
+            # Siblings this plugin refused before it came (timed out at Permit, released) may go
+            # now that it holds its place, as scheduler-plugins' Coscheduling activates them: no
+            # event tells them. Not while the member they were released for still finds no node.
+            failed = self._failed.get(job.key)
+            if failed is not None and (failed[0] in job.placed or failed[0] not in job.members):
+                del self._failed[job.key]  # placed or gone since
+                failed = None
+            if failed is None:
+                self._handle.activator.activate([k for k in job.members if k not in job.placed], refused_by=NAME)
             return Status(Code.WAIT, (f"waiting for {job.minimum - len(job.placed)} more of {job.ref.title}",)), (
                 self._args.permit_waiting_time_seconds
             )
@@ -243,21 +257,28 @@ class Coscheduling:
     def still_rejects(self, pod: PodInfo) -> bool:
         """The member's gang, with nothing placed yet, cannot fit in the cluster's free room now
         (counted once per cluster state for all its members): a retry would fail at PreFilter. Left
-        to a cycle while a lower-priority pod is placed, which a preemption might take room from."""
+        to a cycle while a lower-priority pod is placed, which a preemption might take room from.
+        Or it was released for a sibling that found no node, and the cluster has not changed since."""
         job = self._handle.jobs.gang_of(pod.key)
-        if job is None or job.placed or job.awaits_group or len(job.members) != job.minimum:
+        if job is None or job.placed or job.awaits_group:
             return False
-        if self._handle.pods.any_below(pod.priority):
+        failed = self._failed.get(job.key)
+        if (
+            failed is not None
+            and failed[0] != pod.key
+            and failed[0] in job.members
+            and failed[1] == self._handle.nodes.change_seq
+        ):
+            return True  # released for a sibling that found no node on this very cluster
+        if len(job.members) != job.minimum or self._handle.pods.any_below(pod.priority):
             return False
         return self._shortfall(job, pod, job.minimum, self._handle.nodes) is not None
 
 
-def _shortfall(
-    job: Job, pod: PodInfo, needed: int, nodes: NodeTable, reclaimable: np.ndarray | None
-) -> tuple[PodInfo, int, int] | None:
-    """(a member, how many of its shape must still be placed, room for that shape) when the free
+def _shortfall(job: Job, pod: PodInfo, needed: int, nodes: NodeTable, reclaimable: np.ndarray | None) -> str | None:
+    """What the job lacks (`needs 4 more x (cpu 4000), the cluster has room for 3`) when the free
     room, with what lower-priority pods hold (`reclaimable`: preemption may evict them), cannot
-    hold them, else None. When every member must be placed, each shape among them
+    hold the members still to be placed, else None. When every member must be placed, each shape among them
     is counted (a parameter server's small request must not vouch for its workers); otherwise
     `needed` pods of this member's shape."""
     groups: dict[tuple[tuple[str, int], ...], list[PodInfo]] = {}
@@ -269,7 +290,16 @@ def _shortfall(
     for members in groups.values():
         room = room_for(nodes, nodes.request_shape(members[0].requests), reclaimable)
         if room < len(members):
-            return members[0], len(members), room
+            return f"needs {len(members)} more x ({_shape(members[0])}), the cluster has room for {room}"
+    if len(groups) > 1:  # each shape may fit alone where all of them together do not
+        wanted: dict[str, int] = {}
+        for members in groups.values():
+            for name, value in members[0].requests.items():
+                wanted[name] = wanted.get(name, 0) + value * len(members)
+        lacking = short_in_total(nodes, wanted, reclaimable)
+        if lacking is not None:
+            name, want, have = lacking
+            return f"needs {name} {want} in all for its {needed} pods still to place, the cluster has {have} free"
     return None
 
 

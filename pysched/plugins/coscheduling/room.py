@@ -8,6 +8,8 @@ could be placed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from pysched.framework.nodetable import POD_COLUMN, NodeTable, RequestShape
@@ -28,6 +30,24 @@ def room_for(nodes: NodeTable, shape: RequestShape, reclaimable: np.ndarray | No
         if want > 0:
             fits = np.minimum(fits, np.maximum(free[:, column], 0) // want)
     return int(fits[nodes.present[:size]].sum())
+
+
+def short_in_total(
+    nodes: NodeTable, wanted: Mapping[str, int], reclaimable: np.ndarray | None = None
+) -> tuple[str, int, int] | None:
+    """The first resource of which the present nodes' free room together (with `reclaimable`)
+    holds less than `wanted`: (its name, wanted, free); None when all of it is there."""
+    size = nodes.size
+    free = nodes.allocatable[:size] - nodes.requested[:size]
+    if reclaimable is not None:
+        free = free + reclaimable[:size]
+    total = np.maximum(free[nodes.present[:size]], 0).sum(axis=0)
+    for name, want in sorted(wanted.items()):
+        column = nodes.column.get(name)
+        have = int(total[column]) if column is not None else 0
+        if want > have:
+            return name, want, have
+    return None
 
 
 def held_below(nodes: NodeTable, placed: PlacedPods, priority: int) -> np.ndarray | None:

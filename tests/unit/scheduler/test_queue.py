@@ -79,6 +79,28 @@ def test_event_during_the_attempt_sends_the_pod_to_backoff_not_to_sleep() -> Non
     assert q.pop() is not None
 
 
+def test_an_event_during_the_attempt_that_cannot_help_the_pod_leaves_it_asleep() -> None:
+    clock = VirtualClock(0.0)
+    q = _queue(clock)  # its rejectors' hints queue it for a node added only
+    q.add(make_pod("p"))
+    queued = q.pop()
+    assert queued is not None
+    q.on_event(ClusterEvent(EventKind.POD_DELETE))  # in flight: a pod elsewhere ended
+    q.requeue_unschedulable(queued, frozenset({"NodeAffinity"}))
+    assert q.where(queued.pod.key) == "unschedulable"
+    again = q.pop()
+    assert again is None
+    other = make_pod("q")
+    q.add(other)
+    queued = q.pop()
+    assert queued is not None
+    q.on_event(ClusterEvent(EventKind.POD_DELETE))
+    q.on_event(ClusterEvent(EventKind.NODE_ADD))  # one of the events in flight may help
+    q.on_event(ClusterEvent(EventKind.POD_DELETE))
+    q.requeue_unschedulable(queued, frozenset({"NodeAffinity"}))
+    assert q.where(queued.pod.key) == "backoff"
+
+
 def test_safety_flush_retries_pods_parked_for_five_minutes() -> None:
     clock = VirtualClock(0.0)
     q = _queue(clock, helps=set())

@@ -370,6 +370,43 @@ def test_a_gang_that_preemption_cannot_make_room_for_evicts_nothing() -> None:
     asyncio.run(run())
 
 
+def test_a_gang_a_member_of_which_fits_nowhere_does_not_retry_in_a_loop() -> None:
+    # Its siblings are released each time that member finds no node; they used to wake one another
+    # (each release an event during the others' attempts), a round every few seconds for ever,
+    # each posting FailedScheduling: now they wait as a lone pod that fits nowhere does.
+    async def run() -> int:
+        clock, cluster, scheduler = _world(4)
+        await scheduler.start()
+        for i in range(2):
+            cluster.create_pod(_member("stuck", i, 3, cpu="1"))
+        cluster.create_pod(_nowhere(_member("stuck", 2, 3, cpu="1")))
+        await scheduler.run_until_idle()
+        before = len([e for e in cluster.events if e.reason == "FailedScheduling"])
+        for _ in range(720):  # an hour
+            clock.advance(5)
+            await scheduler.run_until_idle()
+        await scheduler.stop()
+        return len([e for e in cluster.events if e.reason == "FailedScheduling"]) - before
+
+    assert asyncio.run(run()) <= 3 * 60  # was over 1,000; a lone pod that fits nowhere: 12
+
+
+def test_members_of_several_shapes_are_counted_together() -> None:
+    async def run() -> tuple[int, list[str]]:
+        _, cluster, scheduler = _world(2)  # 8 CPUs in all: 2 + 2 + 4 + 4 do not fit
+        await scheduler.start()
+        for i, cpu in enumerate("2244"):
+            cluster.create_pod(_member("mixed", i, 4, cpu=cpu))
+        await scheduler.run_until_idle()
+        await scheduler.stop()
+        return _bound(cluster, "mixed"), [e.note for e in cluster.events if e.reason == JOB_UNSCHEDULABLE]
+
+    bound, told = asyncio.run(run())
+    assert bound == 0 and told == [
+        "pysched.io/job default/mixed needs cpu 12000 in all for its 4 pods still to place, the cluster has 8000 free"
+    ]
+
+
 def test_pods_naming_an_unknown_podgroup_wait_for_it_then_use_its_minimum() -> None:
     async def run() -> None:
         clock, cluster, scheduler = _world(4)
