@@ -132,24 +132,32 @@ class ElasticScale:
 
     # ----- what the cluster holds
     def capacity(self) -> int:
-        """Every node's GPUs, summed once per reconcile (nodes come and go far less often)."""
+        """The GPUs the plan disposes of, once per reconcile: every node's, but those GPU pods
+        outside it hold (inference servers, other schedulers' pods, jobs reporting no steps),
+        which no scale of a job of its can take back."""
         if self._capacity is None:
-            self._capacity = self._count_gpus()
+            allocatable, requested = self._gpu_columns()
+            outside = int(requested.sum()) - sum(sum(rows.values()) for rows in self._rows.values())
+            self._capacity = max(0, int(allocatable.sum()) - max(0, outside))
         return self._capacity
 
-    def _count_gpus(self) -> int:
+    def _free_gpus(self) -> int:
+        """GPUs no pod holds or is about to (assumed) on the present nodes."""
+        allocatable, requested = self._gpu_columns()
+        return int(np.maximum(allocatable - requested, 0).sum())
+
+    def largest_node(self) -> int:
+        allocatable, _ = self._gpu_columns()
+        return int(allocatable.max()) if allocatable.size else 0
+
+    def _gpu_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """The present nodes' allocatable and requested GPUs (empty when no node has any)."""
         nodes = self.handle.nodes
         column = nodes.column.get(GPU)
         if column is None:
-            return 0
-        return int(nodes.allocatable[: nodes.size, column][nodes.present[: nodes.size]].sum())
-
-    def largest_node(self) -> int:
-        nodes = self.handle.nodes
-        column = nodes.column.get(GPU)
-        if column is None or nodes.count == 0:
-            return 0
-        return int(nodes.allocatable[: nodes.size, column][nodes.present[: nodes.size]].max())
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        present = nodes.present[: nodes.size]
+        return nodes.allocatable[: nodes.size, column][present], nodes.requested[: nodes.size, column][present]
 
     def _demand(self, job: GpuJob, now: float, capacity: int) -> Demand | None:
         """The job as the planner sees it, holding the GPUs its pods are placed on now: a job
@@ -377,7 +385,7 @@ class ElasticScale:
         capacity = self.capacity()
         admitted, others = self._demands(now)
         result = plan(admitted, others, capacity, now, self.args.leftover_efficiency)
-        free = capacity - sum(job.held for job in self.jobs.values())
+        free = self._free_gpus()  # GPU pods outside the plan (inference, other schedulers') hold theirs
         # GPUs the plan gives jobs beyond what they hold: only these make a running job give any back.
         wanted = sum(max(0, result.targets.get(k, 0) - j.held) for k, j in self.jobs.items())
         # Those that give GPUs back first (best-effort and at-risk ones before admitted ones),
@@ -397,10 +405,17 @@ class ElasticScale:
     ) -> tuple[int, int]:
         """Scale one elastic job toward its target; the GPUs free and wanted after it."""
         bound = len(members)
+        if bound >= job.workers:
+            job.settled = True
         target_units = result.targets.get(job.key, 0)
         target = max(job.workers_min, min(job.workers_max, target_units // job.gpus_per_worker))
-        if bound and bound < job.workers and now - job.last_scale >= self.args.scale_timeout_seconds:
-            target = max(job.workers_min, bound)  # the new members never all ran: keep what runs
+        if (
+            not job.settled
+            and bound
+            and bound < job.workers
+            and now - job.last_scale >= self.args.scale_timeout_seconds
+        ):
+            target = max(job.workers_min, bound)  # the new members of its last scale never all ran
         elif target > job.workers:
             if bound:  # up only into GPUs free now, and only when it pays for its pause
                 target = min(target, job.workers + max(0, free) // job.gpus_per_worker)
@@ -435,29 +450,36 @@ class ElasticScale:
     async def _scale(self, job: GpuJob, workers: int, members: Sequence[PodInfo], now: float) -> None:
         if job.ref is None:
             return
+        speaker = members[0] if members else self._member_of(job)  # who the job's events are told on
         status = await self.handle.cluster.scale_job(job.ref, workers)
         if status.code is Code.ERROR:  # the API failed, not refused: the plan asks again later
             job.failed_scales += 1
             wait = min(MAX_SCALE_RETRY_S, self.args.interval_seconds * 2.0 ** min(job.failed_scales - 1, 8))
             job.retry_at = now + wait
-            if members:
+            if speaker is not None:
                 note = f"workers {job.workers} -> {workers} failed: {status.message()}; retried in {wait:.0f}s"
-                failed = self.handle.cluster.emit_event(members[0], "Warning", SCALE_FAILED_REASON, note)
+                failed = self.handle.cluster.emit_event(speaker, "Warning", SCALE_FAILED_REASON, note)
                 self.handle.tasks.spawn(failed)
             return
         job.failed_scales, job.retry_at = 0, -math.inf
         if not status.ok:
             job.ref = None  # cannot be scaled: rigid from now on, told once
-            if members:
+            if speaker is not None:
                 note = f"elastic scaling stopped: {status.message()}; the job keeps {job.workers} workers"
-                self.handle.tasks.spawn(self.handle.cluster.emit_event(members[0], "Warning", IGNORED_REASON, note))
+                self.handle.tasks.spawn(self.handle.cluster.emit_event(speaker, "Warning", IGNORED_REASON, note))
             return
         self.scales += 1
-        if members:
+        if speaker is not None:
             note = f"workers {job.workers} -> {workers} toward the deadline plan"
-            self.handle.tasks.spawn(self.handle.cluster.emit_event(members[0], "Normal", SCALED_REASON, note))
+            self.handle.tasks.spawn(self.handle.cluster.emit_event(speaker, "Normal", SCALED_REASON, note))
+        job.settled = job.settled and workers < job.workers
         job.workers = workers
         job.last_scale = now
+
+    def _member_of(self, job: GpuJob) -> PodInfo | None:
+        """A pod of a job none of whose pods runs (the first the job book knows)."""
+        book = self.handle.jobs.get(job.key)
+        return next(iter(book.members.values()), None) if book is not None else None
 
     # ----- topology
     def pod_placed(self, pod: PodInfo, row: int) -> None:

@@ -317,54 +317,161 @@ def test_with_wait_a_job_judged_only_once_it_runs_is_not_held_back() -> None:
 def test_a_job_whose_pod_its_owner_replaces_keeps_its_admission() -> None:
     # The first job is admitted before the second takes the plan's other slot; its pod then fails
     # and the Job controller makes another: that is the same job, not an arrival to judge again.
-    async def run() -> tuple[SimulatedCluster, ElasticScale]:
-        clock = VirtualClock(EPOCH)
-        cluster = SimulatedCluster(clock)
-        for node in cpu_nodes(1, "64", "256Gi", gpu=8):
-            cluster.add_node(node)
-        scheduler = Scheduler(CONFIG.only("pysched"), cluster, clock, REGISTRY)
-        plugin = scheduler.frameworks["pysched"].plugins.get("ElasticScale")
-        assert isinstance(plugin, ElasticScale)
-        await scheduler.start()
+    def notes(deadline: float, expected: float) -> dict[str, str]:
+        return {TOTAL_STEPS: "1000", DEADLINE: format_rfc3339(EPOCH + deadline), EXPECTED_DURATION: f"{expected}s"}
 
-        def pod(name: str, job: str, deadline: float, expected: float) -> None:
-            cluster.add_owner(f"uid-{job}", clock.now())
-            cluster.set_job_minimum(job_key("sim", JobSource.BATCH, job), 1)
-            raw = pod_dict(
-                name,
-                namespace="sim",
-                cpu="1",
-                memory="1Gi",
-                scheduler_name="pysched",
-                created=clock.now(),
-                extended={GPU: "8"},
-                annotations={
-                    TOTAL_STEPS: "1000",
-                    DEADLINE: format_rfc3339(EPOCH + deadline),
-                    EXPECTED_DURATION: f"{expected}s",
-                },
-            )
-            raw["metadata"]["ownerReferences"] = [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": f"uid-{job}", "controller": True}
-            ]
-            cluster.create_pod(raw)
+    async def run() -> _Owned:
+        world = _Owned()
+        await world.scheduler.start()
+        world.job("a", 1, notes(1300, 1000), gpus=8)
+        await world.scheduler.run_until_idle()
+        world.clock.advance(10)
+        world.job("b", 1, notes(1600, 400), gpus=8)
+        await world.scheduler.run_until_idle()
+        world.clock.advance(90)
+        world.cluster.finish_pod(PodKey("sim/a-0"), "Failed")
+        world.pod("a-1", notes(1300, 1000), gpus=8, job="a")
+        await world.scheduler.run_until_idle()
+        await world.scheduler.stop()
+        return world
 
-        pod("a-0", "a", deadline=1300, expected=1000)
-        await scheduler.run_until_idle()
-        clock.advance(10)
-        pod("b-0", "b", deadline=1600, expected=400)
-        await scheduler.run_until_idle()
-        clock.advance(90)
-        cluster.finish_pod(PodKey("sim/a-0"), "Failed")
-        pod("a-1", "a", deadline=1300, expected=1000)
-        await scheduler.run_until_idle()
-        await scheduler.stop()
-        return cluster, plugin
-
-    cluster, plugin = asyncio.run(run())
-    assert [e for e in cluster.events if e.reason == REJECTED] == []
-    assert plugin.rejected == 0
-    assert {key: job.admitted for key, job in plugin.jobs.items()} == {
+    world = asyncio.run(run())
+    assert [e for e in world.cluster.events if e.reason == REJECTED] == []
+    assert world.plugin.rejected == 0
+    assert {key: job.admitted for key, job in world.plugin.jobs.items()} == {
         JobKey("sim/Job/a"): True,
         JobKey("sim/Job/b"): True,
     }
+
+
+class _Owned:
+    """One node of `gpus` GPUs under the `pysched` profile, and GPU pods made as a Job controller
+    makes them (`job`: its Indexed Job, whose scales create and delete its members)."""
+
+    def __init__(self, gpus: int = 8) -> None:
+        self.clock = VirtualClock(EPOCH)
+        self.cluster = CountingCluster(self.clock)
+        for node in cpu_nodes(1, "64", "256Gi", gpu=gpus):
+            self.cluster.add_node(node)
+        self.scheduler = Scheduler(CONFIG.only("pysched"), self.cluster, self.clock, REGISTRY)
+        plugin = self.scheduler.frameworks["pysched"].plugins.get("ElasticScale")
+        assert isinstance(plugin, ElasticScale)
+        self.plugin = plugin
+        self.templates: dict[str, dict[str, str]] = {}
+        self.cluster.scale_hooks.append(self._scaled)
+
+    def job(self, name: str, workers: int, notes: Mapping[str, str], gpus: int = 1) -> None:
+        self.cluster.add_owner(f"uid-{name}", self.clock.now())
+        self.cluster.set_job_minimum(job_key("sim", JobSource.BATCH, name), workers)
+        self.templates[name] = dict(notes)
+        for index in range(workers):
+            self.pod(f"{name}-{index}", notes, gpus, job=name, index=index)
+
+    def pod(
+        self, name: str, notes: Mapping[str, str] | None = None, gpus: int = 1, job: str | None = None, index: int = 0
+    ) -> None:
+        labels = {} if job is None else {"batch.kubernetes.io/job-completion-index": str(index)}
+        raw = pod_dict(
+            name,
+            namespace="sim",
+            cpu="1",
+            memory="1Gi",
+            scheduler_name="pysched",
+            created=self.clock.now(),
+            extended={GPU: str(gpus)},
+            labels=labels,
+            annotations=dict(notes or {}),
+        )
+        if job is not None:
+            raw["metadata"]["ownerReferences"] = [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": f"uid-{job}", "controller": True}
+            ]
+        self.cluster.create_pod(raw)
+
+    def _scaled(self, ref: JobRef, workers: int) -> None:
+        members = sorted((k for k in self.cluster.pods if k.startswith(f"sim/{ref.name}-")), key=_index)
+        for key in members[workers:]:
+            self.cluster.delete_pod(key)
+        for index in range(len(members), workers):
+            self.pod(f"{ref.name}-{index}", self.templates[ref.name], job=ref.name, index=index)
+
+    def bound(self, prefix: str) -> int:
+        return sum(1 for k, p in self.cluster.pods.items() if k.startswith(f"sim/{prefix}-") and p.node_name)
+
+    async def until(self, seconds: float) -> None:
+        """Reconcile after reconcile up to `seconds` after the start."""
+        while self.clock.now() < EPOCH + seconds:
+            self.clock.advance(min(30.0, EPOCH + seconds - self.clock.now()))
+            await self.scheduler.run_until_idle()
+
+
+def _index(key: str) -> int:
+    return int(key.rsplit("-", 1)[1])
+
+
+ELASTIC = {
+    TOTAL_STEPS: "10000",
+    DEADLINE: format_rfc3339(EPOCH + 20000),
+    EXPECTED_DURATION: "3000s",
+    "pysched.io/workers-min": "1",
+    "pysched.io/workers-max": "8",
+}
+
+
+def test_gpus_held_outside_the_plan_are_not_planned_for() -> None:
+    # GPU pods outside the plan (no total steps: inference) hold 7 of the 8 GPUs: the pending job
+    # of 2 workers is never scaled to a size that cannot start, and grows when 4 come free.
+    async def run() -> tuple[_Owned, list[tuple[JobKey, int]]]:
+        world = _Owned()
+        await world.scheduler.start()
+        world.pod("inference", gpus=4)
+        world.pod("short", gpus=3)
+        await world.scheduler.run_until_idle()
+        world.job("el", 2, ELASTIC)
+        await world.until(200)
+        while_held = list(world.cluster.scales)
+        world.cluster.finish_pod(PodKey("sim/short"))
+        await world.until(1000)
+        await world.scheduler.stop()
+        return world, while_held
+
+    world, while_held = asyncio.run(run())
+    assert all(n <= 1 for _, n in while_held)  # one GPU was free
+    workers = world.plugin.jobs[JobKey("sim/Job/el")].workers
+    assert workers > 1 and world.bound("el") == workers  # it grew into the GPUs freed, and runs
+
+
+def test_a_job_never_scaled_is_not_shrunk_when_a_worker_fails() -> None:
+    async def run() -> _Owned:
+        world = _Owned(gpus=4)  # all four run: nothing to grow into
+        await world.scheduler.start()
+        world.job("el", 4, {**ELASTIC, DEADLINE: format_rfc3339(EPOCH + 7200), EXPECTED_DURATION: "1800s"})
+        await world.until(90)
+        world.cluster.scale_hooks.clear()  # the replacement comes later than the next reconciles
+        world.cluster.finish_pod(PodKey("sim/el-1"), "Failed")
+        await world.until(400)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    assert world.cluster.scales == []
+
+
+def test_a_scale_refused_while_the_job_is_pending_is_told_on_one_of_its_pods() -> None:
+    async def run() -> _Owned:
+        world = _Owned()
+        world.cluster.failing, world.cluster.failure = 1, unschedulable("jobs.batch is forbidden: cannot patch")
+        await world.scheduler.start()
+        world.pod("other", gpus=8)
+        world.job("el", 2, ELASTIC)
+        await world.scheduler.run_until_idle()
+        job = world.plugin.jobs[JobKey("sim/Job/el")]
+        await world.plugin._scale(job, 4, [], world.clock.now())  # none of its pods runs
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    told = [(e.pod, e.note) for e in world.cluster.events if e.reason == IGNORED_REASON]
+    note = "elastic scaling stopped: jobs.batch is forbidden: cannot patch; the job keeps 2 workers"
+    assert told == [("sim/el-0", note)]
+    assert world.plugin.jobs[JobKey("sim/Job/el")].ref is None
