@@ -132,7 +132,8 @@ class LiveCluster:
         self.job_created: dict[str, float] = {}
         self._job_uids: dict[str, str] = {}  # "ns/name" -> uid (a relist deletes by key)
         self._indexed_parallelism: dict[str, int] = {}  # "ns/name" -> an Indexed Job's gang size
-        self._indexed_completions: dict[str, object] = {}  # "ns/name" -> its spec.completions (scale_job)
+        # "ns/name" -> its spec's completions and parallelism as written (scale_job's check)
+        self._indexed_counts: dict[str, tuple[object, object]] = {}
         # A JobSet's Indexed Jobs: its job key -> {"ns/name" of a Job: parallelism}, and back.
         self._jobset_sizes: dict[JobKey, dict[str, int]] = {}
         self._jobset_of_job: dict[str, JobKey] = {}
@@ -503,10 +504,10 @@ class LiveCluster:
         now = indexed_job_minimum(spec)
         if now is not None:
             self._indexed_parallelism[key] = now
-            self._indexed_completions[key] = spec.get("completions")
+            self._indexed_counts[key] = (spec.get("completions"), spec.get("parallelism"))
         else:
             self._indexed_parallelism.pop(key, None)
-            self._indexed_completions.pop(key, None)
+            self._indexed_counts.pop(key, None)
         changed = {job_key(namespace, JobSource.BATCH, name)} if now != before else set()
         owner = job_key(namespace, JobSource.JOBSET, jobset) if isinstance(jobset, str) and jobset else None
         was = self._jobset_of_job.pop(key, None)
@@ -739,7 +740,7 @@ class LiveCluster:
         parallelism = self._indexed_parallelism.get(key) if job.source is JobSource.BATCH else None
         if parallelism is None:
             return unschedulable(f"{job.title} is not an Indexed batch/v1 Job: pysched cannot scale it")
-        completions = self._indexed_completions.get(key)
+        completions, parallelism = self._indexed_counts.get(key, (None, parallelism))
         if completions != parallelism:
             # Patching both would also change which indexes the Job must complete: not a worker count.
             return unschedulable(

@@ -124,6 +124,7 @@ async def test_a_leader_that_lost_its_lease_while_the_request_waited_sends_nothi
         ((batch_job(),), ref(source=JobSource.JOBSET), "is not an Indexed batch/v1 Job"),
         ((batch_job(),), ref(source=JobSource.PYSCHED), "is not an Indexed batch/v1 Job"),
         ((batch_job(parallelism=2, completions=8),), ref(), "completions 8 and parallelism 2"),
+        ((batch_job(parallelism=8, completions=2),), ref(), "completions 2 and parallelism 8"),
     ],
 )
 async def test_a_job_that_cannot_scale_elastically_is_refused_without_a_request(
