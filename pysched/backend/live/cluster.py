@@ -737,10 +737,10 @@ class LiveCluster:
         if not self.writable():
             return error("not the leader: scale refused")
         key = f"{job.namespace}/{job.name}"
-        parallelism = self._indexed_parallelism.get(key) if job.source is JobSource.BATCH else None
-        if parallelism is None:
+        gang = self._indexed_parallelism.get(key) if job.source is JobSource.BATCH else None
+        if gang is None:
             return unschedulable(f"{job.title} is not an Indexed batch/v1 Job: pysched cannot scale it")
-        completions, parallelism = self._indexed_counts.get(key, (None, parallelism))
+        completions, parallelism = self._indexed_counts.get(key, (None, gang))
         if completions != parallelism:
             # Patching both would also change which indexes the Job must complete: not a worker count.
             return unschedulable(
