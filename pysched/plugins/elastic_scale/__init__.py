@@ -63,6 +63,7 @@ from pysched.deadline.predictor import JobModel
 from pysched.framework.cluster import PodCondition
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import MAX_RECONCILE_INTERVAL_S, MIN_RECONCILE_INTERVAL_S, Handle, MetricFamily
+from pysched.framework.jobs import Job
 from pysched.framework.nodetable import I64, MAX_NODE_SCORE, Bools, NodeTable
 from pysched.framework.registry import MAX_ARGS_SECONDS, ArgsError, PluginSpec, check_range
 from pysched.framework.status import SKIP, SUCCESS, Code, Status, unschedulable
@@ -175,7 +176,10 @@ class ElasticScale:
     def pre_enqueue(self, pod: PodInfo) -> Status:
         gpus = pod.requests.get(GPU, 0)
         total = total_steps_of(pod)
-        if gpus <= 0 or total is None:
+        if gpus <= 0:
+            self._recount(pod)
+            return SUCCESS
+        if total is None:
             return SUCCESS
         key = self.job_key(pod)
         self._job_of[pod.key] = key
@@ -184,6 +188,8 @@ class ElasticScale:
             known = self._learn(key, pod, gpus, total)
             self._dirty = True
         known.pods.add(pod.key)
+        if known.incomplete:
+            self._judge_once_complete(known, pod)
         if known.admitted is False:
             self._tell_rejected(pod, "")  # a member created later is ordered like the others
         if known.waiting:
@@ -205,10 +211,23 @@ class ElasticScale:
         self._dirty = True
         return job
 
+    def _recount(self, pod: PodInfo) -> None:
+        """A member without GPUs (a launcher, a parameter server) of a rigid job already known
+        holds none of its GPU workers' share: the job's workers are counted again."""
+        book = self.handle.jobs.of(pod.key)
+        known = self.jobs.get(book.key) if book is not None else None
+        if book is not None and known is not None and known.ref is None:
+            workers = _gpu_workers(book)
+            if workers != known.workers:
+                known.workers = known.workers_min = known.workers_max = workers
+                self._dirty = True
+            if known.incomplete:
+                self._judge_once_complete(known, pod)
+
     def _learn(self, key: JobKey, pod: PodInfo, gpus: int, total: int) -> GpuJob:
         job = self.handle.jobs.of(pod.key)
         ref = job.ref if job is not None else None
-        workers = job.minimum if job is not None else 1
+        workers = _gpu_workers(job) if job is not None else 1
         lo = hi = workers
         declared = worker_range_of(pod)
         problem = ""
@@ -230,11 +249,22 @@ class ElasticScale:
         if expected is not None:
             state.expect(expected)
         self.jobs[key] = state
-        if state.deadline is not None:
-            self._judge(state, pod, now)
-        else:
+        if state.deadline is None:
             state.admitted = False
+        elif job is not None and job.ref.source is not JobSource.BATCH and len(job.members) < job.minimum:
+            # Its GPU workers are known once its members are (a launcher or a parameter server
+            # holds none); an Indexed Job's pods all come from one template.
+            state.incomplete = True
+        else:
+            self._judge(state, pod, now)
         return state
+
+    def _judge_once_complete(self, known: GpuJob, pod: PodInfo) -> None:
+        book = self.handle.jobs.of(pod.key)
+        if book is None or len(book.members) >= book.minimum:
+            known.incomplete = False
+            gpu_pod = pod if pod.requests.get(GPU, 0) > 0 else self._member_of(known)
+            self._judge(known, gpu_pod or pod, self.handle.clock.now())
 
     def _demands(
         self, now: float, exclude: JobKey | None = None, *, admitted_only: bool = False
@@ -586,6 +616,12 @@ class ElasticScale:
                 self._ended[job.key] = (self.handle.clock.now(), _owner_uid(pod), job)
                 if len(self._ended) > MAX_ENDED_JOBS:
                     self._ended.popitem(last=False)
+
+
+def _gpu_workers(job: Job) -> int:
+    """The members of `job` that share its GPU work: its minimum, less the members seen without
+    GPUs (an MPI launcher, parameter servers)."""
+    return max(1, job.minimum - sum(1 for m in job.members.values() if m.requests.get(GPU, 0) <= 0))
 
 
 def _owner_uid(pod: PodInfo) -> str | None:

@@ -32,6 +32,7 @@ class GpuJob:
     gated: dict[PodKey, PodInfo] = field(default_factory=dict)
     last_scale: float = -math.inf
     settled: bool = True  # every worker asked for has run since the last scale up
+    incomplete: bool = False  # a gang judged only once all its members are known
     failed_scales: int = 0  # transient failures in a row (an API error): retried with a backoff
     retry_at: float = -math.inf
     held: int = 0  # GPUs of its running members, as of the last reconcile

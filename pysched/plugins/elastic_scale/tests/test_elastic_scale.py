@@ -13,7 +13,7 @@ import pytest
 from pysched.api.annotations import DEADLINE, EXPECTED_DURATION, TOTAL_STEPS, format_progress
 from pysched.api.builders import pod_dict
 from pysched.api.ids import JobKey, PodKey
-from pysched.api.jobs import JobRef, JobSource, job_key
+from pysched.api.jobs import JOB_LABEL, JobRef, JobSource, job_key
 from pysched.api.objects import PodInfo
 from pysched.api.resources import GPU
 from pysched.api.times import format_rfc3339
@@ -475,3 +475,41 @@ def test_a_scale_refused_while_the_job_is_pending_is_told_on_one_of_its_pods() -
     note = "elastic scaling stopped: jobs.batch is forbidden: cannot patch; the job keeps 2 workers"
     assert told == [("sim/el-0", note)]
     assert world.plugin.jobs[JobKey("sim/Job/el")].ref is None
+
+
+@pytest.mark.parametrize("launcher_first", [True, False])
+def test_a_member_without_gpus_is_no_gpu_worker_of_its_job(launcher_first: bool) -> None:
+    # An MPI-style job: a launcher and two 4-GPU workers, alone on an 8-GPU node: it asks 8 GPUs,
+    # not 3 x 4, and is admitted whichever of its pods comes first.
+    notes = {**ELASTIC, "pysched.io/min-members": "3"}
+    del notes["pysched.io/workers-min"], notes["pysched.io/workers-max"]
+
+    def member(world: _Owned, name: str, gpus: int) -> None:
+        raw = pod_dict(
+            name,
+            namespace="sim",
+            cpu="1",
+            memory="1Gi",
+            scheduler_name="pysched",
+            created=world.clock.now(),
+            extended={GPU: str(gpus)} if gpus else None,
+            labels={JOB_LABEL: "mpi"},
+            annotations=notes,
+        )
+        world.cluster.create_pod(raw)
+
+    async def run() -> _Owned:
+        world = _Owned()
+        await world.scheduler.start()
+        order = [("mpi-launcher", 0), ("mpi-worker-0", 4), ("mpi-worker-1", 4)]
+        for name, gpus in order if launcher_first else order[1:] + order[:1]:
+            member(world, name, gpus)
+        await world.scheduler.run_until_idle()
+        await world.until(120)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    job = world.plugin.jobs[JobKey("sim/pysched.io/job/mpi")]
+    assert (job.workers, job.gpus_per_worker, job.admitted) == (2, 4, True)
+    assert [e for e in world.cluster.events if e.reason == REJECTED] == []
