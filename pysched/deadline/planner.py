@@ -101,10 +101,12 @@ class Timeline:
         return self.levels[bisect.bisect_right(self.times, t) - 1]
 
 
-def _placements(demand: Demand, timeline: Timeline, now: float, until: float) -> Iterator[Reservation]:
+def _placements(
+    demand: Demand, timeline: Timeline, now: float, until: float, pinned: bool = True
+) -> Iterator[Reservation]:
     """For each count, fewest first, its earliest start that fits on what `timeline` leaves and
-    ends by `until`; a running job starts now (it is not stopped to wait)."""
-    starts = [now] if demand.held else timeline.starts(now)
+    ends by `until`; a running job starts now (it is not stopped to wait) unless not `pinned`."""
+    starts = [now] if demand.held and pinned else timeline.starts(now)
     for n in demand.counts:
         if n > timeline.capacity:
             return
@@ -129,8 +131,9 @@ def minimum_share(demand: Demand, timeline: Timeline, now: float) -> Reservation
 
 def earliest_finish(demand: Demand, timeline: Timeline, now: float) -> float:
     """The soonest the job could finish on what `timeline` leaves (inf: never): what a job refused
-    admission is told it could have asked for."""
-    return min((r.end for r in _placements(demand, timeline, now, math.inf)), default=math.inf)
+    admission is told it could have asked for. A running job may start again later for this (it
+    could have been submitted to wait for its room)."""
+    return min((r.end for r in _placements(demand, timeline, now, math.inf, pinned=False)), default=math.inf)
 
 
 @dataclass(frozen=True, slots=True)

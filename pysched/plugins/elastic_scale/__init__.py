@@ -306,7 +306,8 @@ class ElasticScale:
             self.rejected += 1
             # Only a job with nothing placed yet can wait: one judged at its first progress runs.
             placed = bool(self._rows.get(job.key))
-            job.waiting = self.args.not_admitted == WAIT and not placed and self._could_meet_alone(demand, now)
+            job.hopeless = not self._could_meet_alone(demand, now)
+            job.waiting = self.args.not_admitted == WAIT and not placed and not job.hopeless
             self._tell_rejected(pod, earliest_finish_words(verdict.earliest, now))
 
     def _could_meet_alone(self, demand: Demand, now: float) -> bool:
@@ -363,10 +364,16 @@ class ElasticScale:
         if deadline is None or pod.key in self._told:
             return
         self._told.add(pod.key)
-        then = "waits until it can be admitted" if self._waits(pod) else "runs as best-effort"
+        job = self._job_of_pod(pod)
+        then = "waits until it can be admitted" if job is not None and job.waiting else "runs as best-effort"
+        because = (
+            "even with every GPU"
+            if job is not None and job.hopeless
+            else ("without making an admitted job miss its own")
+        )
         note = (
-            f"deadline {deadline - self.handle.clock.now():+.0f}s from now cannot be planned without making an "
-            f"admitted job miss its own{'; ' + why if why else ''}: {then}"
+            f"deadline {deadline - self.handle.clock.now():+.0f}s from now cannot be planned {because}"
+            f"{'; ' + why if why else ''}: {then}"
         )
         if why:
             self.handle.tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", REJECTED_REASON, note))
@@ -374,10 +381,9 @@ class ElasticScale:
             self.handle.cluster.patch_pod_conditions(pod, PodCondition(CONDITION, "False", REJECTED_REASON, note))
         )
 
-    def _waits(self, pod: PodInfo) -> bool:
+    def _job_of_pod(self, pod: PodInfo) -> GpuJob | None:
         key = self._job_of.get(pod.key)
-        job = self.jobs.get(key) if key is not None else None
-        return job is not None and job.waiting
+        return self.jobs.get(key) if key is not None else None
 
     # ----- running jobs
     async def reconcile(self, pods: Sequence[PodInfo]) -> None:

@@ -33,6 +33,7 @@ class GpuJob:
     last_scale: float = -math.inf
     settled: bool = True  # every worker asked for has run since the last scale up
     incomplete: bool = False  # a gang judged only once all its members are known
+    hopeless: bool = False  # refused admission because it could not meet its deadline even alone
     failed_scales: int = 0  # transient failures in a row (an API error): retried with a backoff
     retry_at: float = -math.inf
     held: int = 0  # GPUs of its running members, as of the last reconcile

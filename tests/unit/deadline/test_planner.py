@@ -44,6 +44,16 @@ def test_a_job_waits_for_units_an_earlier_deadline_frees() -> None:
     assert minimum_share(amdahl_demand("c", 100.0, NOW + 300.0, held=2), timeline, NOW) is None
 
 
+def test_a_running_job_refused_is_told_a_finish_after_the_room_frees_not_never() -> None:
+    timeline = Timeline(4)
+    timeline.reserve(Reservation(JobKey("first"), 4, NOW, NOW + 100.0))
+    running = amdahl_demand("c", 100.0, NOW + 50.0, held=2)
+    assert minimum_share(running, timeline, NOW) is None  # refused: it cannot run beside the first
+    # what it could have asked for: its 2 units once the first is done, (0.1 + 0.9 / 2) * 100 s
+    # later (4 units would pay a change's 30 s pause: 62.5 s)
+    assert earliest_finish(running, timeline, NOW) == NOW + 100.0 + 55.0
+
+
 def test_a_change_of_count_pays_its_pause() -> None:
     timeline = Timeline(8)
     running = amdahl_demand("a", 1000.0, NOW + 400.0, held=4)  # 4 units: 325 s; 3 units: 400 + 30 s pause

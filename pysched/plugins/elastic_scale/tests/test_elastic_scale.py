@@ -225,6 +225,7 @@ def test_a_job_that_could_not_meet_its_deadline_even_alone_never_waits() -> None
     cluster, result = replay([first, hopeless], args=WAIT)
     notes = [e.note for e in cluster.events if e.reason == REJECTED]
     assert len(notes) == 1 and notes[0].endswith("runs as best-effort")
+    assert "cannot be planned even with every GPU;" in notes[0]  # no admitted job is to blame
     assert result.unfinished == 0
 
 
