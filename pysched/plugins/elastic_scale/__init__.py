@@ -259,6 +259,22 @@ class ElasticScale:
             self._judge(state, pod, now)
         return state
 
+    def _sync_workers(self, job: GpuJob, now: float) -> None:
+        """An Indexed Job's workers are its parallelism as the owner states it now: its Job may
+        have been seen after its pods (counted 1 until then) or changed by someone else; not
+        while a scale of its own may not have reached the Job's informer yet."""
+        book = self.handle.jobs.get(job.key)
+        if book is None or book.ref.source is not JobSource.BATCH:
+            return
+        if now - job.last_scale < self.args.scale_timeout_seconds:
+            return
+        asked = book.minimum
+        if asked != job.workers:
+            job.workers = asked
+            if job.ref is None:  # rigid: its size is its count
+                job.workers_min = job.workers_max = asked
+            self._dirty = True
+
     def _judge_once_complete(self, known: GpuJob, pod: PodInfo) -> None:
         book = self.handle.jobs.of(pod.key)
         if book is None or len(book.members) >= book.minimum:
@@ -397,6 +413,7 @@ class ElasticScale:
                 if key in self.jobs:
                     running.setdefault(key, []).append(pod)
         for key, job in self.jobs.items():
+            self._sync_workers(job, now)
             members = running.get(key, [])
             held = sum(p.requests.get(GPU, 0) for p in members)
             if held != job.held:

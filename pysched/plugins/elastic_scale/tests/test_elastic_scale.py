@@ -514,3 +514,29 @@ def test_a_member_without_gpus_is_no_gpu_worker_of_its_job(launcher_first: bool)
     job = world.plugin.jobs[JobKey("sim/pysched.io/job/mpi")]
     assert (job.workers, job.gpus_per_worker, job.admitted) == (2, 4, True)
     assert [e for e in world.cluster.events if e.reason == REJECTED] == []
+
+
+def test_an_indexed_job_seen_after_its_pods_is_counted_at_its_parallelism() -> None:
+    # The Job watch delivers the Job a moment after its 4 pods: counted 1 worker until then, it
+    # must count 4 afterwards, so that it gives GPUs back to a deadline job that needs 6 of 8.
+    urgent = {TOTAL_STEPS: "1000", DEADLINE: format_rfc3339(EPOCH + 1500), EXPECTED_DURATION: "600s"}
+
+    async def run() -> _Owned:
+        world = _Owned()
+        await world.scheduler.start()
+        notes = {**ELASTIC, DEADLINE: format_rfc3339(EPOCH + 50000), EXPECTED_DURATION: "4000s"}
+        world.templates["el"] = notes
+        for index in range(4):
+            world.pod(f"el-{index}", notes, job="el", index=index)
+        world.cluster.add_owner("uid-el", world.clock.now())
+        world.cluster.set_job_minimum(job_key("sim", JobSource.BATCH, "el"), 4)
+        await world.scheduler.run_until_idle()
+        world.clock.advance(10)
+        world.job("b", 1, urgent, gpus=6)
+        await world.until(700)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    assert world.plugin.jobs[JobKey("sim/Job/el")].workers == 2
+    assert world.bound("b") == 1 and world.plugin.jobs[JobKey("sim/Job/b")].admitted
