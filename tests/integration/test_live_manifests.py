@@ -93,6 +93,7 @@ def test_the_monitoring_overlay_scrapes_the_metrics_service_and_ships_the_dashbo
     assert selected.items() <= service["metadata"]["labels"].items()
     assert [e["port"] for e in monitor["spec"]["endpoints"]] == [p["name"] for p in service["spec"]["ports"]]
     assert service["spec"]["ports"][0]["port"] == 10259 and monitor["spec"]["endpoints"][0]["scheme"] == "https"
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True  # the slack panel's namespace/pod: the job's
     assert json.loads(dashboard["data"]["pysched.json"])["uid"] == "pysched"
     assert dashboard["metadata"]["labels"] == {"grafana_dashboard": "1"}
 
