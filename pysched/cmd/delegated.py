@@ -6,7 +6,8 @@ the non-resource path. Answers, yes and no alike, are kept for `ttl` seconds (10
 for both) in caches of bounded size, keyed by the token's SHA-256 rather than the token. Failures
 to reach the API are not cached: an authentication failure answers 401, an authorization failure
 500, as kube's filters do. Reviews go out past the client's shared rate limit, through a bucket of
-their own, so that a flood of made-up tokens cannot delay binds.
+their own, so that a flood of made-up tokens cannot delay binds; while `MAX_WAITING_REVIEWS` wait
+for it, a request whose answer is not cached is answered 429.
 
 Nothing here logs a token or an Authorization header: a TokenReview's answer echoes the token in
 its spec, so only its status is read.
@@ -32,6 +33,9 @@ CACHE_TTL = 10.0
 CACHE_SIZE = 1024
 REVIEW_QPS = 10.0
 REVIEW_BURST = 20
+# Reviews waiting for the bucket at most: past it a request is answered 429 at once, so that a
+# flood of made-up tokens cannot hold a real scrape behind it for minutes (4 s of reviews here).
+MAX_WAITING_REVIEWS = 2 * REVIEW_BURST
 
 log = structlog.get_logger("pysched.cmd.delegated")
 
@@ -67,6 +71,10 @@ class ReviewFailed(Exception):
     """The API server did not answer a review (the message names the status, never the token)."""
 
 
+class TooManyReviews(Exception):
+    """Too many reviews wait already: this request is not queued behind them."""
+
+
 def bearer_token(authorization: str | None) -> str | None:
     """The token of `Authorization: Bearer TOKEN` (the scheme in any case); None otherwise."""
     if not authorization:
@@ -89,6 +97,7 @@ class DelegatedAuth:
     ) -> None:
         self._client = client
         self._bucket = TokenBucket(qps, burst, now=timer)
+        self._waiting = 0
         self._users: TTLCache[bytes, User | None] = TTLCache(size, ttl, timer=timer)
         self._decisions: TTLCache[tuple[User, str, str], bool] = TTLCache(size, ttl, timer=timer)
 
@@ -98,6 +107,8 @@ class DelegatedAuth:
             return Verdict(401, "no token")
         try:
             user = await self.authenticate(token)
+        except TooManyReviews:
+            return Verdict(429, "too many token reviews under way: retry later")
         except ReviewFailed as err:
             log.warning("token review failed", error=str(err))
             return Verdict(401, "the token could not be reviewed")
@@ -105,6 +116,8 @@ class DelegatedAuth:
             return Verdict(401, "the token is not valid")
         try:
             allowed = await self.authorize(user, path, verb)
+        except TooManyReviews:
+            return Verdict(429, "too many access reviews under way: retry later", user.name)
         except ReviewFailed as err:
             log.warning("access review failed", user=user.name, error=str(err))
             return Verdict(500, "the access review failed", user.name)
@@ -141,7 +154,13 @@ class DelegatedAuth:
         return allowed
 
     async def _review(self, path: str, review: dict[str, Any]) -> Mapping[str, Any]:
-        await self._bucket.acquire()
+        if self._waiting >= MAX_WAITING_REVIEWS:
+            raise TooManyReviews
+        self._waiting += 1
+        try:
+            await self._bucket.acquire()
+        finally:
+            self._waiting -= 1
         answer = await self._client.request("POST", path, body=review, rate_limited=False)
         if not answer.ok:
             raise ReviewFailed(f"POST {path}: {answer.message()}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from pysched.backend.live.kubeclient import JSON, ApiResponse
 from pysched.certs import self_signed
-from pysched.cmd.delegated import ACCESS_REVIEWS, TOKEN_REVIEWS, DelegatedAuth, User, bearer_token
+from pysched.cmd.delegated import ACCESS_REVIEWS, MAX_WAITING_REVIEWS, TOKEN_REVIEWS, DelegatedAuth, User, bearer_token
 from pysched.cmd.metrics import SchedulerMetrics
 from pysched.cmd.server import Listener, OpsServer
 from pysched.cmd.tls import TLSError, server_context
@@ -188,6 +189,21 @@ async def test_an_unreachable_api_answers_401_or_500_and_is_not_cached(
     assert (await auth.verdict("Bearer good", "/metrics")).status == 500
     api.down = False
     assert (await auth.verdict("Bearer good", "/metrics")).status == 200
+
+
+async def test_a_flood_of_made_up_tokens_is_answered_429_past_a_bound_and_a_cached_token_still_passes() -> None:
+    clock = Clock()  # frozen: the review bucket never refills, so the burst is all there is
+    auth = DelegatedAuth(ReviewingApi(), qps=1.0, burst=1, timer=clock)
+    assert (await auth.verdict("Bearer good", "/metrics")).status == 200  # reviewed and cached
+    flood = [asyncio.ensure_future(auth.verdict(f"Bearer made-up-{i}", "/metrics")) for i in range(200)]
+    await asyncio.sleep(0)
+    done = [task for task in flood if task.done()]
+    assert len(done) == 200 - MAX_WAITING_REVIEWS  # the rest wait for the bucket
+    assert {task.result().status for task in done} == {429}
+    assert (await auth.verdict("Bearer good", "/metrics")).status == 200  # from the cache, not queued
+    for task in flood:
+        task.cancel()
+    await asyncio.gather(*flood, return_exceptions=True)
 
 
 async def test_not_live_fails_healthz_and_livez_with_the_reason() -> None:
