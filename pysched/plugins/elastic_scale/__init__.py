@@ -238,6 +238,10 @@ class ElasticScale:
                 problem = "its owner is not an Indexed batch/v1 Job, the one pysched can scale"
             elif gpus > self.largest_node():
                 problem = f"{gpus} GPUs per worker is more than any node has"
+            elif declared[0] * gpus > (cluster_gpus := int(self._gpu_columns()[0].sum())):
+                problem = (
+                    f"workers-min {declared[0]} x {gpus} GPUs per worker is more than the cluster's {cluster_gpus} GPUs"
+                )
             else:
                 lo, hi = declared
         if problem:

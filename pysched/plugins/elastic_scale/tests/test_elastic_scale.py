@@ -142,6 +142,17 @@ def test_a_range_that_contradicts_itself_is_refused_with_one_event_and_the_job_s
     assert cluster.scales == [] and result.deadline_met == 0
 
 
+def test_a_range_whose_minimum_the_cluster_cannot_hold_is_refused_and_the_job_runs_as_submitted() -> None:
+    job = dataclasses.replace(elastic("big", 3600, deadline=1200.0), elastic=(16, 32))  # one-GPU workers, 8 GPUs
+    cluster, result = replay([job])
+    ignored = [e.note for e in cluster.events if e.reason == IGNORED_REASON]
+    assert ignored == [
+        "elastic range ignored: workers-min 16 x 1 GPUs per worker is more than the cluster's 8 GPUs; "
+        "the job runs at its submitted size"
+    ]
+    assert cluster.scales == [] and result.unfinished == 0
+
+
 def test_a_jobs_workers_land_on_as_few_nodes_as_hold_them() -> None:
     # A rigid 3-GPU job fills part of one node; the 6 one-GPU workers that follow would fit in
     # neither hole alone if packed into the fuller node first: they all go to the empty one.
