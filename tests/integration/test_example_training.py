@@ -41,7 +41,11 @@ def test_the_example_job_is_valid_and_says_what_pysched_reads(kube: KubeAPI, nam
     assert pod.annotations["pysched.io/total-steps"] == steps
     assert pod.scheduler_name == "pysched" and template["spec"]["serviceAccountName"] == "pysched-training"
     assert "cpu" not in container["resources"]["limits"]  # a request-only resize: cpu.weight follows it
-    assert {e["name"] for e in container["env"]} == {"POD_NAME", "POD_NAMESPACE"}
+    env = {e["name"]: e["valueFrom"] for e in container["env"]}
+    assert env.keys() == {"POD_NAME", "POD_NAMESPACE", "PYSCHED_CPU_REQUEST"}
+    # the request at start, which tells the helper which formula the runtime wrote cpu.weight by
+    request = {"containerName": container["name"], "resource": "requests.cpu", "divisor": "1m"}
+    assert env["PYSCHED_CPU_REQUEST"] == {"resourceFieldRef": request}
 
 
 def test_the_example_script_reports_progress_and_follows_a_resize(
