@@ -247,7 +247,8 @@ class SchedulingQueue:
         self._front_stale |= self._token.pop(key, None) is not None
         self._drop_unschedulable(key)
         self._parked.pop(key, None)
-        self._popped_at.pop(key, None)
+        if self._popped_at.pop(key, None) is not None:
+            self._forget_in_flight_events()
 
     def on_event(self, event: ClusterEvent) -> int:
         """A cluster change: move the parked pods it may help. Returns how many moved."""
@@ -385,9 +386,12 @@ class SchedulingQueue:
         """Some event since `popped` may help the pod (or one that may was forgotten)."""
         if popped < self._in_flight_forgotten:
             return True
+        key = qp.pod.key
         for seq, event in reversed(self._in_flight_events):
             if seq <= popped:
                 return False
+            if isinstance(event.old, PodInfo) and event.old.key == key and event.new is None:
+                continue  # its own room given back (its assumption undone): it helps no one of it
             try:
                 if self._hint(qp, event) is QueueingHint.QUEUE:
                     return True
@@ -413,6 +417,7 @@ class SchedulingQueue:
         self._drop_unschedulable(qp.pod.key)
         qp.last_failure = self._clock.now()
         self._popped_at.pop(qp.pod.key, None)
+        self._forget_in_flight_events()
         self._park(qp, PARKED)
         self._came(qp, ATTEMPT_FAILED)
 
@@ -425,6 +430,7 @@ class SchedulingQueue:
         qp.last_failure = now
         qp.backoff_until = now + self._backoff_for(qp.attempts)
         self._popped_at.pop(key, None)
+        self._forget_in_flight_events()
         self._push_backoff(qp)
         self._came(qp, ATTEMPT_FAILED)
 

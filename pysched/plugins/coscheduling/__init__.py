@@ -26,7 +26,7 @@ from pysched.api.jobs import MIN_MEMBERS, job_of
 from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
 from pysched.framework.cycle_state import CycleState
-from pysched.framework.events import EventKind, EventRegistration
+from pysched.framework.events import ClusterEvent, EventKind, EventRegistration, QueueingHint
 from pysched.framework.interfaces import Diagnosis, Handle
 from pysched.framework.jobs import Job
 from pysched.framework.nodetable import NodeTable
@@ -248,11 +248,24 @@ class Coscheduling:
         return [
             EventRegistration(EventKind.UNSCHEDULED_POD_ADD),
             EventRegistration(EventKind.JOB_MINIMUM_CHANGE),
-            EventRegistration(EventKind.POD_DELETE),
+            EventRegistration(EventKind.POD_DELETE, self._after_pod_delete),
             EventRegistration(EventKind.POD_RESIZE_DOWN),
             EventRegistration(EventKind.NODE_ADD),
             EventRegistration(EventKind.NODE_UPDATE),
         ]
+
+    def _after_pod_delete(self, pod: PodInfo, event: ClusterEvent) -> QueueingHint:
+        """Room another pod gave back may let the job fit; room its own members give back while
+        the member they were released for still finds no node does not."""
+        job = self._handle.jobs.of(pod.key)
+        failed = self._failed.get(job.key) if job is not None else None
+        gone = event.old if isinstance(event.old, PodInfo) else event.new
+        if job is None or failed is None or failed[0] == pod.key or not isinstance(gone, PodInfo):
+            return QueueingHint.QUEUE
+        ref = job_of(gone)  # by its keys: a deleted member has already left the job book
+        if ref is not None and ref.key == job.key and failed[0] in job.members and failed[0] not in job.placed:
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE
 
     def still_rejects(self, pod: PodInfo) -> bool:
         """The member's gang, with nothing placed yet, cannot fit in the cluster's free room now

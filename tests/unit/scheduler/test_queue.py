@@ -101,6 +101,35 @@ def test_an_event_during_the_attempt_that_cannot_help_the_pod_leaves_it_asleep()
     assert q.where(queued.pod.key) == "backoff"
 
 
+def test_a_pods_own_room_given_back_in_flight_does_not_wake_it() -> None:
+    clock = VirtualClock(0.0)
+    q = _queue(clock, helps={EventKind.POD_DELETE})
+    q.add(make_pod("p"))
+    queued = q.pop()
+    assert queued is not None
+    q.on_event(ClusterEvent(EventKind.POD_DELETE, queued.pod, None))  # its assumption undone
+    q.requeue_unschedulable(queued, frozenset({"Coscheduling"}))
+    assert q.where(queued.pod.key) == "unschedulable"
+
+
+def test_events_are_kept_only_while_some_pod_is_in_flight() -> None:
+    clock = VirtualClock(0.0)
+    q = _queue(clock)
+    for name in ("a", "b"):
+        q.add(make_pod(name))
+    first, second = q.pop(), q.pop()
+    assert first is not None and second is not None
+    for _ in range(5):
+        q.on_event(ClusterEvent(EventKind.POD_DELETE))
+    q.done(first.pod.key)  # bound
+    q.on_event(ClusterEvent(EventKind.POD_DELETE))
+    q.delete(second.pod.key)  # gone while in flight: nothing is in flight any more
+    assert len(q._in_flight_events) == 0
+    for _ in range(5):
+        q.on_event(ClusterEvent(EventKind.POD_DELETE))  # none kept: no pod to ask about them
+    assert len(q._in_flight_events) == 0
+
+
 def test_safety_flush_retries_pods_parked_for_five_minutes() -> None:
     clock = VirtualClock(0.0)
     q = _queue(clock, helps=set())
