@@ -41,8 +41,10 @@ quota), else its CPU request (cgroup v2 `cpu.weight`, which the kubelet sets fro
 changes on an in-place resize of a request-only container), else the CPUs the process may run on.
 Container runtimes turn a request into `cpu.weight` by one of two formulas (runc 1.3.2 and crun
 1.23 changed it); give the container `PYSCHED_CPU_REQUEST`, its request in millicores from the
-downward API, and the weight is read by its runtime's formula; without it, by the formula that
-reads a rounder request (2 CPUs, not 4.43), which is right for requests in whole or half CPUs.
+downward API, and the weight is read by its runtime's formula (told at the first reading: call
+`granted_cpus()` once at start, before any resize); without it, by the formula that reads a
+rounder request (2 CPUs, not 4.43): right for most round requests, not all (1.5 CPUs under the
+old formula is the weight 0.5 CPUs gets under the new one, and reads 0.5).
 """
 
 from __future__ import annotations
