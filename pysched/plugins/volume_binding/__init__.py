@@ -97,7 +97,9 @@ def read_claims(pod: PodInfo, storage: StorageView) -> PodClaims | Status:
         if claim.fully_bound:
             bound.append(claim)
             continue
-        if not claim.storage_class:
+        if not claim.storage_class or claim.volume_name:
+            # No class to delay by, or it names its volume (prebound): the PV controller binds
+            # it, as kube-scheduler treats it (unbound immediate), not this pod's placement.
             immediate = True
             continue
         storage_class = storage.storage_class(claim.storage_class)

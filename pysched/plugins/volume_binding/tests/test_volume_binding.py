@@ -165,6 +165,24 @@ def test_bound_pv_node_affinity_and_immediate_claims(loop: asyncio.AbstractEvent
     loop.run_until_complete(run())
 
 
+def test_a_claim_that_names_its_volume_waits_for_the_pv_controller(loop: asyncio.AbstractEventLoop) -> None:
+    # kube-scheduler treats a prebound claim not yet bound as an unbound immediate one: the pod
+    # waits, and no other PV is ever bound to the claim.
+    async def run() -> None:
+        cluster, scheduler = setup(2)
+        cluster.add_pv(pv_dict("named", node="n0"))
+        cluster.add_pv(pv_dict("other", node="n1"))
+        cluster.add_pvc(pvc_dict("c", volume_name="named"))
+        await scheduler.start()
+        cluster.create_pod(volume_pod("p", "c"))
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/p")].node_name is None
+        assert last_note(cluster, "p") == "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+        assert all(pv.claim_ref is None for pv in cluster.storage.pvs.values())
+
+    loop.run_until_complete(run())
+
+
 def test_node_affinity_conflict_message(loop: asyncio.AbstractEventLoop) -> None:
     async def run() -> None:
         cluster, scheduler = setup()
