@@ -143,6 +143,9 @@ class VolumeBinding:
     NAME: ClassVar[str] = NAME
     # PV name -> the pod it is reserved for (between Reserve and the end of PreBind).
     assumed: dict[str, PodKey] = field(default_factory=dict)
+    # Claim key -> the PV (None: provisioned) and node a pod's Reserve chose for it, and that pod:
+    # another pod of the same claim must follow (kube's assumed PV claimRef and selected node).
+    assumed_claims: dict[str, tuple[str | None, NodeName, PodKey]] = field(default_factory=dict)
     _masks: dict[tuple[str, str, str], Bools] = field(default_factory=dict)
     _mask_generation: int = -1
 
@@ -213,6 +216,28 @@ class VolumeBinding:
     def _excluded(self, pod: PodInfo) -> frozenset[str]:
         return frozenset(name for name, owner in self.assumed.items() if owner != pod.key)
 
+    def _taken(self, claim: PersistentVolumeClaim, pod: PodInfo) -> tuple[PersistentVolume | None, NodeName] | None:
+        """What another pod's Reserve chose for this claim and where: its PV (None: to be
+        provisioned on that node). None when no other pod has it reserved."""
+        found = self.assumed_claims.get(claim.key)
+        if found is None or found[2] == pod.key:
+            return None
+        pv_name, node, _ = found
+        return (self.storage.pv(pv_name) if pv_name is not None else None), node
+
+    def _follows(self, taken: tuple[PersistentVolume | None, NodeName], nodes: NodeTable) -> Bools:
+        """Rows where a pod of a claim another pod reserved can go: where its PV is reachable,
+        or the very node its volume is provisioned on."""
+        pv, node = taken
+        if pv is not None:
+            mask = self._pv_mask(pv, nodes)
+            return np.ones(nodes.size, np.bool_) if mask is None else mask
+        only = np.zeros(nodes.size, np.bool_)
+        row = nodes.row.get(node)
+        if row is not None:
+            only[row] = True
+        return only
+
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult:
         size = nodes.size
         claims = state.read(_CLAIMS, PodClaims)
@@ -259,9 +284,17 @@ class VolumeBinding:
         """Rows where every unbound WaitForFirstConsumer claim gets a PV or can be provisioned."""
         size = nodes.size
         excluded = self._excluded(pod)
-        to_match = [c for c in delayed if ANN_SELECTED_NODE not in c.annotations]
         feasible = np.ones(size, np.bool_)
+        to_match = []
         for claim in delayed:
+            taken = self._taken(claim, pod)
+            if taken is not None:
+                feasible &= self._follows(taken, nodes)
+            elif ANN_SELECTED_NODE not in claim.annotations:
+                to_match.append(claim)
+        for claim in delayed:
+            if self._taken(claim, pod) is not None:
+                continue
             selected = claim.annotations.get(ANN_SELECTED_NODE)
             if selected is not None:
                 only = np.zeros(size, np.bool_)
@@ -307,6 +340,11 @@ class VolumeBinding:
         static: list[tuple[PersistentVolume, PersistentVolumeClaim]] = []
         provision: list[PersistentVolumeClaim] = []
         for claim in claims:
+            taken = self._taken(claim, pod)
+            if taken is not None:  # bound by the pod that reserved it: this one only follows
+                if not self._follows(taken, nodes)[row]:
+                    return None
+                continue
             selected = claim.annotations.get(ANN_SELECTED_NODE)
             if selected is not None:
                 if nodes.names[row] != selected or not self._provision_mask(claim, nodes, space)[row]:
@@ -348,8 +386,11 @@ class VolumeBinding:
             decision = self.decide(pod, claims.delayed, row, nodes, self._excluded(pod))
         if decision is None:
             return error(f"no volume binding for pod {pod.key} on node {node} any more")
-        for pv, _ in decision.static:
+        for pv, claim in decision.static:
             self.assumed[pv.name] = pod.key
+            self.assumed_claims[claim.key] = (pv.name, node, pod.key)
+        for claim in decision.provision:
+            self.assumed_claims[claim.key] = (None, node, pod.key)
         state.write(_DECISION, decision)
         return SUCCESS
 
@@ -359,6 +400,8 @@ class VolumeBinding:
     def _release(self, pod: PodInfo) -> None:
         for name in [name for name, owner in self.assumed.items() if owner == pod.key]:
             del self.assumed[name]
+        for key in [key for key, (_, _, owner) in self.assumed_claims.items() if owner == pod.key]:
+            del self.assumed_claims[key]
 
     # ----- PreBind
     def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:

@@ -219,6 +219,35 @@ def test_dynamic_provisioning_follows_allowed_topologies(loop: asyncio.AbstractE
     loop.run_until_complete(run())
 
 
+@pytest.mark.parametrize("provisioned", [False, True])
+def test_pods_sharing_a_claim_not_bound_yet_go_where_its_one_volume_is(
+    loop: asyncio.AbstractEventLoop, provisioned: bool
+) -> None:
+    # The first pod's Reserve chooses the claim's volume (a PV on one node, or one provisioned
+    # there); the second, scheduled before that binding completes, must follow it.
+    async def run() -> None:
+        cluster, scheduler = setup(2)
+        cluster.add_storage_class(storage_class_dict("dyn", provisioner="csi.example"))
+        if provisioned:
+            cluster.add_pvc(pvc_dict("shared", storage_class="dyn"))
+        else:
+            cluster.add_pv(pv_dict("pv0", node="n0"))
+            cluster.add_pv(pv_dict("pv1", node="n1"))
+            cluster.add_pvc(pvc_dict("shared"))
+        # a goes to n1 (n0 is busier); then n1 is the busier one, where b must follow it all the same
+        cluster.create_pod(pod_dict("busy", cpu="1", memory="1Gi", node_name="n0"))
+        await scheduler.start()
+        for name in "ab":
+            cluster.create_pod(with_volumes(pod_dict(name, cpu="2", scheduler_name="vol"), [claim_volume("shared")]))
+        await scheduler.run_until_idle()
+        a, b = (cluster.pods[PodKey(f"default/{name}")].node_name for name in "ab")
+        assert a is not None and a == b
+        taken = [pv.name for pv in cluster.storage.pvs.values() if pv.claim_ref is not None]
+        assert len(taken) == 1
+
+    loop.run_until_complete(run())
+
+
 def test_malformed_claim_does_not_break_other_pods(loop: asyncio.AbstractEventLoop) -> None:
     async def run() -> None:
         cluster, scheduler = setup()
