@@ -39,9 +39,11 @@ class Topologies:
     items: tuple[tuple[str, frozenset[str]], ...]
 
 
-def zone_values(value: str) -> frozenset[str]:
-    """A PV zone label may list several zones joined by `__` (LabelZonesToSet)."""
-    return frozenset(part.strip() for part in value.split("__") if part.strip())
+def zone_values(value: str) -> frozenset[str] | None:
+    """A PV zone label may list several zones joined by `__` (LabelZonesToSet); None when a part
+    is empty, a label kube-scheduler ignores."""
+    parts = [part.strip() for part in value.split("__")]
+    return None if not all(parts) else frozenset(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +78,8 @@ class VolumeZone:
             if pv is None:
                 return unresolvable(f'persistentvolume "{claim.volume_name}" not found')
             for key in TOPOLOGY_LABELS:
-                if key in pv.labels:
-                    items.append((key, zone_values(pv.labels[key])))
+                if key in pv.labels and (zones := zone_values(pv.labels[key])) is not None:
+                    items.append((key, zones))
         if not items:
             return SKIP
         state.write(_STATE, Topologies(tuple(items)))

@@ -30,3 +30,17 @@ def test_bound_pv_zone_must_match_the_node() -> None:
     missing = pod_from_dict(with_volumes(pod_dict("m"), [claim_volume("gone")]))
     assert plugin.pre_filter(CycleState(), missing, nodes).message() == 'persistentvolumeclaim "gone" not found'
     assert np.all(result.feasible[:1])
+
+
+def test_a_zone_label_with_an_empty_part_is_ignored_as_kube_scheduler_does() -> None:
+    cluster = SimulatedCluster(VirtualClock())
+    cache = Cache()
+    nodes = cache.nodes
+    for name, zone in (("a", "z1"), ("b", "z2")):
+        cache.add_node(make_node(name, labels={"topology.kubernetes.io/zone": zone}))
+    plugin = VolumeZone(Handle(cluster, cluster.clock, nodes))
+    pod = pod_from_dict(with_volumes(pod_dict("p"), [claim_volume("c")]))
+    cluster.add_pvc(pvc_dict("c", volume_name="pv", bound=True))
+    for value in ("", "z1__", "__z1", "z1__ __z3"):
+        cluster.add_pv(pv_dict("pv", labels={"topology.kubernetes.io/zone": value}, claim=("default", "c")))
+        assert plugin.pre_filter(CycleState(), pod, nodes).code.name == "SKIP", value  # no zone to match
