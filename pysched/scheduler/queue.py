@@ -386,12 +386,9 @@ class SchedulingQueue:
         """Some event since `popped` may help the pod (or one that may was forgotten)."""
         if popped < self._in_flight_forgotten:
             return True
-        key = qp.pod.key
         for seq, event in reversed(self._in_flight_events):
             if seq <= popped:
                 return False
-            if isinstance(event.old, PodInfo) and event.old.key == key and event.new is None:
-                continue  # its own room given back (its assumption undone): it helps no one of it
             try:
                 if self._hint(qp, event) is QueueingHint.QUEUE:
                     return True

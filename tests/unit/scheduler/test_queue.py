@@ -101,17 +101,6 @@ def test_an_event_during_the_attempt_that_cannot_help_the_pod_leaves_it_asleep()
     assert q.where(queued.pod.key) == "backoff"
 
 
-def test_a_pods_own_room_given_back_in_flight_does_not_wake_it() -> None:
-    clock = VirtualClock(0.0)
-    q = _queue(clock, helps={EventKind.POD_DELETE})
-    q.add(make_pod("p"))
-    queued = q.pop()
-    assert queued is not None
-    q.on_event(ClusterEvent(EventKind.POD_DELETE, queued.pod, None))  # its assumption undone
-    q.requeue_unschedulable(queued, frozenset({"Coscheduling"}))
-    assert q.where(queued.pod.key) == "unschedulable"
-
-
 def test_events_are_kept_only_while_some_pod_is_in_flight() -> None:
     clock = VirtualClock(0.0)
     q = _queue(clock)
