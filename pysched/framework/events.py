@@ -13,6 +13,7 @@ from pysched.api.volumes import Storage
 class EventKind(enum.Enum):
     NODE_ADD = "NodeAdd"
     NODE_UPDATE = "NodeUpdate"  # labels, taints, cordon or resources changed (not a heartbeat)
+    NODE_DELETE = "NodeDelete"  # a node left: a spread constraint may have a domain fewer
     POD_DELETE = "PodDelete"  # a bound pod was deleted or finished, or a bind failed: room is free
     POD_RESIZE_DOWN = "PodResizeDown"  # a bound pod now asks for less
     ASSIGNED_POD_ADD = "AssignedPodAdd"  # a pod is now bound to a node (by anyone)

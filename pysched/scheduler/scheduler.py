@@ -292,6 +292,7 @@ class Scheduler:
     @_contained("NodeDelete")
     def on_node_deleted(self, node: NodeInfo) -> None:
         self.cache.remove_node(node)
+        self.queue.on_event(ClusterEvent(EventKind.NODE_DELETE, node, None))
 
     @_contained("PodAdd")
     def on_pod_added(self, pod: PodInfo) -> None:

@@ -305,6 +305,7 @@ class PodTopologySpread:
             EventRegistration(EventKind.POD_DELETE, self._pod_hint),
             EventRegistration(EventKind.NODE_ADD, self._node_hint),
             EventRegistration(EventKind.NODE_UPDATE, self._node_hint),
+            EventRegistration(EventKind.NODE_DELETE, self._node_hint),
         )
 
     def _pod_hint(self, pod: PodInfo, event: ClusterEvent) -> QueueingHint:
@@ -319,9 +320,11 @@ class PodTopologySpread:
     def _node_hint(self, pod: PodInfo, event: ClusterEvent) -> QueueingHint:
         constraints = self._constraints(pod, hard=True)
         new, old = event.new, event.old
+        keys = [c.topology_key for c in constraints]
+        if new is None and isinstance(old, NodeInfo):  # deleted: its domain may be one fewer
+            return QueueingHint.QUEUE if all(k in old.labels for k in keys) else QueueingHint.SKIP
         if not isinstance(new, NodeInfo):
             return QueueingHint.SKIP
-        keys = [c.topology_key for c in constraints]
         if not isinstance(old, NodeInfo):
             return QueueingHint.QUEUE if all(k in new.labels for k in keys) else QueueingHint.SKIP
         if any(old.labels.get(k) != new.labels.get(k) for k in keys) or old.taints != new.taints:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pysched.api.builders import node_dict, pod_dict
-from pysched.api.ids import PodKey
+from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import MALFORMED, pod_from_dict
 from pysched.api.spread import spread_constraints
 from pysched.backend.simulated import SimulatedCluster
@@ -438,6 +438,28 @@ def test_only_nodes_missing_the_key_are_unresolvable_a_skew_is_not(loop: asyncio
         hard = result.unresolvable_rows(failing)
         assert {nodes.names[r] for r in np.flatnonzero(failing)} == {"a-0", "bare"}
         assert {nodes.names[r] for r in np.flatnonzero(hard)} == {"bare"}
+        await scheduler.stop()
+
+    loop.run_until_complete(run())
+
+
+def test_a_node_deleted_with_its_empty_domain_lets_a_waiting_pod_go_at_once(loop: asyncio.AbstractEventLoop) -> None:
+    # Zone b is empty, so a second pod in zone a would make the skew 2: it waits. Zone b's only
+    # node is deleted: the domain is gone, and the pod goes without waiting for the periodic retry.
+    async def run() -> None:
+        clock, cluster, scheduler = _setup()
+        _zones(cluster, {"a": 1, "b": 1})
+        await scheduler.start()
+        cluster.create_pod(_pod("e1", node_name="a-0"))
+        cluster.create_pod(_pod("p", _spread(nodeAffinityPolicy="Ignore"), node_selector={ZONE: "a"}))
+        await scheduler.run_until_idle()
+        clock.advance(20)  # past its backoff, far from the 5-minute retry of unschedulable pods
+        await scheduler.run_until_idle()
+        assert _zone_of(cluster, "default/p") is None
+        cluster.delete_node(NodeName("b-0"))
+        clock.advance(20)
+        await scheduler.run_until_idle()
+        assert _zone_of(cluster, "default/p") == "a"
         await scheduler.stop()
 
     loop.run_until_complete(run())
