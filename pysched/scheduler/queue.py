@@ -401,6 +401,7 @@ class SchedulingQueue:
         events = self._in_flight_events
         if not self._popped_at:
             events.clear()
+            self._in_flight_kept = 0
         elif len(events) > 2 * self._in_flight_kept + 64:  # now and then: a pod may stay in flight long
             oldest = min(self._popped_at.values())
             while events and events[0][0] <= oldest:
