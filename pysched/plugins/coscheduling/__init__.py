@@ -212,11 +212,7 @@ class Coscheduling:
             # Siblings this plugin refused before it came (timed out at Permit, released) may go
             # now that it holds its place, as scheduler-plugins' Coscheduling activates them: no
             # event tells them. Not while the member they were released for still finds no node.
-            failed = self._failed.get(job.key)
-            if failed is not None and (failed[0] in job.placed or failed[0] not in job.members):
-                del self._failed[job.key]  # placed or gone since
-                failed = None
-            if failed is None:
+            if self._failing(job) is None:
                 self._handle.activator.activate([k for k in job.members if k not in job.placed], refused_by=NAME)
             return Status(Code.WAIT, (f"waiting for {job.minimum - len(job.placed)} more of {job.ref.title}",)), (
                 self._args.permit_waiting_time_seconds
@@ -258,14 +254,21 @@ class Coscheduling:
         """Room another pod gave back may let the job fit; room its own members give back while
         the member they were released for still finds no node does not."""
         job = self._handle.jobs.of(pod.key)
-        failed = self._failed.get(job.key) if job is not None else None
+        failed = self._failing(job) if job is not None else None
         gone = event.old if isinstance(event.old, PodInfo) else event.new
         if job is None or failed is None or failed[0] == pod.key or not isinstance(gone, PodInfo):
             return QueueingHint.QUEUE
         ref = job_of(gone)  # by its keys: a deleted member has already left the job book
-        if ref is not None and ref.key == job.key and failed[0] in job.members and failed[0] not in job.placed:
-            return QueueingHint.SKIP
-        return QueueingHint.QUEUE
+        return QueueingHint.SKIP if ref is not None and ref.key == job.key else QueueingHint.QUEUE
+
+    def _failing(self, job: Job) -> tuple[PodKey, int] | None:
+        """The member `job` was last released for, while it is still to be placed (forgotten once
+        it is placed or gone)."""
+        failed = self._failed.get(job.key)
+        if failed is not None and (failed[0] in job.placed or failed[0] not in job.members):
+            del self._failed[job.key]
+            return None
+        return failed
 
     def still_rejects(self, pod: PodInfo) -> bool:
         """The member's gang, with nothing placed yet, cannot fit in the cluster's free room now
@@ -275,13 +278,8 @@ class Coscheduling:
         job = self._handle.jobs.gang_of(pod.key)
         if job is None or job.placed or job.awaits_group:
             return False
-        failed = self._failed.get(job.key)
-        if (
-            failed is not None
-            and failed[0] != pod.key
-            and failed[0] in job.members
-            and failed[1] == self._handle.nodes.change_seq
-        ):
+        failed = self._failing(job)
+        if failed is not None and failed[0] != pod.key and failed[1] == self._handle.nodes.change_seq:
             return True  # released for a sibling that found no node on this very cluster
         if len(job.members) != job.minimum or self._handle.pods.any_below(pod.priority):
             return False

@@ -20,9 +20,7 @@ def room_for(nodes: NodeTable, shape: RequestShape, reclaimable: np.ndarray | No
     """Pods shaped like `shape` that fit in the free room of the present nodes, node by node, with
     `reclaimable` (per row, what placed pods a preemption may evict hold) counted as free."""
     size = nodes.size
-    free = nodes.allocatable[:size] - nodes.requested[:size]
-    if reclaimable is not None:
-        free = free + reclaimable[:size]
+    free = _free(nodes, reclaimable)
     columns = [*(int(c) for c in shape.columns), POD_COLUMN]
     fits = np.full(size, np.iinfo(np.int64).max, np.int64)
     for column in columns:
@@ -37,17 +35,19 @@ def short_in_total(
 ) -> tuple[str, int, int] | None:
     """The first resource of which the present nodes' free room together (with `reclaimable`)
     holds less than `wanted`: (its name, wanted, free); None when all of it is there."""
-    size = nodes.size
-    free = nodes.allocatable[:size] - nodes.requested[:size]
-    if reclaimable is not None:
-        free = free + reclaimable[:size]
-    total = np.maximum(free[nodes.present[:size]], 0).sum(axis=0)
+    total = np.maximum(_free(nodes, reclaimable)[nodes.present[: nodes.size]], 0).sum(axis=0)
     for name, want in sorted(wanted.items()):
         column = nodes.column.get(name)
         have = int(total[column]) if column is not None else 0
         if want > have:
             return name, want, have
     return None
+
+
+def _free(nodes: NodeTable, reclaimable: np.ndarray | None) -> np.ndarray:
+    """Each row's free room, with `reclaimable` counted as free."""
+    free = nodes.allocatable[: nodes.size] - nodes.requested[: nodes.size]
+    return free if reclaimable is None else free + reclaimable[: nodes.size]
 
 
 def held_below(nodes: NodeTable, placed: PlacedPods, priority: int) -> np.ndarray | None:

@@ -386,11 +386,8 @@ class ElasticScale:
         self._told.add(pod.key)
         job = self._job_of_pod(pod)
         then = "waits until it can be admitted" if job is not None and job.waiting else "runs as best-effort"
-        because = (
-            "even with every GPU"
-            if job is not None and job.hopeless
-            else ("without making an admitted job miss its own")
-        )
+        hopeless = job is not None and job.hopeless
+        because = "even with every GPU" if hopeless else "without making an admitted job miss its own"
         note = (
             f"deadline {deadline - self.handle.clock.now():+.0f}s from now cannot be planned {because}"
             f"{'; ' + why if why else ''}: {then}"

@@ -229,14 +229,10 @@ class VolumeBinding:
         """Rows where a pod of a claim another pod reserved can go: where its PV is reachable,
         or the very node its volume is provisioned on."""
         pv, node = taken
-        if pv is not None:
-            mask = self._pv_mask(pv, nodes)
-            return np.ones(nodes.size, np.bool_) if mask is None else mask
-        only = np.zeros(nodes.size, np.bool_)
-        row = nodes.row.get(node)
-        if row is not None:
-            only[row] = True
-        return only
+        if pv is None:
+            return _only_row(nodes, node)
+        mask = self._pv_mask(pv, nodes)
+        return np.ones(nodes.size, np.bool_) if mask is None else mask
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult:
         size = nodes.size
@@ -288,20 +284,13 @@ class VolumeBinding:
         to_match = []
         for claim in delayed:
             taken = self._taken(claim, pod)
+            selected = claim.annotations.get(ANN_SELECTED_NODE)
             if taken is not None:
                 feasible &= self._follows(taken, nodes)
-            elif ANN_SELECTED_NODE not in claim.annotations:
+            elif selected is not None:
+                feasible &= _only_row(nodes, NodeName(selected)) & self._provision_mask(claim, nodes, space)
+            else:
                 to_match.append(claim)
-        for claim in delayed:
-            if self._taken(claim, pod) is not None:
-                continue
-            selected = claim.annotations.get(ANN_SELECTED_NODE)
-            if selected is not None:
-                only = np.zeros(size, np.bool_)
-                selected_row = nodes.row.get(NodeName(selected))
-                if selected_row is not None:
-                    only[selected_row] = True
-                feasible &= only & self._provision_mask(claim, nodes, space)
         if not to_match:
             return feasible
         # Rows where no PV of any claim fits provision every claim: one vectorised pass. Rows
@@ -502,3 +491,12 @@ def factory(args: VolumeBindingArgs, handle: Handle) -> VolumeBinding:
 
 
 SPEC = PluginSpec(NAME, VolumeBindingArgs, factory, VolumeBinding)
+
+
+def _only_row(nodes: NodeTable, node: NodeName) -> Bools:
+    """A mask with the row of `node` alone (none when it is gone)."""
+    only = np.zeros(nodes.size, np.bool_)
+    row = nodes.row.get(node)
+    if row is not None:
+        only[row] = True
+    return only
