@@ -380,9 +380,16 @@ class _Owned:
             self.pod(f"{name}-{index}", notes, gpus, job=name, index=index)
 
     def pod(
-        self, name: str, notes: Mapping[str, str] | None = None, gpus: int = 1, job: str | None = None, index: int = 0
+        self,
+        name: str,
+        notes: Mapping[str, str] | None = None,
+        gpus: int = 1,
+        job: str | None = None,
+        index: int = 0,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
-        labels = {} if job is None else {"batch.kubernetes.io/job-completion-index": str(index)}
+        """A pod of `gpus` GPUs (none: a launcher), of the Indexed Job `job` when given."""
+        labels = dict(labels or {}) if job is None else {"batch.kubernetes.io/job-completion-index": str(index)}
         raw = pod_dict(
             name,
             namespace="sim",
@@ -390,7 +397,7 @@ class _Owned:
             memory="1Gi",
             scheduler_name="pysched",
             created=self.clock.now(),
-            extended={GPU: str(gpus)},
+            extended={GPU: str(gpus)} if gpus else None,
             labels=labels,
             annotations=dict(notes or {}),
         )
@@ -496,26 +503,12 @@ def test_a_member_without_gpus_is_no_gpu_worker_of_its_job(launcher_first: bool)
     notes = {**ELASTIC, "pysched.io/min-members": "3"}
     del notes["pysched.io/workers-min"], notes["pysched.io/workers-max"]
 
-    def member(world: _Owned, name: str, gpus: int) -> None:
-        raw = pod_dict(
-            name,
-            namespace="sim",
-            cpu="1",
-            memory="1Gi",
-            scheduler_name="pysched",
-            created=world.clock.now(),
-            extended={GPU: str(gpus)} if gpus else None,
-            labels={JOB_LABEL: "mpi"},
-            annotations=notes,
-        )
-        world.cluster.create_pod(raw)
-
     async def run() -> _Owned:
         world = _Owned()
         await world.scheduler.start()
         order = [("mpi-launcher", 0), ("mpi-worker-0", 4), ("mpi-worker-1", 4)]
         for name, gpus in order if launcher_first else order[1:] + order[:1]:
-            member(world, name, gpus)
+            world.pod(name, notes, gpus, labels={JOB_LABEL: "mpi"})
         await world.scheduler.run_until_idle()
         await world.until(120)
         await world.scheduler.stop()
