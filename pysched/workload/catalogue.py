@@ -8,11 +8,13 @@ with the file and key.
 from __future__ import annotations
 
 import csv
+import functools
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pysched.api.inputs import InputError, brief, load_yaml, parse_yaml, read_text
@@ -165,10 +167,20 @@ def parse_catalogue(data: Any, source: str, read: Any) -> Catalogue:
     return Catalogue(models)
 
 
+@functools.cache
 def builtin_catalogue() -> Catalogue:
+    """Read once per process (a learning environment starts an episode every few hundred
+    decisions); its models and tables are immutable, so every caller may share it."""
     root = resources.files(__package__)
     data = parse_yaml(root.joinpath("catalogue.yaml").read_text(), "<built-in catalogue>")
-    return parse_catalogue(data, "<built-in catalogue>", lambda p: root.joinpath(p).read_text())
+    models = parse_catalogue(data, "<built-in catalogue>", lambda p: root.joinpath(p).read_text()).models
+    return Catalogue(MappingProxyType({n: _frozen(m) for n, m in models.items()}))
+
+
+def _frozen(model: Model) -> Model:
+    if isinstance(model, GpuModel):
+        return GpuModel(model.name, model.steps, MappingProxyType(dict(model.tables)))
+    return model
 
 
 def load_catalogue(path: str | Path) -> Catalogue:

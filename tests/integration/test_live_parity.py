@@ -41,7 +41,7 @@ ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"  # fake nodes carry their name in it, as kubelets do
 SHAPES = 200
 PROBED = 40  # shapes whose feasible set is compared, one probe per node of the group
-BATCH = 10  # shapes at once, each on its own nodes
+BATCH = 30  # shapes at once, each on its own nodes
 # One group's nodes: (cpu, memory, zone, taint effect or "").
 GROUP_NODES = (("4", "8Gi", "z1", ""), ("4", "8Gi", "z1", ""), ("4", "8Gi", "z2", ""), ("2", "4Gi", "z3", "NoSchedule"))
 APPS = ("web", "db", "cache")
