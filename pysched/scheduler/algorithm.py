@@ -16,12 +16,14 @@ import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Hashable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from pysched.api.features import PodFeatures
-from pysched.api.ids import NodeName
+from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
 from pysched.framework.config import ConfigError
 from pysched.framework.cycle_state import CycleState
@@ -30,6 +32,7 @@ from pysched.framework.gates import PodGates, acts_on
 from pysched.framework.interfaces import (
     Diagnosis,
     FilterPlugin,
+    FilterResult,
     MaskFilterPlugin,
     PostFilterPlugin,
     PreFilterPlugin,
@@ -46,6 +49,24 @@ from pysched.scheduler.selection import KernelWeights, ScoreCache, SelectionCach
 SIGNATURES_KEPT = 4096  # distinct mask keys remembered before starting over
 # One cycle in this many has its plugins timed one by one (kube-scheduler samples 10%).
 PLUGIN_SAMPLE_EVERY = 10
+_WITHOUT_NOMINATED = "engine/without-nominated"  # {filter name: its verdict without nominated pods}
+
+
+class HeldNominations(Protocol):
+    """Nominated (still pending) pods whose room the cache holds on their nodes."""
+
+    def held_besides(self, key: PodKey) -> bool:
+        """Some pod other than `key` is held."""
+        ...
+
+    def without_others(self, key: PodKey) -> AbstractContextManager[None]:
+        """The cache without every held pod but `key`, for the block's length."""
+        ...
+
+
+def passes_by_other_pods(plugin: object) -> bool:
+    """A filter that other pods can make pass (required pod affinity, a spread's minimum domain)."""
+    return bool(getattr(plugin, "PASSES_BY_OTHER_PODS", False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +194,9 @@ class SchedulingAlgorithm:
         self.timed: ExtensionPointTimer | None = None  # set by a scheduler whose metrics time points
         self.plugin_timed: PluginTimer | None = None  # and plugins, in the sampled cycles
         self._cycles_timed = 0
+        self._counted = tuple(f for f in self.batch_filters if passes_by_other_pods(f))
+        # Set by the scheduler: the nominated pods the cache holds, for the second filter pass.
+        self.nominations: HeldNominations | None = None
 
     def plan(self, features: PodFeatures) -> PodPlan:
         """What a pod with `features` meets, kept until a gate or the nodes may have changed."""
@@ -291,6 +315,16 @@ class SchedulingAlgorithm:
                 if state.plugins_timed:
                     self.plugin_took(batch_filter.NAME, "Filter", Code.SUCCESS, started)
             candidates = np.flatnonzero(mask).astype(np.int64)
+        narrowed = False
+        held = self.nominations
+        if self._counted and held is not None and held.held_besides(pod.key):
+            without = self._without_nominated(state, pod, plan, held)
+            if without:
+                mask = mask.copy()
+                for result in without.values():
+                    mask &= result.feasible
+                candidates = np.flatnonzero(mask).astype(np.int64)
+                narrowed = True
         if laps is not None and plan.pre_score:
             # Filter here is the node masks and batch filters; the fused fit runs in the
             # selection kernel with the fused scores, timed as Score.
@@ -310,7 +344,7 @@ class SchedulingAlgorithm:
         if extra and state.skip_score is not plan.skip_score:
             skipped = state.skip_score
             extra = any(name not in skipped for name in self._extra_names)
-        if not batch_filters and not extra:
+        if not batch_filters and not extra and not narrowed:
             # Only mask filters, the fused fit and fused scores: the incremental arg-max answers.
             best, feasible = self.selection.select(
                 key, nodes, mask, candidates, request, columns, self.weights.resource_fit, shape
@@ -341,6 +375,37 @@ class SchedulingAlgorithm:
         assert name is not None
         return ScheduleResult(name, SUCCESS, feasible, None, req)
 
+    def _without_nominated(
+        self, state: CycleState, pod: PodInfo, plan: PodPlan, held: HeldNominations
+    ) -> dict[str, FilterResult]:
+        """The verdicts of the filters other pods can make pass, on the cluster without the
+        nominated pods held on their nodes (which may yet go elsewhere, or never bind). The
+        cycle's own pass counts them; a node must pass both (kube-scheduler filters with
+        nominated pods and without them), so a required pod affinity is never met by a pod that
+        is only nominated. Kept in the state for the diagnosis."""
+        counted = {f.NAME: f for f in self._counted if f.NAME not in state.skip_filter}
+        if not counted:
+            return {}
+        nodes = self.nodes
+        apart = CycleState()
+        results: dict[str, FilterResult] = {}
+        with held.without_others(pod.key):
+            for pre in plan.pre_filter:
+                if pre.NAME not in counted:
+                    continue
+                status = pre.pre_filter(apart, pod, nodes)
+                if status.code is Code.SKIP:
+                    apart.skip("filter", pre.NAME)
+                elif not status.ok:
+                    nowhere = np.zeros(nodes.size, np.bool_)
+                    reason = status.message() or f"{pre.NAME} rejected the pod"
+                    results[pre.NAME] = FilterResult(nowhere, {reason: ~nowhere}, True)
+            for name, counted_filter in counted.items():
+                if name not in results and name not in apart.skip_filter:
+                    results[name] = counted_filter.filter_batch(apart, pod, nodes)
+        state.write(_WITHOUT_NOMINATED, results)
+        return results
+
     def _score_extra(self, state: CycleState, pod: PodInfo, scores: I64) -> int:
         nodes = self.nodes
         feasible = scores >= 0
@@ -369,10 +434,13 @@ class SchedulingAlgorithm:
         rejectors: set[str] = set()
         unresolvable_nodes = 0
         resolvable = np.zeros(alive.shape[0], np.bool_)
+        without = state.read(_WITHOUT_NOMINATED, dict) or {}
         for filter_plugin in self.filters:
             if filter_plugin.NAME in state.skip_filter:
                 continue
             result = filter_plugin.filter_batch(state, pod, nodes)
+            if filter_plugin.NAME in without:
+                result = _both_passes(result, without[filter_plugin.NAME])
             failing = alive & ~result.feasible
             if not failing.any():
                 continue
@@ -444,3 +512,17 @@ class _Laps:
         now = time.perf_counter()
         self.timed(self.profile, point, code, now - self.started)
         self.started, self.point = now, then or point
+
+
+def _both_passes(counted: FilterResult, apart: FilterResult) -> FilterResult:
+    """A filter's verdict with nominated pods counted and without them: a node fails if either
+    pass fails it. A node failed only without them is unresolvable: evicting lower-priority pods
+    cannot place a pod that is only nominated."""
+    only = counted.feasible & ~apart.feasible
+    if not only.any():
+        return counted
+    reasons = dict(counted.reasons)
+    for reason, where in apart.reasons.items():
+        reasons[reason] = (reasons[reason] | (where & only)) if reason in reasons else where & only
+    hard = counted.unresolvable_rows(~counted.feasible) | only
+    return FilterResult(counted.feasible & apart.feasible, reasons, hard)

@@ -9,7 +9,8 @@ plugins that count pods per node see the node as it would be) and put them back 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
@@ -84,6 +85,25 @@ class Nominator:
 
     def nominated_on(self, node: NodeName) -> Sequence[PodInfo]:
         return [pod for where, pod in self._nominated.values() if where == node]
+
+    # ----- `algorithm.HeldNominations`: the filters' pass without nominated pods
+    def held_besides(self, key: PodKey) -> bool:
+        count = len(self._nominated)
+        return count > 1 or (count == 1 and key not in self._nominated)
+
+    @contextlib.contextmanager
+    def without_others(self, key: PodKey) -> Iterator[None]:
+        lifted = []
+        try:
+            for other in self._nominated:
+                if other != key and self._cache.is_nominated(other):
+                    token = self._cache.lift(other)
+                    if token is not None:
+                        lifted.append(token)
+            yield
+        finally:
+            for token in lifted:
+                self._cache.put_back(token)
 
     def drop(self, key: PodKey) -> None:
         """The pod bound, was deleted or lost its nomination."""

@@ -166,6 +166,7 @@ class Scheduler:
         self._nominations = self.nominator.holding
         for framework in self.frameworks.values():
             framework.handle.preemption.install(self.nominator)
+            framework.algorithm.nominations = self.nominator
         sorts = {f.profile.queue_sort for f in self.frameworks.values()}
         if len(sorts) != 1:
             # One queue for every profile: it cannot be ordered two ways (kube-scheduler's rule).

@@ -128,6 +128,9 @@ def _domain_ids(nodes: NodeTable, key: str) -> tuple[I64, int]:
 
 class PodTopologySpread:
     NAME: ClassVar[str] = NAME
+    # Other pods can make its filter pass (a required affinity term, a spread's least-filled
+    # domain): the engine also filters without nominated pods, which are not placed yet.
+    PASSES_BY_OTHER_PODS: ClassVar[bool] = True
 
     def __init__(self, args: PodTopologySpreadArgs, handle: Handle) -> None:
         self._cluster: ClusterBackend = handle.cluster
