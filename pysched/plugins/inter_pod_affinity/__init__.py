@@ -67,8 +67,8 @@ def _column(nodes: NodeTable, key: str) -> tuple[I32, int]:
 @dataclass(frozen=True, slots=True)
 class InterPodAffinity:
     NAME: ClassVar[str] = NAME
-    # Other pods can make its filter pass (a required affinity term, a spread's least-filled
-    # domain): the engine also filters without nominated pods, which are not placed yet.
+    # Another pod can make its filter pass (a pod matching a required affinity term): the engine also
+    # filters without the nominated pods, which are not placed yet.
     PASSES_BY_OTHER_PODS: ClassVar[bool] = True
     cluster: ClusterBackend
     nodes: NodeTable

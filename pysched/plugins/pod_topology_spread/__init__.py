@@ -128,8 +128,8 @@ def _domain_ids(nodes: NodeTable, key: str) -> tuple[I64, int]:
 
 class PodTopologySpread:
     NAME: ClassVar[str] = NAME
-    # Other pods can make its filter pass (a required affinity term, a spread's least-filled
-    # domain): the engine also filters without nominated pods, which are not placed yet.
+    # Another pod can make its filter pass (a pod in the least-filled domain): the engine also
+    # filters without the nominated pods, which are not placed yet.
     PASSES_BY_OTHER_PODS: ClassVar[bool] = True
 
     def __init__(self, args: PodTopologySpreadArgs, handle: Handle) -> None:
