@@ -64,11 +64,6 @@ class HeldNominations(Protocol):
         ...
 
 
-def passes_by_other_pods(plugin: object) -> bool:
-    """A filter that other pods can make pass (required pod affinity, a spread's minimum domain)."""
-    return bool(getattr(plugin, "PASSES_BY_OTHER_PODS", False))
-
-
 @dataclass(frozen=True, slots=True)
 class ScheduleResult:
     node: NodeName | None
@@ -194,7 +189,8 @@ class SchedulingAlgorithm:
         self.timed: ExtensionPointTimer | None = None  # set by a scheduler whose metrics time points
         self.plugin_timed: PluginTimer | None = None  # and plugins, in the sampled cycles
         self._cycles_timed = 0
-        self._counted = tuple(f for f in self.batch_filters if passes_by_other_pods(f))
+        # Filters other pods can make pass (required pod affinity, a spread's least-filled domain).
+        self._counted = tuple(f for f in self.batch_filters if getattr(f, "PASSES_BY_OTHER_PODS", False))
         # Set by the scheduler: the nominated pods the cache holds, for the second filter pass.
         self.nominations: HeldNominations | None = None
 
