@@ -189,8 +189,9 @@ class SchedulingAlgorithm:
         self.timed: ExtensionPointTimer | None = None  # set by a scheduler whose metrics time points
         self.plugin_timed: PluginTimer | None = None  # and plugins, in the sampled cycles
         self._cycles_timed = 0
-        # Filters other pods can make pass (required pod affinity, a spread's least-filled domain).
-        self._counted = tuple(f for f in self.batch_filters if getattr(f, "PASSES_BY_OTHER_PODS", False))
+        # Filters whose PreFilter counts placed pods (pod affinity, spread): run again on other views.
+        self._counted = tuple(f for f in self.batch_filters if getattr(f, "COUNTS_PLACED_PODS", False))
+        self._counted_names = frozenset(f.NAME for f in self._counted)
         # Set by the scheduler: the nominated pods the cache holds, for the second filter pass.
         self.nominations: HeldNominations | None = None
 
@@ -379,27 +380,34 @@ class SchedulingAlgorithm:
         cycle's own pass counts them; a node must pass both (kube-scheduler filters with
         nominated pods and without them), so a required pod affinity is never met by a pod that
         is only nominated. Kept in the state for the diagnosis."""
-        counted = {f.NAME: f for f in self._counted if f.NAME not in state.skip_filter}
-        if not counted:
+        if all(f.NAME in state.skip_filter for f in self._counted):
             return {}
-        nodes = self.nodes
-        apart = CycleState()
-        results: dict[str, FilterResult] = {}
         with held.without_others(pod.key):
-            for pre in plan.pre_filter:
-                if pre.NAME not in counted:
-                    continue
-                status = pre.pre_filter(apart, pod, nodes)
-                if status.code is Code.SKIP:
-                    apart.skip("filter", pre.NAME)
-                elif not status.ok:
-                    nowhere = np.zeros(nodes.size, np.bool_)
-                    reason = status.message() or f"{pre.NAME} rejected the pod"
-                    results[pre.NAME] = FilterResult(nowhere, {reason: ~nowhere}, True)
-            for name, counted_filter in counted.items():
-                if name not in results and name not in apart.skip_filter:
-                    results[name] = counted_filter.filter_batch(apart, pod, nodes)
+            results = self._recounted(state, pod, plan)
         state.write(_WITHOUT_NOMINATED, results)
+        return results
+
+    def _recounted(self, state: CycleState, pod: PodInfo, plan: PodPlan) -> dict[str, FilterResult]:
+        """The verdicts of the filters that count placed pods (`_counted`), their PreFilter run
+        again on the table as it holds the pods now; a filter missing from the answer passes
+        every node (its PreFilter skipped)."""
+        counted = {f.NAME: f for f in self._counted if f.NAME not in state.skip_filter}
+        nodes = self.nodes
+        again = CycleState()
+        results: dict[str, FilterResult] = {}
+        for pre in plan.pre_filter:
+            if pre.NAME not in counted:
+                continue
+            status = pre.pre_filter(again, pod, nodes)
+            if status.code is Code.SKIP:
+                again.skip("filter", pre.NAME)
+            elif not status.ok:
+                nowhere = np.zeros(nodes.size, np.bool_)
+                reason = status.message() or f"{pre.NAME} rejected the pod"
+                results[pre.NAME] = FilterResult(nowhere, {reason: ~nowhere}, True)
+        for name, counted_filter in counted.items():
+            if name not in results and name not in again.skip_filter:
+                results[name] = counted_filter.filter_batch(again, pod, nodes)
         return results
 
     def _score_extra(self, state: CycleState, pod: PodInfo, scores: I64) -> int:
@@ -456,7 +464,9 @@ class SchedulingAlgorithm:
     def fits_on_row(self, state: CycleState, pod: PodInfo, row: int) -> bool:
         """Every filter of the profile passes the pod on one node as the table holds it now (the
         mask filters from their cached mask, the fused fit on the row, batch filters at the row):
-        preemption's dry runs change the row's pods and ask again."""
+        preemption's dry runs change the row's pods and ask again. The filters that count placed
+        pods run their PreFilter again (the cycle's state counted the pods a dry run takes off,
+        kube's RemovePod), so evicting pods can make room for an anti-affinity or a spread."""
         nodes = self.nodes
         mask, _ = self._node_mask(pod, self._signature(pod))
         if row >= mask.shape[0] or not mask[row]:
@@ -468,11 +478,15 @@ class SchedulingAlgorithm:
                 return False
             if (req.vector[req.columns] > free[req.columns]).any():
                 return False
+        counted = self._counted_names
+        recounted = self._recounted(state, pod, self.plan(pod.features)) if counted else {}
         for batch_filter in self.batch_filters:
-            if (
-                batch_filter.NAME not in state.skip_filter
-                and not batch_filter.filter_batch(state, pod, nodes).feasible[row]
-            ):
+            name = batch_filter.NAME
+            if name in state.skip_filter:
+                continue
+            # A counted filter missing from `recounted`: its PreFilter skips the pod now.
+            result = recounted.get(name) if name in counted else batch_filter.filter_batch(state, pod, nodes)
+            if result is not None and not result.feasible[row]:
                 return False
         return True
 

@@ -165,6 +165,21 @@ def _preemption(rng: random.Random, name: str) -> Shape:
     return Shape(name, existing, incoming, preempts=True)
 
 
+def _counted_preemption(rng: random.Random, name: str) -> Shape:
+    """A required anti-affinity only preemption can meet: every untainted node runs a pod the
+    incoming one avoids, of low priority on one node and of mid priority on the others, beside
+    pods it does not avoid; with a zone key, a node's zone-mate counts too (and preemption only
+    takes pods off the node it chose)."""
+    app = rng.choice(APPS)
+    cheap = rng.randrange(3)
+    existing = [(node, _pod({"app": app}, priority="low" if node == cheap else "mid")) for node in range(3)]
+    others = [a for a in APPS if a != app]
+    existing += [(rng.randrange(3), _pod({"app": rng.choice(others)}, priority="low")) for _ in range(rng.randrange(3))]
+    rule = {"requiredDuringSchedulingIgnoredDuringExecution": [_term(app, rng.choice([HOSTNAME, ZONE]))]}
+    incoming = _pod({"app": "other"}, priority=rng.choice(["mid", "high"]), affinity={"podAntiAffinity": rule})
+    return Shape(name, existing, incoming, preempts=True)
+
+
 def _volumes(rng: random.Random, name: str) -> Shape:
     """A claim that does not exist, a WaitForFirstConsumer claim against local PVs on some nodes
     (of several sizes: some too small), or a claim bound to a local PV on one node."""
@@ -190,7 +205,17 @@ def _node_preference(rng: random.Random, name: str) -> Shape:
     return Shape(name, _existing(rng, rng.randrange(3)), incoming, unique_node=zone == "z2")
 
 
-FAMILIES = (_anti_affinity, _affinity, _symmetric, _spread, _ports, _preemption, _volumes, _node_preference)
+FAMILIES = (
+    _anti_affinity,
+    _affinity,
+    _symmetric,
+    _spread,
+    _ports,
+    _preemption,
+    _volumes,
+    _node_preference,
+    _counted_preemption,
+)
 
 
 def shapes(seed: int, count: int) -> list[Shape]:

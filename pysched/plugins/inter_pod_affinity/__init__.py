@@ -67,9 +67,9 @@ def _column(nodes: NodeTable, key: str) -> tuple[I32, int]:
 @dataclass(frozen=True, slots=True)
 class InterPodAffinity:
     NAME: ClassVar[str] = NAME
-    # Another pod can make its filter pass (a pod matching a required affinity term): the engine also
-    # filters without the nominated pods, which are not placed yet.
-    PASSES_BY_OTHER_PODS: ClassVar[bool] = True
+    # Its PreFilter counts the placed pods into the cycle's state: the engine runs it again
+    # without the nominated pods (not placed yet) and in preemption's dry runs (pods taken off).
+    COUNTS_PLACED_PODS: ClassVar[bool] = True
     cluster: ClusterBackend
     nodes: NodeTable
     args: InterPodAffinityArgs

@@ -128,9 +128,9 @@ def _domain_ids(nodes: NodeTable, key: str) -> tuple[I64, int]:
 
 class PodTopologySpread:
     NAME: ClassVar[str] = NAME
-    # Another pod can make its filter pass (a pod in the least-filled domain): the engine also
-    # filters without the nominated pods, which are not placed yet.
-    PASSES_BY_OTHER_PODS: ClassVar[bool] = True
+    # Its PreFilter counts the placed pods into the cycle's state: the engine runs it again
+    # without the nominated pods (not placed yet) and in preemption's dry runs (pods taken off).
+    COUNTS_PLACED_PODS: ClassVar[bool] = True
 
     def __init__(self, args: PodTopologySpreadArgs, handle: Handle) -> None:
         self._cluster: ClusterBackend = handle.cluster

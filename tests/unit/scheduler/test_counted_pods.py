@@ -1,6 +1,11 @@
-"""Nominated pods (still pending, their room held on a node) are counted by the filters and also
-left out: a node must pass both, as kube-scheduler filters with nominated pods and without them.
-A pod that is only nominated never meets another pod's required affinity or evens a spread."""
+"""The filters that count placed pods (InterPodAffinity, PodTopologySpread) on the views of the
+cluster other than the cycle's own.
+
+Nominated pods (still pending, their room held on a node) are counted and also left out: a node
+must pass both, as kube-scheduler filters with nominated pods and without them, so a pod that is
+only nominated never meets another pod's required affinity or evens a spread. Preemption's dry
+runs count again with the victims taken off (kube's RemovePod), so evicting lower-priority pods
+makes room for an anti-affinity or a spread."""
 
 from __future__ import annotations
 
@@ -122,3 +127,39 @@ def test_a_spread_is_not_evened_by_a_pod_only_nominated() -> None:
     assert cluster.pods[PodKey("default/s")].node_name == "b"
     scheduler.cache.check_consistency()
     assert scheduler.cache.is_nominated(PodKey("default/nom"))  # held again after the pass without it
+
+
+def test_a_higher_priority_pod_evicts_the_pod_its_anti_affinity_avoids() -> None:
+    cluster, scheduler = _world()
+    cluster.create_pod(pod_dict("low", cpu="1", memory="1Gi", node_name="a", labels={"app": "x"}))
+    cluster.create_pod(pod_dict("full", priority=1000, cpu="4", memory="1Gi", node_name="b"))
+    _run(scheduler)
+    raw = pod_dict("hi", priority=100, cpu="1", memory="1Gi")
+    term = {"labelSelector": APP_X, "topologyKey": HOSTNAME}
+    raw["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    cluster.create_pod(raw)
+    _run(scheduler)
+    assert PodKey("default/low") not in cluster.pods
+    assert cluster.pods[PodKey("default/hi")].node_name == "a"
+    assert _last_event(cluster, "hi")[0] == "Scheduled"
+    scheduler.cache.check_consistency()
+
+
+def test_a_higher_priority_pod_evicts_what_its_spread_needs_and_no_more() -> None:
+    # a runs three app=x pods of priority 0, b one beside a pod of higher priority than the
+    # preemptor that leaves no room: on a the spread allows two app=x pods (skew 1 against b's
+    # one), so one of a's three stays beside the preemptor.
+    cluster, scheduler = _world()
+    for i in range(3):
+        cluster.create_pod(pod_dict(f"low{i}", cpu="500m", memory="1Gi", node_name="a", labels={"app": "x"}))
+    cluster.create_pod(pod_dict("low-b", cpu="500m", memory="1Gi", node_name="b", labels={"app": "x"}))
+    cluster.create_pod(pod_dict("full", priority=1000, cpu="3500m", memory="1Gi", node_name="b"))
+    _run(scheduler)
+    raw = _spread("s")
+    raw["spec"]["priority"] = 100
+    cluster.create_pod(raw)
+    _run(scheduler)
+    assert cluster.pods[PodKey("default/s")].node_name == "a"
+    assert sum(PodKey(f"default/low{i}") in cluster.pods for i in range(3)) == 1
+    assert PodKey("default/low-b") in cluster.pods
+    scheduler.cache.check_consistency()
