@@ -59,6 +59,7 @@ class Shape:
     unique_node: bool = False  # the best node is unique: compare where the pod went
     claim: str = ""  # "": none; "missing", "unbound" (WaitForFirstConsumer) or "bound" (to the first PV)
     volumes: list[tuple[int, str]] = field(default_factory=list)  # local PVs: (node index, size)
+    exclusive: bool = False  # the claim and its PVs are ReadWriteOncePod
 
 
 def _pod(
@@ -180,6 +181,18 @@ def _counted_preemption(rng: random.Random, name: str) -> Shape:
     return Shape(name, existing, incoming, preempts=True)
 
 
+def _exclusive_claim(rng: random.Random, name: str) -> Shape:
+    """A ReadWriteOncePod claim bound to a local PV on one node and used by a pod running there;
+    the incoming pod uses it too, at a priority above, equal to or below the holder's."""
+    node = rng.randrange(3)
+    holder = _pod({"app": "db"}, priority=rng.choice(["low", "mid"]))
+    incoming = _pod({"app": "db"}, priority=rng.choice(["low", "mid", "high"]))
+    for pod in (holder, incoming):
+        pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    existing = [(node, holder), *_existing(rng, rng.randrange(3))]
+    return Shape(name, existing, incoming, preempts=True, claim="bound", volumes=[(node, "1Gi")], exclusive=True)
+
+
 def _volumes(rng: random.Random, name: str) -> Shape:
     """A claim that does not exist, a WaitForFirstConsumer claim against local PVs on some nodes
     (of several sizes: some too small), or a claim bound to a local PV on one node."""
@@ -215,6 +228,7 @@ FAMILIES = (
     _volumes,
     _node_preference,
     _counted_preemption,
+    _exclusive_claim,
 )
 
 
@@ -455,14 +469,17 @@ def _create_storage(kube: KubeAPI, ns: str, shape: Shape, names: list[str]) -> N
     storage_class = f"{ns.rsplit('-', 2)[0]}-{shape.name}"
     with contextlib.suppress(KubeAPIError):  # one class for both sides
         kube.post("/apis/storage.k8s.io/v1/storageclasses", storage_class_dict(storage_class))
+    modes = ["ReadWriteOncePod"] if shape.exclusive else ["ReadWriteOnce"]
     for index, (node, size) in enumerate(shape.volumes):
-        pv = pv_dict(_pv_name(ns, shape, index), storage_class=storage_class, size=size, node=names[node])
+        pv = pv_dict(
+            _pv_name(ns, shape, index), storage_class=storage_class, size=size, node=names[node], access_modes=modes
+        )
         pv["spec"]["local"] = {"path": "/mnt/disk"}
         del pv["status"]
         if shape.claim == "bound" and index == 0:
             pv["spec"]["claimRef"] = {"namespace": ns, "name": "data"}
         kube.post("/api/v1/persistentvolumes", pv)
-    claim = pvc_dict("data", namespace=ns, storage_class=storage_class)
+    claim = pvc_dict("data", namespace=ns, storage_class=storage_class, access_modes=modes)
     if shape.claim == "bound":
         claim["spec"]["volumeName"] = _pv_name(ns, shape, 0)
     kube.post(f"/api/v1/namespaces/{ns}/persistentvolumeclaims", claim)

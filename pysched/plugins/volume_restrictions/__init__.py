@@ -20,11 +20,14 @@ from pysched.framework.interfaces import FilterResult, Handle
 from pysched.framework.masks import mask_result
 from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
-from pysched.framework.status import SKIP, SUCCESS, Status, unresolvable, unschedulable
+from pysched.framework.status import SKIP, SUCCESS, Status, unresolvable
 
 NAME = "VolumeRestrictions"
 REASON_DISK = "node(s) had no available disk"
-REASON_RWOP = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+REASON_RWOP = (
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by another pod"
+)
+_EXCLUSIVE_KEY = f"{NAME}/in-use"  # the pod's ReadWriteOncePod claims other pods used at PreFilter
 
 
 @dataclass(slots=True)
@@ -65,7 +68,7 @@ class VolumeRestrictions:
             if self.claim_users[key] <= 0:
                 del self.claim_users[key]
 
-    # ----- PreFilter: ReadWriteOncePod, and whether Filter has anything to check
+    # ----- PreFilter: the pod's ReadWriteOncePod claims in use, and whether Filter has anything to check
     def acts_on(self) -> PodFeatures:
         return VOLUMES  # a pod without volumes is skipped at PreFilter
 
@@ -74,13 +77,20 @@ class VolumeRestrictions:
         if volumes is None:
             return SKIP
         storage = self.handle.cluster.storage
+        exclusive = []
         for name in volumes.claims:
             claim = storage.pvc(pod.namespace, name)
             if claim is None:
                 return unresolvable(f'persistentvolumeclaim "{name}" not found')
-            if READ_WRITE_ONCE_POD in claim.access_modes and self.claim_users.get(claim.key, 0) > 0:
-                return unschedulable(REASON_RWOP)
-        return SUCCESS if volumes.disks else SKIP
+            if READ_WRITE_ONCE_POD in claim.access_modes:
+                exclusive.append(claim.key)
+        in_use = tuple(key for key in exclusive if self.claim_users.get(key, 0) > 0)
+        if not volumes.disks and not in_use:
+            return SKIP
+        # Filter reads the users again: a preemption dry run takes them off their nodes (kube
+        # refuses at Filter, so evicting the pod that holds the claim can make room).
+        state.write(_EXCLUSIVE_KEY, in_use)
+        return SUCCESS
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult:
         fits = np.ones(nodes.size, np.bool_)
@@ -88,7 +98,11 @@ class VolumeRestrictions:
             for row, mounted in self.disks.get((disk.kind, disk.ident), {}).items():
                 if row < nodes.size and any(disk.conflicts(other) for other in mounted):
                     fits[row] = False
-        return mask_result(fits, REASON_DISK, unresolvable=False)
+        exclusive = state.read(_EXCLUSIVE_KEY, tuple) or ()
+        if not any(self.claim_users.get(key, 0) > 0 for key in exclusive):
+            return mask_result(fits, REASON_DISK, unresolvable=False)
+        # Disks first, as kube's Filter checks them: every node still fitting fails on the claim.
+        return FilterResult(np.zeros(nodes.size, np.bool_), {REASON_DISK: ~fits, REASON_RWOP: fits}, False)
 
     def events_to_register(self) -> Sequence[EventRegistration]:
         return (

@@ -9,7 +9,6 @@ makes room for an anti-affinity or a spread."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from pysched.api.builders import node_dict, pod_dict
@@ -19,6 +18,7 @@ from pysched.framework.clock import VirtualClock
 from pysched.framework.config import parse_config
 from pysched.plugins import default_registry
 from pysched.scheduler.scheduler import Scheduler
+from pysched.testing.simulated import settle
 
 T0 = 1_000_000.0
 COUNTING = [{"name": "InterPodAffinity"}, {"name": "PodTopologySpread"}]
@@ -51,7 +51,7 @@ def _world(*placed: tuple[str, str]) -> tuple[SimulatedCluster, Scheduler]:
         cluster.add_node(node_dict(name, cpu="4", memory="64Gi", labels={HOSTNAME: name}))
     for name, node in placed:
         cluster.create_pod(pod_dict(name, cpu="1", memory="1Gi", node_name=node, labels={"app": "x"}))
-    _run(scheduler)
+    settle(scheduler)
     return cluster, scheduler
 
 
@@ -60,17 +60,6 @@ def _nominate(cluster: SimulatedCluster, scheduler: Scheduler, node: str, cpu: s
     pod = cluster.create_pod(pod_dict("nom", cpu=cpu, memory="1Gi", scheduler_name="other", labels={"app": "x"}))
     assert pod is not None
     scheduler.nominator.nominate(pod, NodeName(node))
-
-
-def _run(scheduler: Scheduler) -> None:
-    async def go() -> None:
-        await scheduler.start()
-        await scheduler.run_until_idle()
-        assert isinstance(scheduler.clock, VirtualClock)
-        scheduler.clock.advance(11.0)  # past a refused pod's backoff
-        await scheduler.run_until_idle()
-
-    asyncio.run(go())
 
 
 def _with_affinity(name: str) -> dict[str, Any]:
@@ -95,7 +84,7 @@ def test_a_required_affinity_is_not_met_by_a_pod_only_nominated_there() -> None:
     cluster, scheduler = _world()
     _nominate(cluster, scheduler, "a")
     cluster.create_pod(_with_affinity("q"))
-    _run(scheduler)
+    settle(scheduler)
     assert cluster.pods[PodKey("default/q")].node_name is None
     reason, note = _last_event(cluster, "q")
     assert reason == "FailedScheduling"
@@ -105,7 +94,7 @@ def test_a_required_affinity_is_not_met_by_a_pod_only_nominated_there() -> None:
     # Once the pod is placed, the affinity is met where it runs.
     cluster.delete_pod(PodKey("default/nom"))
     cluster.create_pod(pod_dict("real", cpu="1", memory="1Gi", node_name="b", labels={"app": "x"}))
-    _run(scheduler)
+    settle(scheduler)
     assert cluster.pods[PodKey("default/q")].node_name == "b"
 
 
@@ -113,7 +102,7 @@ def test_a_placed_pod_still_meets_the_affinity_beside_a_nominated_one() -> None:
     cluster, scheduler = _world(("placed", "a"))
     _nominate(cluster, scheduler, "a")
     cluster.create_pod(_with_affinity("q"))
-    _run(scheduler)
+    settle(scheduler)
     assert cluster.pods[PodKey("default/q")].node_name == "a"
 
 
@@ -123,7 +112,7 @@ def test_a_spread_is_not_evened_by_a_pod_only_nominated() -> None:
     cluster, scheduler = _world(("placed", "a"))
     _nominate(cluster, scheduler, "b", cpu="3")
     cluster.create_pod(_spread("s"))
-    _run(scheduler)
+    settle(scheduler)
     assert cluster.pods[PodKey("default/s")].node_name == "b"
     scheduler.cache.check_consistency()
     assert scheduler.cache.is_nominated(PodKey("default/nom"))  # held again after the pass without it
@@ -133,12 +122,12 @@ def test_a_higher_priority_pod_evicts_the_pod_its_anti_affinity_avoids() -> None
     cluster, scheduler = _world()
     cluster.create_pod(pod_dict("low", cpu="1", memory="1Gi", node_name="a", labels={"app": "x"}))
     cluster.create_pod(pod_dict("full", priority=1000, cpu="4", memory="1Gi", node_name="b"))
-    _run(scheduler)
+    settle(scheduler)
     raw = pod_dict("hi", priority=100, cpu="1", memory="1Gi")
     term = {"labelSelector": APP_X, "topologyKey": HOSTNAME}
     raw["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
     cluster.create_pod(raw)
-    _run(scheduler)
+    settle(scheduler)
     assert PodKey("default/low") not in cluster.pods
     assert cluster.pods[PodKey("default/hi")].node_name == "a"
     assert _last_event(cluster, "hi")[0] == "Scheduled"
@@ -154,11 +143,11 @@ def test_a_higher_priority_pod_evicts_what_its_spread_needs_and_no_more() -> Non
         cluster.create_pod(pod_dict(f"low{i}", cpu="500m", memory="1Gi", node_name="a", labels={"app": "x"}))
     cluster.create_pod(pod_dict("low-b", cpu="500m", memory="1Gi", node_name="b", labels={"app": "x"}))
     cluster.create_pod(pod_dict("full", priority=1000, cpu="3500m", memory="1Gi", node_name="b"))
-    _run(scheduler)
+    settle(scheduler)
     raw = _spread("s")
     raw["spec"]["priority"] = 100
     cluster.create_pod(raw)
-    _run(scheduler)
+    settle(scheduler)
     assert cluster.pods[PodKey("default/s")].node_name == "a"
     assert sum(PodKey(f"default/low{i}") in cluster.pods for i in range(3)) == 1
     assert PodKey("default/low-b") in cluster.pods

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from hypothesis import given, settings
@@ -18,6 +17,7 @@ from pysched.framework.config import parse_config
 from pysched.plugins import default_registry
 from pysched.plugins.default_preemption.reference import RefBudget, RefPod, choose
 from pysched.scheduler.scheduler import Scheduler
+from pysched.testing.simulated import settle
 
 T0 = 1_000_000.0
 PROFILE = {
@@ -54,14 +54,7 @@ def _running(name: str, node: str, *, priority: int, cpu: str, started: float = 
 
 
 def _run(cluster: SimulatedCluster, scheduler: Scheduler) -> None:
-    async def go() -> None:
-        await scheduler.start()
-        await scheduler.run_until_idle()
-        assert isinstance(scheduler.clock, VirtualClock)
-        scheduler.clock.advance(11.0)  # past the preemptor's backoff
-        await scheduler.run_until_idle()
-
-    asyncio.run(go())
+    settle(scheduler)
 
 
 def _events(cluster: SimulatedCluster, reason: str) -> list[tuple[str, str, str]]:
