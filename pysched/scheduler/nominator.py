@@ -1,10 +1,13 @@
 """The engine's side of preemption: nominated pods' held room and dry runs on one node.
 
 A preemptor nominated to a node has its requests counted there (`Cache.hold`) until it binds,
-is deleted or loses its nomination, so pods scheduled meanwhile do not take the room its victims
-leave. Its own scheduling cycle releases the hold first and takes it again if the pod still does
-not fit. Dry runs take pods off a node in the cache itself (placement notices included, so
-plugins that count pods per node see the node as it would be) and put them back exactly.
+is deleted or loses its nomination, so pods of its priority or lower scheduled meanwhile do not
+take the room its victims leave. Its own scheduling cycle releases the hold first and takes it
+again if the pod still does not fit; the cycle of a pod of higher priority lifts it for its length
+(kube-scheduler's filters add only nominated pods of equal or higher priority), so such a pod may
+take that room, and the nominated pod finds out in its next cycle. Dry runs take pods off a node
+in the cache itself (placement notices included, so plugins that count pods per node see the node
+as it would be) and put them back exactly.
 """
 
 from __future__ import annotations
@@ -27,11 +30,6 @@ class _NodeDryRun:
         self._pod = pod
         self._row = row
         self._lifted: dict[PodKey, object] = {}
-        # Nominated pods of lower priority do not count against the preemptor (kube-scheduler's
-        # filters with nominated pods add only those of equal or higher priority).
-        for other in list(cache.placed.on_row(row)):
-            if cache.is_nominated(other.key) and other.priority < pod.priority and other.key != pod.key:
-                self.remove(other)
 
     def remove(self, pod: PodInfo) -> None:
         if pod.key in self._lifted:
@@ -88,8 +86,7 @@ class Nominator:
 
     # ----- `algorithm.HeldNominations`: the filters' pass without nominated pods
     def held_besides(self, key: PodKey) -> bool:
-        count = len(self._nominated)
-        return count > 1 or (count == 1 and key not in self._nominated)
+        return any(other != key and self._cache.is_nominated(other) for other in self._nominated)
 
     @contextlib.contextmanager
     def without_others(self, key: PodKey) -> Iterator[None]:
@@ -114,6 +111,27 @@ class Nominator:
     def release_for_cycle(self, key: PodKey) -> None:
         if key in self._nominated:
             self._cache.release(key)
+
+    def lift_below(self, pod: PodInfo) -> list[tuple[PodKey, NodeName, object]]:
+        """Lift the held room of the pods nominated with a lower priority than `pod` for its
+        cycle; `put_back_lifted` takes it again."""
+        lifted = []
+        for other, (node, nominated) in self._nominated.items():
+            if nominated.priority < pod.priority and other != pod.key and self._cache.is_nominated(other):
+                token = self._cache.lift(other)
+                if token is not None:
+                    lifted.append((other, node, token))
+        return lifted
+
+    def put_back_lifted(self, lifted: Sequence[tuple[PodKey, NodeName, object]]) -> None:
+        """Hold again what `lift_below` lifted, but for the nominations the cycle dropped (its
+        preemption clears lower ones on the node it chose). The room may be taken now: the
+        node then counts more than it has for the pods of that priority or lower, as kube's
+        filters see it, until the nominated pod's next cycle."""
+        for key, node, token in lifted:
+            found = self._nominated.get(key)
+            if found is not None and found[0] == node and self._cache.pod_node(key) is None:
+                self._cache.put_back(token)
 
     def hold_after_failure(self, key: PodKey) -> None:
         found = self._nominated.get(key)

@@ -435,12 +435,15 @@ class Scheduler:
         state = CycleState()
         if key in self._nominations:
             self.nominator.release_for_cycle(key)  # its own held room is free to it
+        lifted = self.nominator.lift_below(queued.pod) if self._nominations else ()
         try:
             self._scheduling_cycle(framework, state, queued)
         except Exception as err:
             self._cycle_crashed(framework, state, queued, err)
         if key in self._nominations:  # kept, or made by this cycle's preemption
             self.nominator.hold_after_failure(key)
+        if lifted:
+            self.nominator.put_back_lifted(lifted)
         return True
 
     def _cycle_crashed(self, framework: Framework, state: CycleState, queued: QueuedPod, err: Exception) -> None:

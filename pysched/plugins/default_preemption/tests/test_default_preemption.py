@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from hypothesis import given, settings
@@ -186,6 +187,67 @@ def test_a_nominated_pod_holds_its_room_from_lower_priority_pods() -> None:
     cluster.delete_pod(PodKey("default/nom"))  # the nomination goes with it
     _run(cluster, scheduler)
     assert cluster.pods[PodKey("default/low")].node_name == "a"
+    scheduler.cache.check_consistency()
+
+
+def _until_idle(scheduler: Scheduler) -> None:
+    """Run without moving the clock: a pod refused stays in its backoff."""
+
+    async def go() -> None:
+        await scheduler.start()
+        await scheduler.run_until_idle()
+
+    asyncio.run(go())
+
+
+def test_a_nomination_holds_room_from_its_priority_only() -> None:
+    """kube-scheduler filters a pod with the nominated pods of its priority or higher: a pod of
+    higher priority takes the room a nomination holds, without evicting anything, and the
+    nominated pod, left without victims, loses its nomination at its next cycle."""
+    cluster, scheduler = _world()
+    cluster.add_node(node_dict("a", cpu="4", memory="64Gi"))
+    cluster.create_pod(_running("v", "a", priority=0, cpu="3"))
+    cluster.create_pod(pod_dict("mid", priority=5, cpu="3", memory="1Gi"))
+    _until_idle(scheduler)
+    mid, hi, peer = PodKey("default/mid"), PodKey("default/hi"), PodKey("default/peer")
+    assert cluster.preempted == [PodKey("default/v")]
+    assert scheduler.nominator.nominated(mid) == "a"
+    cluster.create_pod(pod_dict("peer", priority=5, cpu="2", memory="1Gi"))
+    _until_idle(scheduler)
+    assert cluster.pods[peer].node_name is None  # an equal priority counts the nomination
+    cluster.create_pod(pod_dict("hi", priority=10, cpu="3", memory="1Gi"))
+    _until_idle(scheduler)
+    assert cluster.pods[hi].node_name == "a"
+    assert cluster.preempted == [PodKey("default/v")]
+    assert scheduler.nominator.nominated(mid) == "a"  # until its own cycle, as kube's
+    scheduler.cache.check_consistency()
+    settle(scheduler)
+    assert scheduler.nominator.nominated(mid) is None
+    assert cluster.nominations[-1] == (mid, None)
+    last = [note for pod, _, note in _events(cluster, "FailedScheduling") if pod == mid][-1]
+    assert last.endswith("No preemption victims found for incoming pod.")
+    assert cluster.pods[mid].node_name is None and cluster.pods[peer].node_name is None
+    scheduler.cache.check_consistency()
+
+
+def test_a_lower_priority_nomination_does_not_count_in_the_dry_run() -> None:
+    cluster, scheduler = _world()
+    cluster.add_node(node_dict("a", cpu="4", memory="64Gi"))
+    cluster.create_pod(_running("v", "a", priority=0, cpu="3"))
+    cluster.create_pod(_running("w", "a", priority=1, cpu="1"))
+    cluster.create_pod(pod_dict("mid", priority=5, cpu="3", memory="1Gi"))
+    _until_idle(scheduler)
+    mid, hi = PodKey("default/mid"), PodKey("default/hi")
+    assert cluster.preempted == [PodKey("default/v")]
+    cluster.create_pod(pod_dict("hi", priority=10, cpu="4", memory="1Gi"))
+    _until_idle(scheduler)
+    # w alone is in its way: mid's nomination is dropped, as kube's preemption drops the lower
+    # ones on the node it chooses
+    assert cluster.preempted == [PodKey("default/v"), PodKey("default/w")]
+    assert scheduler.nominator.nominated(hi) == "a" and scheduler.nominator.nominated(mid) is None
+    assert (mid, None) in cluster.nominations
+    settle(scheduler)
+    assert cluster.pods[hi].node_name == "a" and cluster.pods[mid].node_name is None
     scheduler.cache.check_consistency()
 
 
