@@ -12,6 +12,7 @@ as it would be) and put them back exactly.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
@@ -59,6 +60,8 @@ class Nominator:
         self._cache = cache
         self._algorithm_of = algorithm_of
         self._nominated: dict[PodKey, tuple[NodeName, PodInfo]] = {}
+        self._priorities: collections.Counter[int] = collections.Counter()  # of the nominated pods
+        self._lifted_now: set[PodKey] = set()  # nominations lifted for the cycle under way (`lift_below`)
         # The same dict, read-only: the engine tests membership before calling in (most pods have
         # no nomination, and a call per cycle point is most of what they would cost).
         self.holding: Mapping[PodKey, tuple[NodeName, PodInfo]] = self._nominated
@@ -75,6 +78,7 @@ class Nominator:
         self.drop(pod.key)
         if node is not None and node in self._cache.nodes.row:
             self._nominated[pod.key] = (node, pod)
+            self._priorities[pod.priority] += 1
             self._cache.hold(pod, node)
 
     def nominated(self, key: PodKey) -> NodeName | None:
@@ -86,7 +90,7 @@ class Nominator:
 
     # ----- `algorithm.HeldNominations`: the filters' pass without nominated pods
     def held_besides(self, key: PodKey) -> bool:
-        return any(other != key and self._cache.is_nominated(other) for other in self._nominated)
+        return len(self._nominated) - (key in self._nominated) - len(self._lifted_now) > 0
 
     @contextlib.contextmanager
     def without_others(self, key: PodKey) -> Iterator[None]:
@@ -104,7 +108,10 @@ class Nominator:
 
     def drop(self, key: PodKey) -> None:
         """The pod bound, was deleted or lost its nomination."""
-        if self._nominated.pop(key, None) is not None:
+        found = self._nominated.pop(key, None)
+        if found is not None:
+            self._forget_priority(found[1])
+            self._lifted_now.discard(key)
             self._cache.release(key)
 
     # ----- around the nominated pod's own scheduling cycle
@@ -115,12 +122,15 @@ class Nominator:
     def lift_below(self, pod: PodInfo) -> list[tuple[PodKey, NodeName, object]]:
         """Lift the held room of the pods nominated with a lower priority than `pod` for its
         cycle; `put_back_lifted` takes it again."""
-        lifted = []
+        lifted: list[tuple[PodKey, NodeName, object]] = []
+        if not any(priority < pod.priority for priority in self._priorities):
+            return lifted  # the usual case: nothing nominated below it (few priorities, many pods)
         for other, (node, nominated) in self._nominated.items():
             if nominated.priority < pod.priority and other != pod.key and self._cache.is_nominated(other):
                 token = self._cache.lift(other)
                 if token is not None:
                     lifted.append((other, node, token))
+        self._lifted_now = {key for key, _, _ in lifted}
         return lifted
 
     def put_back_lifted(self, lifted: Sequence[tuple[PodKey, NodeName, object]]) -> None:
@@ -128,10 +138,16 @@ class Nominator:
         preemption clears lower ones on the node it chose). The room may be taken now: the
         node then counts more than it has for the pods of that priority or lower, as kube's
         filters see it, until the nominated pod's next cycle."""
+        self._lifted_now = set()
         for key, node, token in lifted:
             found = self._nominated.get(key)
             if found is not None and found[0] == node and self._cache.pod_node(key) is None:
                 self._cache.put_back(token)
+
+    def _forget_priority(self, pod: PodInfo) -> None:
+        self._priorities[pod.priority] -= 1
+        if self._priorities[pod.priority] <= 0:
+            del self._priorities[pod.priority]
 
     def hold_after_failure(self, key: PodKey) -> None:
         found = self._nominated.get(key)
@@ -139,3 +155,4 @@ class Nominator:
             node, pod = found
             if not self._cache.hold(pod, node):
                 del self._nominated[key]
+                self._forget_priority(pod)

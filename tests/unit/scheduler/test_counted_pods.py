@@ -106,6 +106,26 @@ def test_a_placed_pod_still_meets_the_affinity_beside_a_nominated_one() -> None:
     assert cluster.pods[PodKey("default/q")].node_name == "a"
 
 
+def test_the_pass_without_nominated_pods_runs_beside_a_lower_nomination_lifted() -> None:
+    # A nomination of lower priority does not count for the pod at all (lifted for its cycle);
+    # one of its own priority still needs the second pass, which must not be skipped for it.
+    cluster, scheduler = _world()
+    low = cluster.create_pod(pod_dict("low", cpu="1", memory="1Gi", scheduler_name="other"))
+    assert low is not None
+    scheduler.nominator.nominate(low, NodeName("b"))
+    peer = pod_dict("nom", priority=10, cpu="1", memory="1Gi", scheduler_name="other", labels={"app": "x"})
+    nominated = cluster.create_pod(peer)
+    assert nominated is not None
+    scheduler.nominator.nominate(nominated, NodeName("a"))
+    q = _with_affinity("q")
+    q["spec"]["priority"] = 10
+    cluster.create_pod(q)
+    settle(scheduler)
+    assert cluster.pods[PodKey("default/q")].node_name is None
+    assert scheduler.cache.is_nominated(PodKey("default/low"))  # held again after q's cycle
+    scheduler.cache.check_consistency()
+
+
 def test_a_spread_is_not_evened_by_a_pod_only_nominated() -> None:
     # a runs one app=x pod, b holds a nominated one (3 CPUs, so LeastAllocated prefers a). With
     # the nominated pod counted both nodes are even and a is fine; without it a would be 2 to 0.
