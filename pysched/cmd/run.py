@@ -71,7 +71,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="IP",
         help="IP address of --secure-port (default 0.0.0.0: every interface)",
     )
-    serving.add_argument("--tls-cert-file", metavar="FILE", help="default: a self-signed certificate made at start")
+    serving.add_argument(
+        "--tls-cert-file",
+        metavar="FILE",
+        help="read again each minute (a rotated pair is served); default: a self-signed certificate made at start",
+    )
     serving.add_argument("--tls-private-key-file", metavar="FILE", help="the key of --tls-cert-file")
     serving.add_argument(
         "--insecure-bind-address",
@@ -128,7 +132,7 @@ def _listeners(args: argparse.Namespace) -> tuple[Listener, ...] | str:
     """The addresses to serve on, with the secure port's TLS context; a message when a flag is bad."""
     from pysched.api.limits import clip
     from pysched.cmd.server import Listener
-    from pysched.cmd.tls import TLSError, server_context
+    from pysched.cmd.tls import CertificateFiles, TLSError, self_signed_context
 
     found: list[Listener] = []
     if not 0 <= args.secure_port < 65536:
@@ -141,11 +145,14 @@ def _listeners(args: argparse.Namespace) -> tuple[Listener, ...] | str:
     if (args.tls_cert_file is None) != (args.tls_private_key_file is None):
         return "--tls-cert-file and --tls-private-key-file go together"
     if args.secure_port:
-        try:
-            tls = server_context(args.tls_cert_file, args.tls_private_key_file, [args.bind_address])
-        except TLSError as err:
-            return str(err)
-        found.append(Listener(args.bind_address, args.secure_port, tls))
+        if args.tls_cert_file is None:
+            found.append(Listener(args.bind_address, args.secure_port, self_signed_context([args.bind_address])))
+        else:
+            try:
+                files = CertificateFiles(args.tls_cert_file, args.tls_private_key_file)
+            except TLSError as err:
+                return str(err)
+            found.append(Listener(args.bind_address, args.secure_port, files.context, files))
     if args.insecure_bind_address is not None:
         plain = _parse_address(args.insecure_bind_address)
         if plain is None:

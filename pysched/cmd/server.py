@@ -9,6 +9,8 @@ insecure port: bind it to loopback.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from aiohttp import hdrs, web
 
 from pysched.cmd.delegated import Authorizer
 from pysched.cmd.metrics import SchedulerMetrics
+from pysched.cmd.tls import CHECK_SECONDS, CertificateFiles
 
 Readiness = Callable[[], str | None]  # None when ready (or live), else why not
 ALWAYS_ALLOWED = ("/healthz", "/livez", "/readyz")  # answered without a token
@@ -36,6 +39,7 @@ class Listener:
     host: str
     port: int
     tls: ssl.SSLContext | None = None
+    certificate: CertificateFiles | None = None  # the files `tls` serves, read again as they change
 
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -51,6 +55,7 @@ class OpsServer:
         auth: Authorizer,
         *,
         not_live: Readiness = _live,
+        check_seconds: float = CHECK_SECONDS,
     ) -> None:
         self._metrics = metrics
         self._not_ready = not_ready
@@ -58,6 +63,8 @@ class OpsServer:
         self.listeners = tuple(listeners)
         self._auth = auth
         self._runners: list[web.AppRunner] = []
+        self._check_seconds = check_seconds
+        self._checking: asyncio.Task[None] | None = None
 
     async def _healthz(self, request: web.Request) -> web.Response:
         # Answering at all means the event loop is alive; not_live names what else is stuck.
@@ -104,8 +111,32 @@ class OpsServer:
                 await self.stop()
                 raise OSError(err.errno, f"{listener.url()}: {err.strerror or err}") from err
             log.info("serving", url=listener.url())
+        if any(listener.certificate is not None for listener in self.listeners):
+            self._checking = asyncio.create_task(self._check_periodically())
+
+    async def _check_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self._check_seconds)
+            self.check_certificates()
+
+    def check_certificates(self) -> None:
+        """Read the certificate files again: a rotated pair is served to new connections; one
+        that does not load is named once and the last good pair kept."""
+        for listener in self.listeners:
+            if listener.certificate is None:
+                continue
+            renewed, problem = listener.certificate.check()
+            if renewed:
+                log.info("serving a renewed certificate", url=listener.url())
+            elif problem is not None:
+                log.warning("certificate files not loaded; the last good pair is served", problem=problem)
 
     async def stop(self) -> None:
+        if self._checking is not None:
+            self._checking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._checking
+            self._checking = None
         for runner in self._runners:
             await runner.cleanup()
         self._runners.clear()

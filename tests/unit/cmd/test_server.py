@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -16,7 +17,7 @@ from pysched.certs import self_signed
 from pysched.cmd.delegated import ACCESS_REVIEWS, MAX_WAITING_REVIEWS, TOKEN_REVIEWS, DelegatedAuth, User, bearer_token
 from pysched.cmd.metrics import SchedulerMetrics
 from pysched.cmd.server import Listener, OpsServer
-from pysched.cmd.tls import TLSError, server_context
+from pysched.cmd.tls import CertificateFiles, TLSError, self_signed_context
 from pysched.testing.controlplane import free_port, free_ports
 
 READER = "system:serviceaccount:monitoring:prometheus"
@@ -86,7 +87,7 @@ async def served() -> AsyncIterator[Served]:
     metrics = SchedulerMetrics()
     metrics.attempt("pysched", "scheduled", 0.01)
     secure, plain = free_ports(2)
-    listeners = [Listener("127.0.0.1", secure, server_context(None, None)), Listener("127.0.0.1", plain)]
+    listeners = [Listener("127.0.0.1", secure, self_signed_context()), Listener("127.0.0.1", plain)]
     server = OpsServer(metrics, lambda: None, listeners, DelegatedAuth(api, size=2, timer=clock))
     await server.start()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=unverified())) as session:
@@ -237,21 +238,74 @@ async def test_a_port_in_use_is_named_and_nothing_stays_bound() -> None:
         await taken.stop()
 
 
-async def test_given_certificate_files_are_served(tmp_path: Path) -> None:
-    cert, key = self_signed(["pysched.example"])
-    (tmp_path / "tls.crt").write_bytes(cert)
-    (tmp_path / "tls.key").write_bytes(key)
-    listener = Listener("127.0.0.1", free_port(), server_context(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key")))
+def _write_pair(folder: Path, host: str) -> bytes:
+    cert, key = self_signed([host])
+    (folder / "tls.crt").write_bytes(cert)
+    (folder / "tls.key").write_bytes(key)
+    return cert
+
+
+async def _served(port: int, ca: bytes, folder: Path) -> None:
+    """A request on a new connection, its certificate verified against `ca` only."""
+    (folder / "ca.pem").write_bytes(ca)
+    verifying = ssl.create_default_context(cafile=str(folder / "ca.pem"))
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=verifying)) as session:
+        assert await fetch(session, f"https://127.0.0.1:{port}/healthz") == (200, "ok")
+
+
+async def test_given_certificate_files_are_served_and_read_again_when_rotated(tmp_path: Path) -> None:
+    first = _write_pair(tmp_path, "first.example")
+    files = CertificateFiles(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    listener = Listener("127.0.0.1", free_port(), files.context, files)
     server = OpsServer(SchedulerMetrics(), lambda: None, [listener], DelegatedAuth(ReviewingApi()))
     await server.start()
     try:
-        verifying = ssl.create_default_context(cafile=str(tmp_path / "tls.crt"))
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=verifying)) as session:
-            assert await fetch(session, f"https://127.0.0.1:{listener.port}/healthz") == (200, "ok")
+        await _served(listener.port, first, tmp_path)
+        server.check_certificates()  # unchanged: still the first pair
+        await _served(listener.port, first, tmp_path)
+        second = _write_pair(tmp_path, "second.example")  # rotated in place
+        server.check_certificates()
+        await _served(listener.port, second, tmp_path)
+        with pytest.raises(aiohttp.ClientConnectorCertificateError):
+            await _served(listener.port, first, tmp_path)
+        # Half a rotation (a new certificate, the old key): kept out, the last good pair served.
+        third, _ = self_signed(["third.example"])
+        (tmp_path / "tls.crt").write_bytes(third)
+        renewed, problem = files.check()
+        assert not renewed and problem is not None and "key values mismatch" in problem
+        await _served(listener.port, second, tmp_path)
+        (tmp_path / "tls.key").unlink()
+        renewed, problem = files.check()
+        assert not renewed and problem is not None and "tls.key" in problem
+        assert files.check() == (False, None)  # told once per change
+        await _served(listener.port, second, tmp_path)
     finally:
         await server.stop()
     with pytest.raises(TLSError, match=r"tls\.crt"):
-        server_context(str(tmp_path / "tls.crt"), str(tmp_path / "missing.key"))
+        CertificateFiles(str(tmp_path / "tls.crt"), str(tmp_path / "missing.key"))
+    (tmp_path / "tls.key").write_bytes(b"not a key")
+    with pytest.raises(TLSError, match=r"tls\.key"):
+        CertificateFiles(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+
+
+async def test_the_server_reads_the_files_again_by_itself(tmp_path: Path) -> None:
+    _write_pair(tmp_path, "first.example")
+    files = CertificateFiles(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    listener = Listener("127.0.0.1", free_port(), files.context, files)
+    server = OpsServer(SchedulerMetrics(), lambda: None, [listener], DelegatedAuth(ReviewingApi()), check_seconds=0.01)
+    await server.start()
+    try:
+        second = _write_pair(tmp_path, "second.example")
+
+        async def renewed() -> None:
+            while True:
+                with contextlib.suppress(aiohttp.ClientConnectorCertificateError):
+                    return await _served(listener.port, second, tmp_path)
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(renewed(), 10)
+    finally:
+        await server.stop()
 
 
 def test_bearer_token_parsing() -> None:
