@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import collections
 import time
@@ -20,6 +21,8 @@ from pysched.backend.live.informer import Informer
 from pysched.backend.live.kubeclient import JSON, ApiResponse, WatchFailed
 from pysched.backend.live.leader import LeaderElector, LeaseConfig
 from pysched.backend.live.ratelimit import TokenBucket
+from pysched.certs import self_signed
+from pysched.cmd.run import _listeners, register
 from pysched.cmd.run import main as run_main
 from pysched.framework.config import parse_config
 from pysched.framework.events import EventKind
@@ -382,6 +385,23 @@ def test_bad_input_exits_2_with_one_line(argv: list[str], capsys: pytest.Capture
     assert run_main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("pysched run: error: ")
+
+
+def test_given_certificate_files_make_a_listener_that_reads_them_again(tmp_path: Path) -> None:
+    cert, key = self_signed(["pysched.example"])
+    (tmp_path / "tls.crt").write_bytes(cert)
+    (tmp_path / "tls.key").write_bytes(key)
+    parser = argparse.ArgumentParser(prog="pysched")
+    register(parser.add_subparsers(dest="command", required=True))
+    files = ["--tls-cert-file", str(tmp_path / "tls.crt"), "--tls-private-key-file", str(tmp_path / "tls.key")]
+    listeners = _listeners(parser.parse_args(["run", *files]))
+    assert not isinstance(listeners, str)
+    (secure,) = listeners
+    assert secure.certificate is not None and secure.tls is secure.certificate.context
+    made = _listeners(parser.parse_args(["run"]))
+    assert not isinstance(made, str)
+    (default,) = made
+    assert default.tls is not None and default.certificate is None  # self-signed: nothing to read again
 
 
 def test_bad_config_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
