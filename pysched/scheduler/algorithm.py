@@ -60,7 +60,8 @@ class HeldNominations(Protocol):
         ...
 
     def without_others(self, key: PodKey) -> AbstractContextManager[None]:
-        """The cache without every held pod but `key`, for the block's length."""
+        """The cache without every held pod but `key`, for the block's length (the filters' pass
+        without nominated pods, and the scores)."""
         ...
 
 
@@ -314,7 +315,9 @@ class SchedulingAlgorithm:
             candidates = np.flatnonzero(mask).astype(np.int64)
         narrowed = False
         held = self.nominations
-        if self._counted and held is not None and held.held_besides(pod.key):
+        others_held = held is not None and held.held_besides(pod.key)
+        if self._counted and others_held:
+            assert held is not None
             without = self._without_nominated(state, pod, plan, held)
             if without:
                 mask = mask.copy()
@@ -322,6 +325,49 @@ class SchedulingAlgorithm:
                     mask &= result.feasible
                 candidates = np.flatnonzero(mask).astype(np.int64)
                 narrowed = True
+        rows = (key, mask, candidates, req, shape)
+        if others_held:
+            # kube-scheduler filters with the nominated pods and scores without them: the fit
+            # is checked here with their room held, and PreScore and Score run with it lifted
+            # (on the rows that fit: lifting only frees room).
+            assert held is not None
+            if self.weights.resource_fit:
+                size, scores = nodes.size, self._score_buffer()
+                table = self._score_cache.scores(shape, nodes)
+                select_node(request, columns, True, nodes.allocatable[:size], nodes.requested[:size], candidates,
+                            table, scores, True)  # fmt: skip
+                candidates = candidates[scores[candidates] >= 0]
+                mask = np.zeros(size, np.bool_)
+                mask[candidates] = True
+                rows = (key, mask, candidates, req, shape)
+            with held.without_others(pod.key):
+                best, feasible, failed = self._score(state, pod, plan, laps, rows, True)
+        else:
+            best, feasible, failed = self._score(state, pod, plan, laps, rows, bool(batch_filters) or narrowed)
+        if failed is not None:
+            return failed
+        if feasible == 0:
+            if laps is not None:
+                laps.lap("Score", Code.SUCCESS, then="PostFilter")
+            return self._unschedulable(state, pod)
+        name = nodes.names[best]
+        assert name is not None
+        return ScheduleResult(name, SUCCESS, feasible, None, req)
+
+    def _score(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        plan: PodPlan,
+        laps: _Laps | None,
+        rows: tuple[Hashable, Bools, I64, RequestShape, tuple[int, ...]],
+        slow: bool,
+    ) -> tuple[int, int, ScheduleResult | None]:
+        """PreScore, then the fused fit and scores (and the other Score plugins) over the
+        candidate rows (`slow`: not through the incremental arg-max): (the best row, how many
+        fit, a PreScore failure's result)."""
+        nodes = self.nodes
+        key, mask, candidates, req, shape = rows
         if laps is not None and plan.pre_score:
             # Filter here is the node masks and batch filters; the fused fit runs in the
             # selection kernel with the fused scores, timed as Score.
@@ -334,43 +380,41 @@ class SchedulingAlgorithm:
             if status.code is Code.SKIP:
                 state.skip("score", pre.NAME)
             elif not status.ok:
-                return ScheduleResult(None, status.with_plugin(pre.NAME), 0)
+                return -1, 0, ScheduleResult(None, status.with_plugin(pre.NAME), 0)
         if laps is not None:
             laps.lap(laps.point, Code.SUCCESS, then="Score")
         extra = plan.extra_score
         if extra and state.skip_score is not plan.skip_score:
             skipped = state.skip_score
             extra = any(name not in skipped for name in self._extra_names)
-        if not batch_filters and not extra and not narrowed:
+        if not slow and not extra:
             # Only mask filters, the fused fit and fused scores: the incremental arg-max answers.
             best, feasible = self.selection.select(
-                key, nodes, mask, candidates, request, columns, self.weights.resource_fit, shape
+                key, nodes, mask, candidates, req.vector, req.columns, self.weights.resource_fit, shape
             )
-        else:
-            size = nodes.size
-            if self._scores.shape[0] < size:
-                self._scores = np.zeros(max(size, 2 * self._scores.shape[0]), np.int64)
-            scores = self._scores[:size]
-            best, feasible = select_node(
-                request,
-                columns,
-                self.weights.resource_fit,
-                nodes.allocatable[:size],
-                nodes.requested[:size],
-                candidates,
-                self._score_cache.scores(shape, nodes),
-                scores,
-                extra,
-            )
-        if feasible == 0:
-            if laps is not None:
-                laps.lap("Score", Code.SUCCESS, then="PostFilter")
-            return self._unschedulable(state, pod)
-        if extra:
+            return best, feasible, None
+        size, scores = nodes.size, self._score_buffer()
+        best, feasible = select_node(
+            req.vector,
+            req.columns,
+            self.weights.resource_fit,
+            nodes.allocatable[:size],
+            nodes.requested[:size],
+            candidates,
+            self._score_cache.scores(shape, nodes),
+            scores,
+            extra,
+        )
+        if feasible and extra:
             best = self._score_extra(state, pod, scores)
-        name = nodes.names[best]
-        assert name is not None
-        return ScheduleResult(name, SUCCESS, feasible, None, req)
+        return best, feasible, None
+
+    def _score_buffer(self) -> I64:
+        """Each row's score (the slow path's), grown with the table."""
+        size = self.nodes.size
+        if self._scores.shape[0] < size:
+            self._scores = np.zeros(max(size, 2 * self._scores.shape[0]), np.int64)
+        return self._scores[:size]
 
     def _without_nominated(
         self, state: CycleState, pod: PodInfo, plan: PodPlan, held: HeldNominations

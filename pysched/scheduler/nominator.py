@@ -5,9 +5,10 @@ is deleted or loses its nomination, so pods of its priority or lower scheduled m
 take the room its victims leave. Its own scheduling cycle releases the hold first and takes it
 again if the pod still does not fit; the cycle of a pod of higher priority lifts it for its length
 (kube-scheduler's filters add only nominated pods of equal or higher priority), so such a pod may
-take that room, and the nominated pod finds out in its next cycle. Dry runs take pods off a node
-in the cache itself (placement notices included, so plugins that count pods per node see the node
-as it would be) and put them back exactly.
+take that room, and the nominated pod finds out in its next cycle. Scores run with every hold
+lifted (`without_others`), as kube scores without nominated pods. Dry runs take pods off a node in
+the cache itself (placement notices included, so plugins that count pods per node see the node as
+it would be) and put them back exactly.
 """
 
 from __future__ import annotations

@@ -251,6 +251,26 @@ def test_a_lower_priority_nomination_does_not_count_in_the_dry_run() -> None:
     scheduler.cache.check_consistency()
 
 
+def test_a_nomination_counts_in_the_fit_but_not_in_the_scores() -> None:
+    """kube-scheduler filters with nominated pods and scores without them: node a, emptier
+    without the room held there, wins over b as long as the pod fits beside the nomination."""
+    cluster, scheduler = _world()
+    for name in ("a", "b"):
+        cluster.add_node(node_dict(name, cpu="4", memory="64Gi"))
+    cluster.create_pod(_running("r", "b", priority=100, cpu="1"))
+    _until_idle(scheduler)
+    held = cluster.create_pod(pod_dict("nom", priority=50, cpu="2", memory="1Gi", scheduler_name="other"))
+    assert held is not None
+    scheduler.nominator.nominate(held, NodeName("a"))
+    cluster.create_pod(pod_dict("fits", cpu="1", memory="1Gi"))
+    cluster.create_pod(pod_dict("too-big", cpu="3", memory="1Gi"))  # fits a only without the nomination
+    _until_idle(scheduler)
+    assert cluster.pods[PodKey("default/fits")].node_name == "a"  # b were it scored with the hold
+    assert cluster.pods[PodKey("default/too-big")].node_name == "b"
+    assert scheduler.cache.is_nominated(PodKey("default/nom"))  # held again after the scoring
+    scheduler.cache.check_consistency()
+
+
 def test_budgets_parse_bounded_and_bad_selectors_match_nothing() -> None:
     bad = budget_from_dict(
         {"metadata": {"name": "x"}, "spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "Bogus"}]}}}
