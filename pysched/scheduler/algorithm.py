@@ -59,6 +59,10 @@ class HeldNominations(Protocol):
         """Some pod other than `key` is held."""
         ...
 
+    def nominated(self, key: PodKey) -> NodeName | None:
+        """The node `key` is nominated to, if any."""
+        ...
+
     def without_others(self, key: PodKey) -> AbstractContextManager[None]:
         """The cache without every held pod but `key`, for the block's length (the filters' pass
         without nominated pods, and the scores)."""
@@ -325,6 +329,14 @@ class SchedulingAlgorithm:
                     mask &= result.feasible
                 candidates = np.flatnonzero(mask).astype(np.int64)
                 narrowed = True
+        nominated = self._nominated_row(pod, held, mask, req) if held is not None else None
+        if nominated is not None:
+            # kube-scheduler tries a nominated pod's node first and takes it when it fits: the
+            # room its preemption made is there (scored alone, so every Score plugin still runs).
+            mask = np.zeros(nodes.size, np.bool_)
+            mask[nominated] = True
+            candidates = np.array([nominated], np.int64)
+            narrowed = True
         rows = (key, mask, candidates, req, shape)
         if others_held:
             # kube-scheduler filters with the nominated pods and scores without them: the fit
@@ -515,13 +527,8 @@ class SchedulingAlgorithm:
         mask, _ = self._node_mask(pod, self._signature(pod))
         if row >= mask.shape[0] or not mask[row]:
             return False
-        if self.weights.resource_fit:
-            req = nodes.request_shape(pod.requests)
-            free = nodes.allocatable[row] - nodes.requested[row]
-            if nodes.requested[row, POD_COLUMN] + 1 > nodes.allocatable[row, POD_COLUMN]:
-                return False
-            if (req.vector[req.columns] > free[req.columns]).any():
-                return False
+        if not self._fits_row(row, nodes.request_shape(pod.requests)):
+            return False
         counted = self._counted_names
         recounted = self._recounted(state, pod, self.plan(pod.features)) if counted else {}
         for batch_filter in self.batch_filters:
@@ -533,6 +540,24 @@ class SchedulingAlgorithm:
             if result is not None and not result.feasible[row]:
                 return False
         return True
+
+    def _fits_row(self, row: int, req: RequestShape) -> bool:
+        """The fused fit on one row as the table holds it now (always, without NodeResourcesFit)."""
+        if not self.weights.resource_fit:
+            return True
+        nodes = self.nodes
+        if nodes.requested[row, POD_COLUMN] + 1 > nodes.allocatable[row, POD_COLUMN]:
+            return False
+        free = nodes.allocatable[row] - nodes.requested[row]
+        return not (req.vector[req.columns] > free[req.columns]).any()
+
+    def _nominated_row(self, pod: PodInfo, held: HeldNominations, mask: Bools, req: RequestShape) -> int | None:
+        """The row of the node `pod` is nominated to, when every filter passes it there."""
+        name = held.nominated(pod.key)
+        row = None if name is None else self.nodes.row.get(name)
+        if row is None or row >= mask.shape[0] or not mask[row] or not self._fits_row(row, req):
+            return None
+        return row
 
     def _unschedulable(self, state: CycleState, pod: PodInfo) -> ScheduleResult:
         diagnosis = self.diagnose(state, pod)

@@ -271,6 +271,25 @@ def test_a_nomination_counts_in_the_fit_but_not_in_the_scores() -> None:
     scheduler.cache.check_consistency()
 
 
+def test_a_preemptor_goes_to_its_nominated_node_when_it_fits_there() -> None:
+    """kube-scheduler tries the nominated node first: b, emptier once its pod is gone, would
+    score higher, but the room the preemption made on a is taken (else v died for nothing)."""
+    cluster, scheduler = _world()
+    for name in ("a", "b"):
+        cluster.add_node(node_dict(name, cpu="4", memory="64Gi"))
+    cluster.create_pod(_running("w", "a", priority=100, cpu="1"))
+    cluster.create_pod(_running("v", "a", priority=0, cpu="3"))
+    cluster.create_pod(_running("full", "b", priority=1000, cpu="4"))
+    cluster.create_pod(pod_dict("hi", priority=10, cpu="3", memory="1Gi"))
+    _until_idle(scheduler)
+    hi = PodKey("default/hi")
+    assert cluster.preempted == [PodKey("default/v")] and scheduler.nominator.nominated(hi) == "a"
+    cluster.delete_pod(PodKey("default/full"))
+    settle(scheduler)
+    assert cluster.pods[hi].node_name == "a"
+    scheduler.cache.check_consistency()
+
+
 def test_budgets_parse_bounded_and_bad_selectors_match_nothing() -> None:
     bad = budget_from_dict(
         {"metadata": {"name": "x"}, "spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "Bogus"}]}}}
