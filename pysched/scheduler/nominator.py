@@ -77,10 +77,11 @@ class Nominator:
         if current is not None and current[0] == node:
             return
         self.drop(pod.key)
-        if node is not None and node in self._cache.nodes.row:
+        # An assumed pod (waiting at Permit, or in PreBind, with its nominatedNodeName written)
+        # is placed, not nominated: kube's nominator leaves it out too, so it may be a victim.
+        if node is not None and self._cache.hold(pod, node):
             self._nominated[pod.key] = (node, pod)
             self._priorities[pod.priority] += 1
-            self._cache.hold(pod, node)
 
     def nominated(self, key: PodKey) -> NodeName | None:
         found = self._nominated.get(key)

@@ -137,7 +137,10 @@ class DefaultPreemption:
             if chosen is None or not chosen[0]:
                 continue
             victims, violations = chosen
-            (violating if violations else clean).append(Candidate(name, row, tuple(victims), violations))
+            if not violations:
+                clean.append(Candidate(name, row, tuple(victims), violations))
+            elif len(violating) < wanted:  # kube keeps as many of each kind as it looks for
+                violating.append(Candidate(name, row, tuple(victims), violations))
             if clean and len(clean) + len(violating) >= wanted:
                 break
         return clean + violating, no_victims
@@ -163,10 +166,12 @@ class DefaultPreemption:
     async def _evict(self, pod: PodInfo, best: Candidate, lower: Sequence[PodInfo]) -> None:
         cluster = self.handle.cluster
         for victim in best.victims:
+            if victim.deleting:
+                continue  # being deleted already: no second deletion, and no event (kube's)
             waiting = self.handle.waiting_pods.get(victim.key)
             if waiting is not None and waiting.pod.uid == victim.uid:
                 waiting.reject(NAME, "preempted")
-            elif not victim.deleting:
+            else:
                 message = f"{pod.scheduler_name}: preempting to accommodate a higher priority pod"
                 await cluster.patch_pod_conditions(
                     victim, PodCondition("DisruptionTarget", "True", PREEMPTION_BY_SCHEDULER, message)

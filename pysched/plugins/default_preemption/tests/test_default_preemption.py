@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import copy
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,10 +13,16 @@ from hypothesis import strategies as st
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.disruption import budget_from_dict, nominated_node
 from pysched.api.ids import NodeName, PodKey
+from pysched.api.objects import PodInfo
 from pysched.api.times import format_rfc3339
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import parse_config
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.events import EventRegistration
+from pysched.framework.interfaces import Handle
+from pysched.framework.registry import NoArgs, PluginSpec
+from pysched.framework.status import SUCCESS, Code, Status
 from pysched.plugins import default_registry
 from pysched.plugins.default_preemption.reference import RefBudget, RefPod, choose
 from pysched.scheduler.scheduler import Scheduler
@@ -60,6 +68,13 @@ def _run(cluster: SimulatedCluster, scheduler: Scheduler) -> None:
 
 def _events(cluster: SimulatedCluster, reason: str) -> list[tuple[str, str, str]]:
     return [(e.pod, e.type, e.note) for e in cluster.events if e.reason == reason]
+
+
+def _no_disruption_of_db(cluster: SimulatedCluster) -> None:
+    """A PodDisruptionBudget that allows no app=db pod to go."""
+    selector = {"matchLabels": {"app": "db"}}
+    budget = {"metadata": {"name": "db", "namespace": "default"}, "spec": {"selector": selector}}
+    cluster.add_budget({**budget, "status": {"disruptionsAllowed": 0}})
 
 
 def test_a_high_priority_pod_evicts_the_minimal_lower_priority_set_on_the_best_node() -> None:
@@ -131,13 +146,7 @@ def test_a_budget_is_respected_when_another_node_has_none() -> None:
         cluster.add_node(node_dict(name, cpu="4", memory="64Gi"))
     cluster.create_pod(_running("db", "a", priority=0, cpu="4", labels={"app": "db"}))
     cluster.create_pod(_running("web", "b", priority=0, cpu="4", labels={"app": "web"}, started=T0 - 1000))
-    cluster.add_budget(
-        {
-            "metadata": {"name": "db", "namespace": "default"},
-            "spec": {"selector": {"matchLabels": {"app": "db"}}},
-            "status": {"disruptionsAllowed": 0},
-        }
-    )
+    _no_disruption_of_db(cluster)
     cluster.create_pod(pod_dict("hi", priority=10, cpu="2", memory="1Gi"))
     _run(cluster, scheduler)
     assert cluster.preempted == [PodKey("default/web")]
@@ -288,6 +297,79 @@ def test_a_preemptor_goes_to_its_nominated_node_when_it_fits_there() -> None:
     settle(scheduler)
     assert cluster.pods[hi].node_name == "a"
     scheduler.cache.check_consistency()
+
+
+class _HoldAtPermit:
+    """Holds pods labelled wait=yes at Permit (a gang's members wait there)."""
+
+    NAME: ClassVar[str] = "HoldAtPermit"
+
+    def __init__(self, args: NoArgs, handle: Handle) -> None:
+        pass
+
+    def events_to_register(self) -> Sequence[EventRegistration]:
+        return ()
+
+    def permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, float]:
+        return (Status(Code.WAIT), 600.0) if pod.labels.get("wait") == "yes" else (SUCCESS, 0.0)
+
+
+def test_a_pod_waiting_at_permit_is_a_victim_not_a_nomination() -> None:
+    """Its nominatedNodeName is written while it waits; kube's nominator leaves such an assumed
+    pod out, so a higher-priority pod preempts it (rejected at Permit, not deleted)."""
+    registry = default_registry()
+    registry.register(PluginSpec(_HoldAtPermit.NAME, NoArgs, _HoldAtPermit, _HoldAtPermit))
+    profile: dict[str, Any] = copy.deepcopy(PROFILE)
+    profile["profiles"][0]["plugins"]["permit"] = [{"name": _HoldAtPermit.NAME}]
+    clock = VirtualClock(T0)
+    cluster = SimulatedCluster(clock)
+    scheduler = Scheduler(parse_config(profile, "t", registry), cluster, clock, registry)
+    cluster.add_node(node_dict("a", cpu="4", memory="64Gi"))
+    cluster.create_pod(pod_dict("low", priority=0, cpu="4", memory="1Gi", labels={"wait": "yes"}))
+    _until_idle(scheduler)
+    low, hi = PodKey("default/low"), PodKey("default/hi")
+    assert scheduler.waiting_pods.get(low) is not None and nominated_node(cluster.pods[low]) == "a"
+    assert scheduler.nominator.nominated(low) is None
+    cluster.create_pod(pod_dict("hi", priority=10, cpu="2", memory="1Gi"))
+    settle(scheduler)
+    assert scheduler.waiting_pods.get(low) is None  # rejected at Permit: its room is free
+    preempted = f"Preempted by pod {cluster.pods[hi].uid} on node a"
+    assert _events(cluster, "Preempted") == [("default/low", "Normal", preempted)]
+    assert cluster.pods[hi].node_name == "a"
+    scheduler.cache.check_consistency()
+
+
+def test_a_victim_already_being_deleted_is_neither_deleted_again_nor_told() -> None:
+    cluster, scheduler = _world()
+    cluster.add_node(node_dict("a", cpu="4", memory="64Gi"))
+    going = _running("going", "a", priority=0, cpu="4")
+    going["metadata"]["deletionTimestamp"] = format_rfc3339(T0 - 5)
+    cluster.create_pod(going)
+    cluster.create_pod(pod_dict("hi", priority=10, cpu="2", memory="1Gi"))
+    _until_idle(scheduler)
+    assert scheduler.nominator.nominated(PodKey("default/hi")) == "a"  # it waits for that room
+    assert cluster.preempted == [] and _events(cluster, "Preempted") == []
+
+
+def test_budget_violating_candidates_are_kept_only_as_many_as_wanted() -> None:
+    """kube's dry run keeps at most as many candidates of each kind as it looks for: with one
+    wanted and every node's victim under a budget, the first node found is the only one
+    compared, although b's victim has the lower priority."""
+    profile: dict[str, Any] = copy.deepcopy(PROFILE)
+    args = {"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 1}
+    profile["profiles"][0]["pluginConfig"] = [{"name": "DefaultPreemption", "args": args}]
+    clock = VirtualClock(T0)
+    cluster = SimulatedCluster(clock)
+    registry = default_registry()
+    scheduler = Scheduler(parse_config(profile, "t", registry), cluster, clock, registry)
+    for name, priority in (("a", 5), ("b", 1)):
+        cluster.add_node(node_dict(name, cpu="4", memory="64Gi"))
+        cluster.create_pod(_running(f"on-{name}", name, priority=priority, cpu="4", labels={"app": "db"}))
+    _no_disruption_of_db(cluster)
+    cluster.create_pod(pod_dict("hi", priority=10, cpu="2", memory="1Gi"))
+    _run(cluster, scheduler)
+    assert cluster.preempted == [PodKey("default/on-a")]
+    assert cluster.pods[PodKey("default/hi")].node_name == "a"
 
 
 def test_budgets_parse_bounded_and_bad_selectors_match_nothing() -> None:
