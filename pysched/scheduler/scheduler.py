@@ -475,6 +475,7 @@ class Scheduler:
         if acting.reserve:
             status = framework.run_reserve(state, pod, node, acting)
             if not status.ok:
+                self._clear_nomination(pod)
                 self._fail(queued, status, frozenset({status.plugin}), started)
                 return
         else:
@@ -486,6 +487,7 @@ class Scheduler:
             if status.rejected or status.code is Code.ERROR:
                 framework.run_unreserve(state, pod, node)
                 self.cache.forget(pod)
+                self._clear_nomination(pod)
                 self._fail(queued, status, frozenset({status.plugin}), started)
                 return
         if self._record:
@@ -626,16 +628,21 @@ class Scheduler:
 
     def _release(self, job: _BindJob) -> None:
         """Unreserve, forget the assumption at once, tell the queue its room is free again, and
-        take back a nomination made for the binding."""
+        clear the pod's nomination (made for the binding, or by an earlier preemption)."""
         pod = job.queued.pod
         job.framework.run_unreserve(job.state, pod, job.node)
         self.cache.forget(pod)
         self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))
-        if job.nominated:
-            job.nominated = False
-            self.nominator.drop(pod.key)
-            if not self._stopping and pod.key in self.queue:
-                self._side_tasks.spawn(self._nominate(pod, None))
+        written, job.nominated = job.nominated, False
+        self._clear_nomination(pod, written)
+
+    def _clear_nomination(self, pod: PodInfo, written: bool = False) -> None:
+        """A cycle or binding that failed past the filters clears the pod's nomination, as
+        kube-scheduler's does: its nominatedNodeName (`written`: this scheduler wrote one since
+        `pod` was read) would otherwise hold that room again at the pod's next update."""
+        self.nominator.drop(pod.key)
+        if (written or nominated_node(pod) is not None) and not self._stopping and pod.key in self.queue:
+            self._side_tasks.spawn(self._nominate(pod, None))
 
     # ----- reconcile: plugins acting on running pods on a clock interval
     def next_reconcile(self) -> float | None:

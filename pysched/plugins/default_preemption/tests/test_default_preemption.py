@@ -22,7 +22,7 @@ from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import EventRegistration
 from pysched.framework.interfaces import Handle
 from pysched.framework.registry import NoArgs, PluginSpec
-from pysched.framework.status import SUCCESS, Code, Status
+from pysched.framework.status import SUCCESS, Code, Status, unschedulable
 from pysched.plugins import default_registry
 from pysched.plugins.default_preemption.reference import RefBudget, RefPod, choose
 from pysched.scheduler.scheduler import Scheduler
@@ -370,6 +370,43 @@ def test_budget_violating_candidates_are_kept_only_as_many_as_wanted() -> None:
     _run(cluster, scheduler)
     assert cluster.preempted == [PodKey("default/on-a")]
     assert cluster.pods[PodKey("default/hi")].node_name == "a"
+
+
+class _RejectAtPermit:
+    """Rejects pods labelled reject=yes at Permit."""
+
+    NAME: ClassVar[str] = "RejectAtPermit"
+
+    def __init__(self, args: NoArgs, handle: Handle) -> None:
+        pass
+
+    def events_to_register(self) -> Sequence[EventRegistration]:
+        return ()
+
+    def permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, float]:
+        return (unschedulable("not now", plugin=self.NAME), 0.0) if pod.labels.get("reject") else (SUCCESS, 0.0)
+
+
+def test_a_nomination_is_cleared_when_the_pod_fails_past_the_filters() -> None:
+    """kube clears nominatedNodeName when Reserve, Permit or the binding fails; kept, it would
+    hold the room again at the pod's next update."""
+    registry = default_registry()
+    registry.register(PluginSpec(_RejectAtPermit.NAME, NoArgs, _RejectAtPermit, _RejectAtPermit))
+    profile: dict[str, Any] = copy.deepcopy(PROFILE)
+    profile["profiles"][0]["plugins"]["permit"] = [{"name": _RejectAtPermit.NAME}]
+    clock = VirtualClock(T0)
+    cluster = SimulatedCluster(clock)
+    scheduler = Scheduler(parse_config(profile, "t", registry), cluster, clock, registry)
+    cluster.add_node(node_dict("a", cpu="4", memory="64Gi"))
+    cluster.create_pod(_running("low", "a", priority=0, cpu="4"))
+    cluster.create_pod(pod_dict("hi", priority=10, cpu="2", memory="1Gi", labels={"reject": "yes"}))
+    _until_idle(scheduler)
+    hi = PodKey("default/hi")
+    assert nominated_node(cluster.pods[hi]) == "a" and scheduler.nominator.nominated(hi) == "a"
+    settle(scheduler)  # its next cycle finds room on a, and Permit refuses it there
+    assert cluster.nominations[-1] == (hi, None) and nominated_node(cluster.pods[hi]) is None
+    assert scheduler.nominator.nominated(hi) is None and not scheduler.cache.is_nominated(hi)
+    scheduler.cache.check_consistency()
 
 
 def test_budgets_parse_bounded_and_bad_selectors_match_nothing() -> None:
