@@ -49,11 +49,36 @@ PROFILE = {
 }
 
 
-def _world() -> tuple[SimulatedCluster, Scheduler]:
+def _world(permit: bool = False, preemption_args: dict[str, Any] | None = None) -> tuple[SimulatedCluster, Scheduler]:
+    """The profile above; `permit` adds `_PermitByLabel`, `preemption_args` DefaultPreemption's args."""
     clock = VirtualClock(T0)
     cluster = SimulatedCluster(clock)
     registry = default_registry()
-    return cluster, Scheduler(parse_config(PROFILE, "t", registry), cluster, clock, registry)
+    profile: dict[str, Any] = copy.deepcopy(PROFILE)
+    if permit:
+        registry.register(PluginSpec(_PermitByLabel.NAME, NoArgs, _PermitByLabel, _PermitByLabel))
+        profile["profiles"][0]["plugins"]["permit"] = [{"name": _PermitByLabel.NAME}]
+    if preemption_args is not None:
+        profile["profiles"][0]["pluginConfig"] = [{"name": "DefaultPreemption", "args": preemption_args}]
+    return cluster, Scheduler(parse_config(profile, "t", registry), cluster, clock, registry)
+
+
+class _PermitByLabel:
+    """Holds pods labelled wait=yes at Permit (as a gang's members wait there) and rejects those
+    labelled reject=yes."""
+
+    NAME: ClassVar[str] = "PermitByLabel"
+
+    def __init__(self, args: NoArgs, handle: Handle) -> None:
+        pass
+
+    def events_to_register(self) -> Sequence[EventRegistration]:
+        return ()
+
+    def permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, float]:
+        if pod.labels.get("reject") == "yes":
+            return unschedulable("not now", plugin=self.NAME), 0.0
+        return (Status(Code.WAIT), 600.0) if pod.labels.get("wait") == "yes" else (SUCCESS, 0.0)
 
 
 def _running(name: str, node: str, *, priority: int, cpu: str, started: float = T0 - 100, **kw: Any) -> dict[str, Any]:
@@ -299,31 +324,10 @@ def test_a_preemptor_goes_to_its_nominated_node_when_it_fits_there() -> None:
     scheduler.cache.check_consistency()
 
 
-class _HoldAtPermit:
-    """Holds pods labelled wait=yes at Permit (a gang's members wait there)."""
-
-    NAME: ClassVar[str] = "HoldAtPermit"
-
-    def __init__(self, args: NoArgs, handle: Handle) -> None:
-        pass
-
-    def events_to_register(self) -> Sequence[EventRegistration]:
-        return ()
-
-    def permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, float]:
-        return (Status(Code.WAIT), 600.0) if pod.labels.get("wait") == "yes" else (SUCCESS, 0.0)
-
-
 def test_a_pod_waiting_at_permit_is_a_victim_not_a_nomination() -> None:
     """Its nominatedNodeName is written while it waits; kube's nominator leaves such an assumed
     pod out, so a higher-priority pod preempts it (rejected at Permit, not deleted)."""
-    registry = default_registry()
-    registry.register(PluginSpec(_HoldAtPermit.NAME, NoArgs, _HoldAtPermit, _HoldAtPermit))
-    profile: dict[str, Any] = copy.deepcopy(PROFILE)
-    profile["profiles"][0]["plugins"]["permit"] = [{"name": _HoldAtPermit.NAME}]
-    clock = VirtualClock(T0)
-    cluster = SimulatedCluster(clock)
-    scheduler = Scheduler(parse_config(profile, "t", registry), cluster, clock, registry)
+    cluster, scheduler = _world(permit=True)
     cluster.add_node(node_dict("a", cpu="4", memory="64Gi"))
     cluster.create_pod(pod_dict("low", priority=0, cpu="4", memory="1Gi", labels={"wait": "yes"}))
     _until_idle(scheduler)
@@ -355,13 +359,7 @@ def test_budget_violating_candidates_are_kept_only_as_many_as_wanted() -> None:
     """kube's dry run keeps at most as many candidates of each kind as it looks for: with one
     wanted and every node's victim under a budget, the first node found is the only one
     compared, although b's victim has the lower priority."""
-    profile: dict[str, Any] = copy.deepcopy(PROFILE)
-    args = {"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 1}
-    profile["profiles"][0]["pluginConfig"] = [{"name": "DefaultPreemption", "args": args}]
-    clock = VirtualClock(T0)
-    cluster = SimulatedCluster(clock)
-    registry = default_registry()
-    scheduler = Scheduler(parse_config(profile, "t", registry), cluster, clock, registry)
+    cluster, scheduler = _world(preemption_args={"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 1})
     for name, priority in (("a", 5), ("b", 1)):
         cluster.add_node(node_dict(name, cpu="4", memory="64Gi"))
         cluster.create_pod(_running(f"on-{name}", name, priority=priority, cpu="4", labels={"app": "db"}))
@@ -372,31 +370,10 @@ def test_budget_violating_candidates_are_kept_only_as_many_as_wanted() -> None:
     assert cluster.pods[PodKey("default/hi")].node_name == "a"
 
 
-class _RejectAtPermit:
-    """Rejects pods labelled reject=yes at Permit."""
-
-    NAME: ClassVar[str] = "RejectAtPermit"
-
-    def __init__(self, args: NoArgs, handle: Handle) -> None:
-        pass
-
-    def events_to_register(self) -> Sequence[EventRegistration]:
-        return ()
-
-    def permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, float]:
-        return (unschedulable("not now", plugin=self.NAME), 0.0) if pod.labels.get("reject") else (SUCCESS, 0.0)
-
-
 def test_a_nomination_is_cleared_when_the_pod_fails_past_the_filters() -> None:
     """kube clears nominatedNodeName when Reserve, Permit or the binding fails; kept, it would
     hold the room again at the pod's next update."""
-    registry = default_registry()
-    registry.register(PluginSpec(_RejectAtPermit.NAME, NoArgs, _RejectAtPermit, _RejectAtPermit))
-    profile: dict[str, Any] = copy.deepcopy(PROFILE)
-    profile["profiles"][0]["plugins"]["permit"] = [{"name": _RejectAtPermit.NAME}]
-    clock = VirtualClock(T0)
-    cluster = SimulatedCluster(clock)
-    scheduler = Scheduler(parse_config(profile, "t", registry), cluster, clock, registry)
+    cluster, scheduler = _world(permit=True)
     cluster.add_node(node_dict("a", cpu="4", memory="64Gi"))
     cluster.create_pod(_running("low", "a", priority=0, cpu="4"))
     cluster.create_pod(pod_dict("hi", priority=10, cpu="2", memory="1Gi", labels={"reject": "yes"}))
