@@ -25,6 +25,11 @@ class DryRun(Protocol):
         """Every filter of the profile passes the preemptor on the node as it is now."""
         ...
 
+    def refusal(self) -> tuple[str, ...]:
+        """The reasons of the first filter that refuses the preemptor on the node as it is now
+        (kube's node status for the preemption message); () when none does."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -52,6 +57,9 @@ class _Unavailable:
 
     def fits(self) -> bool:
         return False
+
+    def refusal(self) -> tuple[str, ...]:
+        return ()
 
     def close(self) -> None:
         return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -529,17 +529,31 @@ class SchedulingAlgorithm:
             return False
         if not self._fits_row(row, nodes.request_shape(pod.requests)):
             return False
+        return all(result.feasible[row] for result in self._verdicts_now(state, pod, self.batch_filters))
+
+    def refusal_on_row(self, state: CycleState, pod: PodInfo, row: int) -> tuple[str, ...]:
+        """The reasons of the first filter, in the profile's order, that refuses the pod on one
+        node as the table holds it now (the filters that count placed pods counted again, as in
+        `fits_on_row`); () when every filter passes. The slow path: every filter runs on every
+        row, for the one message a preemption that found no candidate writes."""
+        for result in self._verdicts_now(state, pod, self.filters):
+            if not result.feasible[row]:
+                return tuple(reason for reason, where in result.reasons.items() if where[row])
+        return ()
+
+    def _verdicts_now(self, state: CycleState, pod: PodInfo, filters: Sequence[FilterPlugin]) -> Iterator[FilterResult]:
+        """`filters`' verdicts, one at a time, on the table as it holds the pods now: those that
+        count placed pods run their PreFilter again (`_recounted`; one its PreFilter now skips
+        gives none), the others filter with the cycle's state."""
         counted = self._counted_names
         recounted = self._recounted(state, pod, self.plan(pod.features)) if counted else {}
-        for batch_filter in self.batch_filters:
-            name = batch_filter.NAME
+        for plugin in filters:
+            name = plugin.NAME
             if name in state.skip_filter:
                 continue
-            # A counted filter missing from `recounted`: its PreFilter skips the pod now.
-            result = recounted.get(name) if name in counted else batch_filter.filter_batch(state, pod, nodes)
-            if result is not None and not result.feasible[row]:
-                return False
-        return True
+            result = recounted.get(name) if name in counted else plugin.filter_batch(state, pod, self.nodes)
+            if result is not None:
+                yield result
 
     def _fits_row(self, row: int, req: RequestShape) -> bool:
         """The fused fit on one row as the table holds it now (always, without NodeResourcesFit)."""

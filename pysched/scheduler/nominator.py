@@ -48,6 +48,9 @@ class _NodeDryRun:
     def fits(self) -> bool:
         return self._algorithm.fits_on_row(self._state, self._pod, self._row)
 
+    def refusal(self) -> tuple[str, ...]:
+        return self._algorithm.refusal_on_row(self._state, self._pod, self._row)
+
     def close(self) -> None:
         for token in self._lifted.values():
             self._cache.put_back(token)

@@ -8,6 +8,7 @@ victims are deleted and the preemptor nominated through the backend, off the sch
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -91,32 +92,40 @@ class DefaultPreemption:
             return unschedulable(f"preemption: {problem}", plugin=NAME)
         rows = diagnosis.resolvable_rows
         potential = [] if rows is None else [int(r) for r in np.flatnonzero(rows)]
-        candidates, no_victims = self._find_candidates(state, pod, potential)
+        candidates, refused, told = self._find_candidates(state, pod, potential)
         now = self.handle.clock.now()
         best = pick(candidates, now)
         if best is None:
             total = diagnosis.total_nodes
-            parts = [f"{no_victims} {NO_VICTIMS}"] if no_victims else []
-            if total - no_victims:
-                parts.append(f"{total - no_victims} {NOT_HELPFUL}")
+            parts = [f"{count} {reason}" for reason, count in refused.items()]
+            if total - told:
+                parts.append(f"{total - told} {NOT_HELPFUL}")
             self._clear_nomination(pod)
             return unschedulable(f"preemption: 0/{total} nodes are available: {', '.join(sorted(parts))}.", plugin=NAME)
         self._prepare(pod, best)
         return SUCCESS
 
-    def _find_candidates(self, state: CycleState, pod: PodInfo, rows: list[int]) -> tuple[list[Candidate], int]:
+    def _find_candidates(
+        self, state: CycleState, pod: PodInfo, rows: list[int]
+    ) -> tuple[list[Candidate], collections.Counter[str], int]:
         """kube's dry run in row order (kube starts at a random offset): stops once it has the
-        number of candidates wanted and at least one without budget violations."""
+        number of candidates wanted and at least one without budget violations. Also why the
+        nodes that are no candidate are not (kube's node statuses: no victims, or the reasons of
+        the filter that still refuses the pod with every victim gone) and how many such nodes."""
+        refused: collections.Counter[str] = collections.Counter()
         if not rows:
-            return [], 0
+            return [], refused, 0
         if not self.handle.pods.any_below(pod.priority):
-            return [], sum(1 for row in rows if self.handle.nodes.names[row] is not None)
+            told = sum(1 for row in rows if self.handle.nodes.names[row] is not None)
+            if told:
+                refused[NO_VICTIMS] = told
+            return [], refused, told
         wanted = self._candidates_wanted(len(rows))
         budgets = self.handle.cluster.disruption_budgets()
         preemption, nodes, now = self.handle.preemption, self.handle.nodes, self.handle.clock.now()
         clean: list[Candidate] = []
         violating: list[Candidate] = []
-        no_victims = 0
+        told = 0
         for row in rows:
             name = nodes.names[row]
             if name is None:
@@ -127,13 +136,18 @@ class DefaultPreemption:
                 if other.priority < pod.priority and preemption.nominated(other.key) is None
             ]
             if not potential:
-                no_victims += 1
+                refused[NO_VICTIMS] += 1
+                told += 1
                 continue
             run = preemption.dry_run(state, pod, row)
             try:
                 chosen = select_victims(potential, budgets, run, now)
+                reasons = run.refusal() if chosen is None else ()  # with every victim still gone
             finally:
                 run.close()
+            if reasons:
+                refused.update(reasons)
+                told += 1
             if chosen is None or not chosen[0]:
                 continue
             victims, violations = chosen
@@ -143,7 +157,7 @@ class DefaultPreemption:
                 violating.append(Candidate(name, row, tuple(victims), violations))
             if clean and len(clean) + len(violating) >= wanted:
                 break
-        return clean + violating, no_victims
+        return clean + violating, refused, told
 
     def _clear_nomination(self, pod: PodInfo) -> None:
         if self.handle.preemption.nominated(pod.key) is not None or nominated_node(pod) is not None:

@@ -386,6 +386,26 @@ def test_a_nomination_is_cleared_when_the_pod_fails_past_the_filters() -> None:
     scheduler.cache.check_consistency()
 
 
+def test_a_node_where_even_every_victim_gone_is_not_enough_names_the_filter_that_still_refuses() -> None:
+    """kube's node status from the dry run: the filter that refuses the pod with every
+    lower-priority pod gone (here NodeResourcesFit), not 'Preemption is not helpful'."""
+    cluster, scheduler = _world()
+    for name in ("a", "b"):
+        cluster.add_node(node_dict(name, cpu="4", memory="64Gi"))
+    cluster.add_node(node_dict("c", cpu="4", memory="64Gi", unschedulable=True))  # a cordon: no help
+    cluster.create_pod(_running("kept", "a", priority=100, cpu="3"))
+    cluster.create_pod(_running("low", "a", priority=0, cpu="1"))
+    cluster.create_pod(_running("full", "b", priority=100, cpu="4"))
+    cluster.create_pod(pod_dict("p", priority=10, cpu="2", memory="1Gi"))
+    _until_idle(scheduler)
+    (note,) = {note for _, _, note in _events(cluster, "FailedScheduling")}
+    assert note.endswith(
+        "preemption: 0/3 nodes are available: 1 Insufficient cpu, 1 No preemption victims found for incoming pod, "
+        "1 Preemption is not helpful for scheduling."
+    ), note
+    assert cluster.preempted == []
+
+
 def test_budgets_parse_bounded_and_bad_selectors_match_nothing() -> None:
     bad = budget_from_dict(
         {"metadata": {"name": "x"}, "spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "Bogus"}]}}}
