@@ -129,20 +129,20 @@ class SimulatedCluster:
             hook(bound, node)
         return SUCCESS
 
-    async def patch_pod_conditions(self, pod: PodInfo, *conditions: PodCondition) -> None:
+    async def patch_pod_conditions(self, pod: PodInfo, *conditions: PodCondition) -> Status:
         """Kept apart (`conditions`) and in the pod's status. A pending pod's are delivered as an
         update, as the informer delivers conditions written through `pods/status` (the queue
         order reads them: a demotion); a bound pod's are not, as nothing of a running simulation
         reads them back (a new leader would) and every rewrite would cost an update. A condition
         that says what the pod already shows is not written, as the live cluster skips it."""
         current = self.pods.get(pod.key)
-        if current is None or not conditions:
-            return
+        if current is None:
+            return unschedulable(f"pod {pod.key} no longer exists")
         status = dict(current.raw.get("status") or {})
         shown = {c.get("type"): c for c in status.get("conditions") or ()}
         conditions = tuple(c for c in conditions if not c.shown_in(shown.get(c.type)))
         if not conditions:
-            return
+            return SUCCESS
         kept = self.conditions.setdefault(pod.key, {})
         types = {c.type for c in conditions}
         entries = [c for c in status.get("conditions") or () if c.get("type") not in types]
@@ -156,6 +156,7 @@ class SimulatedCluster:
         self.pods[pod.key] = updated
         if self._listener is not None and current.node_name is None:
             self._listener.on_pod_updated(current, updated)
+        return SUCCESS
 
     async def resize(self, pod: PodInfo, containers: Mapping[str, ContainerResize]) -> Status:
         current = self.pods.get(pod.key)

@@ -78,8 +78,9 @@ class ClusterBackend(Protocol):
         """Bind through the binding subresource; a conflict is a rejection, not an exception."""
         ...
 
-    async def patch_pod_conditions(self, pod: PodInfo, *conditions: PodCondition) -> None:
-        """Write the conditions through `pods/status`, in one request."""
+    async def patch_pod_conditions(self, pod: PodInfo, *conditions: PodCondition) -> Status:
+        """Write the conditions through `pods/status`, in one request (nothing to write, as the
+        pod shows them already, is a success; a pod gone is Unschedulable)."""
         ...
 
     async def resize(self, pod: PodInfo, containers: Mapping[str, ContainerResize]) -> Status:

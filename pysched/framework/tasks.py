@@ -15,9 +15,10 @@ class BackgroundTasks:
     __slots__ = ("_tasks",)
 
     def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
 
-    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, work: Coroutine[Any, Any, object]) -> None:
+        """Run `work` on the loop; what it returns (a write's Status) is not looked at."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:

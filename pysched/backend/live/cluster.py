@@ -683,12 +683,12 @@ class LiveCluster:
             return error(f"binding conflict: {resp.message()}")
         return error(f"binding {pod.key} to {node} failed: {resp.message()}")
 
-    async def patch_pod_conditions(self, pod: PodInfo, *conditions: PodCondition) -> None:
+    async def patch_pod_conditions(self, pod: PodInfo, *conditions: PodCondition) -> Status:
         """One strategic-merge PATCH of `pods/status` (conditions merge by type). A condition
         that says what the pod already shows is not written (kube-scheduler skips such writes
         too); one whose status is unchanged keeps its lastTransitionTime."""
         if not self.writable():
-            return
+            return error("not the leader: conditions not written")
         current = self.pods.get(pod.key, pod)
         existing = {str(c.get("type")): c for c in (current.raw.get("status") or {}).get("conditions") or ()}
         entries = []
@@ -708,13 +708,17 @@ class LiveCluster:
                 "lastTransitionTime": since or format_rfc3339(time.time()),
             })  # fmt: skip
         if not entries:
-            return
+            return SUCCESS
         body = {"metadata": {"uid": pod.uid}, "status": {"conditions": entries}}
         resp = await self.client.request(
             "PATCH", _pod_path(pod, "status"), body=body, content_type=STRATEGIC_MERGE_PATCH, only_if=self.writable
         )
-        if not resp.ok and resp.status != 404:
-            log.warning("pod conditions not written", pod=pod.key, error=resp.message())
+        if resp.ok:
+            return SUCCESS
+        if resp.status == 404:
+            return unschedulable(f"pod {pod.key} no longer exists")
+        log.warning("pod conditions not written", pod=pod.key, error=resp.message())
+        return error(f"conditions of {pod.key} not written: {resp.message()}")
 
     async def resize(self, pod: PodInfo, containers: Mapping[str, ContainerResize]) -> Status:
         if not self.writable():

@@ -187,10 +187,12 @@ class DefaultPreemption:
                 waiting.reject(NAME, "preempted")
             else:
                 message = f"{pod.scheduler_name}: preempting to accommodate a higher priority pod"
-                await cluster.patch_pod_conditions(
-                    victim, PodCondition("DisruptionTarget", "True", PREEMPTION_BY_SCHEDULER, message)
-                )
-                status = await cluster.delete_preempted(victim)
+                condition = PodCondition("DisruptionTarget", "True", PREEMPTION_BY_SCHEDULER, message)
+                # Not deleted without it, as kube's: the victim's Job tells a preemption from a
+                # failure by it (podFailurePolicy), so a victim without it counts as failed.
+                status = await cluster.patch_pod_conditions(victim, condition)
+                if status.ok:
+                    status = await cluster.delete_preempted(victim)
                 if not status.ok:
                     continue
             await cluster.emit_event(victim, "Normal", "Preempted", f"Preempted by pod {pod.uid} on node {best.node}")

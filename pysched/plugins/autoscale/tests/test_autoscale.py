@@ -78,9 +78,9 @@ class World:
         self.writes: list[JobRecord] = []  # the State of every condition write, in order
         patch = self.cluster.patch_pod_conditions
 
-        async def counted(pod: PodInfo, *conditions: PodCondition) -> None:
+        async def counted(pod: PodInfo, *conditions: PodCondition) -> Status:
             self.writes.extend(state_of(c) for c in conditions if c.type == "pysched.io/State")
-            await patch(pod, *conditions)
+            return await patch(pod, *conditions)
 
         self.cluster.patch_pod_conditions = counted  # type: ignore[method-assign]
 

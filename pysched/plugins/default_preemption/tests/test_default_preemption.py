@@ -17,12 +17,13 @@ from pysched.api.objects import PodInfo
 from pysched.api.times import format_rfc3339
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
+from pysched.framework.cluster import PodCondition
 from pysched.framework.config import parse_config
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import EventRegistration
 from pysched.framework.interfaces import Handle
 from pysched.framework.registry import NoArgs, PluginSpec
-from pysched.framework.status import SUCCESS, Code, Status, unschedulable
+from pysched.framework.status import SUCCESS, Code, Status, error, unschedulable
 from pysched.plugins import default_registry
 from pysched.plugins.default_preemption.reference import RefBudget, RefPod, choose
 from pysched.scheduler.scheduler import Scheduler
@@ -404,6 +405,29 @@ def test_a_node_where_even_every_victim_gone_is_not_enough_names_the_filter_that
         "1 Preemption is not helpful for scheduling."
     ), note
     assert cluster.preempted == []
+
+
+class _ConditionsRefused(SimulatedCluster):
+    """An API server that refuses every condition write (a webhook, a conflict storm)."""
+
+    async def patch_pod_conditions(self, pod: PodInfo, *conditions: PodCondition) -> Status:
+        return error(f"conditions of {pod.key} not written: refused")
+
+
+def test_a_victim_is_not_deleted_without_its_disruption_target_condition() -> None:
+    """kube deletes a victim only once the condition is written: its Job tells a preemption from
+    a failure by it (podFailurePolicy), so one deleted without it would count as failed."""
+    clock = VirtualClock(T0)
+    cluster = _ConditionsRefused(clock)
+    registry = default_registry()
+    scheduler = Scheduler(parse_config(PROFILE, "t", registry), cluster, clock, registry)
+    cluster.add_node(node_dict("a", cpu="4", memory="64Gi"))
+    cluster.create_pod(_running("low", "a", priority=0, cpu="4"))
+    cluster.create_pod(pod_dict("hi", priority=10, cpu="2", memory="1Gi"))
+    _until_idle(scheduler)
+    assert scheduler.nominator.nominated(PodKey("default/hi")) == "a"
+    assert cluster.preempted == [] and _events(cluster, "Preempted") == []
+    assert PodKey("default/low") in cluster.pods
 
 
 def test_budgets_parse_bounded_and_bad_selectors_match_nothing() -> None:

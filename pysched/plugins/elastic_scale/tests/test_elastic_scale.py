@@ -63,10 +63,10 @@ class CountingCluster(SimulatedCluster):
             return self.failure
         return await super().scale_job(job, workers)
 
-    async def patch_pod_conditions(self, pod: PodInfo, *conditions: PodCondition) -> None:
+    async def patch_pod_conditions(self, pod: PodInfo, *conditions: PodCondition) -> Status:
         for condition in conditions:
             self.condition_writes[(pod.key, condition.reason)] += 1
-        await super().patch_pod_conditions(pod, *conditions)
+        return await super().patch_pod_conditions(pod, *conditions)
 
 
 PLUGINS: list[ElasticScale] = []  # the plugin of each replay, last one last
