@@ -24,9 +24,12 @@ kubelet rotates it) and CA; outside a pod, a JSON kubeconfig (`$KUBECONFIG`, els
 `~/.kube/config`), else what `kubectl config view --raw --minify -o json` prints: a token or a
 client certificate. No YAML is parsed here. An exec credential plugin is not run (one warning).
 
-Nothing here raises into the training loop: a failed write is one warning line (no traceback),
-then at most one every ten minutes with the count of failures in between, and the next due report
-retries with the newest step.
+Writes go out on a thread of their own: `report()` never waits for the API server (a hung one
+would hold each due step for the write's 10 s timeout), and a step reported while a write is under
+way is written after it, the newest only. `flush()` waits for the write under way, then writes;
+`drain()` only waits. Nothing here raises into the training loop: a failed write is one warning
+line (no traceback), then at most one every ten minutes with the count of failures in between, and
+the next due report retries with the newest step.
 
 Only the standard library is imported. Callbacks for Keras and Hugging Face Trainer are
 duck-typed. Lightning's Trainer accepts only subclasses of its `Callback`, so
@@ -67,6 +70,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -333,8 +337,10 @@ class KubernetesTransport:
 class Reporter:
     """Rate-limited writer of one pod's `pysched.io/progress`; thread-safe, never raises.
 
-    `pod=None` (not running in a pod) makes every call a no-op. `clock` gives epoch seconds: it
-    stamps observations and paces writes.
+    A due write goes out on a thread of its own, so `report()` never waits for the API server: a
+    slow or hung server (a 10 s timeout per write) must not stall a training step. `flush()` and
+    `drain()` wait for it. `pod=None` (not running in a pod) makes every call a no-op. `clock`
+    gives epoch seconds: it stamps observations and paces writes.
     """
 
     def __init__(
@@ -349,7 +355,7 @@ class Reporter:
         self.interval = interval
         self._transport = transport
         self._clock = clock
-        self._lock = threading.Lock()
+        self._fresh_locks()
         self._pending: tuple[int, float] | None = None  # the newest observation not yet written
         self._written: str | None = None
         self._last_attempt: float | None = None
@@ -357,6 +363,16 @@ class Reporter:
         self._failures = 0  # since the last warning
         self._finished = False  # the total was reached (and written at once)
         self._warned: set[str] = set()  # kinds of bad calls warned about
+        _REPORTERS.add(self)
+
+    def _fresh_locks(self) -> None:
+        """New locks and no writer: at start, and in a forked child, where the parent's writer
+        thread does not exist and may have held a lock at the fork."""
+        self._lock = threading.Lock()  # the state below
+        self._io = threading.Lock()  # one write at a time (the writer's or flush()'s)
+        self._idle = threading.Condition(self._lock)  # the writer ended
+        self._handed = False  # a due write waits for the writer
+        self._writing = False  # the writer thread runs
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> Reporter:
@@ -385,8 +401,9 @@ class Reporter:
         return cls(pod, interval=interval)
 
     def report(self, step: int, *, total: int | None = None) -> bool:
-        """Record `step` steps done now; write it if the interval has passed since the last write
-        (or this is the first report, or `step` reached `total`). True when this step is written."""
+        """Record `step` steps done now; when the interval has passed since the last write (or
+        this is the first report, or `step` reached `total`), start writing it in the background.
+        True when a write of this step was started."""
         if self.pod is None:
             return False
         steps = _count(step)
@@ -407,9 +424,29 @@ class Reporter:
             finished = last_total is not None and steps >= last_total and not self._finished
             if finished:
                 self._finished = True
-            if due or finished:
-                return self._write(now)
-            return False
+            if not (due or finished):
+                return False
+            self._last_attempt = now  # a failed or slow write counts for the rate limit too
+            self._handed = True
+            if self._writing:
+                return True
+            self._writing = True
+        try:
+            threading.Thread(target=self._writer, name="pysched-progress", daemon=True).start()
+        except RuntimeError:  # no thread to be had (at interpreter exit, or none left): write here
+            self._writer()
+        return True
+
+    def _writer(self) -> None:
+        """Write the newest step while writes are handed over (one more may come during one)."""
+        while True:
+            with self._lock:
+                if not self._handed:
+                    self._writing = False
+                    self._idle.notify_all()
+                    return
+                self._handed = False
+            self._write()
 
     def _warn_once(self, kind: str, message: str) -> None:
         """One line per kind of bad call: a loop of them must not flood the training log."""
@@ -430,32 +467,59 @@ class Reporter:
         self._last_warning, self._failures = now, 0
 
     def flush(self) -> bool:
-        """Write the newest step now if it is not written yet. True when it is written."""
+        """Write the newest step now if it is not written yet, after any write under way. True
+        when it is written."""
         if self.pod is None:
             return False
-        with self._lock:
-            return self._write(self._clock())
+        return self._write(stamp=True)
 
-    def _write(self, now: float) -> bool:
-        if self._pending is None:
-            return self._written is not None
-        value = format_progress(*self._pending)
-        if value == self._written:
-            self._pending = None
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until no write is under way or handed over; False when `timeout` (s) passed first."""
+        with self._lock:
+            return self._idle.wait_for(lambda: not self._writing, timeout)
+
+    def _write(self, stamp: bool = False) -> bool:
+        """Write the newest step unless it is written; `stamp`: the attempt counts for the rate
+        limit (a handed-over write was counted when handed)."""
+        with self._io:
+            with self._lock:
+                pending = self._pending
+                if pending is None:
+                    return self._written is not None
+                value = format_progress(*pending)
+                if value == self._written:
+                    self._pending = None
+                    return True
+                if stamp:
+                    self._last_attempt = self._clock()
+                if self._transport is None:
+                    self._transport = ApiTransport()
+                transport = self._transport
+            assert self.pod is not None
+            try:
+                transport.patch_annotations(self.pod, {PROGRESS: value})
+            except Exception as err:
+                # Training must go on: the next due report (or flush) retries with the newest step.
+                with self._lock:
+                    self._warn_failure(self._clock(), value, err)
+                return False
+            with self._lock:
+                self._written = value
+                if self._pending == pending:  # no newer step came meanwhile
+                    self._pending = None
             return True
-        self._last_attempt = now
-        assert self.pod is not None
-        try:
-            if self._transport is None:
-                self._transport = ApiTransport()
-            self._transport.patch_annotations(self.pod, {PROGRESS: value})
-        except Exception as err:
-            # Training must go on: the next due report (or flush) retries with the newest step.
-            self._warn_failure(now, value, err)
-            return False
-        self._written = value
-        self._pending = None
-        return True
+
+
+_REPORTERS: weakref.WeakSet[Reporter] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for reporter in list(_REPORTERS):
+        reporter._fresh_locks()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX: a DataLoader worker or any fork may report too
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 _default: Reporter | None = None

@@ -123,7 +123,8 @@ def test_a_pod_token_writes_its_own_progress_and_nothing_else(
     else:
         configuration.verify_ssl = False
     transport = KubernetesTransport(client.ApiClient(configuration))
-    assert Reporter(PodRef(ns, "a"), transport, clock=lambda: T0 + 5).report(1200)
+    reporter = Reporter(PodRef(ns, "a"), transport, clock=lambda: T0 + 5)
+    assert reporter.report(1200) and reporter.drain(30)
     assert kube.get_pod(ns, "a")["metadata"]["annotations"][PROGRESS] == "1200@2026-11-30T12:00:05Z"
     api.patch(api.pod_path(ns, "a"), annotate(PROGRESS, "1300@2026-11-30T12:01:05Z"), content_type=MERGE_PATCH)
 
@@ -158,7 +159,8 @@ def test_a_pod_token_writes_its_own_progress_and_nothing_else(
     # Not another pod's progress: the helper logs the refusal and carries on.
     assert "only update its own progress, not pod" in denied(api, ns, "b", annotate(PROGRESS, "1@2026-11-30T12:00:00Z"))
     with caplog.at_level(logging.WARNING, logger="pysched_progress"):
-        assert not Reporter(PodRef(ns, "b"), transport, clock=lambda: T0).report(1)
+        refused = Reporter(PodRef(ns, "b"), transport, clock=lambda: T0)
+        assert refused.report(1) and refused.drain(30) and not refused.flush()
     assert "could not write pysched.io/progress=1@2026-11-30T12:00:00Z on pod" in caplog.text
 
     # A token of the same ServiceAccount that is not bound to a pod writes nothing.

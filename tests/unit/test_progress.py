@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -60,7 +62,7 @@ def reporter(interval: float = 60.0) -> tuple[Reporter, FakeTransport, Clock]:
 def test_first_report_is_written_at_once_as_steps_at_rfc3339() -> None:
     rep, transport, clock = reporter()
     clock.now = T0 + 5.7
-    assert rep.report(1200)
+    assert rep.report(1200) and rep.drain()
     assert transport.writes == [(POD, {PROGRESS: "1200@2026-11-30T12:00:05Z"})]
 
 
@@ -70,9 +72,9 @@ def test_writes_are_rate_limited_and_stamped_when_observed() -> None:
     for step in range(2, 60):
         clock.now += 1
         assert not rep.report(step)
-    assert transport.values == ["1@2026-11-30T12:00:00Z"]
+    assert rep.drain() and transport.values == ["1@2026-11-30T12:00:00Z"]
     clock.now = T0 + 60
-    assert rep.report(60)
+    assert rep.report(60) and rep.drain()
     assert transport.values[-1] == "60@2026-11-30T12:01:00Z"
     clock.now += 10
     rep.report(70)
@@ -85,19 +87,21 @@ def test_writes_are_rate_limited_and_stamped_when_observed() -> None:
 def test_reaching_total_is_written_at_once_and_interval_is_configurable() -> None:
     rep, transport, clock = reporter(interval=10)
     rep.report(1, total=5)
+    rep.drain()
     clock.now += 1
     assert not rep.report(4, total=5)
-    assert rep.report(5, total=5)
+    assert rep.report(5, total=5) and rep.drain()
     clock.now += 10
-    assert rep.report(6)
+    assert rep.report(6) and rep.drain()
     assert [v.split("@")[0] for v in transport.values] == ["1", "5", "6"]
 
 
 def test_a_clock_going_backwards_does_not_stall_writes() -> None:
     rep, transport, clock = reporter()
     rep.report(1)
+    rep.drain()
     clock.now -= 3600
-    assert rep.report(2)
+    assert rep.report(2) and rep.drain()
     assert transport.values[-1] == "2@2026-11-30T11:00:00Z"
 
 
@@ -105,7 +109,7 @@ def test_api_errors_are_logged_never_raised_and_retried(caplog: pytest.LogCaptur
     rep, transport, clock = reporter()
     transport.fail = True
     with caplog.at_level(logging.WARNING, logger="pysched_progress"):
-        assert not rep.report(10)
+        assert rep.report(10) and rep.drain()  # started; it fails on the writer's thread
     assert "could not write pysched.io/progress=10@" in caplog.text and "apiserver unreachable" in caplog.text
     clock.now += 1
     assert not rep.report(11)  # a failed attempt counts for the rate limit too
@@ -130,8 +134,10 @@ def test_a_loop_of_bad_calls_warns_once_a_kind_and_never_raises(caplog: pytest.L
         assert not rep.report(True)  # a bool is no step count
         assert not rep.report(10**40)  # more than the 16 digits pysched admits
         assert rep.report(5, total="100")  # type: ignore[arg-type]  # a total from an env var: ignored
+        rep.drain()
         clock.now += 61
         assert rep.report(3)  # fewer steps: a run that started again, which pysched reads as such
+        rep.drain()
     assert transport.values == ["5@2026-11-30T12:00:00Z", "3@2026-11-30T12:01:01Z"]
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 3, lines  # non-integer, too large, the total: once each
@@ -142,11 +148,13 @@ def test_reaching_the_total_is_written_at_once_but_only_once() -> None:
     rep, transport, _ = reporter()
     for steps in (1, 2, 3):  # a wrong total (per epoch, say) must not write every step
         rep.report(steps, total=1)
+        rep.drain()
     assert transport.values == ["1@2026-11-30T12:00:00Z"]
     rep, transport, clock = reporter()
     rep.report(1, total=10)
+    rep.drain()
     clock.now += 5
-    assert rep.report(10, total=10)  # within the interval, but done: written at once
+    assert rep.report(10, total=10) and rep.drain()  # within the interval, but done: written at once
     assert transport.values == ["1@2026-11-30T12:00:00Z", "10@2026-11-30T12:00:05Z"]
 
 
@@ -200,6 +208,7 @@ def test_lightning_callback_reports_global_step() -> None:
         trainer.global_step += 1
         clock.now += 1
         callback.on_train_batch_end(trainer, None, {"loss": 0.1}, object(), batch_idx)
+        rep.drain()  # a write under way takes only the newest step: each is seen here
     callback.on_fit_start(trainer, None)  # hooks we do not use are no-ops
     callback.on_train_end(trainer, None)
     assert [v.split("@")[0] for v in transport.values] == ["1", "2", "3"]
@@ -215,6 +224,7 @@ def test_keras_callback_counts_steps_across_epochs() -> None:
         for batch in range(3):
             clock.now += 1
             callback.on_train_batch_end(batch, logs={"loss": 0.1})
+            rep.drain()
         callback.on_epoch_end(epoch)
     callback.on_train_end()
     assert callback.steps == 6
@@ -231,6 +241,7 @@ def test_hugging_face_callback_reports_state_global_step_and_flushes() -> None:
         state.global_step += 1
         clock.now += 1
         callback.on_step_end(SimpleNamespace(), state, SimpleNamespace(), model=None)
+        rep.drain()
     assert callback.on_log(SimpleNamespace(), state, SimpleNamespace(), logs={}) is None  # keeps `control`
     callback.on_train_end(SimpleNamespace(), state, SimpleNamespace())
     assert [v.split("@")[0] for v in transport.values] == ["1", "3"]
@@ -277,6 +288,7 @@ def test_lightning_callback_is_an_instance_of_lightnings_callback(monkeypatch: p
         trainer.global_step += 1
         clock.now += 1
         callback.on_train_batch_end(trainer, None, {"loss": 0.1}, object(), batch_idx)
+        rep.drain()
     callback.on_fit_start(trainer, None)
     assert [v.split("@")[0] for v in transport.values] == ["1", "2"]
 
@@ -288,6 +300,7 @@ def test_lightning_callback_falls_back_to_pytorch_lightning(monkeypatch: pytest.
     callback = lightning_callback(rep)
     assert isinstance(callback, base)
     callback.on_train_batch_end(SimpleNamespace(global_step=7, max_steps=-1), None, None, None, 0)
+    rep.drain()
     assert [v.split("@")[0] for v in transport.values] == ["7"]
 
 
@@ -360,3 +373,84 @@ def test_importing_the_helper_pulls_in_no_heavy_modules() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+class HungTransport(FakeTransport):
+    """The API server hangs on the first write until released (a write's timeout is 10 s)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.calls = 0
+
+    def patch_annotations(self, pod: PodRef, annotations: Mapping[str, str]) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            self.entered.set()
+            self.release.wait(10)
+        super().patch_annotations(pod, annotations)
+
+
+def test_a_hung_api_server_never_holds_up_the_training_step() -> None:
+    transport, clock = HungTransport(), Clock()
+    rep = Reporter(POD, transport, interval=60, clock=clock)
+    assert rep.report(1)  # returns while its write hangs
+    assert transport.entered.wait(5) and transport.writes == []
+    for step in range(2, 100):  # the loop goes on; no second write while the interval runs
+        clock.now += 0.5
+        assert not rep.report(step)
+    transport.release.set()
+    assert rep.drain(5) and transport.values == ["1@2026-11-30T12:00:00Z"]
+    assert rep.flush() and transport.values[-1] == "99@2026-11-30T12:00:49Z"
+
+
+def test_flush_waits_for_the_write_under_way_then_writes_the_newest_step() -> None:
+    transport, clock = HungTransport(), Clock()
+    rep = Reporter(POD, transport, interval=60, clock=clock)
+    rep.report(1)
+    assert transport.entered.wait(5)
+    clock.now += 1
+    rep.report(2)
+    threading.Timer(0.05, transport.release.set).start()
+    assert rep.flush()  # after the hung write, not beside it: writes go out in order
+    assert transport.values == ["1@2026-11-30T12:00:00Z", "2@2026-11-30T12:00:01Z"]
+
+
+def test_a_step_reported_while_a_write_is_under_way_is_written_after_it() -> None:
+    transport, clock = HungTransport(), Clock()
+    rep = Reporter(POD, transport, interval=0, clock=clock)
+    rep.report(1)
+    assert transport.entered.wait(5)
+    for step in (2, 3):
+        clock.now += 1
+        assert rep.report(step)  # handed to the writer, which takes the newest
+    transport.release.set()
+    assert rep.drain(5) and transport.values == ["1@2026-11-30T12:00:00Z", "3@2026-11-30T12:00:02Z"]
+
+
+def test_without_a_thread_to_write_on_the_step_is_written_in_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    rep, transport, _ = reporter()
+    assert rep.report(5) and transport.values == ["5@2026-11-30T12:00:00Z"]
+    assert rep.drain(0)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_child_reports_although_the_parents_writer_held_its_locks() -> None:
+    transport, clock = HungTransport(), Clock()
+    rep = Reporter(POD, transport, interval=60, clock=clock)
+    rep.report(1)
+    assert transport.entered.wait(5)  # the parent's writer holds the write lock from here
+    pid = os.fork()
+    if pid == 0:  # the child: no writer thread; without fresh locks, flush() waits forever
+        signal.alarm(10)
+        clock.now += 1
+        rep.report(2)
+        os._exit(0 if rep.flush() and transport.values[-1] == "2@2026-11-30T12:00:01Z" else 1)
+    _, status = os.waitpid(pid, 0)
+    transport.release.set()
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert rep.drain(5) and transport.values == ["1@2026-11-30T12:00:00Z"]

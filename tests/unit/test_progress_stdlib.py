@@ -150,9 +150,10 @@ def test_failures_are_one_line_without_traceback_then_one_every_ten_minutes(capl
     with caplog.at_level(logging.WARNING, logger="pysched_progress"):
         for step in range(1, 6):
             clock[0] += 60
-            assert not rep.report(step)
+            assert rep.report(step) and rep.drain()  # started, then refused on the writer's thread
         clock[0] += pysched_progress.WARN_EVERY_S
         rep.report(6)
+        rep.drain()
     assert [r.exc_info for r in caplog.records] == [None, None]
     first, second = (r.getMessage() for r in caplog.records)
     assert first.endswith("on pod ns/p: HTTP 403: forbidden by policy") and "\n" not in first
