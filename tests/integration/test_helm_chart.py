@@ -1,5 +1,5 @@
 """The Helm chart: it lints, renders with its defaults the very objects of the kustomize base, renders
-values a user sets (profiles, replicas, image, metrics) into objects the real apiserver accepts
+values a user sets (profiles, replicas, image, metrics, a certificate) into objects the real apiserver accepts
 (`--dry-run=server`), and refuses a bad value in one message that names it."""
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_values_a_user_sets_render_objects_the_apiserver_accepts(
     text = _render(
         helm, namespace, namespace,  # a release named after the test's namespace: its cluster-wide names are its own
         "replicas=3", "image.repository=registry.example/pysched", "image.tag=9.9.9", "leaseName=ours",
-        profiles, "extraArgs[0]=--log-level=debug", "metrics.service=false",
+        profiles, "extraArgs[0]=--log-level=debug", "metrics.service=false", "tls.secretName=sched-tls",
     )  # fmt: skip
     objects = _objects(text)
     deployment = objects[("Deployment", namespace, namespace)]
@@ -97,6 +97,14 @@ def test_values_a_user_sets_render_objects_the_apiserver_accepts(
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "registry.example/pysched:9.9.9"
     assert "--lease-name=ours" in container["args"] and container["args"][-1] == "--log-level=debug"
+    # The Secret's files, mounted whole (a subPath mount would never see a renewal).
+    assert {"--tls-cert-file=/etc/pysched-tls/tls.crt", "--tls-private-key-file=/etc/pysched-tls/tls.key"} <= set(
+        container["args"]
+    )
+    (mount,) = (m for m in container["volumeMounts"] if m["name"] == "tls")
+    assert mount == {"name": "tls", "mountPath": "/etc/pysched-tls", "readOnly": True}
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["tls"]["secret"] == {"secretName": "sched-tls"}
     config = objects[("ConfigMap", namespace, f"{namespace}-config")]["data"]["profiles.yaml"]
     assert [p["schedulerName"] for p in config["profiles"]] == ["gpu-deadline"]
     policy = objects[("ValidatingAdmissionPolicy", None, f"{namespace}-resize")]["spec"]
@@ -115,11 +123,27 @@ def test_values_a_user_sets_render_objects_the_apiserver_accepts(
     assert applied.stdout.count("(server dry run)") == len(objects), applied.stdout
 
 
+def test_the_service_monitor_verifies_a_certificate_of_the_users_own(helm: Path) -> None:
+    def tls_config(*sets: str) -> dict[str, Any]:
+        objects = _objects(_render(helm, "sched", "ops", "metrics.serviceMonitor=true", *sets))
+        (endpoint,) = objects[("ServiceMonitor", "ops", "sched")]["spec"]["endpoints"]
+        config: dict[str, Any] = endpoint["tlsConfig"]
+        return config
+
+    assert tls_config() == {"insecureSkipVerify": True}  # the self-signed certificate made at start
+    assert tls_config("tls.secretName=sched-tls") == {
+        "ca": {"secret": {"name": "sched-tls", "key": "ca.crt"}},
+        "serverName": "sched-metrics.ops.svc",
+    }
+    assert tls_config("tls.secretName=sched-tls", "tls.caKey=") == {"insecureSkipVerify": True}
+
+
 def test_a_bad_value_is_refused_with_its_name(helm: Path) -> None:
     bad = (
         ("replicas=0", "replicas"),
         ("profiles[0].schedulerName=Bad Name", "schedulerName"),
         ("metrics.serviceMonitorInterval=soon", "serviceMonitorInterval"),
+        ("tls.secretName=Not_A_Name", "secretName"),
         ("replica=2", "replica"),  # a misspelt key is not silently ignored
     )
     for value, named in bad:
