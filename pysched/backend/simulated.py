@@ -160,7 +160,7 @@ class SimulatedCluster:
 
     async def resize(self, pod: PodInfo, containers: Mapping[str, ContainerResize]) -> Status:
         current = self.pods.get(pod.key)
-        if current is None:
+        if current is None or current.uid != pod.uid:  # gone, or recreated under its name since
             return unschedulable(f"pod {pod.key} no longer exists")
         raw: dict[str, Any] = copy.deepcopy(dict(current.raw))
         for container in raw.get("spec", {}).get("containers", []):

@@ -124,6 +124,18 @@ async def test_running_pod_resized_through_the_apiserver(
 
         await resize(1500, "1500m")  # up: counted at the new size at once
         await resize(200, "200m")  # down: counted at the old size until the kubelet shrank it
+
+        # A resize decided for a pod that was since deleted and recreated under its name (a
+        # Kubeflow or StatefulSet-style worker) is not applied to the new one.
+        stale = cached_pod(scheduler, node, key)
+        assert stale is not None
+        await asyncio.to_thread(kube.force_delete_pod, namespace, "job")
+        await asyncio.to_thread(kube.create_pod, namespace, pod_raw)
+        status = await backend.resize(stale, {"main": cpu_resize(stale, "main", 1000)})
+        assert not status.ok and "no longer exists" in status.message(), status
+        stored = await asyncio.to_thread(kube.get_pod, namespace, "job")
+        assert stored["metadata"]["uid"] != stale.uid
+        assert stored["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "500m"
         stop.set()
         await loop
     finally:

@@ -725,15 +725,17 @@ class LiveCluster:
             return error("not the leader: resize refused")
         # Strategic merge: only the named resources change, so limits not given keep their value.
         body = [{"name": name, "resources": r.as_dict()} for name, r in containers.items()]
+        patch: JSON = {"spec": {"containers": body}}
+        if pod.uid:  # a precondition: a pod recreated under the name since is not resized for this one
+            patch["metadata"] = {"uid": pod.uid}
         before = self.pods.get(pod.key)
         resp = await self.client.request(
-            "PATCH", _pod_path(pod, "resize"), body={"spec": {"containers": body}},
-            content_type=STRATEGIC_MERGE_PATCH, only_if=self.writable,
-        )  # fmt: skip
+            "PATCH", _pod_path(pod, "resize"), body=patch, content_type=STRATEGIC_MERGE_PATCH, only_if=self.writable
+        )
         if resp.ok:
             self._read_own_write(pod.key, before, resp.body)
             return SUCCESS
-        if resp.status == 404:
+        if resp.status == 404 or (resp.status == 422 and "metadata.uid" in resp.message()):
             return unschedulable(f"pod {pod.key} no longer exists")
         return error(f"resize of {pod.key} rejected: {resp.message()}")
 
