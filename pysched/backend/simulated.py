@@ -20,6 +20,7 @@ from pysched.api.disruption import DisruptionBudget, budget_from_dict
 from pysched.api.ids import JobKey, NodeName, PodKey
 from pysched.api.jobs import JobRef, JobSource
 from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict
+from pysched.api.times import format_rfc3339
 from pysched.api.volumes import (
     ANN_BIND_COMPLETED,
     ANN_BOUND_BY_CONTROLLER,
@@ -467,6 +468,15 @@ class SimulatedCluster:
         actuated resources, `PodResizePending`...): what the simulated kubelet does not model."""
         current = self.pods[key]
         return self._replace(current, {**current.raw, "status": dict(status)})
+
+    def begin_deletion(self, key: PodKey) -> PodInfo:
+        """A graceful deletion under way (`metadata.deletionTimestamp` set): the pod stays, bound
+        and running, until `delete_pod`."""
+        current = self.pods[key]
+        stamp = format_rfc3339(self.clock.now())
+        return self._replace(
+            current, {**current.raw, "metadata": {**current.raw.get("metadata", {}), "deletionTimestamp": stamp}}
+        )
 
     def finish_pod(self, key: PodKey, phase: str = "Succeeded") -> PodInfo:
         current = self.pods[key]

@@ -213,8 +213,9 @@ class Controller:
         return container_resize(pod, container, wanted)
 
     def eligible(self, pod: PodInfo) -> str | None:
-        """The main container when the pod is ours to scale, else None."""
-        if pod.requests.get(GPU, 0) or not autoscale_enabled(pod):
+        """The main container when the pod is ours to scale, else None (a pod that is leaving
+        gives its room back: none is taken from saveable jobs for it)."""
+        if pod.deleting or pod.terminated or pod.requests.get(GPU, 0) or not autoscale_enabled(pod):
             return None
         if total_steps_of(pod) is None or deadline_of(pod) is None:
             return None

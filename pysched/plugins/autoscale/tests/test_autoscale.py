@@ -818,3 +818,18 @@ def test_at_take_over_pods_of_one_job_that_are_no_gang_are_judged_each_on_its_ow
     world = asyncio.run(run())
     (deadlines,) = [f for f in world.plugin.metric_families() if f.name == "pysched_deadlines"]
     assert deadlines.values == {("met",): 1.0, ("missed",): 1.0}
+
+
+def test_a_pod_being_deleted_is_not_scaled() -> None:
+    """Its room goes back when it leaves: none is taken from jobs that can still be saved."""
+
+    async def run() -> World:
+        world = World()
+        await world.submit("20m")  # at risk: the first progress would scale it up
+        world.cluster.begin_deletion(KEY)
+        await world.progress(300, 60)
+        return world
+
+    world = asyncio.run(run())
+    assert world.cluster.pods[KEY].deleting
+    assert world.cpu() == 2000 and world.reasons() == []
