@@ -3,12 +3,12 @@ shape of an in-place resize of one container (`pods/{name}/resize`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pysched.api.objects import PodInfo
-from pysched.api.resources import CPU, format_resource, infeasible_resize, to_scheduler_units
+from pysched.api.resources import CPU, MEMORY, format_resource, infeasible_resize, to_scheduler_units
 from pysched.api.times import parse_rfc3339
 
 
@@ -16,20 +16,26 @@ def container_names(pod: PodInfo) -> list[str]:
     return [str(c.get("name", "")) for c in pod.raw.get("spec", {}).get("containers") or []]
 
 
-def restarts_on_cpu_resize(container: Mapping[str, Any]) -> bool:
-    """A CPU resize restarts this container (`resizePolicy` cpu `RestartContainer`; the default,
-    NotRequired, resizes it in place)."""
+def restarts_on_change(container: Mapping[str, Any], resources: Collection[str]) -> bool:
+    """A resize that changes `resources` restarts this container: the kubelet restarts it when
+    one of them has `resizePolicy` `RestartContainer` (the default, NotRequired, is in place)."""
     return any(
-        p.get("resourceName") == CPU and p.get("restartPolicy") == "RestartContainer"
+        p.get("resourceName") in resources and p.get("restartPolicy") == "RestartContainer"
         for p in container.get("resizePolicy") or ()
     )
 
 
-def restarts_on_resize(pod: PodInfo, container: str) -> bool:
-    """The pod's container named `container` restarts on a CPU resize."""
+def restarts_on_cpu_resize(container: Mapping[str, Any]) -> bool:
+    """A CPU resize restarts this container."""
+    return restarts_on_change(container, (CPU,))
+
+
+def restarts_on_resize(pod: PodInfo, container: str, memory_too: bool = False) -> bool:
+    """The pod's container named `container` restarts on a CPU resize (`memory_too`: one that
+    changes its memory with its CPUs)."""
     for c in pod.raw.get("spec", {}).get("containers") or ():
         if c.get("name", "") == container:
-            return restarts_on_cpu_resize(c)
+            return restarts_on_change(c, (CPU, MEMORY) if memory_too else (CPU,))
     return False
 
 

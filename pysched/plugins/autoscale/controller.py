@@ -108,6 +108,11 @@ class JobState:
     what: str = ""
     warned: str = ""  # the last progress value warned about (one event per bad value)
     abandoned: float = math.nan  # the CPUs of the last resize put back after the kubelet refused it
+    # Counts the kubelet refused for good (Infeasible: e.g. beyond what its node could ever give,
+    # or any change of a pod under the static CPU manager): never asked for again, nor any count
+    # beyond them, while the pod runs.
+    refused_up: float = math.inf
+    refused_down: float = 0.0
     written_steps: dict[float, float] = field(default_factory=dict)  # measured steps per count, as last written
     written_finish: float = math.nan
 
@@ -187,6 +192,15 @@ class Controller:
         hi = cpu_milli_of(pod, CPU_MAX) or allocatable
         if allocatable > 0:
             lo, hi = min(lo, allocatable), min(hi, allocatable)
+        job = self._jobs.get(pod.key)
+        if job is not None:  # a whole CPU short of what the kubelet refused, keeping the count it runs on
+            runs = round(job.cpus * 1000)  # (a gang's rank 0 may run on the count a worker was refused)
+            if math.isfinite(job.refused_up):
+                refused = round(job.refused_up * 1000)
+                hi = min(hi, max(refused - 1000, runs if runs < refused else 0))
+            if job.refused_down > 0:
+                refused = round(job.refused_down * 1000)
+                lo = max(lo, min(refused + 1000, runs if runs > refused else refused + 1000))
         return lo / 1000, max(lo, hi) / 1000
 
     def _memory_bytes(self, pod: PodInfo, container: str) -> int:
@@ -206,7 +220,7 @@ class Controller:
         return room
 
     def _change(self, pod: PodInfo, container: str, current: float, target: float) -> ContainerResize:
-        wanted = {CPU: int(target * 1000)}
+        wanted = {CPU: round(target * 1000)}
         memory = self._memory_bytes(pod, container)
         if memory > 0 and current > 0 and target > current:
             wanted[MEMORY] = math.ceil(memory * target / current)
@@ -420,17 +434,21 @@ class Controller:
             await self.handle.cluster.emit_event(pod, "Warning", "InvalidProgress", problem)
         if current <= 0:
             return None
-        restart_s = self.args.restart_seconds if restarts_on_resize(pod, container) else None
+        # Memory grown with the CPUs restarts the container too when its policy says so (priced
+        # for every move: a step down, which keeps the memory, is then counted dearer than it is).
+        in_place = not restarts_on_resize(pod, container, memory_too=self.args.memory == "withCpu")
+        restart_s = None if in_place else self.args.restart_seconds
         tick = Tick(pod, container, job, model, current, deadline, now, restart_s, followers, gang)
-        if any(container_cpus(m, c) != (actual_cpus(m, c) or container_cpus(m, c)) for m, c in followers):
-            return None  # a worker's resize is still on its way: decide once the whole gang runs on it
-        if desired != current:
-            refused = resize_infeasible(pod)
-            # Put back at once; a put-back the apiserver refused is tried again after the cooldown.
-            retry = job.abandoned != desired or now - job.last_rescale >= self.args.cooldown_seconds
-            if refused is not None and retry:
-                await self._abandon(tick, desired, refused)
-            return None  # a resize is in flight: decide again once the kubelet has actuated it
+        pending = [(m, c) for m, c in ((pod, container), *followers) if container_cpus(m, c) != _running_cpus(m, c)]
+        if pending:
+            # What the kubelet refuses for good is put back at once (a worker's too: its gang would
+            # wait for it for ever); a put-back the apiserver refused is tried again after the cooldown.
+            cooled = now - job.last_rescale >= self.args.cooldown_seconds
+            refused = [(m, c, container_cpus(m, c), why) for m, c in pending if (why := resize_infeasible(m))]
+            retried = [r for r in refused if r[2] != job.abandoned or cooled]  # decided before any put-back
+            for member, member_container, wanted, why in retried:
+                await self._abandon(tick, member, member_container, wanted, why)
+            return None  # a resize is in flight: decide again once the whole job runs on what it got
         here = central_finish(model, now, current, current=current)
         if not math.isfinite(here):
             return None  # nothing known yet
@@ -724,13 +742,18 @@ class Controller:
         target = float(math.floor(min(self._step(tick, need), room)))
         return target if target > current else None
 
-    async def _abandon(self, tick: Tick, desired: float, why: str) -> None:
-        """The kubelet refuses the pending resize for good: ask for what the container has again,
-        so the spec says the truth, and say so. Decisions resume after the cooldown."""
-        pod, container, current = tick.pod, tick.container, tick.current
-        tick.job.last_rescale, tick.job.abandoned = tick.now, desired
+    async def _abandon(self, tick: Tick, pod: PodInfo, container: str, desired: float, why: str) -> None:
+        """The kubelet refuses the pending resize of `pod` (the tick's job's, or one of its
+        workers) for good: ask for what the container has again, so the spec says the truth, and
+        say so. Decisions resume after the cooldown, never again up to (or down to) that count."""
+        job, current = tick.job, _running_cpus(pod, container)
+        job.last_rescale, job.abandoned = tick.now, desired
+        if desired > current:
+            job.refused_up = min(job.refused_up, desired)
+        elif desired < current:
+            job.refused_down = max(job.refused_down, desired)
         self._count_rescale(current, desired, False)
-        back = {CPU: int(current * 1000)}
+        back = {CPU: round(current * 1000)}
         memory = actual_request(pod, container, MEMORY)  # memory grown with the CPUs goes back too
         if memory is not None and container_request(pod, container, MEMORY) is not None:
             back[MEMORY] = memory

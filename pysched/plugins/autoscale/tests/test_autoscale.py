@@ -833,3 +833,90 @@ def test_a_pod_being_deleted_is_not_scaled() -> None:
     world = asyncio.run(run())
     assert world.cluster.pods[KEY].deleting
     assert world.cpu() == 2000 and world.reasons() == []
+
+
+def test_a_workers_refused_resize_is_put_back_and_its_gang_decided_again() -> None:
+    """Rank 0 got its CPUs, worker 1's kubelet refused them for good: the gang waited for worker
+    1 for ever (past its deadline, no word). Worker 1 is put back, and the gang is decided again,
+    below the count refused."""
+    rank0, worker1 = PodKey("default/train-worker-0"), PodKey("default/train-worker-1")
+
+    async def run() -> World:
+        world = World(node_cpu="32", cooldown_seconds=120)
+        await world.scheduler.start()
+        for name, role in (("train-ps-0", "ps"), ("train-worker-0", "worker"), ("train-worker-1", "worker")):
+            notes = {"pysched.io/deadline": "20m", "pysched.io/total-steps": "10000", MIN_MEMBERS: "3"}
+            raw = pod_dict(name, cpu="2", created=T0, annotations=notes, scheduler_name="pysched",
+                           labels={JOB_LABEL: "train", ROLE_LABEL: role})  # fmt: skip
+            world.cluster.create_pod(raw)
+        await world.scheduler.run_until_idle()
+        steps = 300
+        for minute in range(8):
+            world.clock.advance(60)
+            world.cluster.set_annotations(rank0, {"pysched.io/progress": format_progress(steps, world.clock.now())})
+            await world.scheduler.run_until_idle()
+            if minute == 0:  # 2 -> 4 asked for both workers: rank 0 gets them, worker 1 never will
+                world.cluster.set_status(rank0, _kubelet_status("4"))
+                world.cluster.set_status(worker1, _kubelet_status("2", "Infeasible"))
+            steps += 250
+        return world
+
+    world = asyncio.run(run())
+    failed = [e for e in world.cluster.events if e.reason == "RescaleFailed"]
+    assert [(e.pod, e.time) for e in failed] == [(worker1, T0 + 120)]
+    assert "cpu 2 -> 4 refused by the kubelet (no room); back to 2 CPUs" in failed[0].note
+    # Decided again once worker 1 runs on what it has, never for 4 CPUs a worker again.
+    (verdict,) = [e for e in world.cluster.events if e.time > T0 + 120]
+    assert verdict.reason == "DeadlineInfeasible" and verdict.note == "cannot meet the deadline even at 3 CPUs"
+    assert world.cluster.conditions[rank0]["pysched.io/Deadline"].reason == "DeadlineInfeasible"
+
+
+def test_a_count_the_kubelet_refused_for_good_is_not_asked_for_again() -> None:
+    """Infeasible (a count beyond its node, or any change under the static CPU manager) does not
+    pass with time: the job is not sent up to it, then put back, after every cooldown."""
+
+    async def run() -> World:
+        world = World(cooldown_seconds=120)
+        await world.submit("20m")
+        steps = 0
+        for _ in range(20):  # the kubelet runs it on 2 CPUs and refuses any other count
+            spec = world.cluster.pods[KEY].raw["spec"]["containers"][0]["resources"]["requests"]["cpu"]
+            world.cluster.set_status(KEY, _kubelet_status("2", None if spec == "2" else "Infeasible"))
+            steps += 500
+            await world.progress(steps, 60)
+        return world
+
+    world = asyncio.run(run())
+    notes = [(e.time - T0, e.reason, e.note.split(":")[0]) for e in world.cluster.events if e.reason != "Scheduled"]
+    assert notes == [
+        (60, "DeadlineAtRisk", "at 2 CPUs the job would miss its deadline 2026-01-01T00"),
+        (60, "Rescaled", "cpu 2 -> 3"),
+        (120, "RescaleFailed", "cpu 2 -> 3 refused by the kubelet (no room); back to 2 CPUs"),
+        (240, "DeadlineInfeasible", "cannot meet the deadline even at 2 CPUs"),  # not 3 again
+    ]
+    assert world.cpu() == 2000
+
+
+@pytest.mark.parametrize(("memory", "cpus"), [("withCpu", 6000), ("fixed", 4000)])
+def test_memory_that_restarts_its_container_makes_a_scale_up_a_restart(memory: str, cpus: int) -> None:
+    """resizePolicy memory RestartContainer: memory grown with the CPUs restarts the container, so
+    the job moves straight to its share as a restarting one does; with memory fixed it resizes
+    in place, stepping up gradually."""
+
+    async def run() -> World:
+        world = World(memory=memory)
+        await world.scheduler.start()
+        notes = {"pysched.io/deadline": "20m", "pysched.io/total-steps": "10000"}
+        raw: dict[str, Any] = pod_dict(
+            "job", cpu="2", memory="1Gi", created=T0, annotations=notes, scheduler_name="pysched"
+        )
+        raw["spec"]["containers"][0]["resizePolicy"] = [
+            {"resourceName": "cpu", "restartPolicy": "NotRequired"},
+            {"resourceName": "memory", "restartPolicy": "RestartContainer"},
+        ]
+        world.cluster.create_pod(raw)
+        await world.scheduler.run_until_idle()
+        await world.progress(300, 60)
+        return world
+
+    assert asyncio.run(run()).cpu() == cpus
