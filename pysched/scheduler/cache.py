@@ -72,9 +72,10 @@ class Cache:
         self._place(pod, node, assumed=True, request=request)
 
     def forget(self, pod: PodInfo) -> None:
-        """Undo an assumption after a failed bind."""
+        """Undo an assumption after a failed bind: that pod's, not one recreated under its name
+        since (assumed by a cycle of its own)."""
         entry = self._pods.get(pod.key)
-        if entry is not None and entry.assumed:
+        if entry is not None and entry.assumed and entry.pod.uid == pod.uid:
             self._unplace(pod.key)
 
     def reassume(self, pod: PodInfo) -> bool:

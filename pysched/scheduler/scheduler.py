@@ -614,8 +614,8 @@ class Scheduler:
         self.stats.bind_failures += 1
         self.observer.attempt(pod.scheduler_name, "error", self._timer() - job.started)
         self._release(job)
-        if pod.key not in self.queue:
-            return  # the informer saw it bound elsewhere or deleted: nothing to retry or to report
+        if not self._queued_still(pod):
+            return  # bound elsewhere, deleted, or recreated under its name: nothing to retry or to report
         self.queue.requeue_backoff(job.queued)
         self._side_tasks.spawn(self._report_failure(pod, "SchedulerError", f"Binding rejected: {status.message()}"))
 
@@ -634,7 +634,13 @@ class Scheduler:
         self.cache.forget(pod)
         self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))
         written, job.nominated = job.nominated, False
-        self._clear_nomination(pod, written)
+        if self._queued_still(pod):  # else its nomination, if any, is another pod's
+            self._clear_nomination(pod, written)
+
+    def _queued_still(self, pod: PodInfo) -> bool:
+        """The queue still has this very pod (not one recreated under its name since)."""
+        queued = self.queue.get(pod.key)
+        return queued is not None and queued.pod.uid == pod.uid
 
     def _clear_nomination(self, pod: PodInfo, written: bool = False) -> None:
         """A cycle or binding that failed past the filters clears the pod's nomination, as

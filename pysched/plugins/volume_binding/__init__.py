@@ -20,7 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from pysched.api.features import VOLUMES, PodFeatures
-from pysched.api.ids import NodeName, PodKey
+from pysched.api.ids import NodeName
 from pysched.api.objects import PodInfo
 from pysched.api.volumes import (
     ANN_SELECTED_NODE,
@@ -141,11 +141,11 @@ class VolumeBinding:
     handle: Handle
     args: VolumeBindingArgs = field(default_factory=VolumeBindingArgs)
     NAME: ClassVar[str] = NAME
-    # PV name -> the pod it is reserved for (between Reserve and the end of PreBind).
-    assumed: dict[str, PodKey] = field(default_factory=dict)
+    # PV name -> the pod it is reserved for (between Reserve and the end of PreBind), by `_owner`.
+    assumed: dict[str, str] = field(default_factory=dict)
     # Claim key -> the PV (None: provisioned) and node a pod's Reserve chose for it, and that pod:
     # another pod of the same claim must follow (kube's assumed PV claimRef and selected node).
-    assumed_claims: dict[str, tuple[str | None, NodeName, PodKey]] = field(default_factory=dict)
+    assumed_claims: dict[str, tuple[str | None, NodeName, str]] = field(default_factory=dict)
     _masks: dict[tuple[str, str, str], Bools] = field(default_factory=dict)
     _mask_generation: int = -1
 
@@ -214,13 +214,13 @@ class VolumeBinding:
         return claim.request > 0 and driver is not None and driver.storage_capacity
 
     def _excluded(self, pod: PodInfo) -> frozenset[str]:
-        return frozenset(name for name, owner in self.assumed.items() if owner != pod.key)
+        return frozenset(name for name, owner in self.assumed.items() if owner != _owner(pod))
 
     def _taken(self, claim: PersistentVolumeClaim, pod: PodInfo) -> tuple[PersistentVolume | None, NodeName] | None:
         """What another pod's Reserve chose for this claim and where: its PV (None: to be
         provisioned on that node). None when no other pod has it reserved."""
         found = self.assumed_claims.get(claim.key)
-        if found is None or found[2] == pod.key:
+        if found is None or found[2] == _owner(pod):
             return None
         pv_name, node, _ = found
         return (self.storage.pv(pv_name) if pv_name is not None else None), node
@@ -376,10 +376,10 @@ class VolumeBinding:
         if decision is None:
             return error(f"no volume binding for pod {pod.key} on node {node} any more")
         for pv, claim in decision.static:
-            self.assumed[pv.name] = pod.key
-            self.assumed_claims[claim.key] = (pv.name, node, pod.key)
+            self.assumed[pv.name] = _owner(pod)
+            self.assumed_claims[claim.key] = (pv.name, node, _owner(pod))
         for claim in decision.provision:
-            self.assumed_claims[claim.key] = (None, node, pod.key)
+            self.assumed_claims[claim.key] = (None, node, _owner(pod))
         state.write(_DECISION, decision)
         return SUCCESS
 
@@ -387,9 +387,10 @@ class VolumeBinding:
         self._release(pod)
 
     def _release(self, pod: PodInfo) -> None:
-        for name in [name for name, owner in self.assumed.items() if owner == pod.key]:
+        owner_of_pod = _owner(pod)
+        for name in [name for name, owner in self.assumed.items() if owner == owner_of_pod]:
             del self.assumed[name]
-        for key in [key for key, (_, _, owner) in self.assumed_claims.items() if owner == pod.key]:
+        for key in [key for key, (_, _, owner) in self.assumed_claims.items() if owner == owner_of_pod]:
             del self.assumed_claims[key]
 
     # ----- PreBind
@@ -484,6 +485,12 @@ def _claim_of_pod(pod: PodInfo, event: ClusterEvent) -> QueueingHint:
     ):
         return QueueingHint.QUEUE
     return QueueingHint.SKIP
+
+
+def _owner(pod: PodInfo) -> str:
+    """Whose reservation: the pod's uid, so a pod recreated under its name neither takes nor
+    releases what the old one reserved."""
+    return pod.uid or pod.key
 
 
 def factory(args: VolumeBindingArgs, handle: Handle) -> VolumeBinding:

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from pysched.api.builders import node_dict, pod_dict
-from pysched.api.ids import PodKey
+from pysched.api.ids import NodeName, PodKey
 from pysched.api.storage_builders import (
     claim_volume,
     csi_driver_dict,
@@ -18,6 +18,7 @@ from pysched.api.storage_builders import (
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import parse_config
+from pysched.framework.cycle_state import CycleState
 from pysched.plugins import default_registry
 from pysched.plugins.volume_binding import VolumeBinding
 from pysched.scheduler.scheduler import Scheduler
@@ -314,5 +315,32 @@ def test_nodes_refused_for_storage_and_for_topology_get_their_own_reasons(loop: 
             "0/3 nodes are available: 1 node(s) didn't find available persistent volumes to bind, "
             "2 node(s) did not have enough free storage."
         )
+
+    loop.run_until_complete(run())
+
+
+def test_a_pod_recreated_under_its_name_keeps_what_it_reserved(loop: asyncio.AbstractEventLoop) -> None:
+    """Reservations belong to a pod by uid: the old pod's Unreserve (its bind failed after it was
+    deleted) leaves the new pod's PV and claim reserved."""
+
+    async def run() -> None:
+        cluster, scheduler = setup()
+        cluster.pv_controller = False  # the claim stays unbound: the PV is only assumed
+        cluster.add_pv(pv_dict("only", node="n0"))
+        cluster.add_pvc(pvc_dict("a"))
+        await scheduler.start()
+        cluster.create_pod(with_volumes(pod_dict("p", scheduler_name="vol", uid="old"), [claim_volume("a")]))
+        scheduler.schedule_one()  # the old p is in PreBind: "only" is assumed for it
+        plugin = scheduler.frameworks["vol"].plugins["VolumeBinding"]
+        assert isinstance(plugin, VolumeBinding) and plugin.assumed == {"only": "old"}
+        old = cluster.pods[PodKey("default/p")]
+        cluster.delete_pod(old.key)
+        new = cluster.create_pod(with_volumes(pod_dict("p", scheduler_name="vol", uid="new"), [claim_volume("a")]))
+        assert new is not None
+        plugin.assumed["only"], plugin.assumed_claims["default/a"] = "new", ("only", NodeName("n0"), "new")
+        plugin.unreserve(CycleState(), old, NodeName("n0"))
+        assert plugin.assumed == {"only": "new"} and plugin.assumed_claims == {"default/a": ("only", "n0", "new")}
+        plugin.unreserve(CycleState(), new, NodeName("n0"))
+        assert plugin.assumed == {} and plugin.assumed_claims == {}
 
     loop.run_until_complete(run())
