@@ -11,7 +11,7 @@ from typing import ClassVar
 import yaml
 
 from pysched.api.builders import node_dict, pod_dict
-from pysched.api.ids import NodeName, PodKey
+from pysched.api.ids import NodeName, PodKey, PodUID
 from pysched.api.objects import PodInfo
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
@@ -79,10 +79,10 @@ def test_the_old_binds_failure_leaves_the_recreated_pods_assumption_alone() -> N
         cluster.delete_pod(key)
         cluster.create_pod(pod_dict("p", cpu="1", memory="1Gi", scheduler_name="s", created=clock.now(), uid="second"))
         await settle()  # the new p is assumed on n, its bind held too
-        assert scheduler.cache.is_assumed(key, "second")
+        assert scheduler.cache.is_assumed(key, PodUID("second"))
         old_gate.set()
         await settle()  # the old p's bind fails: that pod no longer exists
-        assert scheduler.cache.is_assumed(key, "second"), "the new pod's room was given away"
+        assert scheduler.cache.is_assumed(key, PodUID("second")), "the new pod's room was given away"
         assert scheduler.queue.where(key) == "in-flight"  # not queued again beside its own bind
         cluster.create_pod(pod_dict("fill", cpu="2", memory="1Gi", scheduler_name="s", created=clock.now()))
         await settle()
