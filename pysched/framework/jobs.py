@@ -236,7 +236,7 @@ class JobBook:
     # ----- placement notices
     def pod_placed(self, pod: PodInfo, row: int) -> None:
         job = self.of(pod.key)
-        if job is not None:
+        if job is not None and not self._placed.held(pod.key):  # a nomination holds room, no place
             job.placed.add(pod.key)
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:

@@ -39,6 +39,9 @@ class PlacedPods:
         self._by_label: dict[tuple[str, str], dict[tuple[PodKey, int], PodInfo]] = {}
         # How many placed pods hold each priority: preemption asks whether any is below its own.
         self._priorities: dict[int, int] = {}
+        # Nominated pods whose room is held on their node: counted by the filters as kube counts
+        # nominated pods, but not placed (a gang is not started by members only nominated).
+        self._held: set[PodKey] = set()
 
     # ----- plugin side
     def subscribe(self, listener: PlacementListener, features: PodFeatures = EVERY_POD) -> None:
@@ -65,6 +68,10 @@ class PlacedPods:
         for (_, row), pod in self._by_label.get((key, value), {}).items():
             yield pod, row
 
+    def held(self, key: PodKey) -> bool:
+        """The pod counts here only as a nomination whose room is held (not assumed or bound)."""
+        return key in self._held
+
     def any_below(self, priority: int) -> bool:
         """Some placed pod has a lower priority (else no node holds a victim for `priority`)."""
         return any(held < priority for held in self._priorities)
@@ -78,7 +85,10 @@ class PlacedPods:
         return sum(len(pods) for pods in self._rows.values())
 
     # ----- engine side
-    def placed(self, pod: PodInfo, row: int) -> None:
+    def placed(self, pod: PodInfo, row: int, held: bool = False) -> None:
+        """`held`: a nomination's room, not a place (`held()`)."""
+        if held:
+            self._held.add(pod.key)
         pods = self._rows.get(row)
         if pods is None:  # not setdefault: no empty dict made per placement
             pods = self._rows[row] = {}
@@ -94,6 +104,7 @@ class PlacedPods:
         pods = self._rows.get(row)
         if pods is None or pods.pop(pod.key, None) is None:
             return
+        self._held.discard(pod.key)
         if not pods:
             del self._rows[row]
         left = self._priorities[pod.priority] - 1
@@ -118,8 +129,9 @@ class PlacedPods:
             if new.labels:
                 self._file(new, row)
             return
+        held = old.key in self._held
         self.removed(old, row)
-        self.placed(new, row)
+        self.placed(new, row, held)
 
     def _file(self, pod: PodInfo, row: int) -> None:
         by_label, at = self._by_label, (pod.key, row)

@@ -105,7 +105,7 @@ class Cache:
         entry = _PodEntry(pod, node, True, self.nodes.request_shape(pod.requests), nominated=True)
         self._pods[pod.key] = entry
         self._charge(entry, +1)
-        self.placed.placed(pod, self.nodes.row[node])
+        self.placed.placed(pod, self.nodes.row[node], held=True)
         return True
 
     def release(self, key: PodKey) -> None:
@@ -122,7 +122,7 @@ class Cache:
         assert isinstance(token, _PodEntry)
         self._pods[token.pod.key] = token
         self._charge(token, +1)
-        self.placed.placed(token.pod, self.nodes.row[token.node])
+        self.placed.placed(token.pod, self.nodes.row[token.node], held=token.nominated)
 
     def is_nominated(self, key: PodKey) -> bool:
         entry = self._pods.get(key)
@@ -141,6 +141,7 @@ class Cache:
         entry = self._pods.get(pod.key)
         if (
             entry is not None
+            and not entry.nominated  # a nomination bound: placed now, which listeners must hear
             and entry.node == pod.node_name
             and (entry.pod.requests is pod.requests or entry.pod.requests == pod.requests)
         ):
@@ -148,7 +149,6 @@ class Cache:
             self.placed.replaced(entry.pod, pod, self.nodes.row[entry.node])
             entry.pod = pod
             entry.assumed = False
-            entry.nominated = False
             return
         self._unplace(pod.key)
         self._orphans.get(pod.node_name, {}).pop(pod.key, None)

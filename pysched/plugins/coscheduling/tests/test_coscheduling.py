@@ -535,3 +535,31 @@ def test_a_member_retried_while_a_sibling_waits_at_permit_goes_through_a_cycle()
         assert _bound(cluster, "pair") == 0
 
     asyncio.run(run())
+
+
+def test_members_only_nominated_do_not_count_as_placed_for_their_gang() -> None:
+    """After a leader change, members an old leader held at Permit show only their
+    nominatedNodeName. Held room, not a place: the gang binds all its members or none (one of
+    them no longer fits anywhere), where the nominations let the first member bind alone."""
+
+    async def run() -> None:
+        clock = VirtualClock(1000.0)
+        cluster = SimulatedCluster(clock)
+        cluster.add_node(node_dict("n0", cpu="4", memory="16Gi"))
+        cluster.add_node(node_dict("n1", cpu="4", memory="16Gi", unschedulable=True))  # drained since
+        cluster.add_node(node_dict("n2", cpu="4", memory="16Gi"))
+        for i, node in ((0, None), (1, "n0"), (2, "n1")):
+            raw = _member("ddp", i, 3)
+            if node is not None:  # written by the old leader while the member waited at Permit
+                raw["status"] = {"phase": "Pending", "nominatedNodeName": node}
+            cluster.create_pod(raw)
+        registry = default_registry()
+        scheduler = Scheduler(builtin_config(registry).only("pysched"), cluster, clock, registry)
+        await scheduler.start()
+        for _ in range(4):  # past the Permit timeout
+            await scheduler.run_until_idle()
+            clock.advance(120)
+        assert _bound(cluster, "ddp") == 0
+        scheduler.cache.check_consistency()
+
+    asyncio.run(run())
