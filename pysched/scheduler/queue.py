@@ -7,7 +7,10 @@
 - gated: pods a PreEnqueue plugin holds back;
 - parked: pods on which a plugin or the scheduler raised (a bug, contained to the pod): they
   come back when the pod changes or after the unschedulable timeout, never on cluster events,
-  so one such pod cannot spin the loop.
+  so one such pod cannot spin the loop;
+- dormant: on a standby replica (`dormant=True` until `wake`), pods are only kept: PreEnqueue
+  and the sort key run when the replica leads, so what plugins tell there (a warning, a
+  demotion, an admission) is told by a replica whose writes go out.
 Time comes from the injected clock only.
 """
 
@@ -33,6 +36,7 @@ from pysched.framework.status import Status
 ACTIVE, BACKOFF, UNSCHEDULABLE, GATED, PARKED, IN_FLIGHT = (
     "active", "backoff", "unschedulable", "gated", "parked", "in-flight"
 )  # fmt: skip
+DORMANT = "dormant"  # counted as active: where the pod goes once the replica leads
 # Why a pod came into a queue, as kube-scheduler's scheduler_queue_incoming_pods_total names it
 # (a cluster event that moved it is named by its kind).
 POD_ADD, POD_UPDATE, ATTEMPT_FAILED = "PodAdd", "PodUpdate", "ScheduleAttemptFailure"
@@ -80,8 +84,10 @@ class SchedulingQueue:
         interest: Interest = lambda _: None,
         picker: QueuePickPlugin | None = None,
         still_rejected: Callable[[QueuedPod], bool] = lambda _: False,
+        dormant: bool = False,
     ) -> None:
         self._clock = clock
+        self._dormant: dict[PodKey, QueuedPod] | None = {} if dormant else None
         self._still_rejected = still_rejected
         self._picker = picker  # its window is read at each pop: an environment may set it
         self._interest = interest
@@ -199,8 +205,19 @@ class SchedulingQueue:
             return
         qp = QueuedPod(pod, added=self._clock.now())
         self._pods[pod.key] = qp
+        if self._dormant is not None:
+            self._dormant[pod.key] = qp
+            self._where[pod.key] = DORMANT
+            return
         self._enqueue(qp)
         self._came(qp, POD_ADD)
+
+    def wake(self) -> None:
+        """The replica leads: its dormant pods go through PreEnqueue, in the order they came."""
+        dormant, self._dormant = self._dormant, None
+        for qp in (dormant or {}).values():
+            self._enqueue(qp)
+            self._came(qp, POD_ADD)
 
     def update(self, pod: PodInfo) -> None:
         qp = self._pods.get(pod.key)
@@ -210,6 +227,8 @@ class SchedulingQueue:
         changed = qp.pod.raw.get("spec") != pod.raw.get("spec") or qp.pod.annotations != pod.annotations
         qp.pod = pod
         where = self._where.get(pod.key)
+        if where == DORMANT:
+            return
         if where == GATED or (where == PARKED and changed):
             self._enqueue(qp)
             self._came(qp, POD_UPDATE)
@@ -247,6 +266,8 @@ class SchedulingQueue:
         self._front_stale |= self._token.pop(key, None) is not None
         self._drop_unschedulable(key)
         self._parked.pop(key, None)
+        if self._dormant is not None:
+            self._dormant.pop(key, None)
         if self._popped_at.pop(key, None) is not None:
             self._forget_in_flight_events()
 
@@ -478,7 +499,7 @@ class SchedulingQueue:
     def counts(self) -> dict[str, int]:
         out = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0, PARKED: 0, IN_FLIGHT: 0}
         for where in self._where.values():
-            out[where] += 1
+            out[ACTIVE if where == DORMANT else where] += 1
         return out
 
     def __len__(self) -> int:

@@ -184,6 +184,7 @@ class Scheduler:
             self._interest,
             queue_sort if isinstance(queue_sort, QueuePickPlugin) else None,
             functools.partial(self._still_rejected, at_retry=True),
+            dormant=standby,
         )
         for framework in self.frameworks.values():
             framework.handle.activator.install(self.queue.activate)
@@ -213,6 +214,7 @@ class Scheduler:
         that ended while no replica led, or before, as the backend listed them once)."""
         for name, framework in self.frameworks.items():
             framework.handle.pod_lifecycle.taken_over([p for p in ended if p.scheduler_name == name])
+        self.queue.wake()  # what PreEnqueue plugins tell of pending pods goes out from now
 
     async def stop(self) -> None:
         """Give back the room of pods waiting at Permit (quietly: the next leader schedules them),

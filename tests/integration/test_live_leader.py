@@ -148,3 +148,37 @@ def test_a_frozen_leader_writes_nothing_after_it_thaws(
     finally:
         second.stop()
         first.stop()  # reaps it and tells the control plane its exit was expected
+
+
+def test_pods_pending_before_the_leader_is_elected_get_what_preenqueue_tells(
+    control_plane: LocalControlPlane, kube: KubeAPI, namespace: str, tmp_path: Path
+) -> None:
+    """Pods pending when the replica starts (a restart, a rollout, a failover): their warning and
+    their demotion are told once it leads. As a standby it kept them without PreEnqueue, which
+    would have told them while its writes were refused, and never again."""
+    name = f"pysched-{namespace}"
+    with namespace_nodes(kube, namespace, 1):
+        for pod, value in (("bad", "tomorrow-ish"), ("late", "2020-01-01T00:00:00Z")):  # malformed; long past
+            raw = pod_for(pod, name, namespace, "100m")
+            raw["metadata"]["annotations"] = {"pysched.io/deadline": value}
+            kube.create_pod(namespace, raw)
+        config = write_profile(tmp_path / "profiles.yaml", name, builtin="pysched-noscale")
+        proc = start_scheduler(
+            control_plane, name, config=config, leader_elect=True, lease_namespace=namespace, lease_name=name
+        )
+        try:
+            wait_for(
+                lambda: list_pods(kube, namespace), lambda ps: all(p["spec"].get("nodeName") for p in ps), what="bound"
+            )
+
+            def told() -> set[tuple[str, str]]:
+                items = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events").get("items", [])
+                return {(e["regarding"]["name"], e["reason"]) for e in items}
+
+            wanted = {("bad", "InvalidAnnotation"), ("late", "DeadlineInfeasible")}
+            wait_for(told, lambda seen: wanted <= seen, what="the warning and the demotion")
+            late = kube.get_pod(namespace, "late")
+            reasons = [c["reason"] for c in late["status"].get("conditions", []) if c["type"] == "pysched.io/Deadline"]
+            assert reasons == ["DeadlineInfeasible"]
+        finally:
+            assert proc.stop() == 0, proc.log()

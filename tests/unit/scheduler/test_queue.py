@@ -299,3 +299,27 @@ def test_activate_takes_gated_and_unschedulable_pods_through_pre_enqueue_again()
     assert q.where(running_key) == "in-flight"
     popped = [q.pop(), q.pop(), q.pop()]
     assert sorted(p.pod.name for p in popped if p) == ["held", "parked"] and popped[2] is None
+
+
+def test_a_dormant_queue_runs_pre_enqueue_only_once_it_wakes() -> None:
+    """A standby replica keeps its pending pods without PreEnqueue: what a plugin tells there
+    (a warning, a demotion) would be told by a replica whose writes are refused, and not again."""
+    clock = VirtualClock(0.0)
+    seen: list[str] = []
+
+    def pre_enqueue(pod: PodInfo) -> Status:
+        seen.append(pod.name)
+        return SUCCESS
+
+    q = SchedulingQueue(clock, PrioritySort().sort_key, pre_enqueue, lambda *_: QueueingHint.QUEUE, dormant=True)
+    for created, name in enumerate(("b", "a", "gone")):
+        q.add(make_pod(name, created=float(created)))
+    q.update(make_pod("a", created=1.0, cpu="2"))
+    q.delete(make_pod("gone").key)
+    assert seen == [] and q.pop() is None and q.counts()["active"] == 2
+    q.wake()
+    assert seen == ["b", "a"]  # in the order they came, each once, as it is now
+    popped, a = q.pop(), q.get(make_pod("a").key)
+    assert popped is not None and popped.pod.name == "b" and a is not None and a.pod.requests["cpu"] == 2000
+    q.add(make_pod("c", created=3.0))
+    assert seen == ["b", "a", "c"]  # awake: at once
