@@ -581,7 +581,7 @@ class LiveCluster:
         if old is not None:
             self._listener.on_node_deleted(old)
 
-    def _ours(self, raw: JSON) -> bool:
+    def _ours(self, raw: Mapping[str, Any]) -> bool:
         names = self.options.scheduler_names
         spec = raw.get("spec") or {}
         return names is None or spec.get("schedulerName") in names
@@ -627,10 +627,11 @@ class LiveCluster:
         ended = self._ended(old, raw)
         if ended is not None:
             self._listener.on_pod_updated(old, ended)
-        elif raw is not None and not old.terminated and not old.deleting and old.node_name and self._ours(raw):
+        elif not old.terminated and not old.deleting and old.node_name and self._ours(old.raw if raw is None else raw):
             # The watch cache sends a pod leaving the field selector (it ended) as DELETED with
-            # its last matching state, Running: ask the apiserver how it ended, so plugins learn
-            # it succeeded or failed (deadline met or missed), not merely that it went away.
+            # its last matching state, Running, and a relist (after 410 Gone) has no state at all
+            # for a pod that ended meanwhile: ask the apiserver how it ended, so plugins learn it
+            # succeeded or failed (deadline met or missed), not merely that it went away.
             self._reads.spawn(self._read_end(old))
         self._index_pod(old, None)
         self._invalid.discard(old.uid)

@@ -506,9 +506,12 @@ async def test_a_pod_that_ended_is_delivered_as_ended_before_it_leaves() -> None
     await api.send(PODS, "DELETED", pod("Succeeded", "2"))
     assert listener.seen == [("updated", "Succeeded"), ("deleted", "Running")]
     await api.send(PODS, "ADDED", pod("Running", "3"))
-    await api.expire(PODS)  # a relist without the pod: only a deletion
+    await api.expire(PODS)  # a relist without the pod (410 Gone), which the apiserver no longer has
+    await api.send(PODS, "ADDED", pod("Running", "5"))
+    api.objects["/api/v1/namespaces/ns/pods/p"] = pod("Failed", "6")
+    await api.expire(PODS)  # a relist without the pod, which ended meanwhile: its end is read back
     await backend.stop()
-    assert listener.seen[2:] == [("deleted", "Running")]
+    assert listener.seen[2:] == [("deleted", "Running"), ("deleted", "Running"), ("updated", "Failed")]
 
 
 def recording_events(api: ScriptedApi) -> tuple[LiveCluster, list[str]]:
