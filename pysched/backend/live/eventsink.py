@@ -5,7 +5,9 @@ again: its `series.count` grows and is patched at most once per `patch_interval`
 series, as client-go's event broadcaster does). New events go through their own token bucket. While
 the API takes them, none is dropped (up to `max_backlog`, a memory bound far above any burst):
 a burst is posted late, not lost, where client-go's broadcaster drops past 1,000 queued. When
-writes fail, the backlog is cut to `max_pending`, oldest first, and what it shed is counted.
+writes fail, the backlog is cut to `max_pending`, oldest first, and what it shed is counted; an
+event no answer came for is tried again, `retry_delay` apart, up to `max_tries` times (client-go's
+broadcaster: 12, 10 s apart), then counted too.
 Events are best effort in Kubernetes, while binds and conditions are not, so events never wait
 in front of them.
 """
@@ -27,6 +29,10 @@ from pysched.backend.live.ratelimit import TokenBucket
 log = structlog.get_logger("pysched.events")
 
 NOTE_LIMIT = 1024  # events.k8s.io/v1 rejects longer notes
+# An event no answer came for (the apiserver restarting, overloaded) is tried again, as
+# client-go's broadcaster does (12 tries, 10 s apart), then counted as dropped.
+RETRY_DELAY_S = 10.0
+MAX_TRIES = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,7 @@ class Series:
 class _Create:
     record: EventRecord
     when: float  # wall clock
+    tries: int = 0  # writes that got no answer so far
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +95,8 @@ class EventSink:
         workers: int = 8,
         series_window: float = 600.0,
         patch_interval: float = 30.0,
+        retry_delay: float = RETRY_DELAY_S,
+        max_tries: int = MAX_TRIES,
         now: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -99,6 +108,8 @@ class EventSink:
         self._failing = False  # the last write failed: the backlog is held to max_pending
         self._window = series_window
         self._patch_interval = patch_interval
+        self._retry_delay = retry_delay
+        self._max_tries = max(1, max_tries)
         self._now = now
         self._wall = wall
         self._series: dict[EventRecord, Series] = {}
@@ -200,7 +211,20 @@ class EventSink:
                 log.warning("event not written", reason=job.record.reason, error=str(err))
             self._failing = not written
             if self._failing:
+                if isinstance(job, _Create):
+                    self._retry(job)
                 self._shed()
+                await asyncio.sleep(self._retry_delay)  # this worker waits; the API may be coming back
+
+    def _retry(self, job: _Create) -> None:
+        """First in line again, or dropped (and counted) after its last try."""
+        if job.tries + 1 < self._max_tries:
+            self._jobs.appendleft(dataclasses.replace(job, tries=job.tries + 1))
+            return
+        self.dropped += 1
+        series = self._series.get(job.record)
+        if series is not None and not series.name:
+            del self._series[job.record]  # a repeat is a new event, not a count on a lost one
 
     def _shed(self) -> None:
         """Writes fail: hold the backlog to max_pending, dropping (and counting) the oldest, so

@@ -334,6 +334,32 @@ async def test_event_sink_loses_only_the_event_the_api_refuses() -> None:
     await sink.stop(drain_timeout=0.1)
 
 
+async def test_an_event_no_answer_came_for_is_tried_again_then_counted_as_dropped() -> None:
+    """A kube-apiserver restart: the writes of those seconds get no answer. Each is written once
+    the API answers again, or counted once its tries are spent; never lost uncounted."""
+    answers: dict[str, list[str | None]] = {"back": [None, None, "e1"], "gone": [None] * 5}
+    tried: list[str] = []
+
+    async def create(event: EventRecord, when: float) -> str | None:
+        tried.append(event.pod_name)
+        return answers[event.pod_name].pop(0)
+
+    async def patch(event: EventRecord, series: Series) -> None:
+        pass
+
+    sink = EventSink(create, patch, qps=0, burst=1, max_pending=5, workers=1, retry_delay=0.001, max_tries=3)
+    for name in ("back", "gone"):
+        sink.record(EventRecord("ns", name, "u", "Normal", "Scheduled", "Binding", "bound", "pysched"))
+    sink.start()
+    for _ in range(200):
+        if len(tried) == 6:
+            break
+        await asyncio.sleep(0.01)
+    await sink.stop(drain_timeout=0.1)
+    assert tried == ["back", "back", "back", "gone", "gone", "gone"]
+    assert sink.created == 1 and sink.dropped == 1 and sink.backlog == 0
+
+
 async def test_an_event_the_api_refuses_is_told_apart_from_a_write_that_failed() -> None:
     client = FakeClient()
     backend = LiveCluster(client)
