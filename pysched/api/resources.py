@@ -138,13 +138,24 @@ def _max_into(total: ResourceMap, other: Mapping[str, int]) -> None:
             total[name] = value
 
 
-def _container_requests(container: Mapping[str, Any], status: Mapping[str, Any] | None) -> ResourceMap:
-    """One container's requests; during an in-place resize the largest of desired, allocated and actual."""
-    requests = parse_resource_list((container.get("resources") or {}).get("requests"))
-    if status is not None:
-        _max_into(requests, parse_resource_list(status.get("allocatedResources")))
-        _max_into(requests, parse_resource_list((status.get("resources") or {}).get("requests")))
+def _effective_requests(
+    desired: Mapping[str, Any] | None, status: Mapping[str, Any] | None, infeasible: bool
+) -> ResourceMap:
+    """What a container (or, with the pod's own status, the pod) counts for, as kube-scheduler's
+    `determineEffectiveRequests`: while its status reports resources, the largest of desired,
+    allocated and actual, leaving the desired out when the pending resize is Infeasible; else
+    the desired."""
+    if status is None or status.get("resources") is None:
+        return parse_resource_list(desired)
+    requests = {} if infeasible else parse_resource_list(desired)
+    _max_into(requests, parse_resource_list(status.get("allocatedResources")))
+    _max_into(requests, parse_resource_list((status.get("resources") or {}).get("requests")))
     return requests
+
+
+def _pod_level(name: str) -> bool:
+    """A resource pod-level `spec.resources` may set (kube's IsSupportedPodLevelResource)."""
+    return name in (CPU, MEMORY) or name.startswith("hugepages-")
 
 
 def infeasible_resize(pod_status: Mapping[str, Any]) -> str | None:
@@ -157,48 +168,49 @@ def infeasible_resize(pod_status: Mapping[str, Any]) -> str | None:
 
 
 def pod_requests(pod: Mapping[str, Any]) -> ResourceMap:
-    """Effective requests of a pod as kube-scheduler computes them.
+    """Effective requests of a pod as kube-scheduler (v1.36) computes them.
 
     max(sum of regular containers + restartable init containers (sidecars), the largest
     init-time footprint), plus pod overhead; pod-level `spec.resources` wins where set. While
-    a resize is in progress each container counts the largest of desired, allocated and
-    actual, except that an Infeasible resize does not count its desired values.
+    a resize is in progress, each container, each sidecar and the pod-level resources count the
+    largest of desired, allocated and actual (`_effective_requests`), except that an Infeasible
+    resize does not count its desired values.
     """
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     statuses = {s.get("name"): s for s in status.get("containerStatuses") or ()}
+    init_statuses = {s.get("name"): s for s in status.get("initContainerStatuses") or ()}
     infeasible = infeasible_resize(status) is not None
 
     total: ResourceMap = {}
     for container in spec.get("containers") or ():
-        container_status = statuses.get(container.get("name"))
-        if infeasible and container_status is not None:
-            requests = parse_resource_list(container_status.get("allocatedResources"))
-            _max_into(requests, parse_resource_list((container_status.get("resources") or {}).get("requests")))
-        else:
-            requests = _container_requests(container, container_status)
-        _add_into(total, requests)
+        desired = (container.get("resources") or {}).get("requests")
+        _add_into(total, _effective_requests(desired, statuses.get(container.get("name")), infeasible))
 
     # Init containers run in order; sidecars (restartPolicy Always) keep running after they start,
     # so each init container's footprint includes the sidecars started before it.
     sidecars: ResourceMap = {}
     init_peak: ResourceMap = {}
     for init in spec.get("initContainers") or ():
-        requests = parse_resource_list((init.get("resources") or {}).get("requests"))
-        if init.get("restartPolicy") == "Always":
+        desired = (init.get("resources") or {}).get("requests")
+        if init.get("restartPolicy") == "Always":  # a sidecar is resized in place like a container
+            requests = _effective_requests(desired, init_statuses.get(init.get("name")), infeasible)
             _add_into(total, requests)
             _add_into(sidecars, requests)
             footprint = dict(sidecars)
         else:
             footprint = dict(sidecars)
-            _add_into(footprint, requests)
+            _add_into(footprint, parse_resource_list(desired))
         _max_into(init_peak, footprint)
     _max_into(total, init_peak)
 
-    pod_level = parse_resource_list((spec.get("resources") or {}).get("requests"))
-    for name in (CPU, MEMORY):  # pod-level resources cover cpu and memory only
-        if name in pod_level:
-            total[name] = pod_level[name]
+    pod_desired = (spec.get("resources") or {}).get("requests")
+    pod_level = parse_resource_list(pod_desired)
+    if any(_pod_level(name) for name in pod_level):
+        effective = _effective_requests(pod_desired, status, infeasible)  # the pod's own status.resources
+        for name in pod_level:
+            if _pod_level(name):
+                total[name] = effective.get(name, 0)
 
     _add_into(total, parse_resource_list(spec.get("overhead")))
     for name, value in total.items():

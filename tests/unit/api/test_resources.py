@@ -98,6 +98,22 @@ def test_infeasible_resize_does_not_count_the_desired_size() -> None:
     assert pod_requests(_pod(spec, status))["cpu"] == 2000
 
 
+def test_a_sidecar_or_the_pod_level_resources_shrinking_count_their_old_size_until_actuated() -> None:
+    """As kube-scheduler v1.36: a sidecar is resized in place like a container, and pod-level
+    resources too (InPlacePodLevelResourcesVerticalScaling, beta and on): while the kubelet has
+    not shrunk them, the node still gives them their old size."""
+    sidecar = {"containers": [_c("main", "1")], "initContainers": [_c("proxy", "1", restartPolicy="Always")]}
+    running = {"name": "proxy", "allocatedResources": {"cpu": "2"}, "resources": {"requests": {"cpu": "2"}}}
+    assert pod_requests(_pod(sidecar, {"initContainerStatuses": [running]}))["cpu"] == 3000
+    assert pod_requests(_pod(sidecar))["cpu"] == 2000  # no status yet: as desired
+    pod_level = {"containers": [_c("main", "1")], "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}
+    status = {"resources": {"requests": {"cpu": "3", "memory": "1Gi"}}, "allocatedResources": {"cpu": "3"}}
+    assert pod_requests(_pod(pod_level, status)) == {"cpu": 3000, "memory": 1024**3}
+    infeasible = {**status, "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]}
+    grown = {"containers": [_c("main", "1")], "resources": {"requests": {"cpu": "64", "memory": "1Gi"}}}
+    assert pod_requests(_pod(grown, infeasible))["cpu"] == 3000  # refused for good: not the 64 asked
+
+
 def test_format_resource_round_trips_common_values() -> None:
     assert format_resource("cpu", 1500) == "1500m"
     assert format_resource("cpu", 2000) == "2"
