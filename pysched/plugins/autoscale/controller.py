@@ -115,6 +115,7 @@ class JobState:
     refused_down: float = 0.0
     written_steps: dict[float, float] = field(default_factory=dict)  # measured steps per count, as last written
     written_finish: float = math.nan
+    written_deadline: float = math.nan  # the deadline the conditions say (the user may change it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,6 +380,7 @@ class Controller:
         if not model.intervals:
             model.restore(saved.counts)
         job.written_steps = {s.cpus: s.steps for s in model.count_stats()}
+        job.written_deadline = math.nan if saved.deadline is None else saved.deadline
         if saved.finish is not None:
             job.written_finish = saved.finish
             self._slack[pod.key] = deadline - saved.finish
@@ -805,6 +807,8 @@ class Controller:
     async def _verdict(self, tick: Tick, reason: str, what: str) -> None:
         """A new reason for the condition; a demotion is also told as a Warning event."""
         job = tick.job
+        if reason == ON_TRACK_REASON:
+            job.at_risk = False  # the episode is over: a later one is warned of again
         if reason == job.reason and what == job.what:
             return
         if reason == DEMOTED_REASON and job.reason != reason:
@@ -826,9 +830,9 @@ class Controller:
         moved = not math.isfinite(job.written_finish) or abs(finish - job.written_finish) > max(
             REFRESH_FINISH_MIN_S, REFRESH_FINISH_SHARE * max(0.0, tick.deadline - tick.now)
         )
-        if not (force or grown or moved):
+        if not (force or grown or moved or tick.deadline != job.written_deadline):
             return
-        job.written_steps, job.written_finish = measured, finish
+        job.written_steps, job.written_finish, job.written_deadline = measured, finish, tick.deadline
         count = tick.current if cpus is None else cpus
         known = finish if math.isfinite(finish) else None
         estimate = tick.model.step_and_sigma(count)
@@ -911,8 +915,10 @@ class Controller:
 
     def _judge(self, pod: PodInfo) -> None:
         deadline = deadline_of(pod)
-        if deadline is None:
-            return
+        if deadline is None or not namespace_selected(
+            self.handle.cluster, self.args.deadline_namespaces, pod.namespace
+        ):
+            return  # no deadline job (its namespace's deadlines are ignored: it ran as best-effort)
         now = self.handle.clock.now()
         ref = job_of(pod)
         run = incarnation(pod, ref.key) if ref is not None else None

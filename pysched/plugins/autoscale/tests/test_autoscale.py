@@ -164,6 +164,23 @@ def test_a_namespace_that_may_not_use_deadlines_is_not_scaled() -> None:
     assert asyncio.run(run({})) == 2000
     assert asyncio.run(run({"pysched.io/deadlines": "allowed"})) == 4000
 
+    async def ended(labels: dict[str, str]) -> World:  # it ends past its nominal deadline
+        world = World(deadline_namespaces={"matchLabels": {"pysched.io/deadlines": "allowed"}})
+        world.cluster.set_namespace("default", labels)
+        await world.submit("10m")
+        world.clock.advance(3600)
+        world.cluster.finish_pod(KEY)
+        await world.scheduler.run_until_idle()
+        return world
+
+    ignored, judged = asyncio.run(ended({})), asyncio.run(ended({"pysched.io/deadlines": "allowed"}))
+    # Best-effort where deadlines are ignored: no verdict, and no count among deadline jobs.
+    assert "DeadlineMissed" not in ignored.reasons() and "DeadlineMissed" in judged.reasons()
+    counts = [
+        next(f for f in w.plugin.metric_families() if f.name == "pysched_deadlines").values for w in (ignored, judged)
+    ]
+    assert counts == [{("met",): 0.0, ("missed",): 0.0}, {("met",): 0.0, ("missed",): 1.0}]
+
 
 def test_cpu_max_caps_and_an_infeasible_job_is_left_alone() -> None:
     async def run() -> World:
@@ -920,3 +937,38 @@ def test_memory_that_restarts_its_container_makes_a_scale_up_a_restart(memory: s
         return world
 
     assert asyncio.run(run()).cpu() == cpus
+
+
+def test_a_deadline_moved_while_the_job_runs_is_written_at_its_next_look() -> None:
+    async def run() -> World:
+        world = World()
+        await world.submit("30h", **{"pysched.io/total-steps": "100000"})
+        steps = 0
+        for _ in range(120):  # on track at a steady 150 steps a minute: its forecast settled
+            steps += 150
+            await world.progress(steps, 60)
+        world.cluster.set_annotations(KEY, {"pysched.io/deadline": "25h"})  # five hours earlier
+        await world.progress(steps + 150, 60)
+        return world
+
+    world = asyncio.run(run())
+    state = parse_state(world.cluster.conditions[KEY]["pysched.io/State"].message)
+    assert state is not None and state.deadline == T0 + 25 * 3600
+
+
+def test_each_at_risk_episode_is_warned_of() -> None:
+    """On track again ends an episode: a job that falls behind once more is warned again."""
+
+    async def run() -> World:
+        world = World(review_max_seconds=0)
+        await world.submit("40m")
+        steps = 0
+        for minute in range(1, 31):
+            slow = 1.4 if minute >= 12 else 1.0  # from minute 12 every step takes 1.4 times as long
+            steps = min(10000, steps + round(60 / (slow * (0.03 + 0.5 / (world.cpu() / 1000)))))
+            await world.progress(steps, 60)
+        return world
+
+    world = asyncio.run(run())
+    reasons = [e.reason for e in world.cluster.events if e.reason in ("DeadlineAtRisk", "Rescaled")]
+    assert reasons.count("DeadlineAtRisk") == 2 and reasons[0] == "DeadlineAtRisk", reasons
