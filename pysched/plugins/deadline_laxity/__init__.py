@@ -45,7 +45,7 @@ from pysched.api.labels import selector_problem
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU
 from pysched.deadline.annotation_warnings import AnnotationWarnings
-from pysched.deadline.condition import CONDITION, DEMOTED_REASON, demoted_by_condition
+from pysched.deadline.condition import CONDITION, DEMOTED_REASON, ON_TRACK_REASON, demoted_by_condition
 from pysched.deadline.predictor import prior_step_ratio
 from pysched.framework.cluster import PodCondition, namespace_selected
 from pysched.framework.cycle_state import CycleState
@@ -88,7 +88,10 @@ class DeadlineLaxity:
     NAME: ClassVar[str] = NAME
     args: DeadlineLaxityArgs
     handle: Handle
-    _demoted: dict[PodKey, PodUID] = field(default_factory=dict)
+    # Pods demoted, each for the deadline it had then; and pods whose `DeadlineInfeasible`
+    # condition is for an earlier deadline (the user moved it, and the new one can be met).
+    _demoted: dict[PodKey, tuple[PodUID, float]] = field(default_factory=dict)
+    _promoted: dict[PodKey, tuple[PodUID, float]] = field(default_factory=dict)
     _refused: set[PodUID] = field(default_factory=set)  # deadline pods told their namespace may not
     # One-pod jobs judged feasible: (the pod as judged, its fastest run time, its deadline, the
     # history's version then). Judged again only when one of them changes or time runs out: a
@@ -127,7 +130,14 @@ class DeadlineLaxity:
         return min(workers, key=lambda m: (gang.orders.get(m.key, NO_ORDER), m.key)), len(workers)
 
     def is_demoted(self, pod: PodInfo) -> bool:
-        return self._demoted.get(pod.key) == pod.uid or demoted_by_condition(pod)
+        """Demoted for the deadline it has now (a moved deadline is judged again)."""
+        deadline = deadline_of(pod)
+        mine = self._demoted.get(pod.key)
+        if mine is not None and mine[0] == pod.uid:
+            return mine[1] == deadline
+        if self._promoted.get(pod.key) == (pod.uid, deadline):
+            return False  # its condition still speaks of the deadline before
+        return demoted_by_condition(pod)
 
     def deadline_allowed(self, pod: PodInfo) -> bool:
         """The pod's namespace may use deadlines (`deadlineNamespaces`); says why once when not."""
@@ -180,8 +190,11 @@ class DeadlineLaxity:
         if now + fastest <= deadline:
             if worker is pod:
                 self._feasible[pod.key] = (pod, fastest, deadline, self._history_version())
+            if self._demoted.pop(pod.key, None) is not None or demoted_by_condition(pod):
+                self._promote(pod, deadline, fastest, now)
             return
-        self._demoted[pod.key] = pod.uid
+        self._demoted[pod.key] = (pod.uid, deadline)
+        self._promoted.pop(pod.key, None)
         note = (
             f"deadline {deadline - now:+.0f}s from now cannot be met (predicted {fastest:.0f}s at most CPUs): "
             "demoted to best-effort; it still runs when there is room"
@@ -189,6 +202,14 @@ class DeadlineLaxity:
         self.handle.tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", DEMOTED_REASON, note))
         self.handle.tasks.spawn(
             self.handle.cluster.patch_pod_conditions(pod, PodCondition(CONDITION, "False", DEMOTED_REASON, note))
+        )
+
+    def _promote(self, pod: PodInfo, deadline: float, fastest: float, now: float) -> None:
+        """Its deadline was moved to one it can meet: a deadline job again, and its condition says so."""
+        self._promoted[pod.key] = (pod.uid, deadline)
+        note = f"deadline {deadline - now:+.0f}s from now can be met (predicted {fastest:.0f}s at most CPUs)"
+        self.handle.tasks.spawn(
+            self.handle.cluster.patch_pod_conditions(pod, PodCondition(CONDITION, "True", ON_TRACK_REASON, note))
         )
 
     def _history_version(self) -> int:
@@ -202,8 +223,9 @@ class DeadlineLaxity:
     def pod_deleted(self, pod: PodInfo) -> None:
         """Forget the pod. By key only while the key still names this pod: a pod recreated under
         the same name (a new uid) may be known before the old one's deletion arrives."""
-        if self._demoted.get(pod.key) == pod.uid:
-            del self._demoted[pod.key]
+        for book in (self._demoted, self._promoted):
+            if (book.get(pod.key) or ("",))[0] == pod.uid:
+                del book[pod.key]
         known = self._feasible.get(pod.key)
         if known is not None and known[0].uid == pod.uid:
             del self._feasible[pod.key]

@@ -87,6 +87,41 @@ def test_an_infeasible_deadline_is_demoted_with_an_event_and_a_condition() -> No
     asyncio.run(run())
 
 
+def test_a_demoted_job_whose_deadline_is_moved_to_one_it_can_meet_is_a_deadline_job_again() -> None:
+    async def run() -> None:
+        plugin, cluster = _plugin(now=T0 + 7200)
+        missed, other = _queued("missed", deadline="1h"), _queued("other", deadline="5h")  # one passed
+        for q in (missed, other):
+            cluster.create_pod(q.pod.raw)
+            plugin.pre_enqueue(q.pod)
+        await asyncio.sleep(0)
+        assert _order(plugin, missed, other) == ["other", "missed"]
+        # The user moves the deadline to 3h from creation, an hour from now: before the other's.
+        moved = cluster.set_annotations(missed.pod.key, {"pysched.io/deadline": "3h"})
+        assert plugin.pre_enqueue(moved).ok
+        await asyncio.sleep(0)
+        assert _order(plugin, QueuedPod(moved, added=T0), other) == ["missed", "other"]
+        condition = cluster.conditions[moved.key]["pysched.io/Deadline"]
+        assert (condition.status, condition.reason) == (
+            "True",
+            "OnTrack",
+        ) and "+3600s from now can be met" in condition.message
+        # Its pod still shows the condition of the deadline before until the write lands: it is
+        # the deadline it has now that counts.
+        stale = dict(
+            moved.raw, status={"conditions": [{"type": "pysched.io/Deadline", "reason": "DeadlineInfeasible"}]}
+        )
+        assert not plugin.is_demoted(pod_from_dict(stale))
+        # Moved back to one long past: demoted again.
+        back = cluster.set_annotations(missed.pod.key, {"pysched.io/deadline": "1h"})
+        plugin.pre_enqueue(back)
+        await asyncio.sleep(0)
+        assert plugin.is_demoted(back) and _order(plugin, QueuedPod(back, added=T0), other) == ["other", "missed"]
+        assert [e.reason for e in cluster.events] == ["DeadlineInfeasible", "DeadlineInfeasible"]
+
+    asyncio.run(run())
+
+
 def test_malformed_annotations_warn_once_and_read_as_absent() -> None:
     async def run() -> None:
         plugin, cluster = _plugin()
