@@ -84,6 +84,7 @@ class SimulatedCluster:
         self.services: dict[str, dict[str, dict[str, str]]] = {}
         self.controllers: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         self.job_minimums: dict[JobKey, int] = {}  # minimums other objects hold (set_job_minimum)
+        self.failed_jobs: set[JobKey] = set()  # owners that gave up (a batch Job past its backoff limit)
         self._awaiting_owner: dict[str, set[PodKey]] = {}  # owner uid -> its pods created before it
         self.binds = 0
         self.budgets: dict[str, DisruptionBudget] = {}  # "ns/name" -> PodDisruptionBudget
@@ -338,6 +339,9 @@ class SimulatedCluster:
 
     def job_minimum(self, job: JobRef) -> int | None:
         return self.job_minimums.get(job.key)
+
+    def job_failed(self, job: JobRef) -> bool:
+        return job.key in self.failed_jobs
 
     async def scale_job(self, job: JobRef, workers: int) -> Status:
         """An Indexed Job's parallelism (its job minimum here) set to `workers`; the scale hooks

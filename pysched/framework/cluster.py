@@ -145,6 +145,11 @@ class ClusterBackend(Protocol):
         Synchronous like `namespace_labels`: the job book asks it when a member is observed."""
         ...
 
+    def job_failed(self, job: JobRef) -> bool:
+        """The job's owner gave up (a batch/v1 Job with its `Failed` condition: backoff limit or
+        deadline reached), as last seen: no pod replaces a failed one any more."""
+        ...
+
     async def scale_job(self, job: JobRef, workers: int) -> Status:
         """Set an elastic job's worker count through its owner (an Indexed batch/v1 Job:
         `parallelism` and `completions` together); the owner's controller adds or removes pods.

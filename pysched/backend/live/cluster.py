@@ -131,6 +131,7 @@ class LiveCluster:
         # Only Jobs: pods of other controllers (JobSet, Kubeflow jobs) count from their own creation.
         self.job_created: dict[str, float] = {}
         self._job_uids: dict[str, str] = {}  # "ns/name" -> uid (a relist deletes by key)
+        self._failed_jobs: set[JobKey] = set()  # batch Jobs whose Failed condition is True
         self._indexed_parallelism: dict[str, int] = {}  # "ns/name" -> an Indexed Job's gang size
         # "ns/name" -> its spec's completions and parallelism as written (scale_job's check)
         self._indexed_counts: dict[str, tuple[object, object]] = {}
@@ -476,6 +477,11 @@ class LiveCluster:
         labels = meta.get("labels")
         jobset = labels.get(JOBSET_LABEL) if isinstance(labels, Mapping) else None
         self._note_parallelism(f"{meta.get('namespace')}/{meta.get('name')}", raw.get("spec") or {}, jobset)
+        failed = job_key(str(meta.get("namespace")), JobSource.BATCH, str(meta.get("name")))
+        if _job_gave_up(raw):
+            self._failed_jobs.add(failed)
+        else:
+            self._failed_jobs.discard(failed)
         uid = str(meta.get("uid") or "")
         if not uid or uid in self.job_created:
             return  # a status update of a known Job: its creation time does not change
@@ -535,8 +541,13 @@ class LiveCluster:
             return min(sum(sizes.values()), MAX_MEMBERS) if sizes else None
         return self._group_minimums.get(job.key)
 
+    def job_failed(self, job: JobRef) -> bool:
+        return job.key in self._failed_jobs
+
     def _job_delete(self, key: str, raw: JSON | None) -> None:
         self._note_parallelism(key, {})
+        namespace, _, name = key.partition("/")
+        self._failed_jobs.discard(job_key(namespace, JobSource.BATCH, name))
         # Its pods keep the time they were given (`_pod_upsert` carries it over): a deadline never moves.
         uid = self._job_uids.pop(key, None)
         if uid is not None:
@@ -956,3 +967,11 @@ def event_name(pod_name: str, suffix: str) -> str:
     """The pod's name, cut to leave room for `suffix`, then the suffix: a name cut short may end
     in "-" or ".", which no part of a DNS subdomain may end with."""
     return f"{pod_name[:200].rstrip('-.')}.{suffix}"
+
+
+def _job_gave_up(raw: Mapping[str, Any]) -> bool:
+    """A batch/v1 Job's `Failed` condition is True: it replaces no failed pod any more."""
+    conditions = (raw.get("status") or {}).get("conditions")
+    return isinstance(conditions, list) and any(
+        isinstance(c, Mapping) and c.get("type") == "Failed" and c.get("status") == "True" for c in conditions
+    )

@@ -39,7 +39,7 @@ from pysched.api.containers import (
     restarts_on_resize,
 )
 from pysched.api.ids import JobKey, NodeName, PodKey, PodUID
-from pysched.api.jobs import NO_ORDER, ROLE_LABEL, job_of
+from pysched.api.jobs import NO_ORDER, ROLE_LABEL, JobSource, job_of
 from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, GPU, MEMORY, to_scheduler_units
@@ -179,6 +179,8 @@ class Controller:
         # learnt after its deletion, once the backend has read how it ended).
         self._gangs_seen: dict[GangIncarnation, float] = {}
         self._judged: dict[GangIncarnation, Judged] = {}
+        # A batch Job's failed pod, not judged while the Job may replace it (`_settle_retries`).
+        self._retrying: dict[JobKey, PodInfo] = {}
         self._review_at: dict[PodKey, Review] = {}  # when each running job is next looked at (absent: now)
         # Answers for the jobs looked at, in place of the heuristic's direction (a learning
         # environment's agent); None: the heuristic decides.
@@ -326,6 +328,8 @@ class Controller:
     # ----- reconcile
     async def reconcile(self, pods: Sequence[PodInfo]) -> None:
         now = self.handle.clock.now()
+        if self._retrying:
+            self._settle_retries(now)
         alive = {pod.key for pod in pods}
         for key in [k for k in self._jobs if k not in alive]:
             del self._jobs[key]
@@ -880,7 +884,37 @@ class Controller:
         self._review_at.pop(pod.key, None)
         self.predictor.forget(pod.key)
         if self.handle.pod_lifecycle.leading:
-            self._judge(pod)
+            self._judge_or_wait(pod)
+
+    def _judge_or_wait(self, pod: PodInfo) -> None:
+        """Judge the job of an ended pod, unless the pod failed and its batch Job may replace it
+        (its backoff limit): the job ends when the pod that replaces it ends, or with this one
+        when the Job gives up or the deadline passes with none of its pods left."""
+        ref = job_of(pod)
+        if (
+            pod.phase == "Failed"
+            and ref is not None
+            and ref.source is JobSource.BATCH
+            and self._gang_run(pod) is None
+            and not self.handle.cluster.job_failed(ref)
+        ):
+            self._retrying[ref.key] = pod
+            return
+        if ref is not None:
+            self._retrying.pop(ref.key, None)  # the job ended with this pod
+        self._judge(pod)
+
+    def _settle_retries(self, now: float) -> None:
+        """Failed pods of batch Jobs: forgotten once the Job made another pod (whose end is the
+        job's), judged once the Job gave up or the deadline passed with none."""
+        for key, failed in list(self._retrying.items()):
+            job = self.handle.jobs.get(key)
+            ref, deadline = job_of(failed), deadline_of(failed)
+            if job is not None and job.members:
+                del self._retrying[key]
+            elif (ref is not None and self.handle.cluster.job_failed(ref)) or deadline is None or now > deadline:
+                del self._retrying[key]
+                self._judge(failed)
 
     def taken_over(self, ended: Sequence[PodInfo]) -> None:
         """A new leader: the verdicts its predecessors wrote count again, and a job that ended
@@ -903,7 +937,7 @@ class Controller:
             run = self._gang_run(pod)
             if run is not None:
                 self._gangs_seen.setdefault(run, self.handle.clock.now())
-            self._judge(pod)
+            self._judge_or_wait(pod)
 
     def _gang_run(self, pod: PodInfo) -> GangIncarnation | None:
         """The run of the gang an ended pod was a member of (None: a job of one pod at a time),

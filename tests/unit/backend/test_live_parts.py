@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pysched.api.jobs import JobRef, JobSource, job_key
 from pysched.api.times import format_rfc3339
 from pysched.api.volumes import Storage
 from pysched.backend.live.cluster import LiveCluster, LiveOptions, event_name
@@ -616,3 +617,23 @@ async def test_a_pod_that_ends_while_the_new_leader_lists_the_ended_ones_keeps_i
         await backend.stop()
     assert posted == ["short Scheduled"]
     assert [(p.name, p.phase) for p in ended] == [("short", "Succeeded")]  # handed on to be judged
+
+
+async def test_a_batch_job_that_gave_up_is_known_as_failed() -> None:
+    """Its Failed condition says no pod will replace a failed one (Autoscale then judges it)."""
+
+    def job(conditions: list[JSON], version: str) -> JSON:
+        meta = {"name": "train", "namespace": "ns", "uid": "j1", "resourceVersion": version}
+        return {"metadata": meta, "spec": {"completions": 1}, "status": {"conditions": conditions}}
+
+    jobs = "/apis/batch/v1/jobs"
+    api = ScriptedApi({jobs: [job([], "1")]})
+    backend = LiveCluster(api)
+    await backend.start(InvalidPods())
+    ref = JobRef(job_key("ns", JobSource.BATCH, "train"), JobSource.BATCH, "ns", "train")
+    assert not backend.job_failed(ref)
+    await api.send(jobs, "MODIFIED", job([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}], "2"))
+    assert backend.job_failed(ref)
+    await api.send(jobs, "DELETED", job([{"type": "Failed", "status": "True"}], "3"))
+    await backend.stop()
+    assert not backend.job_failed(ref)

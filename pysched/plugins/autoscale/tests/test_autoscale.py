@@ -8,7 +8,7 @@ from pysched.api.annotations import format_progress
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.containers import ContainerResize, cpu_resize
 from pysched.api.ids import PodKey
-from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, ROLE_LABEL
+from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, ROLE_LABEL, JobSource, job_key
 from pysched.api.objects import PodInfo, pod_from_dict
 from pysched.api.times import format_rfc3339
 from pysched.backend.simulated import SimulatedCluster
@@ -972,3 +972,73 @@ def test_each_at_risk_episode_is_warned_of() -> None:
     world = asyncio.run(run())
     reasons = [e.reason for e in world.cluster.events if e.reason in ("DeadlineAtRisk", "Rescaled")]
     assert reasons.count("DeadlineAtRisk") == 2 and reasons[0] == "DeadlineAtRisk", reasons
+
+
+def _job_pod(name: str, created: float) -> dict[str, Any]:
+    """A pod of the batch/v1 Job `train` (one pod at a time), as its controller makes them."""
+    notes = {"pysched.io/deadline": "10h", "pysched.io/total-steps": "10000"}
+    raw: dict[str, Any] = pod_dict(name, cpu="2", created=created, annotations=notes, scheduler_name="pysched")
+    raw["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid", "controller": True}
+    ]
+    return raw
+
+
+@pytest.mark.parametrize("evicted", [False, True])
+def test_a_pod_its_job_replaces_is_not_the_jobs_end(evicted: bool) -> None:
+    """The Job's first pod fails (or is evicted while it runs), its replacement succeeds in time:
+    one job, met; the failed attempt gets no verdict and counts nowhere."""
+    first, second = PodKey("default/train-a"), PodKey("default/train-b")
+
+    async def run() -> World:
+        world = World()
+        world.cluster.add_owner("job-uid", T0)
+        await world.scheduler.start()
+        world.cluster.create_pod(_job_pod("train-a", T0))
+        await world.scheduler.run_until_idle()
+        if evicted:
+            world.cluster.begin_deletion(first)
+        world.cluster.finish_pod(first, "Failed")
+        await world.scheduler.run_until_idle()
+        world.clock.advance(10)
+        world.cluster.create_pod(_job_pod("train-b", world.clock.now()))
+        await world.scheduler.run_until_idle()
+        world.clock.advance(1800)
+        world.cluster.finish_pod(second)
+        await world.scheduler.run_until_idle()
+        return world
+
+    world = asyncio.run(run())
+    (deadlines,) = [f for f in world.plugin.metric_families() if f.name == "pysched_deadlines"]
+    assert deadlines.values == {("met",): 1.0, ("missed",): 0.0}
+    verdicts = [(e.pod, e.reason) for e in world.cluster.events if e.reason in ("DeadlineMet", "DeadlineMissed")]
+    assert verdicts == [(second, "DeadlineMet")]
+
+
+def test_a_failed_pod_no_other_replaces_is_its_jobs_end() -> None:
+    """Missed once the Job gives up (its Failed condition), or once the deadline passes with no
+    pod of the job left."""
+
+    async def run(gives_up: bool) -> World:
+        world = World()
+        world.cluster.add_owner("job-uid", T0)
+        await world.scheduler.start()
+        world.cluster.create_pod(_job_pod("train-a", T0))
+        await world.scheduler.run_until_idle()
+        world.cluster.finish_pod(PodKey("default/train-a"), "Failed")
+        await world.scheduler.run_until_idle()
+        if gives_up:
+            world.cluster.failed_jobs.add(job_key("default", JobSource.BATCH, "train"))
+        for _ in range(3):
+            world.clock.advance(60)
+            await world.scheduler.run_until_idle()
+        if not gives_up:
+            world.clock.advance(10 * 3600)  # past the deadline
+            await world.scheduler.run_until_idle()
+        return world
+
+    for gives_up in (True, False):
+        world = asyncio.run(run(gives_up))
+        (deadlines,) = [f for f in world.plugin.metric_families() if f.name == "pysched_deadlines"]
+        assert deadlines.values == {("met",): 0.0, ("missed",): 1.0}, gives_up
+        assert [e.reason for e in world.cluster.events if e.reason.startswith("DeadlineM")] == ["DeadlineMissed"]
