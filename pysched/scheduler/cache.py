@@ -163,9 +163,16 @@ class Cache:
             self.add_pod(pod)
 
     def remove_pod(self, pod: PodInfo) -> None:
-        self._unplace(pod.key)
-        if pod.node_name is not None:
-            self._orphans.get(pod.node_name, {}).pop(pod.key, None)
+        """The pod ended or was deleted: that very pod (not one recreated under its name since),
+        placed or waiting for its node to come back."""
+        entry = self._pods.get(pod.key)
+        if entry is not None and entry.pod.uid == pod.uid:
+            self._unplace(pod.key)
+        orphans = self._orphans.get(pod.node_name) if pod.node_name is not None else None
+        if orphans is not None:
+            orphan = orphans.get(pod.key)
+            if orphan is not None and orphan.uid == pod.uid:
+                del orphans[pod.key]
 
     def add_node(self, node: NodeInfo) -> None:
         self.nodes.add(node)

@@ -360,10 +360,10 @@ class Scheduler:
     def on_pod_deleted(self, pod: PodInfo) -> None:
         self.jobs.forget(pod)
         self.nominator.drop(pod.key)
-        if self.cache.pod_node(pod.key) is not None:
-            self.cache.remove_pod(pod)
-            if pod.node_name is not None:
-                self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))
+        placed = self.cache.pod_node(pod.key) is not None
+        self.cache.remove_pod(pod)  # also one bound to a node that is gone: it must not count if the node returns
+        if placed and pod.node_name is not None:
+            self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))
         self.queue.delete(pod.key)
         self._release_waiting(pod, "the pod was deleted while waiting at permit")
         framework = self.frameworks.get(pod.scheduler_name)
