@@ -286,9 +286,19 @@ class InterPodAffinity:
             return QueueingHint.SKIP
         if affinity is None or not affinity.required:
             return QueueingHint.QUEUE  # rejected by placed pods' anti-affinity: a new domain may help
-        terms = (*affinity.required_affinity, *affinity.required_anti_affinity)
-        if any(t.topology_key in node.labels for t in terms):
-            return QueueingHint.QUEUE
+        old = event.old if isinstance(event.old, NodeInfo) else None
+        was = {} if old is None else old.labels
+        # kube-scheduler's hint: affinity may be met on a node that gained the term's topology key
+        # (or was added with it) or moved to another domain; anti-affinity on any node added (one
+        # without the key always passes it), or one that lost the key or moved to another domain.
+        for term in affinity.required_affinity:
+            key = term.topology_key
+            if key in node.labels and (key not in was or was[key] != node.labels[key]):
+                return QueueingHint.QUEUE
+        for term in affinity.required_anti_affinity:
+            key = term.topology_key
+            if old is None or (key in was and (key not in node.labels or was[key] != node.labels[key])):
+                return QueueingHint.QUEUE
         return QueueingHint.SKIP
 
     def events_to_register(self) -> Sequence[EventRegistration]:

@@ -43,3 +43,37 @@ def test_a_pod_deleted_while_its_node_was_gone_does_not_count_when_the_node_retu
     assert [p.key for p in scheduler.cache.pods_on(NodeName("n1"))] == [PodKey("default/new")]
     assert cluster.pods[PodKey("default/new")].node_name == "n1"
     scheduler.cache.check_consistency()
+
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def test_a_pod_kept_out_by_its_anti_affinity_is_woken_by_a_node_outside_every_zone() -> None:
+    """Every zone holds a pod it must not share one with. A node that loses its zone label, or a
+    new node without one, passes that term (kube-scheduler's filter and queueing hint): the pod
+    goes there at once, not at the retry five minutes later."""
+
+    async def run(change: str) -> str | None:
+        clock, cluster, scheduler = _world()
+        cluster.add_node(node_dict("n1", cpu="4", labels={ZONE: "a"}))
+        cluster.add_node(node_dict("n2", cpu="4", labels={ZONE: "b"}))
+        await scheduler.start()
+        for name, node in (("web1", "n1"), ("web2", "n2")):
+            cluster.create_pod(pod_dict(name, cpu="1", scheduler_name="default", labels={"app": "web"}, node_name=node))
+        x = pod_dict("x", cpu="1", scheduler_name="default", labels={"app": "x"})
+        term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": ZONE}
+        x["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        cluster.create_pod(x)
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/x")].node_name is None
+        if change == "label removed":
+            cluster.add_node(node_dict("n1", cpu="4"))  # n1 as it is now: no zone label
+        else:
+            cluster.add_node(node_dict("n3", cpu="4"))
+        clock.advance(11.0)  # past any backoff, far from the periodic retry
+        await scheduler.run_until_idle()
+        await scheduler.stop()
+        return cluster.pods[PodKey("default/x")].node_name
+
+    assert asyncio.run(run("label removed")) == "n1"
+    assert asyncio.run(run("node added")) == "n3"
