@@ -60,9 +60,20 @@ class EventRegistration:
         return self.hint(pod, event) if self.hint is not None else QueueingHint.QUEUE
 
 
+def placement_changed(pod: PodInfo, event: ClusterEvent) -> QueueingHint:
+    """A node update that may change a verdict that depends only on its labels, taints or
+    cordon: kubelets rewrite `status.images` and allocatable far more often, and those help no
+    pod such a filter refused (kube-scheduler's NodeSchedulingPropertiesChange)."""
+    old, new = event.old, event.new
+    if not isinstance(old, NodeInfo) or not isinstance(new, NodeInfo):
+        return QueueingHint.QUEUE
+    same = old.labels == new.labels and old.taints == new.taints and old.unschedulable == new.unschedulable
+    return QueueingHint.SKIP if same else QueueingHint.QUEUE
+
+
 # Events that can change a verdict depending only on node labels/taints/flags (the mask filters).
 # A change of the unschedulable pod itself always sends it back to be tried (the queue sees it).
 PLACEMENT_EVENTS = (
     EventRegistration(EventKind.NODE_ADD),
-    EventRegistration(EventKind.NODE_UPDATE),
+    EventRegistration(EventKind.NODE_UPDATE, placement_changed),
 )

@@ -77,3 +77,37 @@ def test_a_pod_kept_out_by_its_anti_affinity_is_woken_by_a_node_outside_every_zo
 
     assert asyncio.run(run("label removed")) == "n1"
     assert asyncio.run(run("node added")) == "n3"
+
+
+def test_node_updates_that_change_no_label_taint_or_cordon_wake_no_pod_a_placement_filter_refused() -> None:
+    """Kubelets rewrite status.images and allocatable often: each such update sent every pod a
+    node selector kept out through a whole cycle and a new FailedScheduling event."""
+
+    async def run() -> tuple[list[int], SimulatedCluster]:
+        clock, cluster, scheduler = _world()
+        for i in range(3):
+            cluster.add_node(node_dict(f"n{i}", cpu="8"))
+        await scheduler.start()
+        for i in range(20):
+            cluster.create_pod(pod_dict(f"p{i}", cpu="1", scheduler_name="default", node_selector={"gpu": "true"}))
+        await scheduler.run_until_idle()
+        cycles = [scheduler.stats.unschedulable]
+        for version in range(5):
+            raw = node_dict("n0", cpu="8")
+            raw["status"]["images"] = [
+                {"names": [f"registry.example/app:{v}"], "sizeBytes": 1000} for v in range(version + 1)
+            ]
+            cluster.add_node(raw)  # only its images changed
+            cluster.add_node(node_dict("n1", cpu="8", memory=f"{120 + version}Gi"))  # only its allocatable
+            clock.advance(11.0)
+            await scheduler.run_until_idle()
+        cycles.append(scheduler.stats.unschedulable)
+        cluster.add_node(node_dict("n2", cpu="32", labels={"gpu": "true"}))  # a label that helps
+        clock.advance(11.0)
+        await scheduler.run_until_idle()
+        await scheduler.stop()
+        return cycles, cluster
+
+    cycles, cluster = asyncio.run(run())
+    assert cycles == [20, 20]
+    assert {p.node_name for p in cluster.pods.values()} == {"n2"}
