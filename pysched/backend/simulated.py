@@ -461,6 +461,12 @@ class SimulatedCluster:
             self._listener.on_pod_updated(current, updated)
         return updated
 
+    def set_labels(self, key: PodKey, labels: Mapping[str, str]) -> PodInfo:
+        """Replace the pod's labels as a client would."""
+        current = self.pods[key]
+        meta = {**current.raw.get("metadata", {}), "labels": dict(labels)}
+        return self._replace(current, {**current.raw, "metadata": meta})
+
     def set_scheduling_gates(self, key: PodKey, names: Sequence[str]) -> PodInfo:
         """Replace `spec.schedulingGates` as their controller would (it may only remove gates)."""
         current = self.pods[key]

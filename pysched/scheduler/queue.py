@@ -224,7 +224,11 @@ class SchedulingQueue:
         if qp is None:
             self.add(pod)
             return
-        changed = qp.pod.raw.get("spec") != pod.raw.get("spec") or qp.pod.annotations != pod.annotations
+        changed = (
+            qp.pod.raw.get("spec") != pod.raw.get("spec")
+            or qp.pod.annotations != pod.annotations
+            or qp.pod.labels != pod.labels  # its own labels decide affinity and spread terms
+        )
         qp.pod = pod
         where = self._where.get(pod.key)
         if where == DORMANT:

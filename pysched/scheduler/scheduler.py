@@ -359,11 +359,16 @@ class Scheduler:
     @_contained("PodDelete")
     def on_pod_deleted(self, pod: PodInfo) -> None:
         self.jobs.forget(pod)
+        held = self.nominator.nominated(pod.key)
         self.nominator.drop(pod.key)
         placed = self.cache.pod_node(pod.key) is not None
         self.cache.remove_pod(pod)  # also one bound to a node that is gone: it must not count if the node returns
         if placed and pod.node_name is not None:
             self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod, None))
+        elif held is not None:
+            # Room its nomination held is free: the pods it kept out may fit (kube-scheduler
+            # sends an assigned pod's deletion for a deleted pod that had a nominated node).
+            self.queue.on_event(ClusterEvent(EventKind.POD_DELETE, pod.evolve(node_name=held), None))
         self.queue.delete(pod.key)
         self._release_waiting(pod, "the pod was deleted while waiting at permit")
         framework = self.frameworks.get(pod.scheduler_name)

@@ -111,3 +111,50 @@ def test_node_updates_that_change_no_label_taint_or_cordon_wake_no_pod_a_placeme
     cycles, cluster = asyncio.run(run())
     assert cycles == [20, 20]
     assert {p.node_name for p in cluster.pods.values()} == {"n2"}
+
+
+def test_a_pending_pod_relabelled_out_of_an_anti_affinity_is_tried_again_at_once() -> None:
+    """Its own labels decide whether a placed pod's anti-affinity keeps it out: kube-scheduler
+    retries it on the label change (UpdatePodLabel), not at the retry five minutes later."""
+
+    async def run() -> str | None:
+        clock, cluster, scheduler = _world()
+        cluster.add_node(node_dict("a", cpu="4", memory="8Gi"))
+        guard = pod_dict("q", cpu="1", scheduler_name="default", labels={"app": "q"}, node_name="a")
+        term = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}
+        guard["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        cluster.create_pod(guard)
+        await scheduler.start()
+        cluster.create_pod(pod_dict("p", cpu="1", scheduler_name="default", labels={"app": "x"}))
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/p")].node_name is None
+        clock.advance(2.0)
+        cluster.set_labels(PodKey("default/p"), {"app": "y"})
+        clock.advance(1.0)
+        await scheduler.run_until_idle()
+        await scheduler.stop()
+        return cluster.pods[PodKey("default/p")].node_name
+
+    assert asyncio.run(run()) == "a"
+
+
+def test_deleting_a_nominated_pod_frees_its_held_room_for_the_pods_it_kept_out() -> None:
+    async def run() -> str | None:
+        clock, cluster, scheduler = _world()
+        cluster.add_node(node_dict("a", cpu="4", memory="8Gi"))
+        cluster.create_pod(pod_dict("v", cpu="3", scheduler_name="other", node_name="a"))
+        await scheduler.start()
+        cluster.create_pod(pod_dict("h", cpu="3", scheduler_name="default", priority=10))
+        await scheduler.run_until_idle()  # v is preempted, h nominated to a: its room held there
+        assert scheduler.nominator.nominated(PodKey("default/h")) == "a"
+        clock.advance(0.2)
+        cluster.create_pod(pod_dict("l", cpu="2", scheduler_name="default"))
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/l")].node_name is None  # kept out by h's held room
+        cluster.delete_pod(PodKey("default/h"))
+        clock.advance(11.0)  # past any backoff, far from the periodic retry
+        await scheduler.run_until_idle()
+        await scheduler.stop()
+        return cluster.pods[PodKey("default/l")].node_name
+
+    assert asyncio.run(run()) == "a"
