@@ -199,6 +199,20 @@ class _BoundedLoader(_EventParser, Composer, SafeConstructor, Resolver):
         self._depth = 0
         self._measured: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, height), aliases expanded
 
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """A key given twice is refused (kube-scheduler decodes strictly), not resolved to its
+        last value; keys a merge (`<<: *anchor`) brings in may be overridden, as YAML allows."""
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = self.construct_object(key_node)
+            if key in seen:
+                raise _refused(f"key {clip(str(key))} is given twice", key_node)
+            seen.add(key)
+        mapping: dict[Any, Any] = SafeConstructor.construct_mapping(self, node, deep=deep)
+        return mapping
+
     def compose_node(self, parent: Node | None, index: Any) -> Node:
         event: Any = self.peek_event()  # libyaml's events and PyYAML's have the same fields
         if isinstance(event, yaml.AliasEvent):

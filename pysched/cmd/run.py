@@ -272,6 +272,8 @@ async def _serve(
     from pysched.cmd.metrics import SchedulerMetrics
     from pysched.cmd.server import OpsServer
     from pysched.framework.clock import WallClock
+    from pysched.framework.config import unchecked_constraints
+    from pysched.plugins.builtin import builtin_config
     from pysched.scheduler.scheduler import Scheduler
     from pysched.scheduler.selection import warm_up
 
@@ -285,6 +287,12 @@ async def _serve(
         return _fail(too_old)
     if not version.ok:  # not up yet: the informers wait for it; the version is not checked
         log.warning("API server version not checked", error=version.message())
+    for profile, missing in unchecked_constraints(config, builtin_config(registry)):
+        log.warning(
+            "profile leaves out checks of the default profile: pods that need them are placed without them",
+            profile=profile,
+            filters=missing,
+        )
     names = frozenset(p.scheduler_name for p in config.profiles)
     backend = LiveCluster(
         client,

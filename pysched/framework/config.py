@@ -17,6 +17,10 @@ from pysched.framework.registry import POINT_METHODS, ArgsError, Registry, parse
 POINTS = tuple(POINT_METHODS)
 
 
+# What kube-scheduler v1.36 decodes; a file may leave both out.
+API_VERSION, KIND = "kubescheduler.config.k8s.io/v1", "KubeSchedulerConfiguration"
+
+
 class ConfigError(ValueError):
     def __init__(self, source: str, field: str, message: str) -> None:
         super().__init__(f"{source}: {field}: {message}" if field else f"{source}: {message}")
@@ -117,26 +121,32 @@ def _profile(source: str, index: int, raw: Any, registry: Registry) -> ProfileCo
             raise ConfigError(
                 source, f"{where}.plugins.{key_text(point)}", f"unknown extension point (accepted: {', '.join(POINTS)})"
             )
-        plugins[point] = _plugin_refs(source, f"{where}.plugins.{point}", refs or [], point, registry)
+        # `filter: {}` or `filter: false` is no list: kube-scheduler reads such a section otherwise
+        plugins[point] = _plugin_refs(source, f"{where}.plugins.{point}", [] if refs is None else refs, point, registry)
     if len(plugins.get("queueSort", ())) != 1:
         raise ConfigError(source, f"{where}.plugins.queueSort", "exactly one queueSort plugin is required")
     if not plugins.get("bind"):
         raise ConfigError(source, f"{where}.plugins.bind", "at least one bind plugin is required (e.g. DefaultBinder)")
 
     args: dict[str, Mapping[str, Any]] = {}
-    configs = raw.get("pluginConfig") or []
+    configs = raw.get("pluginConfig")
+    configs = [] if configs is None else configs
     if not isinstance(configs, list):
         raise ConfigError(source, f"{where}.pluginConfig", "must be a list of {name: PLUGIN, args: {...}}")
     for i, entry in enumerate(configs):
         at = f"{where}.pluginConfig[{i}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise ConfigError(source, at, "must be a mapping {name: PLUGIN, args: {...}}")
+        unknown = set(entry) - {"name", "args"}
+        if unknown:
+            raise ConfigError(source, f"{at}.{_first_unknown(unknown)}", "unknown key (accepted: name, args)")
         spec = registry.get(entry["name"])
         if spec is None:
             raise ConfigError(source, f"{at}.name", f"unknown plugin {clip(entry['name'])}")
         if entry["name"] in args:
             raise ConfigError(source, at, f"args for {entry['name']} given twice")
-        plugin_args = entry.get("args") or {}
+        plugin_args = entry.get("args")
+        plugin_args = {} if plugin_args is None else plugin_args
         if not isinstance(plugin_args, dict):
             raise ConfigError(source, f"{at}.args", "must be a mapping")
         try:
@@ -152,7 +162,10 @@ def parse_config(data: Any, source: str, registry: Registry) -> SchedulerConfig:
         raise ConfigError(source, "profiles", "a non-empty list of profiles is required")
     unknown = set(data) - {"profiles", "apiVersion", "kind"}
     if unknown:
-        raise ConfigError(source, _first_unknown(unknown), "unknown key (accepted: profiles)")
+        raise ConfigError(source, _first_unknown(unknown), "unknown key (accepted: apiVersion, kind, profiles)")
+    for key, accepted in (("apiVersion", API_VERSION), ("kind", KIND)):
+        if key in data and data[key] != accepted:
+            raise ConfigError(source, key, f"must be {accepted} (or left out), got {clip(data[key])}")
     profiles = tuple(_profile(source, i, p, registry) for i, p in enumerate(data["profiles"]))
     seen: set[str] = set()
     for i, profile in enumerate(profiles):
@@ -167,7 +180,31 @@ def parse_config(data: Any, source: str, registry: Registry) -> SchedulerConfig:
                 f"profiles[{i}].plugins.queueSort",
                 f"all profiles share one queue and must use the same queueSort plugin ({profiles[0].queue_sort})",
             )
+        sort_args = profile.plugin_args.get(profile.queue_sort, {})
+        if sort_args != profiles[0].plugin_args.get(profiles[0].queue_sort, {}):
+            raise ConfigError(
+                source,
+                f"profiles[{i}].pluginConfig",
+                f"all profiles share one queue and must give {profile.queue_sort} the same args as profiles[0]",
+            )
     return SchedulerConfig(profiles, source)
+
+
+def unchecked_constraints(config: SchedulerConfig, builtin: SchedulerConfig) -> list[tuple[str, list[str]]]:
+    """(profile, the filters of the built-in `default` profile it leaves out), for each profile
+    that leaves some out: lists replace the defaults here, where kube-scheduler merges them, so a
+    profile without InterPodAffinity places pods against their anti-affinity."""
+    default = builtin.profile("default")
+    if default is None:
+        return []
+    wanted = [ref.name for ref in default.enabled("filter")]
+    found = []
+    for profile in config.profiles:
+        have = {ref.name for ref in profile.enabled("filter")}
+        missing = [name for name in wanted if name not in have]
+        if missing:
+            found.append((profile.scheduler_name, missing))
+    return found
 
 
 def load_config(path: str | Path, registry: Registry) -> SchedulerConfig:

@@ -64,6 +64,26 @@ def test_valid_file_loads_every_profile(tmp_path: Path) -> None:
             ("bind: [{name: DefaultBinder}]\n    pluginConfig", "bind: [{name: MostAllocated}]\n    pluginConfig"),
             r"plugin MostAllocated does not implement bind \(it serves: score\)",
         ),
+        # kube-scheduler decodes strictly: nothing written is quietly dropped or read another way.
+        (("args: {cpuWeight", "arg: {cpuWeight"), r"pluginConfig\[0\]\.arg: unknown key \(accepted: name, args\)"),
+        (
+            ("filter: [{name: NodeResourcesFit}, {name: TaintToleration}]", "filter: {}"),
+            r"plugins\.filter: must be a list",
+        ),
+        (
+            ("filter: [{name: NodeResourcesFit}, {name: TaintToleration}]", "filter: false"),
+            r"plugins\.filter: must be a list",
+        ),
+        (("args: {cpuWeight: 2, memoryWeight: 1}", "args: false"), r"pluginConfig\[0\]\.args: must be a mapping"),
+        (("\nprofiles:", "\napiVersion: v1\nprofiles:"), r"apiVersion: must be kubescheduler\.config\.k8s\.io/v1"),
+        (("\nprofiles:", "\nkind: Pod\nprofiles:"), r"kind: must be KubeSchedulerConfiguration"),
+        (
+            (
+                "      bind: [{name: DefaultBinder}]\n    pluginConfig",
+                "      bind: [{name: DefaultBinder}]\n      bind: []\n    pluginConfig",
+            ),
+            r"line \d+: invalid YAML: key 'bind' is given twice",
+        ),
     ],
 )
 def test_broken_files_name_the_file_the_field_and_what_is_accepted(
@@ -99,6 +119,37 @@ def test_profiles_must_share_the_queue_sort(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"profiles\[1\]\.plugins\.queueSort: all profiles share one queue"):
         load_config(path, registry)
+
+
+def test_kube_schedulers_api_version_and_kind_are_accepted(tmp_path: Path) -> None:
+    header = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+    assert _load(tmp_path, header + GOOD).profile("a") is not None  # type: ignore[attr-defined]
+
+
+def test_profiles_must_give_their_shared_queue_sort_the_same_args(tmp_path: Path) -> None:
+    """One queue for every profile: another profile's args would be ignored (kube-scheduler refuses)."""
+    laxity = GOOD.replace("PrioritySort", "DeadlineLaxity")
+    laxity += "    pluginConfig:\n      - {name: DeadlineLaxity, args: {priorStepSeconds: 1}}\n"  # profile b's
+    message = r"profiles\[1\]\.pluginConfig: all profiles share one queue and must give DeadlineLaxity the same args"
+    with pytest.raises(ConfigError, match=message):
+        _load(tmp_path, laxity)
+
+
+def test_a_profile_that_leaves_out_default_filters_is_told() -> None:
+    """Plugin lists replace the defaults (kube-scheduler merges them): `pysched run` logs which
+    filters of the `default` profile each profile leaves out."""
+    import yaml
+
+    from pysched.framework.config import parse_config, unchecked_constraints
+    from pysched.plugins.builtin import builtin_config
+
+    registry = default_registry()
+    builtin = builtin_config(registry)
+    assert unchecked_constraints(builtin, builtin) == []  # every built-in profile checks them all
+    packing = parse_config(yaml.safe_load(GOOD), "t", registry)
+    (first, second) = unchecked_constraints(packing, builtin)
+    assert first[0] == "a" and "InterPodAffinity" in first[1] and "NodeResourcesFit" not in first[1]
+    assert second[0] == "b" and "NodeResourcesFit" in second[1]
 
 
 def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
@@ -153,3 +204,16 @@ def test_binary_and_non_utf8_profile_files(tmp_path: Path) -> None:
     path.write_bytes(b"profiles: [\xff]")
     with pytest.raises(ConfigError, match=r"profiles\.yaml: not UTF-8 text"):
         load_config(path, default_registry())
+
+
+def test_the_readmes_profile_example_loads_and_keeps_every_default_check() -> None:
+    import yaml
+
+    from pysched.framework.config import parse_config, unchecked_constraints
+    from pysched.plugins.builtin import builtin_config
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    block = readme.split("## Profiles", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    registry = default_registry()
+    config = parse_config(yaml.safe_load(block), "README.md", registry)
+    assert unchecked_constraints(config, builtin_config(registry)) == []
