@@ -190,7 +190,9 @@ class DeadlineLaxity:
         if now + fastest <= deadline:
             if worker is pod:
                 self._feasible[pod.key] = (pod, fastest, deadline, self._history_version())
-            if self._demoted.pop(pod.key, None) is not None or demoted_by_condition(pod):
+            mine = self._demoted.pop(pod.key, None)
+            was_demoted = (mine is not None and mine[0] == pod.uid) or demoted_by_condition(pod)
+            if was_demoted and self._promoted.get(pod.key) != (pod.uid, deadline):  # told once
                 self._promote(pod, deadline, fastest, now)
             return
         self._demoted[pod.key] = (pod.uid, deadline)

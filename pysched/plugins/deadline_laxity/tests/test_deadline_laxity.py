@@ -112,6 +112,18 @@ def test_a_demoted_job_whose_deadline_is_moved_to_one_it_can_meet_is_a_deadline_
             moved.raw, status={"conditions": [{"type": "pysched.io/Deadline", "reason": "DeadlineInfeasible"}]}
         )
         assert not plugin.is_demoted(pod_from_dict(stale))
+        writes: list[PodKey] = []
+        patch = cluster.patch_pod_conditions
+
+        async def counted(pod: Any, *conditions: Any) -> Any:
+            writes.append(pod.key)
+            return await patch(pod, *conditions)
+
+        cluster.patch_pod_conditions = counted  # type: ignore[method-assign]
+        plugin.judge(pod_from_dict(stale))  # judged again before its new condition shows: told once
+        await asyncio.sleep(0)
+        assert writes == []
+        cluster.patch_pod_conditions = patch  # type: ignore[method-assign]
         # Moved back to one long past: demoted again.
         back = cluster.set_annotations(missed.pod.key, {"pysched.io/deadline": "1h"})
         plugin.pre_enqueue(back)
