@@ -130,12 +130,13 @@ class DeadlineLaxity:
         return min(workers, key=lambda m: (gang.orders.get(m.key, NO_ORDER), m.key)), len(workers)
 
     def is_demoted(self, pod: PodInfo) -> bool:
-        """Demoted for the deadline it has now (a moved deadline is judged again)."""
-        deadline = deadline_of(pod)
+        """Demoted for the deadline it has now (a moved deadline is judged again). The deadline is
+        read only for a pod with a record: this is asked at every sort of every pod."""
         mine = self._demoted.get(pod.key)
         if mine is not None and mine[0] == pod.uid:
-            return mine[1] == deadline
-        if self._promoted.get(pod.key) == (pod.uid, deadline):
+            return mine[1] == deadline_of(pod)
+        promoted = self._promoted.get(pod.key)
+        if promoted is not None and promoted == (pod.uid, deadline_of(pod)):
             return False  # its condition still speaks of the deadline before
         return demoted_by_condition(pod)
 
