@@ -163,6 +163,7 @@ def state_message(record: JobRecord) -> str:
                 "relSigma": round(s.rel_sigma, 5),
                 "steps": float(f"{s.steps:.6g}"),
                 "seconds": float(f"{s.seconds:.6g}"),
+                **({"estimate": True} if s.estimate else {}),
             }
             for s in sorted(kept, key=lambda s: s.cpus)
         ],
@@ -192,7 +193,8 @@ def _counts(raw: object) -> tuple[CountStats, ...]:
         steps, seconds = _number(item.get("steps")), _number(item.get("seconds"))
         if None in (cpus, step, sigma, steps, seconds):
             continue
-        found.append(CountStats(cpus, step, sigma, seconds, steps, 1))  # type: ignore[arg-type]
+        estimate = item.get("estimate") is True
+        found.append(CountStats(cpus, step, sigma, seconds, steps, 1, estimate))  # type: ignore[arg-type]
     return tuple(found)
 
 

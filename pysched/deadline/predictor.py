@@ -19,8 +19,13 @@ model `t_step(c) = a + b / c` (Amdahl: `a` serial seconds, `b` parallel CPU-seco
   were estimates.
 - **Observation times**: `progress_observation` reads the annotation; its whole-second stamps are
   truncated by the helper, so the middle of the second is taken. A caller that knows when steps
-  started (the bind or container start) may observe `0` steps then, so that the first report
-  already gives a step time; otherwise the first report only anchors progress.
+  started may observe `0` steps then, so that the first report already gives a step time;
+  otherwise the first report only anchors progress. A caller that only believes so (the bind:
+  the container still has to start, and a run resumed from a checkpoint reports steps it did not
+  do since) marks the start `provisional` (`JobModel.started`): the interval to the first report
+  is then an estimate, replaced by the first measured interval at its count, as a split is. A
+  first report within one progress interval of that start is the helper's (it writes its first
+  report at once, after the start-up and a step or so): it anchors progress instead.
 - **Prior** (fewer than two counts measured): a generic assumed serial fraction
   (`PRIOR_SERIAL_FRACTION` = 5% of the single-CPU step time) through the one measured count. It is
   never read from the model catalogue.
@@ -59,7 +64,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysched.api.annotations import parse_progress
+from pysched.api.annotations import PROGRESS_INTERVAL, parse_progress
 from pysched.api.ids import PodKey
 
 PRIOR_SERIAL_FRACTION = 0.05  # assumed serial share of the single-CPU step time (generic prior)
@@ -67,6 +72,9 @@ PRIOR_SERIAL_RANGE = (0.0, 0.25)  # serial fractions the prior's band spans
 BAND_Z = 2.0  # band half-width in standard deviations (~95%)
 SINGLE_INTERVAL_CV = 0.05  # assumed per-interval variation until two intervals are seen
 STAMP_RESOLUTION_S = 1.0  # `STEPS@RFC3339` carries whole seconds
+# A first report sooner than this after a provisional start is the helper's first, written at once
+# (the start-up and a step or so): the next one, an interval later, is truncated to whole seconds.
+FIRST_REPORT_S = PROGRESS_INTERVAL - STAMP_RESOLUTION_S
 EXTRAPOLATION_WIDENING = 0.1  # extra relative sigma per e-fold outside the measured counts
 FUTURE_TOLERANCE_S = 5.0  # clock skew allowed between the training pod and the scheduler
 MIN_REL_SIGMA = 1e-3  # floor, keeps fit weights finite
@@ -104,6 +112,7 @@ class Observation:
     at: float
     cpus: float  # the CPU count during the interval that ends here
     resolution: float = STAMP_RESOLUTION_S  # how finely `at` was stamped
+    provisional: bool = False  # a start the caller assumed (`JobModel.started`), not a report
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +122,10 @@ class Interval:
     seconds: float
     steps: float
     cpus: float
-    split: bool = False  # the new-count part of an interval that contained a resize
-    rel_sigma: float = 0.0  # a split's or a restored count's own relative uncertainty
+    # An estimate, replaced by the count's first measured interval: the new-count part of an
+    # interval that contained a resize, or the interval from a provisional start.
+    estimate: bool = False
+    rel_sigma: float = 0.0  # an estimate's or a restored count's own relative uncertainty
     resolution: float = STAMP_RESOLUTION_S  # the coarser of its two stamps' resolutions
     restored: bool = False  # a count's summary read back from a previous leader's condition
 
@@ -135,6 +146,7 @@ class CountStats:
     seconds: float
     steps: float
     intervals: int
+    estimate: bool = False  # only estimates so far (`Interval.estimate`), no measured interval
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +335,9 @@ class JobModel:
         if last is None:
             self._last = current
             return ACCEPTED
+        if last.provisional and at < last.at + FIRST_REPORT_S:
+            self._last = current  # the helper's first report, written at once: the better anchor
+            return ACCEPTED
         if steps == last.steps and at == last.at:
             return ObserveResult(Verdict.DUPLICATE)
         if at <= last.at:
@@ -339,6 +354,18 @@ class JobModel:
         """The job restarted and lost its progress: forget the progress, keep the speed data."""
         self._last = None
 
+    def started(self, at: float, cpus: float) -> None:
+        """A new run began at `at` on `cpus`, presumably from step 0 (a bind): the interval to
+        its first report gives a step time at once, as an estimate until a measured one exists
+        at that count (it also counts the container's start, or steps a resumed run did before);
+        a first report sooner than `FIRST_REPORT_S` anchors progress instead."""
+        self._last = Observation(0, at, cpus, provisional=True)
+
+    def is_measured(self, cpus: float) -> bool:
+        """Whether `cpus` has a measured interval, not only estimates."""
+        group = self._groups.get(cpus)
+        return group is not None and group.measured.intervals > 0
+
     def restore(self, counts: Iterable[CountStats]) -> None:
         """Take back what another scheduler (a previous leader) measured, one summary per CPU
         count, as if its intervals had been seen here; its uncertainty comes with it. Later
@@ -347,13 +374,14 @@ class JobModel:
             if stats.cpus > 0 and stats.step_seconds > 0 and stats.seconds > 0 and stats.rel_sigma >= 0:
                 # The step time is the summary's point; the steps follow from it and the seconds.
                 steps = stats.seconds / stats.step_seconds
-                self._append(Interval(stats.seconds, steps, stats.cpus, rel_sigma=stats.rel_sigma, restored=True))
+                interval = Interval(stats.seconds, steps, stats.cpus, stats.estimate, stats.rel_sigma, restored=True)
+                self._append(interval)
 
     def _add_interval(self, prev: Observation, cur: Observation, resized_at: float | None) -> None:
         seconds, steps = cur.at - prev.at, float(cur.steps - prev.steps)
         resolution = max(prev.resolution, cur.resolution)
         if prev.cpus == cur.cpus:
-            self._append(Interval(seconds, steps, cur.cpus, resolution=resolution))
+            self._append(Interval(seconds, steps, cur.cpus, estimate=prev.provisional, resolution=resolution))
         elif resized_at is not None and prev.at <= resized_at < cur.at:
             old_s, new_s = resized_at - prev.at, cur.at - resized_at
             old = self._count_stats().get(prev.cpus)
@@ -374,7 +402,7 @@ class JobModel:
                 sigma = spread / BAND_Z
             if after <= 0:
                 return
-            self._append(Interval(new_s, after, cur.cpus, split=True, rel_sigma=sigma, resolution=resolution))
+            self._append(Interval(new_s, after, cur.cpus, estimate=True, rel_sigma=sigma, resolution=resolution))
         else:
             return  # resized at an unknown time: skip the interval
 
@@ -517,7 +545,7 @@ def _prior_ratio(old: float, new: float, serial_fraction: float) -> float:
 
 @dataclass(slots=True)
 class _Sums:
-    """Running sums over one kind of interval (measured, or split estimates) at one CPU count,
+    """Running sums over one kind of interval (measured, or estimates) at one CPU count,
     so that a count's summary costs the same after a thousand reports as after one."""
 
     intervals: int = 0
@@ -529,7 +557,7 @@ class _Sums:
     sy: float = 0.0  # sum of seconds x (seconds / steps)
     syy: float = 0.0  # sum of seconds x (seconds / steps)^2
     stamp: float = 0.0  # the coarsest stamp resolution
-    split_sigma: float = 0.0  # the largest split interval's own sigma
+    estimate_sigma: float = 0.0  # the largest estimate's own sigma
     restored_sigma: float | None = None  # the first interval's, when restored from a previous leader
 
     def add(self, iv: Interval) -> None:
@@ -546,28 +574,29 @@ class _Sums:
             self.sy += iv.seconds * y
             self.syy += iv.seconds * y * y
         self.stamp = max(self.stamp, iv.resolution)
-        if iv.split:
-            self.split_sigma = max(self.split_sigma, iv.rel_sigma)
+        if iv.estimate:
+            self.estimate_sigma = max(self.estimate_sigma, iv.rel_sigma)
 
 
 @dataclass(slots=True)
 class _CountSums:
     measured: _Sums = field(default_factory=_Sums)
-    split: _Sums = field(default_factory=_Sums)  # only used while the count has no measurement
+    estimates: _Sums = field(default_factory=_Sums)  # only used while the count has no measurement
 
     def add(self, iv: Interval) -> None:
-        (self.split if iv.split else self.measured).add(iv)
+        (self.estimates if iv.estimate else self.measured).add(iv)
 
 
 def _stats_of(cpus: float, sums: _CountSums) -> CountStats | None:
-    own = sums.measured if sums.measured.intervals else sums.split  # measurements replace estimates
+    estimated = not sums.measured.intervals
+    own = sums.estimates if estimated else sums.measured  # measurements replace estimates
     seconds, steps = own.seconds, own.steps
     if steps <= 0 or seconds <= 0:
         return None
     mean = seconds / steps
     if own.intervals == 1 and own.restored_sigma is not None:
         # A previous leader's summary already carries its spread and resolution.
-        return CountStats(cpus, mean, max(own.restored_sigma, MIN_REL_SIGMA), seconds, steps, 1)
+        return CountStats(cpus, mean, max(own.restored_sigma, MIN_REL_SIGMA), seconds, steps, 1, estimated)
     if own.stepped >= 2:
         # sum(s (y / mean - 1)^2) / sum(s), expanded over the running sums
         var = max(0.0, (own.syy / (mean * mean) - 2.0 * own.sy / mean + own.weight) / own.weight)
@@ -576,8 +605,8 @@ def _stats_of(cpus: float, sums: _CountSums) -> CountStats | None:
     else:
         spread = SINGLE_INTERVAL_CV
     resolution = math.hypot(own.stamp / seconds, 1.0 / steps)
-    sigma = max(math.hypot(spread, resolution, own.split_sigma), MIN_REL_SIGMA)
-    return CountStats(cpus, mean, sigma, seconds, steps, own.intervals)
+    sigma = max(math.hypot(spread, resolution, own.estimate_sigma), MIN_REL_SIGMA)
+    return CountStats(cpus, mean, sigma, seconds, steps, own.intervals, estimated)
 
 
 MAX_CANDIDATES = 1024  # whole counts tried between the bounds; callers cap them by node capacity

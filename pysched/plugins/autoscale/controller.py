@@ -113,7 +113,8 @@ class JobState:
     # beyond them, while the pod runs.
     refused_up: float = math.inf
     refused_down: float = 0.0
-    written_steps: dict[float, float] = field(default_factory=dict)  # measured steps per count, as last written
+    # Steps per count and whether they are only an estimate, as last written.
+    written_steps: dict[tuple[float, bool], float] = field(default_factory=dict)
     written_finish: float = math.nan
     written_deadline: float = math.nan  # the deadline the conditions say (the user may change it)
 
@@ -319,9 +320,7 @@ class Controller:
         cpus = self._planned.pop(pod.key, requested)
         if cpus <= 0:
             return
-        model = self.predictor.job(pod.key, total)
-        model.restarted()  # a new run: its steps start from 0 now
-        model.observe(0, now, cpus, now)
+        self.predictor.job(pod.key, total).started(now, cpus)  # a new run, from step 0 as far as we know
         self._jobs[pod.key] = JobState(cpus)
         self._review_at.pop(pod.key, None)
 
@@ -383,7 +382,7 @@ class Controller:
         model = self.predictor.job(pod.key, total)
         if not model.intervals:
             model.restore(saved.counts)
-        job.written_steps = {s.cpus: s.steps for s in model.count_stats()}
+        job.written_steps = {(s.cpus, s.estimate): s.steps for s in model.count_stats()}
         job.written_deadline = math.nan if saved.deadline is None else saved.deadline
         if saved.finish is not None:
             job.written_finish = saved.finish
@@ -470,9 +469,10 @@ class Controller:
         jobs (`_act`); one on track after half its predicted slack (its prediction moves far less
         than that meanwhile); one no count saves after `reviewMaxSeconds` (it can only give CPUs,
         and it is looked at whenever a neighbour wants some). A rescaled job once its cooldown is
-        over."""
+        over. One whose speed at its count is only estimated from its start, at every reconcile
+        until it is measured."""
         key, limit = tick.pod.key, self.args.review_max_seconds
-        if wants or choice is None or limit <= 0:
+        if wants or choice is None or limit <= 0 or not tick.model.is_measured(tick.current):
             self._review_at.pop(key, None)
         else:
             if resized:
@@ -614,8 +614,8 @@ class Controller:
     def _goes_down(self, tick: Tick, choice: Choice | None) -> bool:
         """A smaller count that still leaves `downSlack` of the time left (hysteresis)."""
         need = None if choice is None else choice.cpus
-        if need is None or need >= tick.current:
-            return False
+        if need is None or need >= tick.current or not tick.model.is_measured(tick.current):
+            return False  # from its start alone a job resumed from a checkpoint looks far faster than it is
         slack_deadline = tick.deadline - self.args.down_slack * (tick.deadline - tick.now)
         lower = self._choice(tick, deadline=slack_deadline, lo=need, hi=need)
         return lower is not None and lower.cpus is not None
@@ -639,7 +639,9 @@ class Controller:
             if tick.gang or node is None or choice is None:
                 continue
             key, current, need = tick.pod.key, tick.current, choice.cpus
-            gives = tick.in_place  # a restarting container would lose its progress
+            # A restarting container would lose its progress; a speed only estimated from the bind
+            # may be a resumed run's, far faster than the job is.
+            gives = tick.in_place and tick.model.is_measured(current)
             if need is None:
                 lo = self._bounds(tick.pod, node)[0]
                 claim = CpuClaim(key, tick.deadline, spare=max(0.0, current - lo) if gives else 0.0, at_risk=True)
@@ -826,8 +828,10 @@ class Controller:
         job = tick.job
         if not job.reason:
             return
-        # By count as measured (unsorted): sorted only when the condition is written.
-        measured = {cpus: stats.steps for cpus, stats in tick.model.measured().items()}
+        # By count as measured (unsorted): sorted only when the condition is written. A count
+        # measured where it was only estimated is written again (a new leader would restore the
+        # estimate).
+        measured = {(cpus, stats.estimate): stats.steps for cpus, stats in tick.model.measured().items()}
         grown = measured.keys() != job.written_steps.keys() or any(
             steps >= 2 * job.written_steps[c] for c, steps in measured.items()
         )

@@ -21,7 +21,7 @@ from pysched.deadline.condition import (
     state_message,
     verdict_words,
 )
-from pysched.deadline.predictor import CountStats
+from pysched.deadline.predictor import CountStats, JobModel
 
 NOW = 1_796_000_000.0  # 2026-11-29T...Z
 DAY = NOW - NOW % 86400  # midnight UTC
@@ -72,6 +72,22 @@ def test_the_state_round_trips_keeping_the_longest_measured_counts() -> None:
     again = parse_state(state_message(judged))
     assert again is not None and (again.verdict, again.ended_at, again.counted) == ("met", NOW - 5, True)
     assert again.last_rescale == -math.inf and again.finish is None
+
+
+def test_a_count_only_estimated_is_saved_so_and_restored_as_an_estimate() -> None:
+    """A speed estimated from the bind alone (a resumed run may look far faster than it is) stays
+    an estimate for a new leader: the next measured interval replaces it there too."""
+    counts = (CountStats(2.0, 0.01, 0.05, 60.0, 6000.0, 1, estimate=True), CountStats(4.0, 0.5, 0.05, 60.0, 120.0, 1))
+    record = JobRecord("OnTrack", "on track", NOW + 3600, NOW + 1800, 2.0, -math.inf, counts)
+    back = parse_state(state_message(record))
+    assert back is not None and [(c.cpus, c.estimate) for c in back.counts] == [(2.0, True), (4.0, False)]
+    model = JobModel(100_000)
+    model.restore(back.counts)
+    assert not model.is_measured(2.0) and model.is_measured(4.0)
+    model.observe(1000, NOW, 2.0, NOW)
+    model.observe(1030, NOW + 60, 2.0, NOW + 60)  # 2 s a step, measured: the estimate is gone
+    estimate = model.step_estimate(2.0)
+    assert model.is_measured(2.0) and estimate is not None and estimate.step_seconds == 2.0
 
 
 def test_a_state_pysched_did_not_write_is_ignored() -> None:

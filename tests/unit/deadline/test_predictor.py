@@ -26,6 +26,7 @@ from pysched.api.annotations import PROGRESS_INTERVAL, format_progress, parse_pr
 from pysched.api.ids import PodKey
 from pysched.deadline.predictor import (
     BAND_Z,
+    FIRST_REPORT_S,
     PRIOR_SERIAL_FRACTION,
     Choice,
     CountStats,
@@ -126,7 +127,7 @@ def test_prior_is_used_before_two_cpu_counts_are_seen() -> None:
     end = feed(model2, truth, 2.0, 0.0, 1200.0)
     steps = (model2.last.steps if model2.last else 0) + round(60 / truth.step_seconds(8.0, 0))
     assert model2.observe(steps, end + 60, 8.0, now=end + 60, resized_at=end).ok
-    assert model2.intervals[-1].split and model2.intervals[-1].seconds == 60.0
+    assert model2.intervals[-1].estimate and model2.intervals[-1].seconds == 60.0
     feed(model2, truth, 8.0, end + 60, 1200.0)
     fit2 = model2.speed()
     assert fit2 is not None and fit2.source is Source.FITTED
@@ -143,7 +144,7 @@ def test_interval_containing_a_resize_is_split_or_skipped() -> None:
         # 30 s at 1 CPU, then 30 s at 4 CPUs
         done = steps + round(30 / truth.step_seconds(1.0, 0)) + round(30 / truth.step_seconds(4.0, 0))
         assert model.observe(done, end + 60, 4.0, now=end + 60, resized_at=resized_at).ok
-        split = [iv for iv in model.intervals if iv.split]
+        split = [iv for iv in model.intervals if iv.estimate]
         assert bool(split) is expect_split
         if split:
             assert split[0].cpus == 4.0 and split[0].seconds == pytest.approx(30.0)
@@ -201,6 +202,27 @@ def test_predictor_reads_the_annotation() -> None:
     predictor.forget(key)
     assert predictor.get(key) is None and len(predictor) == 0
     assert parse_progress("12@2026-11-30T12:00:05Z") == (12, 1796040005.0)
+
+
+def test_a_provisional_start_gives_an_estimate_until_a_report_measures_the_count() -> None:
+    """A run resumed from a checkpoint at 5,000 steps, at 2 s a step: from its bind alone it looks
+    60 times faster; its next interval between two reports replaces that estimate."""
+    model = JobModel(10_000)
+    model.started(0.0, 2.0)
+    assert model.observe(5_030, 60.0, 2.0, now=60.0).ok
+    first = model.step_estimate(2.0)
+    assert first is not None and first.step_seconds == pytest.approx(60.0 / 5_030)  # a step time at once
+    assert not model.is_measured(2.0) and model.intervals[-1].estimate
+    assert model.observe(5_060, 120.0, 2.0, now=120.0).ok
+    second = model.step_estimate(2.0)
+    assert model.is_measured(2.0) and second is not None and second.step_seconds == pytest.approx(2.0)
+    # The helper's first report, written at once after the start-up and a step, anchors instead
+    # (so does one stamped before the assumed start: stamps are truncated to whole seconds).
+    for at in (10.5, 40.5, 10.7 + FIRST_REPORT_S - 0.1):
+        early = JobModel(10_000)
+        early.started(10.7, 2.0)
+        assert early.observe(1, at, 2.0, now=at).ok and early.last is not None and early.last.steps == 1
+        assert early.intervals == ()
 
 
 def test_restart_keeps_the_speed_and_forgets_the_progress() -> None:

@@ -146,6 +146,7 @@ def test_scale_down_when_slack_is_large_and_bounds_hold() -> None:
         world = World()
         await world.submit("10h", **notes)
         await world.progress(300, 60)
+        await world.progress(600, 60)  # measured, not only estimated from the bind: it may go down
         return world
 
     assert asyncio.run(run()).cpu() == 1000  # the profile's 1-CPU floor
@@ -271,6 +272,7 @@ def test_limits_scale_with_requests_so_the_qos_class_stays() -> None:
         world = World(limits=limits)
         await world.submit(deadline)
         await world.progress(300, 60)
+        await world.progress(600, 60)
         resources: dict[str, Any] = world.cluster.pods[KEY].raw["spec"]["containers"][0]["resources"]
         return resources
 
@@ -301,10 +303,11 @@ def test_cpu_resize_keeps_the_ratio() -> None:
 
 
 async def _ended(deadline: str, phase: str, late: float = 0.0) -> World:
-    """A job that reported progress once, then ended `late` seconds later in `phase`."""
+    """A job that reported progress twice, then ended `late` seconds later in `phase`."""
     world = World()
     await world.submit(deadline)
     await world.progress(300, 60)
+    await world.progress(600, 60)
     world.clock.advance(late)
     world.cluster.finish_pod(KEY, phase)
     await world.scheduler.run_until_idle()
@@ -426,14 +429,15 @@ def test_the_condition_is_rewritten_only_when_what_it_says_changes_enough() -> N
         world = World(review_max_seconds=0)  # looked at every reconcile, however large its slack
         await world.submit("2h", **{"pysched.io/cpu-min": "2"})
         await world.progress(300, 60)  # OnTrack: ~1,940 s to go, 7,140 s to the deadline
+        await world.progress(600, 60)  # written again: the speed is measured now, not estimated
         await world.progress(steps, 60)
         return world
 
-    # 4 steps a second instead of 5: the finish moves ~160 s, under 5% of the time left.
-    assert len(asyncio.run(moved(540)).writes) == 1
+    # 4.3 steps a second instead of 5: the finish moves ~300 s, under 5% of the time left.
+    assert len(asyncio.run(moved(860)).writes) == 2
     # Half a step a second: the finish moves by ~25 minutes, which users should read.
-    slowed = asyncio.run(moved(330)).writes
-    assert len(slowed) == 2 and slowed[0].finish != slowed[1].finish
+    slowed = asyncio.run(moved(630)).writes
+    assert len(slowed) == 3 and slowed[1].finish != slowed[2].finish
 
 
 def test_a_job_on_track_is_looked_at_again_after_half_its_slack_one_at_risk_every_reconcile() -> None:
@@ -441,16 +445,18 @@ def test_a_job_on_track_is_looked_at_again_after_half_its_slack_one_at_risk_ever
         world = World(review_max_seconds=review_max_seconds)
         await world.submit("2h", **{"pysched.io/cpu-min": "2"})
         await world.progress(300, 60)  # OnTrack: ~1,940 s to go, 7,140 s to the deadline
-        for minute in range(2, minutes + 1):  # then half a step a second: 25 minutes later
-            await world.progress(300 + 30 * (minute - 1), 60)
+        await world.progress(600, 60)  # measured (not only estimated from the bind): reviews start
+        for minute in range(3, minutes + 1):  # then half a step a second: 25 minutes later
+            await world.progress(600 + 30 * (minute - 2), 60)
         return world
 
     # Looked at every reconcile, the slowed finish is written at once; with reviews, not before
-    # the job's review (here the 600 s bound, under half its slack), then it is.
-    assert len(asyncio.run(slowed(0, 2)).writes) == 2
-    assert len(asyncio.run(slowed(600, 10)).writes) == 1
-    reviewed = asyncio.run(slowed(600, 11))
-    first, second = (w.finish for w in reviewed.writes)
+    # the job's review (here the 600 s bound, under half its slack), then it is. (The first two
+    # writes: on track from the estimate at minute 1, measured at minute 2.)
+    assert len(asyncio.run(slowed(0, 3)).writes) == 3
+    assert len(asyncio.run(slowed(600, 11)).writes) == 2
+    reviewed = asyncio.run(slowed(600, 12))
+    _, first, second = (w.finish for w in reviewed.writes)
     assert first is not None and second is not None and second > first + 1200
 
     async def at_risk() -> World:
@@ -459,7 +465,7 @@ def test_a_job_on_track_is_looked_at_again_after_half_its_slack_one_at_risk_ever
         world.cluster.create_pod(filler)  # no room to grow: it stays at risk
         await world.submit("35m")
         await world.progress(300, 60)
-        await world.progress(450, 60)  # slower: the finish moves past what was written
+        await world.progress(500, 60)  # slower: the finish moves past what was written
         return world
 
     risky = asyncio.run(at_risk())
@@ -481,8 +487,9 @@ def test_a_job_no_count_saves_and_a_rescaled_one_wait_and_an_edited_deadline_doe
             seen.append(measured(world))
         return seen
 
-    # Looked at at minute 1 (demoted), then after reviewMaxSeconds (600 s): minute 11, then minute 21.
-    assert asyncio.run(hopeless()) == [1] * 10 + [2, 2]
+    # Looked at at minute 1 (demoted), minute 2 (measured, not only estimated from the bind), then
+    # after reviewMaxSeconds (600 s): minute 12.
+    assert asyncio.run(hopeless()) == [1] + [2] * 10 + [3]
 
     async def rescaled() -> list[int]:
         world = World()
@@ -499,14 +506,15 @@ def test_a_job_no_count_saves_and_a_rescaled_one_wait_and_an_edited_deadline_doe
     async def edited() -> tuple[int, int]:
         world = World()
         await world.submit("10h", **{"pysched.io/cpu-min": "2"})
-        await world.progress(300, 60)  # on track: next looked at in 10 minutes
-        await world.progress(600, 60)
+        await world.progress(300, 60)
+        await world.progress(600, 60)  # measured and on track: next looked at in 10 minutes
+        await world.progress(900, 60)
         before = measured(world)
         world.cluster.set_annotations(KEY, {"pysched.io/deadline": format_rfc3339(world.clock.now() + 1800)})
-        await world.progress(900, 60)
+        await world.progress(1200, 60)
         return before, measured(world)
 
-    assert asyncio.run(edited()) == (1, 2)
+    assert asyncio.run(edited()) == (2, 3)
 
 
 def test_a_pending_job_is_sized_from_the_profile_prior_before_binding() -> None:
@@ -536,6 +544,7 @@ def test_memory_grows_with_cpus_when_the_profile_asks_and_never_shrinks() -> Non
         world = World(limits={"cpu": "2", "memory": "1Gi"}, node_memory=node_memory, **args)
         await world.submit(deadline)
         await world.progress(300, 60)
+        await world.progress(600, 60)
         return world
 
     def resources(world: World) -> dict[str, Any]:
@@ -732,7 +741,7 @@ def test_a_job_that_ends_gets_a_verdict_condition_and_event_saying_by_how_much()
     met = asyncio.run(_ended("10h", "Succeeded"))
     condition = met.cluster.conditions[KEY]["pysched.io/Deadline"]
     assert (condition.status, condition.reason) == ("True", "DeadlineMet")
-    assert condition.message.startswith("met: finished 9h 59m before the deadline (")
+    assert condition.message.startswith("met: finished 9h 58m before the deadline (")
     state = state_of(met.cluster.conditions[KEY]["pysched.io/State"])
     assert (state.verdict, state.ended_at, state.counted, state.deadline) == ("met", met.clock.now(), True, T0 + 36000)
     assert state.counts  # what was measured stays with the verdict
@@ -742,12 +751,12 @@ def test_a_job_that_ends_gets_a_verdict_condition_and_event_saying_by_how_much()
     late = asyncio.run(_ended("20m", "Succeeded", late=3600))
     condition = late.cluster.conditions[KEY]["pysched.io/Deadline"]
     assert (condition.status, condition.reason) == ("False", "DeadlineMissed")
-    assert condition.message.startswith("missed: finished 41m after the deadline (")
+    assert condition.message.startswith("missed: finished 42m after the deadline (")
     assert [e.type for e in late.cluster.events if e.reason == "DeadlineMissed"] == ["Warning"]
 
     failed = asyncio.run(_ended("10h", "Failed"))
     condition = failed.cluster.conditions[KEY]["pysched.io/Deadline"]
-    assert condition.reason == "DeadlineMissed" and condition.message.startswith("missed: failed 9h 59m before")
+    assert condition.reason == "DeadlineMissed" and condition.message.startswith("missed: failed 9h 58m before")
 
 
 def test_a_standby_judges_nothing_and_a_new_leader_judges_what_ended_meanwhile() -> None:
@@ -1042,3 +1051,20 @@ def test_a_failed_pod_no_other_replaces_is_its_jobs_end() -> None:
         (deadlines,) = [f for f in world.plugin.metric_families() if f.name == "pysched_deadlines"]
         assert deadlines.values == {("met",): 0.0, ("missed",): 1.0}, gives_up
         assert [e.reason for e in world.cluster.events if e.reason.startswith("DeadlineM")] == ["DeadlineMissed"]
+
+
+def test_a_job_resumed_from_a_checkpoint_is_not_scaled_down_on_its_first_report() -> None:
+    """5,000 steps were done before this pod; it does one a second on its 2 CPUs. Its first
+    report, read against its bind, says 84 steps a second: it is not scaled down on that, and its
+    second report shows it at risk."""
+
+    async def run() -> World:
+        world = World()
+        await world.submit("1h")
+        await world.progress(5_060, 60)
+        assert world.cpu() == 2000 and world.reasons() == []
+        await world.progress(5_120, 60)
+        return world
+
+    world = asyncio.run(run())
+    assert world.cpu() == 4000 and world.reasons() == ["DeadlineAtRisk", "Rescaled"]

@@ -109,8 +109,9 @@ def test_a_job_above_its_share_gives_the_surplus_to_an_earlier_deadline_and_stil
     async def run() -> Node:
         node = Node(cpu="8", down_slack=0.95)  # alone, the relaxed job would never go down
         await node.submit("relaxed", "6", "8h")
+        await node.progress(60, relaxed=900)
         await node.submit("urgent", "2", "25m")
-        await node.progress(60, relaxed=900, urgent=300)
+        await node.progress(60, relaxed=1800, urgent=300)
         return node
 
     node = asyncio.run(run())
@@ -133,12 +134,13 @@ def test_a_job_not_due_for_review_still_gives_when_a_neighbour_wants_cpus() -> N
     async def run() -> Node:
         node = Node(cpu="8", down_slack=0.95)
         await node.submit("relaxed", "6", "8h")
-        await node.progress(60, relaxed=900)  # on track with hours to spare: next looked at in 10 minutes
-        await node.progress(60, relaxed=1800)
-        assert measured(node, "relaxed") == 1  # not looked at a minute later
+        await node.progress(60, relaxed=900)
+        await node.progress(60, relaxed=1800)  # on track with hours to spare: next looked at in 10 minutes
+        await node.progress(60, relaxed=2700)
+        assert measured(node, "relaxed") == 2  # not looked at a minute later
         await node.submit("urgent", "2", "25m")
-        await node.progress(60, relaxed=2700, urgent=300)
-        assert measured(node, "relaxed") == 2  # looked at with the urgent job
+        await node.progress(60, relaxed=3600, urgent=300)
+        assert measured(node, "relaxed") == 3  # looked at with the urgent job
         return node
 
     node = asyncio.run(run())
@@ -150,8 +152,9 @@ def test_a_job_no_count_saves_gives_its_cpus_to_one_that_can_still_be_saved() ->
     async def run(lost_restarts: bool) -> Node:
         node = Node(cpu="8")
         await node.submit("lost", "6", "5m", restarts=lost_restarts, **{"pysched.io/cpu-max": "6"})
+        await node.progress(60, lost=300)  # measured at its next report: it gives only then
         await node.submit("urgent", "2", "25m")
-        await node.progress(60, lost=300, urgent=300)
+        await node.progress(60, lost=600, urgent=300)
         return node
 
     node = asyncio.run(run(lost_restarts=False))
@@ -175,3 +178,19 @@ def test_spares_go_only_to_a_job_whose_whole_share_then_fits() -> None:
     assert node.cpus("relaxed") == 4  # nothing taken for a job it cannot save
     assert node.cpus("urgent") == 4  # what was free
     assert "7 CPUs needed" in node.notes("urgent", "DeadlineAtRisk")[0]
+
+
+def test_a_job_whose_speed_is_only_estimated_from_its_bind_gives_nothing() -> None:
+    """The neighbour resumed from a checkpoint at 9,000 steps: against its bind it looks 150 times
+    faster than it is (it needs all its CPUs), so the urgent job gets none of them yet."""
+
+    async def run() -> Node:
+        node = Node(cpu="8", down_slack=0.95)
+        await node.submit("resumed", "6", "8h")
+        await node.submit("urgent", "2", "25m")
+        await node.progress(60, resumed=9_060, urgent=300)
+        return node
+
+    node = asyncio.run(run())
+    assert node.cpus("resumed") == 6 and node.cpus("urgent") == 2
+    assert node.notes("resumed", "Rescaled") == []
