@@ -95,7 +95,9 @@ def total_steps_of(pod: PodInfo) -> int | None:
 
 
 def progress_of(pod: PodInfo) -> tuple[int, float] | None:
-    """(steps done, when observed) from `STEPS@RFC3339`; None when absent or malformed."""
+    """(steps done, when observed) from the pod's own annotation; None when absent or malformed.
+    Plugins read progress through `ClusterBackend.progress`: the simulated cluster keeps its
+    training's writes beside the pod, not on it."""
     value = pod.annotations.get(PROGRESS)
     return None if value is None else parse_progress(value)
 

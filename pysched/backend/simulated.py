@@ -15,9 +15,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pysched.api.annotations import PROGRESS
 from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget, budget_from_dict
-from pysched.api.ids import JobKey, NodeName, PodKey
+from pysched.api.ids import JobKey, NodeName, PodKey, PodUID
 from pysched.api.jobs import JobRef, JobSource
 from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict
 from pysched.api.times import format_rfc3339
@@ -97,6 +98,8 @@ class SimulatedCluster:
         self._record_events = record_events
         self._listener: ClusterListener | None = None
         self._versions = itertools.count(1)
+        # What simulated training wrote as each pod's progress, by pod uid (`write_progress`).
+        self._progress: dict[PodKey, tuple[PodUID, str]] = {}
 
     # ----- ClusterBackend
     async def start(self, listener: ClusterListener) -> None:
@@ -448,8 +451,22 @@ class SimulatedCluster:
             self._listener.on_pod_added(pod)
         return pod
 
+    def write_progress(self, key: PodKey, value: str) -> None:
+        """The training helper's `pysched.io/progress` write, kept beside the pod (`progress`
+        reads it): as a new pod object it would be an informer update for every running job every
+        simulated minute, and nothing reacts to a bound pod's progress but the plugins reading it."""
+        self._progress[key] = (self.pods[key].uid, value)
+
+    def progress(self, pod: PodInfo) -> str | None:
+        written = self._progress.get(pod.key)
+        if written is not None and written[0] == pod.uid:
+            return written[1]
+        return pod.annotations.get(PROGRESS)
+
     def set_annotations(self, key: PodKey, annotations: Mapping[str, str]) -> PodInfo:
-        """Patch annotations as a client would (e.g. the training helper's progress)."""
+        """Patch annotations as a client would (a progress annotation replaces `write_progress`'s)."""
+        if PROGRESS in annotations:
+            self._progress.pop(key, None)
         current = self.pods[key]
         merged = {**current.annotations, **annotations}
         meta = {**current.raw.get("metadata", {}), "annotations": merged}
@@ -499,6 +516,7 @@ class SimulatedCluster:
     def delete_pod(self, key: PodKey) -> None:
         pod = self.pods.pop(key)
         self.conditions.pop(key, None)
+        self._progress.pop(key, None)
         if pod.controller is not None and pod.owner_created is None:
             waiting = self._awaiting_owner.get(pod.controller.uid)
             if waiting is not None:

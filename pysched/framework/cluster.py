@@ -150,6 +150,13 @@ class ClusterBackend(Protocol):
         deadline reached), as last seen: no pod replaces a failed one any more."""
         ...
 
+    def progress(self, pod: PodInfo) -> str | None:
+        """The pod's `pysched.io/progress` as last seen (None: not written). The live cluster reads
+        the annotation; the simulated one keeps what its simulated training writes beside the pod.
+
+        Synchronous like `namespace_labels`: the reconcile plugins read it for every job they look at."""
+        ...
+
     async def scale_job(self, job: JobRef, workers: int) -> Status:
         """Set an elastic job's worker count through its owner (an Indexed batch/v1 Job:
         `parallelism` and `completions` together); the owner's controller adds or removes pods.

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pysched.api.annotations import PROGRESS, PROGRESS_INTERVAL, format_progress
+from pysched.api.annotations import PROGRESS_INTERVAL, format_progress
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.jobs import JobRef, JobSource, job_key
 from pysched.api.objects import NodeInfo, PodInfo, node_from_dict
@@ -339,7 +339,7 @@ class Replay:
             value = format_progress(run.steps_at(when), when)
             if value != run.progress:
                 run.progress = value
-                self.cluster.set_annotations(key, {PROGRESS: value})
+                self.cluster.write_progress(key, value)
 
     def _held_for_reconcile(self) -> bool:
         """Pods a PreEnqueue plugin holds back while a reconcile, which may release them (an

@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from pysched.api.annotations import PROGRESS
 from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget, budget_from_dict
 from pysched.api.ids import JobKey, NodeName
@@ -543,6 +544,9 @@ class LiveCluster:
 
     def job_failed(self, job: JobRef) -> bool:
         return job.key in self._failed_jobs
+
+    def progress(self, pod: PodInfo) -> str | None:
+        return pod.annotations.get(PROGRESS)
 
     def _job_delete(self, key: str, raw: JSON | None) -> None:
         self._note_parallelism(key, {})

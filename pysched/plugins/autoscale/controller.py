@@ -242,15 +242,14 @@ class Controller:
         return main_container(pod)
 
     # ----- gangs: the job is the unit
-    @staticmethod
-    def leader(job: Job) -> PodKey:
+    def leader(self, job: Job) -> PodKey:
         """The member whose progress speaks for the job: the first (in the job's order, parameter
         servers last) that reports `pysched.io/progress` (rank 0, by convention), else the first."""
         members = sorted(
             job.members,
             key=lambda key: (job.members[key].labels.get(ROLE_LABEL) == "ps", job.orders.get(key, NO_ORDER), key),
         )
-        reporting = [key for key in members if PROGRESS in job.members[key].annotations]
+        reporting = [key for key in members if self.handle.cluster.progress(job.members[key]) is not None]
         return (reporting or members)[0]
 
     def _followers(self, pod: PodInfo, job: Job) -> tuple[tuple[PodInfo, str], ...]:
@@ -392,7 +391,7 @@ class Controller:
     def _observe(self, pod: PodInfo, job: JobState, total: int, now: float) -> tuple[JobModel, str]:
         """Feed the progress annotation to the model; the problem to warn about, or ""."""
         model = self.predictor.job(pod.key, total)
-        value = pod.annotations.get(PROGRESS)
+        value = self.handle.cluster.progress(pod)
         parsed = progress_observation(value) if value is not None else None
         if value is not None and parsed is None and value != job.warned:
             # DeadlineLaxity warns of pending pods' annotations; progress arrives once the pod runs.

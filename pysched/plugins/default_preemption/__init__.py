@@ -94,7 +94,7 @@ class DefaultPreemption:
         potential = [] if rows is None else [int(r) for r in np.flatnonzero(rows)]
         candidates, refused, told = self._find_candidates(state, pod, potential)
         now = self.handle.clock.now()
-        best = pick(candidates, now)
+        best = pick(candidates, now, self.handle.cluster.progress)
         if best is None:
             total = diagnosis.total_nodes
             parts = [f"{count} {reason}" for reason, count in refused.items()]

@@ -2,22 +2,24 @@
 pysched's deadline-aware tie-break after kube's criteria.
 
 Pure functions: the node is reached through a `DryRun` (take pods away, give them back, ask
-whether the preemptor fits), budgets and times are passed in.
+whether the preemptor fits), budgets, times and each pod's progress (`Progress`) are passed in.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from pysched.api.annotations import deadline_of, progress_of, total_steps_of
+from pysched.api.annotations import deadline_of, parse_progress, total_steps_of
 from pysched.api.disruption import DisruptionBudget, start_time
 from pysched.api.ids import NodeName
 from pysched.api.objects import PodInfo
 from pysched.framework.preemption import DryRun
 
 PRIORITY_OFFSET = 2**31  # kube adds MaxInt32 + 1 so that sums of negative priorities compare well
+
+Progress = Callable[[PodInfo], "str | None"]  # a pod's `pysched.io/progress` (`ClusterBackend.progress`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +98,7 @@ def kube_key(candidate: Candidate, now: float) -> tuple[int, int, int, int, floa
     )
 
 
-def slack_after_preemption(pod: PodInfo, now: float) -> float:
+def slack_after_preemption(pod: PodInfo, now: float, progress_of: Progress) -> float:
     """Seconds to spare before the victim's deadline if it is preempted now and must redo the
     work done since its last checkpoint. pysched knows of no checkpoint, so the work redone is
     all of it: the job's whole predicted run (steps times the seconds per step it has shown),
@@ -105,7 +107,8 @@ def slack_after_preemption(pod: PodInfo, now: float) -> float:
     if deadline is None:
         return math.inf
     redo = 0.0
-    progress, total = progress_of(pod), total_steps_of(pod)
+    written, total = progress_of(pod), total_steps_of(pod)
+    progress = None if written is None else parse_progress(written)
     if progress is not None and total is not None and progress[0] > 0:
         steps, observed = progress
         elapsed = observed - start_time(pod, observed)
@@ -114,14 +117,14 @@ def slack_after_preemption(pod: PodInfo, now: float) -> float:
     return deadline - now - redo
 
 
-def deadline_key(candidate: Candidate, now: float) -> tuple[int, float]:
+def deadline_key(candidate: Candidate, now: float, progress_of: Progress) -> tuple[int, float]:
     """pysched's tie-break among candidates kube finds equally good: fewer deadline victims
     (best-effort ones go first), then the most slack left to the tightest deadline victim."""
-    slacks = [slack_after_preemption(p, now) for p in candidate.victims if deadline_of(p) is not None]
+    slacks = [slack_after_preemption(p, now, progress_of) for p in candidate.victims if deadline_of(p) is not None]
     return (len(slacks), -min(slacks, default=math.inf))
 
 
-def pick(candidates: Iterable[Candidate], now: float) -> Candidate | None:
+def pick(candidates: Iterable[Candidate], now: float, progress_of: Progress) -> Candidate | None:
     """The best candidate by kube's criteria, then the deadline tie-break, then the first."""
     ranked = list(candidates)
     if not ranked:
@@ -131,4 +134,4 @@ def pick(candidates: Iterable[Candidate], now: float) -> Candidate | None:
     tied = [c for c, k in zip(ranked, keys, strict=True) if k == best]
     if len(tied) == 1:
         return tied[0]
-    return min(tied, key=lambda c: deadline_key(c, now))
+    return min(tied, key=lambda c: deadline_key(c, now, progress_of))

@@ -47,7 +47,6 @@ from typing import ClassVar
 import numpy as np
 
 from pysched.api.annotations import (
-    PROGRESS,
     deadline_of,
     expected_duration_of,
     total_steps_of,
@@ -423,7 +422,7 @@ class ElasticScale:
                 job.running_since = now if held else None
                 self._dirty = True
             # Read when a plan needs it (`GpuJob.demand`): a rigid job is rarely planned.
-            job.unread = next((v for p in members if (v := p.annotations.get(PROGRESS)) is not None), None)
+            job.unread = next((v for p in members if (v := self.handle.cluster.progress(p)) is not None), None)
             if job.admitted is None and job.deadline is not None and members:
                 self._judge(job, members[0], now)
         retry = any(job.failed_scales and job.retry_at <= now for job in self.jobs.values())

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pysched.api.annotations import deadline_of, progress_of, total_steps_of
+from pysched.api.annotations import deadline_of, parse_progress, total_steps_of
 from pysched.api.containers import cpu_resize
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
@@ -85,7 +85,8 @@ class SeedRestart:
             if start is None or pod.key in self._judged or pod.requests.get(GPU, 0):
                 # The paper scaled CPU jobs; GPU counts stay as submitted.
                 continue
-            total, deadline, progress = total_steps_of(pod), deadline_of(pod), progress_of(pod)
+            total, deadline, written = total_steps_of(pod), deadline_of(pod), self.handle.cluster.progress(pod)
+            progress = None if written is None else parse_progress(written)
             if total is None or deadline is None or progress is None:
                 continue
             steps, observed = progress

@@ -98,6 +98,25 @@ def test_progress_is_published_only_when_a_reconcile_reads_it() -> None:
     asyncio.run(run())
 
 
+def test_simulated_training_progress_is_kept_beside_its_pod_and_not_inherited() -> None:
+    clock = VirtualClock(0.0)
+    cluster = SimulatedCluster(clock)
+    key = PodKey("default/p")
+    cluster.create_pod(pod_dict("p"))
+    before = cluster.pods[key]
+    cluster.write_progress(key, "7@1970-01-01T00:01:00Z")
+    assert cluster.pods[key] is before  # no pod update: nothing to deliver through the informer path
+    assert cluster.progress(before) == "7@1970-01-01T00:01:00Z"
+    cluster.set_annotations(key, {"pysched.io/progress": "9@1970-01-01T00:02:00Z"})  # a client's write wins
+    assert cluster.progress(cluster.pods[key]) == "9@1970-01-01T00:02:00Z"
+    cluster.write_progress(key, "11@1970-01-01T00:03:00Z")
+    cluster.delete_pod(key)
+    raw = pod_dict("p")
+    raw["metadata"]["uid"] = "another"
+    cluster.create_pod(raw)  # recreated under its name: it has written nothing yet
+    assert cluster.progress(cluster.pods[key]) is None
+
+
 def test_cluster_spec_forms(tmp_path: Path) -> None:
     nodes = parse_cluster("nodes=3,cpu=16,memory=64Gi,gpu=4")
     assert len(nodes) == 3 and nodes[0]["status"]["allocatable"]["nvidia.com/gpu"] == "4"
@@ -113,13 +132,13 @@ def test_cluster_spec_forms(tmp_path: Path) -> None:
 
 def test_progress_writes_happen_only_for_reconcile_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
     writes: list[str] = []
-    original = SimulatedCluster.set_annotations
+    original = SimulatedCluster.write_progress
 
-    def counting(self: SimulatedCluster, key: PodKey, annotations: dict[str, str]) -> object:
-        writes.append(annotations["pysched.io/progress"])
-        return original(self, key, annotations)
+    def counting(self: SimulatedCluster, key: PodKey, value: str) -> None:
+        writes.append(value)
+        original(self, key, value)
 
-    monkeypatch.setattr(SimulatedCluster, "set_annotations", counting)
+    monkeypatch.setattr(SimulatedCluster, "write_progress", counting)
     job = Job("j", 0.0, 1000, 1000, "1Gi", Amdahl(0.0, 1.0, 16), deadline=5000.0)
     _run(Scenario("one", cpu_nodes(1, "16", "32Gi"), (job,)), "edf")
     assert writes == []  # nobody reads progress: no write at all
