@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pysched.api.limits import clip
 from pysched.cmd.errors import bad_input
 
 PIDS_FILE = "pids.json"
@@ -192,6 +193,22 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _records_problem(records: list[Any]) -> str | None:
+    """What makes the recorded processes unsafe to signal: each must name one process other
+    than init (0, -1 or a negative pid would signal a group or every process)."""
+    from pysched.testing.controlplane import MAX_PID
+
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            return f"processes[{i}] is not an object"
+        pid, exe, name = rec.get("pid"), rec.get("exe"), rec.get("name")
+        if not isinstance(pid, int) or isinstance(pid, bool) or not 1 < pid <= MAX_PID:
+            return f"processes[{i}].pid must be a whole number from 2 to {MAX_PID}, not {clip(pid)}"
+        if not isinstance(exe, str) or not exe or not isinstance(name, str):
+            return f"processes[{i}] needs an exe and a name (strings)"
+    return None
+
+
 def cmd_down(args: argparse.Namespace) -> int:
     if problem := _dev_extra_problem():
         return _fail(problem)
@@ -210,9 +227,11 @@ def cmd_down(args: argparse.Namespace) -> int:
         records = list(state["processes"])
     except (OSError, ValueError, KeyError, TypeError) as err:
         return _fail(f"cannot read {pids_path}: {err}")
+    if problem := _records_problem(records):
+        return _fail(f"{pids_path}: {problem}; nothing was stopped")
     for rec in reversed(records):
-        stop_pid(int(rec["pid"]), str(rec["exe"]))
-    left = [r for r in records if pid_matches(int(r["pid"]), str(r["exe"]))]
+        stop_pid(rec["pid"], rec["exe"])
+    left = [r for r in records if pid_matches(r["pid"], r["exe"])]
     if left:
         names = ", ".join(f"{r['name']} (pid {r['pid']})" for r in left)
         return _fail(f"still running after stop: {names}")

@@ -55,6 +55,7 @@ FAKE_NODE_SELECTOR = f"{FAKE_NODE_LABEL}=true"  # the nodes the heartbeat keeps 
 # lets the heartbeat renew big sets slowly (2,000 fake nodes at 10 a second, 5,000 at 25, each
 # within a third of the grace period) and survive a starved test box or a fault test's API outage.
 NODE_MONITOR_GRACE_S = 600.0
+MAX_PID = 4_194_304  # Linux's largest pid_max (PID_MAX_LIMIT on 64-bit)
 # The alpha workload API the gang-scheduling tests need: Workload and PodGroup objects
 # (scheduling.k8s.io/v1alpha2), pod.spec.schedulingGroup, kube-scheduler's gang plugin and the Job
 # controller making a Workload and PodGroup for each gang-shaped Indexed Job.
@@ -188,8 +189,16 @@ def log_tail(path: Path, lines: int = 20) -> str:
     return "\n".join(data.splitlines()[-lines:])
 
 
+def _one_process(pid: int) -> bool:
+    """A pid naming one process other than init: ``kill`` reads 0 as this process group and
+    -1 as every process it may signal, and a negative pid as a whole group."""
+    return isinstance(pid, int) and not isinstance(pid, bool) and 1 < pid <= MAX_PID
+
+
 def pid_alive(pid: int) -> bool:
     """True if ``pid`` exists and is not a zombie."""
+    if not _one_process(pid):
+        return False
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
@@ -205,7 +214,8 @@ def pid_alive(pid: int) -> bool:
 
 
 def pid_matches(pid: int, exe: str) -> bool:
-    """True if ``pid`` is alive and runs ``exe`` (guards against pid reuse)."""
+    """True if ``pid`` is alive and runs ``exe`` (guards against pid reuse); never for a pid
+    that names no single process."""
     if not pid_alive(pid):
         return False
     try:
@@ -217,8 +227,9 @@ def pid_matches(pid: int, exe: str) -> bool:
 
 
 def stop_pid(pid: int, exe: str | None = None, *, timeout: float = 10.0) -> None:
-    """SIGTERM then, after ``timeout``, SIGKILL one process; return once it is gone."""
-    if exe is not None and not pid_matches(pid, exe):
+    """SIGTERM then, after ``timeout``, SIGKILL one process; return once it is gone. A pid that
+    names no single process (0, negative, init) is never signalled."""
+    if not _one_process(pid) or (exe is not None and not pid_matches(pid, exe)):
         return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
