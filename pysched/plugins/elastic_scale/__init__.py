@@ -53,7 +53,7 @@ from pysched.api.annotations import (
     worker_range_of,
 )
 from pysched.api.ids import JobKey, PodKey
-from pysched.api.jobs import JobSource
+from pysched.api.jobs import COMPLETION_INDEX, JobSource
 from pysched.api.objects import PodInfo
 from pysched.api.resources import GPU
 from pysched.deadline.condition import ADMITTED_REASON, CONDITION, REJECTED_REASON, earliest_finish_words
@@ -66,7 +66,7 @@ from pysched.framework.jobs import Job
 from pysched.framework.nodetable import I64, MAX_NODE_SCORE, Bools, NodeTable
 from pysched.framework.registry import MAX_ARGS_SECONDS, ArgsError, PluginSpec, check_range
 from pysched.framework.status import SKIP, SUCCESS, Code, Status, unschedulable
-from pysched.plugins.elastic_scale.jobs import GpuJob
+from pysched.plugins.elastic_scale.jobs import FreeGpus, GpuJob
 
 NAME = "ElasticScale"
 BEST_EFFORT, WAIT = "BestEffort", "Wait"  # what a job not admitted does
@@ -141,10 +141,15 @@ class ElasticScale:
             self._capacity = max(0, int(allocatable.sum()) - max(0, outside))
         return self._capacity
 
-    def _free_gpus(self) -> int:
-        """GPUs no pod holds or is about to (assumed) on the present nodes."""
-        allocatable, requested = self._gpu_columns()
-        return int(np.maximum(allocatable - requested, 0).sum())
+    def _free_gpus(self) -> FreeGpus:
+        """GPUs no pod holds or is about to (assumed), per node row (0 on rows of no present node)."""
+        nodes = self.handle.nodes
+        column = nodes.column.get(GPU)
+        if column is None:
+            return FreeGpus(np.zeros(0, np.int64))
+        size = nodes.size
+        free = nodes.allocatable[:size, column] - nodes.requested[:size, column]
+        return FreeGpus(np.where(nodes.present[:size], np.maximum(free, 0), 0).astype(np.int64))
 
     def largest_node(self) -> int:
         allocatable, _ = self._gpu_columns()
@@ -225,7 +230,30 @@ class ElasticScale:
 
     def _learn(self, key: JobKey, pod: PodInfo, gpus: int, total: int) -> GpuJob:
         job = self.handle.jobs.of(pod.key)
+        state = GpuJob(key, None, total, deadline_of(pod), gpus, 1, 1, 1, JobModel(total))
+        self.jobs[key] = state
+        if state.deadline is None:
+            state.admitted = False
+        if _owner_unseen(job, pod):
+            # Its worker count is its Indexed Job's parallelism: sized and judged once the Job is seen.
+            state.incomplete = True
+            return state
+        self._size(state, job, pod)
+        if state.deadline is None:
+            return state
+        if job is not None and job.ref.source is not JobSource.BATCH and len(job.members) < job.minimum:
+            # Its GPU workers are known once its members are (a launcher or a parameter server
+            # holds none); an Indexed Job's pods all come from one template.
+            state.incomplete = True
+        else:
+            self._judge(state, pod, self.handle.clock.now())
+        return state
+
+    def _size(self, state: GpuJob, job: Job | None, pod: PodInfo) -> None:
+        """The job's worker count, its range (a declared one that cannot hold is told and
+        ignored) and its first speed, from the owner's expected duration at that count."""
         ref = job.ref if job is not None else None
+        gpus = state.gpus_per_worker
         workers = _gpu_workers(job) if job is not None else 1
         lo = hi = workers
         declared = worker_range_of(pod)
@@ -241,26 +269,21 @@ class ElasticScale:
                 problem = (
                     f"workers-min {declared[0]} x {gpus} GPUs per worker is more than the cluster's {cluster_gpus} GPUs"
                 )
+            elif not declared[0] <= workers <= declared[1]:
+                problem = (
+                    f"its Job runs {workers} workers, outside workers-min {declared[0]} to workers-max {declared[1]}"
+                )
             else:
                 lo, hi = declared
         if problem:
             note = f"elastic range ignored: {problem}; the job runs at its submitted size"
             self.handle.tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", IGNORED_REASON, note))
-        state = GpuJob(key, ref if hi > lo else None, total, deadline_of(pod), gpus, lo, hi, workers, JobModel(total))
-        now = self.handle.clock.now()
+        state.ref = ref if hi > lo else None
+        state.workers_min, state.workers_max, state.workers = lo, hi, workers
+        state.sized = True
         expected = expected_duration_of(pod)
         if expected is not None:
             state.expect(expected)
-        self.jobs[key] = state
-        if state.deadline is None:
-            state.admitted = False
-        elif job is not None and job.ref.source is not JobSource.BATCH and len(job.members) < job.minimum:
-            # Its GPU workers are known once its members are (a launcher or a parameter server
-            # holds none); an Indexed Job's pods all come from one template.
-            state.incomplete = True
-        else:
-            self._judge(state, pod, now)
-        return state
 
     def _sync_workers(self, job: GpuJob, now: float) -> None:
         """An Indexed Job's workers are its parallelism as the owner states it now: its Job may
@@ -280,7 +303,13 @@ class ElasticScale:
 
     def _judge_once_complete(self, known: GpuJob, pod: PodInfo) -> None:
         book = self.handle.jobs.of(pod.key)
-        if book is None or len(book.members) >= book.minimum:
+        if _owner_unseen(book, pod):
+            return
+        if not known.sized:
+            self._size(known, book, pod)
+        if known.deadline is None:
+            known.incomplete = False
+        elif book is None or len(book.members) >= book.minimum:
             known.incomplete = False
             gpu_pod = pod if pod.requests.get(GPU, 0) > 0 else self._member_of(known)
             self._judge(known, gpu_pod or pod, self.handle.clock.now())
@@ -423,7 +452,11 @@ class ElasticScale:
                 self._dirty = True
             # Read when a plan needs it (`GpuJob.demand`): a rigid job is rarely planned.
             job.unread = next((v for p in members if (v := self.handle.cluster.progress(p)) is not None), None)
-            if job.admitted is None and job.deadline is not None and members:
+            if job.incomplete:  # its pods may all have passed PreEnqueue before its Job was seen
+                member = members[0] if members else self._member_of(job)
+                if member is not None:
+                    self._judge_once_complete(job, member)
+            if job.admitted is None and job.deadline is not None and members and not job.incomplete:
                 self._judge(job, members[0], now)
         retry = any(job.failed_scales and job.retry_at <= now for job in self.jobs.values())
         if not (self._dirty or retry or now - self._last_plan >= self.args.replan_seconds):
@@ -448,15 +481,15 @@ class ElasticScale:
         for job in elastic:
             members = running.get(job.key, [])
             try:
-                free, wanted = await self._steer(job, members, result, free, wanted, now)
+                wanted = await self._steer(job, members, result, free, wanted, now)
             except Exception as err:  # one job's bug must not stop the others' plan
                 pod = members[0] if members else None
                 self.handle.incidents.report("ElasticScale reconcile", pod, err, then="its workers stay as they are")
 
     async def _steer(
-        self, job: GpuJob, members: Sequence[PodInfo], result: Plan, free: int, wanted: int, now: float
-    ) -> tuple[int, int]:
-        """Scale one elastic job toward its target; the GPUs free and wanted after it."""
+        self, job: GpuJob, members: Sequence[PodInfo], result: Plan, free: FreeGpus, wanted: int, now: float
+    ) -> int:
+        """Scale one elastic job toward its target; the GPUs wanted after it (it takes from `free` as it grows)."""
         bound = len(members)
         if bound >= job.workers:
             job.settled = True
@@ -470,24 +503,28 @@ class ElasticScale:
         ):
             target = max(job.workers_min, bound)  # the new members of its last scale never all ran
         elif target > job.workers:
-            if bound:  # up only into GPUs free now, and only when it pays for its pause
-                target = min(target, job.workers + max(0, free) // job.gpus_per_worker)
-                if target <= job.workers or not self._worth(job, target, now):
-                    return free, wanted
+            if bound:  # up only into GPUs free now, within its range, and only when it pays for its pause
+                target = min(target, job.workers + free.workers(job.gpus_per_worker))
+                if target <= job.workers or target < job.workers_min or not self._worth(job, target, now):
+                    return wanted
         elif target < job.workers and bound:
-            if wanted <= free:
-                return free, wanted  # nobody needs its GPUs: it keeps them
+            if wanted <= free.total:
+                return wanted  # nobody needs its GPUs: it keeps them
             if now - job.last_scale < self.args.cooldown_seconds and job.key in result.reserved:
-                return free, wanted  # an admitted job gives GPUs back only after its cooldown
-            target = max(target, job.workers - (wanted - free + job.gpus_per_worker - 1) // job.gpus_per_worker)
+                return wanted  # an admitted job gives GPUs back only after its cooldown
+            short = wanted - free.total
+            target = max(target, job.workers - (short + job.gpus_per_worker - 1) // job.gpus_per_worker)
         if target == job.workers or now < job.retry_at:
-            return free, wanted
+            return wanted
         change = (target - job.workers) * job.gpus_per_worker
         await self._scale(job, target, members, now)
         if bound and job.workers == target:  # the scale was accepted
-            free -= change
+            if change > 0:
+                free.take(change // job.gpus_per_worker, job.gpus_per_worker)
+            else:
+                free.give(self._rows.get(job.key, {}), -change)
             wanted -= max(0, change)
-        return free, wanted
+        return wanted
 
     def _worth(self, job: GpuJob, target: int, now: float) -> bool:
         """A voluntary scale-up must cut the remaining time by `min_gain`, pause included, and
@@ -632,9 +669,12 @@ class ElasticScale:
         if job is None:
             return
         job.pods.discard(pod.key)
+        job.gated.pop(pod.key, None)  # a waiting job's admission is told on its pods that exist
         self._dirty = True
         if not job.pods:
             del self.jobs[job.key]
+            if self._admitted is not None:  # what arrivals until the next reconcile are judged against
+                self._admitted.pop(job.key, None)
             if pod.phase != "Succeeded" and pod.controller is not None:  # its owner may make another
                 self._ended[job.key] = (self.handle.clock.now(), _owner_uid(pod), job)
                 if len(self._ended) > MAX_ENDED_JOBS:
@@ -645,6 +685,17 @@ def _gpu_workers(job: Job) -> int:
     """The members of `job` that share its GPU work: its minimum, less the members seen without
     GPUs (an MPI launcher, parameter servers)."""
     return max(1, job.minimum - sum(1 for m in job.members.values() if m.requests.get(GPU, 0) <= 0))
+
+
+def _owner_unseen(job: Job | None, pod: PodInfo) -> bool:
+    """A pod of an Indexed Job whose parallelism (its worker count) the backend does not know
+    yet: its Job is seen after its pods."""
+    return (
+        job is not None
+        and job.ref.source is JobSource.BATCH
+        and COMPLETION_INDEX in pod.labels
+        and job.lookup(job.ref) is None
+    )
 
 
 def _owner_uid(pod: PodInfo) -> str | None:

@@ -4,7 +4,10 @@ and how it turns into a planner `Demand`."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from pysched.api.ids import JobKey, PodKey
 from pysched.api.jobs import JobRef
@@ -32,7 +35,8 @@ class GpuJob:
     gated: dict[PodKey, PodInfo] = field(default_factory=dict)
     last_scale: float = -math.inf
     settled: bool = True  # every worker asked for has run since the last scale up
-    incomplete: bool = False  # a gang judged only once all its members are known
+    incomplete: bool = False  # judged only once all its members, or its Indexed Job, are known
+    sized: bool = False  # its worker count and range are known (`ElasticScale._size`)
     hopeless: bool = False  # refused admission because it could not meet its deadline even alone
     failed_scales: int = 0  # transient failures in a row (an API error): retried with a backoff
     retry_at: float = -math.inf
@@ -101,3 +105,37 @@ class GpuJob:
                 return None
             seconds[units] = left * est.step_seconds * (1 + band_z * est.rel_sigma)
         return Demand(self.key, seconds, held, pause_s, self.deadline if self.admitted is not False else None)
+
+
+@dataclass(slots=True)
+class FreeGpus:
+    """The GPUs free now on each node row, as a replan hands them out: a worker's GPUs must all
+    be on one node, so 1 + 1 free on two nodes holds no 2-GPU worker."""
+
+    by_row: np.ndarray  # int64, one entry per node row (0 for rows without a present node)
+
+    @property
+    def total(self) -> int:
+        return int(self.by_row.sum())
+
+    def workers(self, gpus_per_worker: int) -> int:
+        """How many workers of `gpus_per_worker` GPUs the free GPUs hold."""
+        return int((self.by_row // gpus_per_worker).sum())
+
+    def take(self, workers: int, gpus_per_worker: int) -> None:
+        """Workers placed as the scheduler would pack them: each on the tightest node it fits."""
+        for _ in range(workers):
+            fits = np.flatnonzero(self.by_row >= gpus_per_worker)
+            if fits.size == 0:
+                return
+            row = fits[np.argmin(self.by_row[fits])]
+            self.by_row[row] -= gpus_per_worker
+
+    def give(self, rows: Mapping[int, int], gpus: int) -> None:
+        """`gpus` a job gives back from the rows it holds GPUs on (the most held first)."""
+        for row, held in sorted(rows.items(), key=lambda item: (-item[1], item[0])):
+            back = min(held, gpus)
+            if back <= 0 or row >= self.by_row.shape[0]:
+                continue
+            self.by_row[row] += back
+            gpus -= back

@@ -544,3 +544,153 @@ def test_an_indexed_job_seen_after_its_pods_is_counted_at_its_parallelism() -> N
     world = asyncio.run(run())
     assert world.plugin.jobs[JobKey("sim/Job/el")].workers == 2
     assert world.bound("b") == 1 and world.plugin.jobs[JobKey("sim/Job/b")].admitted
+
+
+def _deadline(seconds: float, expected: float, steps: int = 1000) -> dict[str, str]:
+    """A deadline job's notes: `seconds` after the start, `expected` at its submitted size."""
+    return {TOTAL_STEPS: str(steps), DEADLINE: format_rfc3339(EPOCH + seconds), EXPECTED_DURATION: f"{expected}s"}
+
+
+def _reasons(world: _Owned, *reasons: str) -> list[tuple[str, str]]:
+    return [(e.pod, e.reason) for e in world.cluster.events if e.reason in reasons]
+
+
+@pytest.mark.parametrize("how", ["finished", "deleted"])
+def test_a_job_that_ended_since_the_last_reconcile_no_longer_blocks_an_arrival(how: str) -> None:
+    async def run() -> _Owned:
+        world = _Owned()
+        await world.scheduler.start()
+        world.job("a", 1, _deadline(2300, 2000), gpus=8)
+        await world.scheduler.run_until_idle()
+        world.clock.advance(5)
+        if how == "deleted":
+            world.cluster.delete_pod(PodKey("sim/a-0"))
+        else:
+            world.cluster.finish_pod(PodKey("sim/a-0"))
+        await world.scheduler.run_until_idle()
+        world.clock.advance(5)  # before the next reconcile
+        world.job("b", 1, _deadline(800, 600), gpus=8)  # fits the empty node alone
+        await world.scheduler.run_until_idle()
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    assert world.plugin.jobs[JobKey("sim/Job/b")].admitted and _reasons(world, REJECTED) == []
+
+
+@pytest.mark.parametrize("job_first", [True, False])
+def test_an_indexed_job_seen_after_its_pods_is_judged_at_its_parallelism(job_first: bool) -> None:
+    # 6 of 8 GPUs are held by an admitted job; a 4-worker job expected to take 600 s at 4 cannot
+    # start before its deadline, whichever of its Job and its pods is seen first.
+    async def run() -> _Owned:
+        world = _Owned()
+        await world.scheduler.start()
+        world.job("x", 1, _deadline(2000, 1500), gpus=6)
+        await world.scheduler.run_until_idle()
+        world.clock.advance(10)
+        notes = _deadline(800, 600)
+        world.templates["b"] = notes
+        if job_first:
+            world.cluster.add_owner("uid-b", world.clock.now())
+            world.cluster.set_job_minimum(job_key("sim", JobSource.BATCH, "b"), 4)
+        for index in range(4):
+            world.pod(f"b-{index}", notes, job="b", index=index)
+        await world.scheduler.run_until_idle()
+        if not job_first:
+            world.cluster.add_owner("uid-b", world.clock.now())
+            world.cluster.set_job_minimum(job_key("sim", JobSource.BATCH, "b"), 4)
+        await world.until(120)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    job = world.plugin.jobs[JobKey("sim/Job/b")]
+    assert job.admitted is False and job.workers == 4
+    demand = world.plugin._demand(job, world.clock.now(), world.plugin.capacity())
+    assert demand is not None and demand.seconds == {4: pytest.approx(660.0)}  # 600 s at 4, the band's edge
+
+
+def test_free_gpus_split_over_nodes_are_no_room_for_a_worker_that_needs_them_on_one() -> None:
+    # One GPU free on each of two nodes: a job of 2-GPU workers is not scaled up into them.
+    async def run() -> _Owned:
+        world = _Owned()
+        for node in cpu_nodes(2, "64", "256Gi", gpu=8)[1:]:
+            world.cluster.add_node(node)
+        await world.scheduler.start()
+        world.pod("inference-a", gpus=7)
+        world.pod("inference-b", gpus=3)
+        await world.scheduler.run_until_idle()
+        notes = {**ELASTIC, DEADLINE: format_rfc3339(EPOCH + 2500), EXPECTED_DURATION: "3000s"}
+        world.job("el", 2, notes, gpus=2)
+        await world.until(600)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    assert world.bound("el") == 2 and world.cluster.scales == []
+
+
+def test_a_job_whose_parallelism_is_outside_its_range_is_told_and_never_scaled_below_its_minimum() -> None:
+    notes = {**ELASTIC, "pysched.io/workers-min": "4", DEADLINE: format_rfc3339(EPOCH + 2500)}
+
+    async def submitted_below() -> _Owned:
+        world = _Owned()
+        await world.scheduler.start()
+        world.pod("inference", gpus=5)
+        world.job("el", 2, notes)
+        await world.until(300)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(submitted_below())
+    assert world.cluster.scales == []
+    (note,) = [e.note for e in world.cluster.events if e.reason == IGNORED_REASON]
+    assert "its Job runs 2 workers, outside workers-min 4 to workers-max 8" in note
+
+    async def shrunk_by_someone_else() -> _Owned:
+        world = _Owned()
+        await world.scheduler.start()
+        world.pod("inference", gpus=4)
+        world.job("el", 4, notes)  # the 8 GPUs all held
+        await world.until(60)
+        world.cluster.set_job_minimum(job_key("sim", JobSource.BATCH, "el"), 2)  # a user's edit
+        world.cluster.delete_pod(PodKey("sim/el-3"))
+        world.cluster.delete_pod(PodKey("sim/el-2"))
+        world.pod("inference-2", gpus=1)  # one GPU left free: 3 workers would be below the range
+        await world.until(600)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(shrunk_by_someone_else())
+    assert all(workers >= 4 for _, workers in world.cluster.scales), world.cluster.scales
+
+
+def test_with_wait_the_admission_is_told_on_pods_that_exist() -> None:
+    # A gated pod of the waiting job is deleted and its owner makes another: the job's one
+    # DeadlineAdmitted event goes on a pod the user can see.
+    async def run() -> _Owned:
+        world = _Owned()
+        profile = CONFIG.profile("pysched")
+        assert profile is not None
+        args = {**profile.plugin_args, "ElasticScale": {"notAdmitted": "Wait"}}
+        config = SchedulerConfig((dataclasses.replace(profile, plugin_args=args),), CONFIG.source)
+        world.scheduler = Scheduler(config, world.cluster, world.clock, REGISTRY)
+        await world.scheduler.start()
+        world.job("a", 1, _deadline(2300, 2000), gpus=8)
+        await world.scheduler.run_until_idle()
+        world.clock.advance(10)
+        world.job("w", 2, _deadline(1000, 600), gpus=4)  # refused: waits, gated
+        await world.scheduler.run_until_idle()
+        world.clock.advance(10)
+        world.cluster.delete_pod(PodKey("sim/w-0"))
+        world.pod("w-0-x7k2p", _deadline(1000, 600), gpus=4, job="w", index=0)  # its replacement
+        await world.scheduler.run_until_idle()
+        world.clock.advance(10)
+        world.cluster.delete_pod(PodKey("sim/a-0"))  # room frees up
+        await world.until(200)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    admitted = [pod for pod, _ in _reasons(world, "DeadlineAdmitted")]
+    assert admitted == ["sim/w-0-x7k2p"] and all(pod in world.cluster.pods for pod in admitted)
