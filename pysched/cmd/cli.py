@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from pysched import __version__
 from pysched.cmd.errors import bad_input
@@ -27,6 +27,11 @@ from pysched.cmd.flags import (
 )
 from pysched.cmd.logs import configure_logging
 from pysched.workload.progress import MAX_PROGRESS_INTERVAL_S, MIN_PROGRESS_INTERVAL_S
+
+if TYPE_CHECKING:  # rich and the simulator are imported only by the commands that use them
+    from rich.table import Table
+
+    from pysched.sim.runner import PolicyResult
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,9 +60,7 @@ def cmd_version(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from rich import box
     from rich.console import Console
-    from rich.table import Table
 
     from pysched.plugins import default_registry
     from pysched.sim.command import (
@@ -68,6 +71,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         report_problems,
         run_with_progress,
     )
+    from pysched.sim.runner import PolicyStartError
     from pysched.workload.traces import MAX_TRACE_SECONDS as MAX_HORIZON_S
 
     problem = first_problem(
@@ -105,30 +109,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if isinstance(scenario, BadInput):
         return _fail(scenario.message)
     report_problems(scenario, args.seed, elastic=args.elastic)
-    results, elapsed = run_with_progress(
-        scenario, config, policies, registry, args.seed, args.progress_interval, args.horizon, args.elastic
-    )
-
     title = f"{scenario.name}: {len(scenario.jobs)} jobs on {len(scenario.nodes)} nodes, seed {args.seed}"
-    table = Table(title=title, box=box.SIMPLE_HEAD)
-    headers = ("policy", "met", "ratio", "CPU util", "JCT s", "queue s", "makespan s", "rescales", "skipped", "left")
-    for column in headers:
-        table.add_column(column, justify="left" if column == "policy" else "right")
-    for name, r in results.items():
-        table.add_row(
-            name,
-            f"{r.deadline_met}/{r.deadline_jobs}",
-            f"{r.deadline_met_ratio:.1%}",
-            f"{r.cpu_utilization:.1%}",
-            f"{r.mean_jct_s:,.0f}",
-            f"{r.mean_queue_s:,.0f}",
-            f"{r.makespan_s:,.0f}",
-            str(r.rescales),
-            str(r.skipped),
-            str(r.unfinished),
-        )
     console = Console(width=None if sys.stdout.isatty() else 120)
-    console.print(table)
+    try:
+        results, elapsed = run_with_progress(
+            scenario, config, policies, registry, args.seed, args.progress_interval, args.horizon, args.elastic
+        )
+    except PolicyStartError as err:  # the policies that ran are shown; no output file is half written
+        if err.finished:
+            console.print(_results_table(title, err.finished))
+        return _fail(f"{err} (it was accepted when the run began: did the file change since?)")
+    console.print(_results_table(title, results))
     console.print(f"simulated in {elapsed:.1f} s wall time")
     try:
         if args.json:
@@ -151,6 +142,30 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     except OSError as err:  # a full disk, a folder removed during the run
         return _fail(write_problem(err))
     return 0
+
+
+def _results_table(title: str, results: Mapping[str, PolicyResult]) -> Table:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, box=box.SIMPLE_HEAD)
+    headers = ("policy", "met", "ratio", "CPU util", "JCT s", "queue s", "makespan s", "rescales", "skipped", "left")
+    for column in headers:
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for name, r in results.items():
+        table.add_row(
+            name,
+            f"{r.deadline_met}/{r.deadline_jobs}",
+            f"{r.deadline_met_ratio:.1%}",
+            f"{r.cpu_utilization:.1%}",
+            f"{r.mean_jct_s:,.0f}",
+            f"{r.mean_queue_s:,.0f}",
+            f"{r.makespan_s:,.0f}",
+            str(r.rescales),
+            str(r.skipped),
+            str(r.unfinished),
+        )
+    return table
 
 
 def _write_jobs_csv(path: str, results: Mapping[str, Any]) -> None:

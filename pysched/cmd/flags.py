@@ -71,6 +71,10 @@ def output_problem(flag: str, path: str, *, folder: bool = False) -> str | None:
         return f"{flag}: a {'folder' if folder else 'file'} name is needed"
     target = Path(path)
     try:
+        dead = _dead_link(target)
+        if dead is not None:  # the writer would fail on it after the run
+            where = path if dead == target else f"{path}: {dead}"
+            return f"{flag}: {where} is a symbolic link to nothing (its target is missing, or a loop)"
         if target.exists():
             if target.is_dir() != folder:
                 return f"{flag}: {path} is {'not ' if folder else ''}a folder"
@@ -95,9 +99,17 @@ def output_problem(flag: str, path: str, *, folder: bool = False) -> str | None:
 
 def clash_problem(outputs: Sequence[tuple[str, str | None]], inputs: Sequence[tuple[str, str | None]]) -> str | None:
     """`--flag: ...` when an output would overwrite an input or another output, or would be
-    written inside another output's file: each (flag, path) named, None where a flag is not given."""
-    given = [(flag, Path(path).resolve()) for flag, path in outputs if path]
-    read = [(flag, Path(path).resolve()) for flag, path in inputs if path]
+    written inside another output's file, or when a path goes round a loop of symbolic links: each
+    (flag, path) named, None where a flag is not given."""
+    given: list[tuple[str, Path]] = []
+    read: list[tuple[str, Path]] = []
+    for paths, into in ((outputs, given), (inputs, read)):
+        for flag, path in paths:
+            if path:
+                resolved = _resolved(flag, path)
+                if isinstance(resolved, str):
+                    return resolved
+                into.append((flag, resolved))
     for i, (flag, target) in enumerate(given):
         for other, source in read:
             if target == source:
@@ -108,6 +120,30 @@ def clash_problem(outputs: Sequence[tuple[str, str | None]], inputs: Sequence[tu
             if written in target.parents or target in written.parents:
                 return f"{flag}: {other} writes a file where this one needs a folder, or the other way round"
     return None
+
+
+def _dead_link(target: Path) -> Path | None:
+    """The first of `target` and its missing parent folders that is a symbolic link leading
+    nowhere (to a missing path, or round a loop), or None. `exists` follows links, `is_symlink`
+    does not."""
+    for path in (target, *target.parents):
+        if path.exists():
+            return None
+        if path.is_symlink():
+            return path
+    return None
+
+
+def _resolved(flag: str, path: str) -> Path | str:
+    """`path` with its symbolic links followed, or the problem as one line naming `flag`."""
+    try:
+        return Path(path).resolve()
+    except RuntimeError:  # a loop of symbolic links (OSError from Python 3.13)
+        return f"{flag}: {path}: a loop of symbolic links"
+    except OSError as err:
+        return f"{flag}: {path}: {err.strerror or err}"
+    except ValueError:
+        return f"{flag}: {path!r} is not a file name (it holds a NUL byte)"
 
 
 def dns_problem(flag: str, name: str, *, subdomain: bool = False) -> str | None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from pysched.cmd.errors import bad_input
 from pysched.cmd.flags import (
+    clash_problem,
     extra_problem,
     first_problem,
     number_problem,
@@ -62,6 +63,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         output_problem("--curve", args.curve) if args.curve else None,
         output_problem("--curve-json", args.curve_json) if args.curve_json else None,
         extra_problem("--curve", "matplotlib", "matplotlib", "plot") if args.curve else None,
+        clash_problem(
+            [("--out", args.out), ("--curve", args.curve), ("--curve-json", args.curve_json)], [("--init", args.init)]
+        ),
     )
     if problem:
         return _fail(problem)
@@ -138,6 +142,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         seeds if isinstance(seeds, str) else None,
         None if args.scenario in SCENARIOS else f"--scenario: one of {', '.join(SCENARIOS)}",
         output_problem("--json", args.json) if args.json else None,
+        clash_problem([("--json", args.json)], [("--weights", args.weights)]),
     )
     if problem:
         return _fail(problem)
@@ -156,6 +161,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     )
     from pysched.learn.ordering import LEARNED_PROFILE
     from pysched.plugins import default_registry
+    from pysched.sim.runner import PolicyStartError
 
     allocating = args.env == ALLOCATION_ENV
     if allocating and not args.weights:
@@ -174,7 +180,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         config = allocation_config(registry, args.weights) if allocating else learned_config(registry, args.weights)
     except ConfigError as err:
         return _fail(str(err))
-    result = evaluate(registry, config, args.scenario, seeds, policies)
+    done: list[int] = []
+    try:
+        result = evaluate(registry, config, args.scenario, seeds, policies, on_seed=done.append)
+    except PolicyStartError as err:  # each seed builds the profiles again, reading --weights again
+        at = seeds[len(done)]
+        return _fail(f"seed {at}: {err} (--weights was accepted when the run began: did it change since?)")
     print(f"{args.scenario}, seeds {seeds.start}-{seeds.stop - 1}: median deadline-met ratio")
     for policy in policies:
         print(f"  {policy:<20} {result.median(policy):.3f}")

@@ -10,6 +10,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pysched.deadline.scorer import PolicyFileError, policy_at
 from pysched.framework.config import SchedulerConfig, merge, parse_config
 from pysched.framework.registry import Registry
 from pysched.learn.ordering import LEARNED_PROFILE
@@ -27,7 +28,8 @@ MARGIN = 0.03  # what the learned order must add to the better of edf and pysche
 
 
 def learned_config(registry: Registry, weights: str | None) -> SchedulerConfig:
-    """The built-in profiles, the `learned` one reading `weights` (None: the shipped policy)."""
+    """The built-in profiles, the `learned` one reading `weights` (None: the shipped policy) with
+    its window, at most what the file supports."""
     config = builtin_config(registry)
     if weights is None:
         return config
@@ -37,8 +39,22 @@ def learned_config(registry: Registry, weights: str | None) -> SchedulerConfig:
     if entry is None:
         entry = {"name": LEARNED_QUEUE_SORT, "args": {}}
         configs.append(entry)
-    entry.setdefault("args", {})["weights"] = weights  # the profile's other args stay
+    args = entry.setdefault("args", {})
+    args["weights"] = weights  # the profile's other args stay
+    window = args.get("window", 0)
+    supported = _supported_window(weights)
+    if window and supported is not None and supported < window:  # a file trained with a smaller --window
+        args["window"] = supported
     return merge(config, parse_config({"profiles": [raw]}, f"--weights {weights}", registry))
+
+
+def _supported_window(weights: str) -> int | None:
+    """The largest window the weights file supports; None when it cannot be read (the profile's
+    check then names the problem)."""
+    try:
+        return policy_at(weights).window
+    except PolicyFileError:
+        return None
 
 
 def allocation_config(registry: Registry, weights: str) -> SchedulerConfig:

@@ -65,7 +65,7 @@ def load_scenario(
         try:
             built = builtin_scenario(seed, name, catalogue)
         except ValueError as err:  # a user catalogue that changed a model the scenario needs
-            return BadInput(str(err))
+            return BadInput(_scenario_problem(name, catalogue_file, str(err)))
         return built if nodes is None else replace(built, nodes=nodes)
     try:
         reader = read_swf if trace.endswith(".swf") else read_csv
@@ -80,6 +80,13 @@ def load_scenario(
     description = {"trace": trace, "seed": seed}
     name = trace.rsplit("/", 1)[-1]
     return Scenario(name, nodes, loaded.jobs, description, loaded.problems, loaded.skipped_deadlines)
+
+
+def _scenario_problem(name: str, catalogue_file: str | None, problem: str) -> str:
+    """`--scenario NAME: PROBLEM` (a generator's message may name it already), and the catalogue
+    that changed the models it draws."""
+    told = problem if problem.startswith("--scenario") else f"--scenario {name}: {problem}"
+    return f"{told}; see --catalogue {catalogue_file}" if catalogue_file else told
 
 
 def _first(problems: tuple[str, ...]) -> str:

@@ -25,7 +25,7 @@ from pysched.api.objects import NodeInfo, PodInfo, node_from_dict
 from pysched.api.resources import CPU, GPU, MEMORY, format_resource, to_scheduler_units
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
-from pysched.framework.config import SchedulerConfig
+from pysched.framework.config import ConfigError, SchedulerConfig
 from pysched.framework.registry import Registry
 from pysched.scheduler.queue import GATED
 from pysched.scheduler.scheduler import Scheduler
@@ -537,6 +537,17 @@ async def run_policy(
     return metrics(replay, len(problems) + bad_rows, skipped, bad_rows, scenario.skipped_deadlines)
 
 
+class PolicyStartError(Exception):
+    """A policy whose plugins could not be built when its turn came, though its profile was
+    checked before the first run (a file they read, a weights file, changed meanwhile).
+    `finished` holds the results of the policies run before it."""
+
+    def __init__(self, policy: str, problem: str, finished: Mapping[str, PolicyResult]) -> None:
+        super().__init__(f"policy {policy} could not start: {problem}")
+        self.policy = policy
+        self.finished = dict(finished)
+
+
 def simulate(
     scenario: Scenario,
     config: SchedulerConfig,
@@ -550,21 +561,26 @@ def simulate(
     horizon: float | None = None,
     elastic: bool = False,
 ) -> dict[str, PolicyResult]:
-    results = {}
+    """Each policy in turn; PolicyStartError when one cannot build its plugins (each run builds
+    its own, and reads their files again)."""
+    results: dict[str, PolicyResult] = {}
     for policy in policies:
         tick = None if on_tick is None else (lambda t, p=policy: on_tick(p, t))
-        results[policy] = asyncio.run(
-            run_policy(
-                scenario,
-                config,
-                policy,
-                registry,
-                seed=seed,
-                progress_interval=progress_interval,
-                step_noise=step_noise,
-                on_tick=tick,
-                horizon=horizon,
-                elastic=elastic,
+        try:
+            results[policy] = asyncio.run(
+                run_policy(
+                    scenario,
+                    config,
+                    policy,
+                    registry,
+                    seed=seed,
+                    progress_interval=progress_interval,
+                    step_noise=step_noise,
+                    on_tick=tick,
+                    horizon=horizon,
+                    elastic=elastic,
+                )
             )
-        )
+        except ConfigError as err:
+            raise PolicyStartError(policy, str(err), results) from None
     return results

@@ -112,16 +112,22 @@ def _group_of(group: Any, where: str) -> _Group:
     for key, value in group.items():
         if isinstance(value, bool) or not isinstance(value, str | int | float) or "," in str(value):
             raise ValueError(f"--cluster: {where}.{key_text(key)}: {clip(value)} is not a number or quantity")
+    if "count" in group and "nodes" in group:  # one would silently win over the other
+        raise ValueError(f"--cluster: {where}: count and nodes are the same number; give one of them")
     return _parse_spec(",".join(f"{'nodes' if k == 'count' else k}={v}" for k, v in group.items()), where)
 
 
 def _parse_spec(spec: str, where: str) -> _Group:
     values = {"nodes": "8", "cpu": "32", "memory": "128Gi", "gpu": "0"}
+    given: set[str] = set()
     for part in spec.split(","):
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or key not in values:
             raise ValueError(f"--cluster: {where}: bad part {clip(part)} (accepted: {CLUSTER_FORMS})")
+        if key in given:  # the last would silently win
+            raise ValueError(f"--cluster: {where}: {key} is given twice (accepted: {CLUSTER_FORMS})")
+        given.add(key)
         values[key] = value.strip()
     try:
         units = (to_scheduler_units(CPU, values["cpu"]), to_scheduler_units(MEMORY, values["memory"]))
@@ -148,8 +154,11 @@ def _paper_arrivals(
         yield index, round(now, 3), model, random.Random(seed * 100_003 + index)
 
 
-def _paper_jobs(count: int, seed: int, span_s: float, catalogue: Catalogue, rule: DeadlineRule) -> tuple[Job, ...]:
-    """The founding paper's MNIST jobs at its step counts, in pods of 2 CPU and 1 GiB."""
+def _paper_jobs(
+    name: str, count: int, seed: int, span_s: float, catalogue: Catalogue, rule: DeadlineRule
+) -> tuple[Job, ...]:
+    """The founding paper's MNIST jobs at its step counts, in pods of 2 CPU and 1 GiB, for the
+    scenario `name`. ValueError when a catalogue made one of its models a GPU model."""
     return tuple(
         make_job(
             index,
@@ -157,7 +166,7 @@ def _paper_jobs(count: int, seed: int, span_s: float, catalogue: Catalogue, rule
             gpus=0,
             cpu_milli=2000,
             memory="1Gi",
-            model=model,
+            model=_cpu_model(model, name),
             truth=model.truth(job_rng),
             steps=model.steps,
             duration=None,
@@ -170,9 +179,9 @@ def _paper_jobs(count: int, seed: int, span_s: float, catalogue: Catalogue, rule
     )
 
 
-def _cpu_model(model: Model) -> CpuModel:
+def _cpu_model(model: Model, scenario: str) -> CpuModel:
     if not isinstance(model, CpuModel):
-        raise ValueError(f"--scenario seed-ps: model {model.name} must be a CPU model (kind: cpu)")
+        raise ValueError(f"--scenario {scenario}: model {model.name} must be a CPU model (kind: cpu)")
     return model
 
 
@@ -186,7 +195,7 @@ def _paper_ps_jobs(count: int, seed: int, span_s: float, catalogue: Catalogue, r
         ps_job(
             index,
             submit=submit,
-            model=_cpu_model(model),
+            model=_cpu_model(model, "seed-ps"),
             workers=job_rng.randint(*PS_WORKERS),
             worker_cpu_milli=2000,
             memory="1Gi",
@@ -209,7 +218,7 @@ def paper_cpu(
     name: str, seed: int, catalogue: Catalogue, *, jobs: int, nodes: int, cpu: str, span_s: float, rule: DeadlineRule
 ) -> Scenario:
     """`jobs` of the founding paper's jobs arriving over `span_s` on `nodes` nodes of `cpu` CPUs."""
-    made = _paper_jobs(jobs, seed, span_s, catalogue, rule)
+    made = _paper_jobs(name, jobs, seed, span_s, catalogue, rule)
     return Scenario(name, cpu_nodes(nodes, cpu, "64Gi"), made, {"seed": seed, "jobs": jobs})
 
 
@@ -223,7 +232,7 @@ def seed_insufficient(seed: int, catalogue: Catalogue) -> Scenario:
 def seed_sufficient(seed: int, catalogue: Catalogue) -> Scenario:
     """Capacity to spare: the same 100 jobs on 16 nodes of 32 CPUs, deadlines 0.5 to 1.5 times the
     run time at 2 CPUs: about half can be met only by scaling up."""
-    jobs = _paper_jobs(100, seed, 3600.0, catalogue, DeadlineRule(0.5, 1.5))
+    jobs = _paper_jobs("seed-sufficient", 100, seed, 3600.0, catalogue, DeadlineRule(0.5, 1.5))
     return Scenario("seed-sufficient", cpu_nodes(16, "32", "128Gi"), jobs, {"seed": seed, "jobs": 100})
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import itertools
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -93,23 +94,38 @@ def read_table(text: str, where: str) -> dict[int, Throughput]:
     if len(rows) < 2:
         raise CatalogueError(f"{where}: a header and at least one row are required")
     try:
-        counts = [_table_int(c) for c in rows[0][1:]]
+        counts = _gpu_counts(rows[0][1:])
         tables: dict[int, Throughput] = {}
-        for row in rows[1:]:
+        lines: dict[int, int] = {}  # batch size -> its line
+        for line, row in enumerate(rows[1:], start=2):
             if not row:
                 continue
+            if len(row) > len(rows[0]):  # a short row's missing cells are counts not offered
+                raise ValueError(f"line {line} has {len(row)} cells, more than the header's {len(rows[0])}")
+            batch = _table_int(row[0])
+            if batch in lines:  # the later would silently replace the earlier
+                raise ValueError(f"line {line}: batch size {batch} repeats line {lines[batch]}")
+            lines[batch] = line
             points = [(g, _rate(v)) for g, v in zip(counts, row[1:], strict=False) if v.strip() and _rate(v) > 0]
-            tables[_table_int(row[0])] = Throughput(tuple(g for g, _ in points), tuple(r for _, r in points))
+            tables[batch] = Throughput(tuple(g for g, _ in points), tuple(r for _, r in points))
     except ValueError as err:
         raise CatalogueError(f"{where}: not a throughput table: {brief(err)}") from None
     return tables
 
 
+def _gpu_counts(header: list[str]) -> list[int]:
+    """The header's GPU counts, which must ascend: rates are read between neighbouring counts."""
+    counts = [_table_int(c) for c in header]
+    if any(a >= b for a, b in itertools.pairwise(counts)):
+        raise ValueError(f"the header's GPU counts must ascend, each once, got {clip(', '.join(header))}")
+    return counts
+
+
 def _table_int(text: str) -> int:
-    value = int(text)
-    if not 0 < value <= MAX_MODEL_NUMBER:
+    digits = text.strip()  # ASCII digits only: int() would also take `1_0` (10) or full-width ones
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 10 and 0 < int(digits) <= MAX_MODEL_NUMBER):
         raise ValueError(f"{clip(text)} is not an integer from 1 to {MAX_MODEL_NUMBER}")
-    return value
+    return int(digits)
 
 
 def _rate(text: str) -> float:

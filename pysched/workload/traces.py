@@ -24,7 +24,7 @@ from pysched.api.resources import MEMORY, QuantityError, to_scheduler_units
 from pysched.workload.catalogue import Catalogue, CpuModel, GpuModel, Model
 from pysched.workload.gang import Gang
 from pysched.workload.job import Job
-from pysched.workload.speed import SpeedModel
+from pysched.workload.speed import SpeedModel, Throughput
 
 DEFAULT_GPU_MIX: Mapping[int, float] = {1: 0.83, 2: 0.03, 4: 0.03, 8: 0.10, 16: 0.01}
 # Users over-provision: most ask for more CPUs than their job uses well (p_max, Amdahl).
@@ -192,6 +192,11 @@ def make_job(
     if steps is None:
         assert duration is not None
         steps = max(1, round(duration / step_s))
+        if steps > MAX_STEPS:  # the scheduler ignores a total-steps annotation this long
+            raise _BadRow(
+                f"duration {duration:g} s is {steps:.3g} steps of model {model.name} at {step_s:.3g} s a step,"
+                f" more than {MAX_STEPS:,}"
+            )
     run_s = duration if duration is not None else steps * step_s
     if not run_s <= MAX_TRACE_SECONDS:
         raise _BadRow(f"runs {run_s:.3g} s at its request, more than {MAX_TRACE_SECONDS:g}")
@@ -321,21 +326,23 @@ def read_csv(
                 f"{path}:1: header needs job_id, submission_time and duration or num_iteration "
                 f"(got: {clip(', '.join(header))})"
             )
-        first_seen: dict[str, int] = {}  # job_id -> its line
+        first_seen: dict[str, int] = {}  # job_id -> its first line, skipped or not
         for row in reader:
             where = f"{path}:{reader.line_num}"
             job_id = (row.get("job_id") or "").strip()
-            if None in row:  # more cells than the header: a broken row, not an extra column
-                problem = "more cells than header columns"
-            elif job_id in first_seen:
+            if job_id in first_seen:  # a later row of a skipped job is not the job either
                 problem = f"job_id {clip(job_id)} repeats line {first_seen[job_id]}"
             else:
-                try:
-                    jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed))
+                if job_id:
                     first_seen[job_id] = reader.line_num
-                    continue
-                except _BadRow as err:
-                    problem = str(err)
+                if None in row:  # more cells than the header: a broken row, not an extra column
+                    problem = "more cells than header columns"
+                else:
+                    try:
+                        jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed))
+                        continue
+                    except _BadRow as err:
+                        problem = str(err)
             problems.append(f"{where}: {problem}")
             lost_deadlines += rule is not None or bool(str(row.get("deadline") or "").strip())
     except csv.Error as err:  # a cell over csv's field limit (128 KiB), a NUL byte
@@ -359,18 +366,19 @@ def read_swf(
     """
     jobs: list[Job] = []
     problems: list[str] = []
-    first_seen: dict[str, int] = {}  # job number -> its line
+    first_seen: dict[str, int] = {}  # job number -> its first line, skipped or not
     for number, line in enumerate(_Lines(path), start=1):
         text = line.split(";", 1)[0].strip()
         if not text:
             continue
         where = f"{path}:{number}"
         fields = re.split(r"\s+", text)
-        if len(fields) < _SWF_FIELDS:
-            problems.append(f"{where}: {len(fields)} fields, SWF has {_SWF_FIELDS}")
-            continue
         if fields[0] in first_seen:
             problems.append(f"{where}: job number {clip(fields[0])} repeats line {first_seen[fields[0]]}")
+            continue
+        first_seen[fields[0]] = number
+        if len(fields) < _SWF_FIELDS:
+            problems.append(f"{where}: {len(fields)} fields, SWF has {_SWF_FIELDS}")
             continue
         row = {
             "job_id": fields[0],
@@ -380,7 +388,6 @@ def read_swf(
         }
         try:
             jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed))
-            first_seen[fields[0]] = number
         except _BadRow as err:
             problems.append(f"{where}: {err}")
     # SWF has no deadline field: a skipped row had one only by the rule.
@@ -422,8 +429,8 @@ def synthetic(
         job_rng = _rng(seed, "synthetic", index)
         if rng.random() < gpu_share:
             gpus = _weighted(rng, gpu_mix)
-            offering = [m for m in gpu_models if offers_gpus(catalogue.models[m], gpus)] or gpu_models
-            model = catalogue.models[rng.choice(offering)]
+            offering = [m for m in gpu_models if offers_gpus(catalogue.models[m], gpus)]
+            model = catalogue.models[rng.choice(offering or _measuring(catalogue, gpu_models, gpus))]
             cpu_milli, memory = 1000 * CPU_PER_GPU * gpus, f"{8 * gpus}Gi"
         else:
             gpus = 0
@@ -448,6 +455,20 @@ def synthetic(
             )
         )
     return tuple(jobs)
+
+
+def _measuring(catalogue: Catalogue, names: Sequence[str], gpus: int) -> list[str]:
+    """The GPU models whose tables measure some GPU count, for a job of more GPUs than any offers
+    (it runs as a gang, or elastic); ValueError when none does, as its jobs could never run."""
+    measured = [n for n in names if _default_table(catalogue.models[n]).gpus]
+    if not measured:
+        raise ValueError(f"no GPU model of the catalogue measures any GPU count, and the workload has {gpus}-GPU jobs")
+    return measured
+
+
+def _default_table(model: Model) -> Throughput:
+    """The table a job of the model runs by when the workload names no batch size."""
+    return model.truth(random.Random(0)) if isinstance(model, GpuModel) else Throughput((), ())
 
 
 def write_csv(jobs: Iterable[Job], path: str | Path) -> None:

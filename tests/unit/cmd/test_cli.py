@@ -73,6 +73,43 @@ def test_simulate_takes_profiles_from_a_config_file(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["policies"]["packing"]["jobs"] > 150
 
 
+def test_a_weights_file_spoiled_between_policies_shows_the_finished_ones_and_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each policy builds its plugins when its turn comes, reading their files again."""
+    import pysched.sim.runner as runner
+    from pysched.plugins.learned_queue_sort import BUILTIN_PATH
+
+    weights = tmp_path / "w.json"
+    weights.write_text(BUILTIN_PATH.read_text())
+    config = tmp_path / "learned.yaml"
+    config.write_text(
+        "profiles:\n- schedulerName: lq\n  plugins:\n    queueSort: [{name: LearnedQueueSort}]\n"
+        "    filter: [{name: NodeResourcesFit}]\n    bind: [{name: DefaultBinder}]\n"
+        f"  pluginConfig:\n  - name: LearnedQueueSort\n    args: {{weights: {weights}}}\n"
+    )
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submission_time,num_iteration\na,0,100\nb,10,100\n")
+    real = runner.run_policy
+
+    async def then_spoil(*args: object, **kwargs: object) -> PolicyResult:
+        result = await real(*args, **kwargs)  # type: ignore[arg-type]
+        weights.write_text('{"format": "pysched.io/queue-policy", "sch')  # replaced by a truncated copy
+        return result
+
+    monkeypatch.setattr(runner, "run_policy", then_spoil)
+    out = tmp_path / "sim.json"
+    argv = ["simulate", "--config", str(config), "--trace", str(trace), "--json", str(out)]
+    assert main([*argv, "--policy", "default", "--policy", "lq"]) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    last = captured.err.strip().splitlines()[-1]
+    assert last.startswith("pysched: error: policy lq could not start: lq: pluginConfig.LearnedQueueSort.args.weights:")
+    assert "not JSON" in last
+    assert "default" in captured.out and "lq" not in captured.out  # the finished policy's row
+    assert not out.exists()  # no output file of a run cut short
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pysched.cmd.cli", *args], capture_output=True, text=True, timeout=120)
 

@@ -170,6 +170,29 @@ def test_an_output_that_fails_at_the_end_is_one_line(flag: str, capsys: pytest.C
     assert captured.err.strip().splitlines()[-1] == "pysched: error: cannot write /dev/full: No space left on device"
 
 
+@pytest.mark.parametrize("flag", ["--trace", "--config", "--catalogue", "--cluster", "--json", "--jobs-csv", "--plot"])
+def test_a_loop_of_symbolic_links_is_refused_naming_the_flag(
+    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loop = tmp_path / "loop1"
+    loop.symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(loop)
+    _exit_2_one_line(main(["simulate", "--policy", "default", flag, str(loop)]), capsys, f"{flag}: {loop}", "loop")
+
+
+@pytest.mark.parametrize(("flag", "folder"), [("--plot", True), ("--json", False), ("--jobs-csv", False)])
+def test_an_output_through_a_dangling_symbolic_link_is_refused_before_the_run(
+    flag: str, folder: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "missing" / "x")
+    needle = "is a symbolic link to nothing"
+    assert needle in str(output_problem(flag, str(dangling), folder=folder))
+    inside = str(output_problem(flag, str(dangling / "out"), folder=folder))
+    assert inside.startswith(f"{flag}: {dangling / 'out'}: {dangling} {needle}")
+    _exit_2_one_line(main(["simulate", "--policy", "default", flag, str(dangling)]), capsys, f"{flag}: ", needle)
+
+
 def test_plots_share_their_folder_but_not_their_files_and_a_cluster_file_is_an_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -86,6 +86,26 @@ def test_train_refuses_bad_numbers_before_it_starts(tmp_path: Path, capsys: pyte
     assert not out.exists()
 
 
+def test_train_and_evaluate_refuse_an_output_that_is_an_input_or_another_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    weights = tmp_path / "w.json"
+    weights.write_text(BUILTIN_PATH.read_text())
+    out = str(tmp_path / "p.json")
+    cases = [
+        (["learn", "train", "--steps", "10", "--out", out, "--curve-json", out], "--curve-json: --out writes the same"),
+        (
+            ["learn", "train", "--steps", "10", "--out", str(weights), "--init", str(weights)],
+            "--out: it is the file --init",
+        ),
+        (["learn", "evaluate", "--weights", str(weights), "--json", str(weights)], "--json: it is the file --weights"),
+    ]
+    for argv, problem in cases:
+        assert main(argv) == 2
+        assert problem in _one_line(capsys)
+    assert not Path(out).exists() and weights.read_text() == BUILTIN_PATH.read_text()
+
+
 def test_evaluate_uses_the_weights_it_is_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Two opposite policies on the same seed give different ratios: the file is what runs."""
     import numpy as np
@@ -106,6 +126,29 @@ def test_evaluate_uses_the_weights_it_is_given(tmp_path: Path, capsys: pytest.Ca
     assert ratios[0] < ratios[1]  # latest deadline first loses to earliest deadline first
 
 
+def test_evaluate_exits_2_when_its_weights_file_is_spoiled_between_seeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pysched.sim.runner as runner
+    from pysched.sim.runner import PolicyResult
+
+    weights = tmp_path / "w.json"
+    weights.write_text(BUILTIN_PATH.read_text())
+    real = runner.run_policy
+
+    async def then_spoil(*args: object, **kwargs: object) -> PolicyResult:
+        result = await real(*args, **kwargs)  # type: ignore[arg-type]
+        weights.write_text("[]")
+        return result
+
+    monkeypatch.setattr(runner, "run_policy", then_spoil)
+    argv = ["learn", "evaluate", "--weights", str(weights), "--seeds", "1000-1001", "--policy", "learned"]
+    assert main(argv) == 2
+    line = _one_line(capsys)
+    assert line.startswith("pysched learn: error: seed 1001: policy learned could not start: ")
+    assert str(weights) in line
+
+
 def test_another_weights_file_keeps_the_learned_profile_s_other_args(tmp_path: Path) -> None:
     from pysched.learn.evaluate import learned_config
     from pysched.plugins import default_registry
@@ -115,6 +158,26 @@ def test_another_weights_file_keeps_the_learned_profile_s_other_args(tmp_path: P
     profile = learned_config(default_registry(), str(path)).profile("learned")
     assert profile is not None
     assert profile.plugin_args["LearnedQueueSort"] == {"weights": str(path), "windowOrder": "deadline", "window": 16}
+
+
+def test_evaluate_takes_a_policy_trained_with_a_smaller_window(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pysched.deadline.features import WIDTH
+    from pysched.learn.evaluate import learned_config
+    from pysched.plugins import default_registry
+
+    windows = {}
+    for supported in (8, 32):
+        path = tmp_path / f"w{supported}.json"
+        path.write_text(dump_policy([(np.ones((1, WIDTH)), np.zeros(1))], "relu", supported, {}))
+        profile = learned_config(default_registry(), str(path)).profile("learned")
+        assert profile is not None
+        windows[supported] = profile.plugin_args["LearnedQueueSort"]["window"]
+    assert windows == {8: 8, 32: 16}  # the profile's 16, or fewer when the file supports fewer
+    argv = ["learn", "evaluate", "--weights", str(tmp_path / "w8.json"), "--seeds", "1000-1000", "--policy", "learned"]
+    assert main(argv) == 0
+    assert "learned" in capsys.readouterr().out
 
 
 def test_evaluate_allocation_needs_an_allocation_weights_file_and_runs_it_beside_pysched(

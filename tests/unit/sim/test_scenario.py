@@ -100,3 +100,38 @@ def test_a_mix_takes_its_generators_in_turn_by_seed() -> None:
     assert mix(11).jobs == builtin_scenario(11, "gpu-philly").jobs
     assert scenario_or_mix("small") == "small"
     assert scenario_or_mix("small,nope") is None and scenario_or_mix("small,small") is None
+
+
+def test_a_cluster_value_given_twice_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="--cluster: nodes=1,nodes=2: nodes is given twice"):
+        parse_cluster("nodes=1,nodes=2")
+    path = tmp_path / "c.yaml"
+    path.write_text("groups: [{count: 2, nodes: 5}]\n")
+    with pytest.raises(ValueError, match=r"groups\[0\]: count and nodes are the same number; give one of them"):
+        parse_cluster(str(path))
+    path.write_text("groups: [{nodes: 2, cpu: 4}]\n")  # either name alone is fine
+    assert len(parse_cluster(str(path))) == 2
+
+
+@pytest.mark.parametrize("name", ["seed-insufficient", "seed-sufficient"])
+def test_the_paper_scenarios_refuse_a_catalogue_that_made_a_paper_model_a_gpu_model(name: str) -> None:
+    gpu = GpuModel("lstm", 1000, {64: Throughput((1,), (1.0,))})
+    catalogue = builtin_catalogue().merged(Catalogue({"lstm": gpu}))
+    with pytest.raises(ValueError, match=f"--scenario {name}: model lstm must be a CPU model"):
+        builtin_scenario(7, name, catalogue)
+
+
+@pytest.mark.parametrize("name", ["small", "gpu-mixed"])
+def test_generated_gpu_jobs_need_a_model_that_measures_some_gpu_count(name: str, tmp_path: Path) -> None:
+    from pysched.sim.command import BadInput, load_scenario
+
+    (tmp_path / "zero.csv").write_text("global_batch_size,1,2\n64,0,0\n")
+    models = ("resnet50", "vgg16", "bert", "inception3", "deepspeech2", "gpt2", "resnet50_cifar10")
+    path = tmp_path / "cat.yaml"
+    path.write_text("models:\n" + "".join(f"  {m}: {{kind: gpu, table: zero.csv}}\n" for m in models))
+    loaded = load_scenario(
+        scenario=name, trace=None, cluster=None, seed=7, deadline_rule="0.5,1.5", catalogue_file=str(path)
+    )
+    assert isinstance(loaded, BadInput)
+    assert loaded.message.startswith(f"--scenario {name}: no GPU model of the catalogue measures any GPU count")
+    assert loaded.message.endswith(f"; see --catalogue {path}")

@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 
 from pysched.testing.hostile import alias_bomb
-from pysched.workload.catalogue import CatalogueError, load_catalogue
+from pysched.workload.catalogue import CatalogueError, GpuModel, load_catalogue
+from pysched.workload.speed import Throughput
 
 
 def _catalogue(tmp_path: Path, text: str) -> Path:
@@ -35,6 +36,11 @@ def test_model_numbers_are_bounded_and_quoted_short(tmp_path: Path, model: str, 
         ("global_batch_size,1,2\n64,nan,2\n", "not a rate from 0 to 1e9"),
         ("global_batch_size,1,99999999999999\n64,1,2\n", "not an integer from 1 to"),
         ('global_batch_size,1\n64,"' + "9" * 200_000 + '"\n', "field larger than field limit"),
+        ("global_batch_size,4,2,1\n64,30,20,10\n", "GPU counts must ascend, each once, got '4, 2, 1'"),
+        ("global_batch_size,1,2,2\n64,1,2,3\n", "GPU counts must ascend, each once"),
+        ("global_batch_size,1_0,20\n64,1,2\n", "'1_0' is not an integer from 1 to"),
+        ("global_batch_size,1,2\n64,1,2\n64,5,6\n", "line 3: batch size 64 repeats line 2"),
+        ("global_batch_size,1,2\n64,1,2,3,4\n", "line 2 has 5 cells, more than the header's 3"),
     ],
 )
 def test_throughput_tables_are_bounded(tmp_path: Path, table: str, needle: str) -> None:
@@ -52,3 +58,10 @@ def test_unreadable_catalogue_files_are_one_line(tmp_path: Path) -> None:
         load_catalogue(_catalogue(tmp_path, alias_bomb(top="models")))
     with pytest.raises(CatalogueError, match="a model name must be a string"):
         load_catalogue(_catalogue(tmp_path, "models: {7: {kind: cpu}}\n"))
+
+
+def test_a_short_table_row_leaves_its_last_counts_unmeasured(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text("global_batch_size, 1, 2, 4\n64,10,,30\n128,5\n")
+    model = load_catalogue(_catalogue(tmp_path, "models:\n  g: {kind: gpu, table: t.csv}\n")).models["g"]
+    assert isinstance(model, GpuModel)
+    assert model.tables[64] == Throughput((1, 4), (10.0, 30.0)) and model.tables[128] == Throughput((1,), (5.0,))

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pysched.workload import traces
-from pysched.workload.catalogue import builtin_catalogue
+from pysched.workload.catalogue import Catalogue, CpuModel, builtin_catalogue
 from pysched.workload.job import Job
 from pysched.workload.traces import (
     DEFAULT_GPU_MIX,
@@ -262,3 +262,37 @@ def test_repeated_job_ids_and_deadlines_before_submission_are_reported_per_line(
     loaded = read_csv(early, CATALOGUE)
     assert [j.submit for j in loaded.jobs] == [0.0]
     assert loaded.problems == (f"{early}:2: deadline 50 is before submission_time 100",)
+
+
+def test_a_duration_of_more_steps_than_a_step_count_holds_is_reported_per_line(tmp_path: Path) -> None:
+    tiny = CpuModel("tiny", 100, 0, 1e-14, 0.5, 4)  # 1e-14 s a step: 600 s is about 1e17 steps
+    catalogue = Catalogue({**CATALOGUE.models, "tiny": tiny})
+    path = _write(tmp_path, "job_id,submission_time,duration,model_name\nok,0,600,lstm\nbig,0,600,tiny\n")
+    trace = read_csv(path, catalogue)
+    assert [j.model for j in trace.jobs] == ["lstm"]
+    (problem,) = trace.problems
+    assert problem.startswith(f"{path}:3: duration 600 s is ") and "e+17 steps of model tiny at " in problem
+    assert problem.endswith("s a step, more than 9,999,999,999,999,999")
+    assert trace.skipped_deadlines == 1
+
+
+def test_a_job_id_repeating_a_skipped_row_is_reported_too(tmp_path: Path) -> None:
+    path = _write(tmp_path, HEADER + "a,0,-5,0,,,,,\na,10,600,0,,,,,\nb,0,600,0,,,,,,extra\nb,20,600,0,,,,,\n")
+    loaded = read_csv(path, CATALOGUE)
+    assert loaded.jobs == ()
+    assert [p.split(": ", 1)[1] for p in loaded.problems] == [
+        "duration '-5' must be a number from 0 to 10,000,000,000",
+        "job_id 'a' repeats line 2",
+        "more cells than header columns",
+        "job_id 'b' repeats line 4",
+    ]
+    row = " 0 10 600 2 -1 -1 2 -1 -1 1 1 1 -1 1 -1 -1 -1\n"
+    swf = _write(tmp_path, "1 0 10\n1" + row + "2 inf" + row[2:] + "2" + row, "t.swf")
+    trace = read_swf(swf, CATALOGUE)
+    assert trace.jobs == ()
+    assert [p.split(": ", 1)[1] for p in trace.problems] == [
+        "3 fields, SWF has 18",
+        "job number '1' repeats line 1",
+        "submission_time 'inf' is not a number",
+        "job number '2' repeats line 3",
+    ]
