@@ -62,6 +62,12 @@ def actual_cpus(pod: PodInfo, container: str) -> float | None:
     return None if milli is None else milli / 1000
 
 
+def running_cpus(pod: PodInfo, container: str) -> float:
+    """The CPUs the container runs on: what the kubelet actuated, else its spec."""
+    actual = actual_cpus(pod, container)
+    return container_cpus(pod, container) if actual is None else actual
+
+
 def actual_request(pod: PodInfo, container: str, resource: str) -> int | None:
     """The container's actuated request for `resource` (scheduler units), as the kubelet reports it."""
     for status in (pod.raw.get("status") or {}).get("containerStatuses") or ():

@@ -28,6 +28,7 @@ from pysched.framework.lifecycle import PodLifecycle
 from pysched.framework.nodetable import I64, Bools, NodeTable
 from pysched.framework.placed import PlacedPods
 from pysched.framework.preemption import PreemptionSupport
+from pysched.framework.resizes import ResizeLog
 from pysched.framework.status import Status
 from pysched.framework.tasks import BackgroundTasks
 from pysched.framework.waiting import WaitingPods
@@ -60,8 +61,8 @@ class Handle:
     contained to one pod (shared by every profile), the pods placed on nodes, what the engine
     lends a preempting PostFilter (dry runs, the nominator), where a plugin starts API work from
     synchronous code (the scheduler's side tasks, joined by its drivers), where a gated
-    plugin says that the pods it acts on may have changed, the jobs pods belong to, and where a
-    plugin asks for pods it gated to be looked at again."""
+    plugin says that the pods it acts on may have changed, the jobs pods belong to, where a
+    plugin asks for pods it gated to be looked at again, and when bound pods' CPUs changed."""
 
     cluster: ClusterBackend
     clock: Clock
@@ -76,6 +77,8 @@ class Handle:
     # The scheduler's jobs (shared by every profile); a Handle made alone gets a book of its own.
     jobs: JobBook = field(default_factory=lambda: JobBook(PlacedPods(), lambda _: None))
     activator: PodActivator = field(default_factory=PodActivator)
+    # When each bound pod's CPUs last changed (shared by every profile; its own when made alone).
+    resizes: ResizeLog = field(default_factory=ResizeLog)
 
 
 @runtime_checkable

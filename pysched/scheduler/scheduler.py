@@ -33,6 +33,7 @@ from pysched.framework.jobs import JobBook
 from pysched.framework.lifecycle import PodLifecycle
 from pysched.framework.preemption import PreemptionSupport
 from pysched.framework.registry import Registry
+from pysched.framework.resizes import ResizeLog
 from pysched.framework.status import SUCCESS, Code, Status
 from pysched.framework.tasks import BackgroundTasks
 from pysched.framework.waiting import WaitingPods
@@ -134,6 +135,7 @@ class Scheduler:
         self.clock = clock
         self.cache = Cache()
         self.jobs = JobBook(self.cache.placed, backend.job_minimum)
+        self.resizes = ResizeLog()
         self.jobs.on_minimum_changed(self._job_minimum_restated)
         self.waiting_pods = WaitingPods()
         self.incidents = Incidents()
@@ -155,6 +157,7 @@ class Scheduler:
                     PreemptionSupport(),
                     self._side_tasks,
                     jobs=self.jobs,
+                    resizes=self.resizes,
                 ),
             )
             for profile in config.profiles
@@ -330,6 +333,8 @@ class Scheduler:
             return
         if new.key in self._nominations:
             self.nominator.drop(new.key)
+        if old.node_name is not None:
+            self.resizes.observe(old, new, self.clock.now())
         self.cache.update_pod(new)
         # Bound (by us or by anyone else): it leaves the queue, even mid-binding-cycle.
         self.queue.delete(new.key)
@@ -359,6 +364,7 @@ class Scheduler:
     @_contained("PodDelete")
     def on_pod_deleted(self, pod: PodInfo) -> None:
         self.jobs.forget(pod)
+        self.resizes.forget(pod)
         held = self.nominator.nominated(pod.key)
         self.nominator.drop(pod.key)
         placed = self.cache.pod_node(pod.key) is not None

@@ -29,7 +29,6 @@ from pysched.api.annotations import (
 )
 from pysched.api.containers import (
     ContainerResize,
-    actual_cpus,
     actual_request,
     container_cpus,
     container_request,
@@ -37,6 +36,7 @@ from pysched.api.containers import (
     finished_at,
     resize_infeasible,
     restarts_on_resize,
+    running_cpus,
 )
 from pysched.api.ids import JobKey, NodeName, PodKey, PodUID
 from pysched.api.jobs import NO_ORDER, ROLE_LABEL, JobSource, job_of
@@ -426,13 +426,22 @@ class Controller:
             return None
         # The job runs on what the kubelet actuated; the spec may be ahead of it while a resize
         # is pending (Deferred, or on its way).
-        desired = container_cpus(pod, container)
-        actual = actual_cpus(pod, container)
-        current = desired if actual is None else actual
+        current = running_cpus(pod, container)
+        if followers:  # a gang goes at its slowest worker's pace (one may still wait for its resize)
+            current = min(current, *(running_cpus(m, c) for m, c in followers))
         job = self._jobs.get(pod.key) or self._resume(pod, total, deadline, current)
+        model = self.predictor.job(pod.key, total)
+        # Progress written before a member's CPUs last changed (a resize the kubelet deferred takes
+        # effect between two looks) was not made on the count the job runs on now.
+        members = ((pod, container), *followers)
+        changed = max((t for m, _ in members if (t := self.handle.resizes.last(m)) is not None), default=None)
+        if changed is not None and changed > job.restarted_at:
+            job.restarted_at = changed
+            if model.last is not None and model.last.at < changed:
+                model.restarted()
         if current != job.cpus:  # a resize took effect (ours or anyone's): measure the new count from here
             job.cpus = current
-            self.predictor.job(pod.key, total).restarted()
+            model.restarted()
         model, problem = self._observe(pod, job, total, now)
         if problem:
             await self.handle.cluster.emit_event(pod, "Warning", "InvalidProgress", problem)
@@ -443,7 +452,7 @@ class Controller:
         in_place = not restarts_on_resize(pod, container, memory_too=self.args.memory == "withCpu")
         restart_s = None if in_place else self.args.restart_seconds
         tick = Tick(pod, container, job, model, current, deadline, now, restart_s, followers, gang)
-        pending = [(m, c) for m, c in ((pod, container), *followers) if container_cpus(m, c) != _running_cpus(m, c)]
+        pending = [(m, c) for m, c in ((pod, container), *followers) if container_cpus(m, c) != running_cpus(m, c)]
         if pending:
             # What the kubelet refuses for good is put back at once (a worker's too: its gang would
             # wait for it for ever); a put-back the apiserver refused is tried again after the cooldown.
@@ -741,7 +750,7 @@ class Controller:
         share gave it; a gang's workers all move to the same count, so the tightest node bounds it."""
         current = tick.current
         room = min(
-            self._room(p, c, p.node_name, _running_cpus(p, c)) - _running_cpus(p, c) + current
+            self._room(p, c, p.node_name, running_cpus(p, c)) - running_cpus(p, c) + current
             for p, c in ((tick.pod, tick.container), *tick.followers)
         )
         if not tick.gang:
@@ -753,7 +762,7 @@ class Controller:
         """The kubelet refuses the pending resize of `pod` (the tick's job's, or one of its
         workers) for good: ask for what the container has again, so the spec says the truth, and
         say so. Decisions resume after the cooldown, never again up to (or down to) that count."""
-        job, current = tick.job, _running_cpus(pod, container)
+        job, current = tick.job, running_cpus(pod, container)
         job.last_rescale, job.abandoned = tick.now, desired
         if desired > current:
             job.refused_up = min(job.refused_up, desired)
@@ -774,10 +783,10 @@ class Controller:
         """Resize (`why`: for whom, when it is for another job); True when it was accepted (and
         the condition says so)."""
         pod, job, current = tick.pod, tick.job, tick.current
-        change = self._change(pod, tick.container, current, target)
+        change = self._change(pod, tick.container, running_cpus(pod, tick.container), target)
         status = await self.handle.cluster.resize(pod, {tick.container: change})
         for follower, container in tick.followers if status.ok else ():
-            running = _running_cpus(follower, container)
+            running = running_cpus(follower, container)
             moved = await self.handle.cluster.resize(
                 follower, {container: self._change(follower, container, running, target)}
             )
@@ -1049,9 +1058,3 @@ class Controller:
 
 def _wants_more(tick: Tick, choice: Choice | None) -> bool:
     return choice is not None and choice.cpus is not None and choice.cpus > tick.current
-
-
-def _running_cpus(pod: PodInfo, container: str) -> float:
-    """The CPUs the container runs on (what the kubelet actuated, else its spec)."""
-    actual = actual_cpus(pod, container)
-    return container_cpus(pod, container) if actual is None else actual

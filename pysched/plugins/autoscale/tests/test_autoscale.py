@@ -687,6 +687,19 @@ def test_intervals_and_durations_are_bounded(args: dict[str, float], key: str) -
     assert parse_args(AutoscaleArgs, {"intervalSeconds": 0.2, "cooldownSeconds": 0}).interval_seconds == 0.2
 
 
+PS_JOB = (("train-ps-0", "ps"), ("train-worker-0", "worker"), ("train-worker-1", "worker"))
+
+
+async def _parameter_server_job(world: World) -> None:
+    """A gang of a parameter server and two workers of 2 CPUs each, 10,000 steps due in 20 minutes, placed."""
+    for name, role in PS_JOB:
+        notes = {"pysched.io/deadline": "20m", "pysched.io/total-steps": "10000", MIN_MEMBERS: "3"}
+        raw = pod_dict(name, cpu="2", created=T0, annotations=notes, scheduler_name="pysched",
+                       labels={JOB_LABEL: "train", ROLE_LABEL: role})  # fmt: skip
+        world.cluster.create_pod(raw)
+    await world.scheduler.run_until_idle()
+
+
 def test_a_gangs_workers_scale_together_from_rank_0s_progress_and_the_server_keeps_its_cpus() -> None:
     """A parameter-server job: rank 0 reports the job's global steps; every worker moves to the
     count chosen, the server stays, and the job's deadline counts once."""
@@ -695,14 +708,8 @@ def test_a_gangs_workers_scale_together_from_rank_0s_progress_and_the_server_kee
     async def run() -> World:
         world = World(node_cpu="32")
         await world.scheduler.start()
-        members = [("train-ps-0", "ps"), ("train-worker-0", "worker"), ("train-worker-1", "worker")]
-        for name, role in members:
-            notes = {"pysched.io/deadline": "20m", "pysched.io/total-steps": "10000", MIN_MEMBERS: "3"}
-            raw = pod_dict(name, cpu="2", created=T0, annotations=notes, scheduler_name="pysched",
-                           labels={JOB_LABEL: "train", ROLE_LABEL: role})  # fmt: skip
-            world.cluster.create_pod(raw)
-        await world.scheduler.run_until_idle()
-        assert all(world.cluster.pods[PodKey(f"default/{n}")].node_name for n, _ in members)
+        await _parameter_server_job(world)
+        assert all(world.cluster.pods[PodKey(f"default/{n}")].node_name for n, _ in PS_JOB)
         world.clock.advance(60)
         world.cluster.set_annotations(rank0, {"pysched.io/progress": format_progress(300, world.clock.now())})
         await world.scheduler.run_until_idle()
@@ -870,12 +877,7 @@ def test_a_workers_refused_resize_is_put_back_and_its_gang_decided_again() -> No
     async def run() -> World:
         world = World(node_cpu="32", cooldown_seconds=120)
         await world.scheduler.start()
-        for name, role in (("train-ps-0", "ps"), ("train-worker-0", "worker"), ("train-worker-1", "worker")):
-            notes = {"pysched.io/deadline": "20m", "pysched.io/total-steps": "10000", MIN_MEMBERS: "3"}
-            raw = pod_dict(name, cpu="2", created=T0, annotations=notes, scheduler_name="pysched",
-                           labels={JOB_LABEL: "train", ROLE_LABEL: role})  # fmt: skip
-            world.cluster.create_pod(raw)
-        await world.scheduler.run_until_idle()
+        await _parameter_server_job(world)
         steps = 300
         for minute in range(8):
             world.clock.advance(60)
@@ -1068,3 +1070,89 @@ def test_a_job_resumed_from_a_checkpoint_is_not_scaled_down_on_its_first_report(
 
     world = asyncio.run(run())
     assert world.cpu() == 4000 and world.reasons() == ["DeadlineAtRisk", "Rescaled"]
+
+
+def test_progress_written_before_a_deferred_resize_took_effect_is_not_measured_at_the_new_count() -> None:
+    """2 -> 3 CPUs is asked for at 120 s and takes effect at 175 s, after the report of 125 s:
+    that report was made on 2 CPUs, so the new count is measured from the next one (0.4 / c s a
+    step: 2 -> 3 CPUs is 5 -> 7.5 steps a second)."""
+
+    async def run() -> tuple[World, list[bool]]:
+        world = World()
+        await world.submit("30m")
+        done, seen = 0.0, []
+
+        async def at(seconds: float, steps_per_s: float, report: bool, look: bool) -> None:
+            nonlocal done
+            done += (T0 + seconds - world.clock.now()) * steps_per_s
+            world.clock.advance(T0 + seconds - world.clock.now())
+            if report:
+                world.cluster.set_annotations(
+                    KEY, {"pysched.io/progress": format_progress(int(done), world.clock.now())}
+                )
+            if look:
+                await world.scheduler.run_until_idle()
+
+        await at(65, 5.0, report=True, look=False)
+        await at(120, 5.0, report=False, look=True)  # at risk: 2 -> 3 CPUs asked for
+        target = world.cpu() / 1000
+        world.cluster.set_status(KEY, _kubelet_status("2", "Deferred"))
+        await at(125, 5.0, report=True, look=False)
+        await at(175, 5.0, report=False, look=False)
+        world.cluster.set_status(KEY, _kubelet_status(f"{target:g}"))  # the kubelet actuates
+        await at(180, 2.5 * target, report=False, look=True)
+        await at(185, 2.5 * target, report=True, look=False)
+        await at(240, 2.5 * target, report=False, look=True)
+        model = world.plugin.predictor.get(KEY)
+        assert model is not None
+        seen.append(model.is_measured(target))
+        await at(245, 2.5 * target, report=True, look=False)
+        await at(300, 2.5 * target, report=False, look=True)
+        seen.append(model.is_measured(target))
+        return world, seen
+
+    world, seen = asyncio.run(run())
+    model = world.plugin.predictor.get(KEY)
+    assert model is not None and seen == [False, True]
+    target = max(s.cpus for s in model.count_stats())
+    measured = model.measured()[target]
+    assert not measured.estimate and measured.step_seconds == pytest.approx(0.4 / target, rel=0.02)
+
+
+def test_a_gang_whose_worker_still_waits_for_its_resize_is_not_measured_at_rank_0s_new_count() -> None:
+    """Both workers go 2 -> 4 CPUs; worker 1's resize is deferred until 200 s, and the gang goes
+    at its pace meanwhile. Nothing is measured at 4 CPUs before it runs on 4 CPUs too."""
+    rank0, worker1 = PodKey("default/train-worker-0"), PodKey("default/train-worker-1")
+
+    async def run() -> World:
+        world = World(node_cpu="32")
+        await world.scheduler.start()
+        await _parameter_server_job(world)
+        done, pace = 0.0, 5.0  # the slowest worker's: 0.4 / c s a step
+
+        async def minute(seconds: float) -> None:
+            nonlocal done
+            done += (T0 + seconds - world.clock.now()) * pace
+            world.clock.advance(T0 + seconds - world.clock.now())
+            world.cluster.set_annotations(rank0, {"pysched.io/progress": format_progress(int(done), world.clock.now())})
+            await world.scheduler.run_until_idle()
+
+        await minute(60)  # at risk: both workers asked to go 2 -> 4
+        world.cluster.set_status(rank0, _kubelet_status("4"))
+        world.cluster.set_status(worker1, _kubelet_status("2", "Deferred"))
+        await minute(120)
+        await minute(180)
+        done += 20 * pace
+        world.clock.advance(20)
+        world.cluster.set_status(worker1, _kubelet_status("4"))
+        pace = 10.0
+        await minute(240)
+        model = world.plugin.predictor.get(rank0)
+        assert model is not None and not model.is_measured(4.0)  # its one report at 4 CPUs anchors
+        await minute(300)
+        return world
+
+    world = asyncio.run(run())
+    model = world.plugin.predictor.get(rank0)
+    assert model is not None and model.is_measured(4.0)
+    assert model.measured()[4.0].step_seconds == pytest.approx(0.1, rel=0.02)
