@@ -123,7 +123,8 @@ def _rescaling(pod: PodInfo) -> bool:
 
 
 def _row(namespace: str, name: str, pods: Sequence[PodInfo], last_event: str, minimums: Mapping[JobKey, int]) -> JobRow:
-    bound = [p for p in pods if p.node_name is not None]
+    # A failed pod does not count (its owner replaces it); one that succeeded did its part.
+    bound = [p for p in pods if p.node_name is not None and p.phase != "Failed"]
     minimum = _minimum(pods, minimums)
     deadline = next((d for p in pods if (d := deadline_of(p)) is not None), None)
     records = [(p, r) for p in pods if (r := saved_job(p)) is not None]

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pysched.api.limits import MAX_EPOCH, MIN_EPOCH
 from pysched.api.objects import PodInfo
 from pysched.api.times import format_rfc3339, parse_rfc3339
 from pysched.deadline.predictor import CountStats
@@ -69,10 +70,13 @@ def duration_words(seconds: float) -> str:
 
 
 def clock_words(t: float, now: float) -> str:
-    """`07:33 UTC` on the same UTC day as `now`, else with the date."""
+    """`07:33 UTC` on the same UTC day as `now`, else with the date; a time past year 9999 (a
+    prediction of a job of 10^16 steps at a step a minute) is "after 9999", as gmtime takes no more."""
     if not math.isfinite(t):
         return "unknown"
-    stamp, today = time.gmtime(t), time.gmtime(now)
+    if not MIN_EPOCH <= t <= MAX_EPOCH:
+        return "after 9999" if t > MAX_EPOCH else "before 0001"
+    stamp, today = time.gmtime(t), time.gmtime(min(max(now, MIN_EPOCH), MAX_EPOCH))
     hm = f"{stamp.tm_hour:02d}:{stamp.tm_min:02d} UTC"
     if stamp[:3] == today[:3]:
         return hm

@@ -30,6 +30,15 @@ def test_a_gang_is_one_row_pending_until_every_member_is_bound_then_rescaling_wh
     assert rows[0].progress is None and rows[0].finish is None
 
 
+def test_a_failed_member_its_owner_replaces_does_not_count_as_bound() -> None:
+    failed = _member("train-0", "n1", phase="Failed")
+    rows = job_rows([failed, _member("train-0-again", None), _member("train-1", "n2")], [], {})
+    assert [(r.state, r.bound, r.minimum) for r in rows] == [("Pending", 1, 2)]
+    succeeded = _member("train-0", "n1", phase="Succeeded")  # its part is done: it counts
+    rows = job_rows([succeeded, _member("train-1", "n2")], [], {})
+    assert [(r.state, r.bound) for r in rows] == [("Running", 2)]
+
+
 def test_a_gang_ended_is_judged_by_the_member_that_counts_and_the_last_event_is_the_newest() -> None:
     def ended(name: str, counted: bool) -> dict[str, Any]:
         record = JobRecord("DeadlineMissed", "missed", NOW, verdict="missed", ended_at=NOW + 60, counted=counted)

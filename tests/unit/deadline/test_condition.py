@@ -12,6 +12,7 @@ from pysched.api.objects import pod_from_dict
 from pysched.deadline.condition import (
     MAX_STATE_CHARS,
     JobRecord,
+    clock_words,
     duration_words,
     earliest_finish_of,
     earliest_finish_words,
@@ -46,6 +47,12 @@ def test_the_forecast_says_when_how_far_from_the_deadline_and_at_what_size() -> 
         == "no prediction yet; the deadline is in 10m (07:10 UTC), at 1 CPUs"
     )
     assert forecast_words(math.inf, start - 60, None, start).startswith("no prediction yet; the deadline is 1m ago")
+
+
+def test_a_finish_past_year_9999_is_told_so_not_a_crash() -> None:
+    # 10^16 steps at one a minute: gmtime takes no time that far.
+    assert clock_words(NOW + 1e18, NOW) == "after 9999" and clock_words(-1e18, NOW) == "before 0001"
+    assert "(after 9999)" in forecast_words(NOW + 1e18, NOW + 3600, 2.0, NOW)
 
 
 def test_a_verdict_says_by_how_much() -> None:

@@ -1156,3 +1156,17 @@ def test_a_gang_whose_worker_still_waits_for_its_resize_is_not_measured_at_rank_
     model = world.plugin.predictor.get(rank0)
     assert model is not None and model.is_measured(4.0)
     assert model.measured()[4.0].step_seconds == pytest.approx(0.1, rel=0.02)
+
+
+def test_a_job_predicted_to_finish_past_year_9999_gets_its_conditions_not_an_internal_error() -> None:
+    async def run() -> World:
+        world = World()
+        await world.submit("10h", **{"pysched.io/total-steps": "9999999999999999"})  # 16 digits: accepted
+        for steps in (1, 2, 3):  # a step a minute: done in 10^16 minutes
+            await world.progress(steps, 60)
+        return world
+
+    world = asyncio.run(run())
+    assert dict(world.scheduler.incidents.counts) == {}
+    condition = world.cluster.conditions[KEY]["pysched.io/Deadline"]
+    assert condition.reason == "DeadlineInfeasible" and "(after 9999)" in condition.message
