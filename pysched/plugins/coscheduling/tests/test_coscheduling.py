@@ -563,3 +563,28 @@ def test_members_only_nominated_do_not_count_as_placed_for_their_gang() -> None:
         scheduler.cache.check_consistency()
 
     asyncio.run(run())
+
+
+def test_a_gang_that_fits_only_by_preempting_a_lower_priority_pod_does() -> None:
+    """Two nodes of 4 CPUs each run a 2-CPU pod of priority 0; six 1-CPU members of priority 1000
+    fit once one of them goes. Preemption runs before the gang gives its room back (the order
+    kube-scheduler's default postFilter and scheduler-plugins' make), so it sees the waiting
+    members' room as taken and evicts one pod; the other way round it found nothing to evict."""
+
+    async def run() -> SimulatedCluster:
+        clock, cluster, scheduler = _world(2)
+        for i in range(2):
+            cluster.create_pod(pod_dict(f"low-{i}", cpu="2", scheduler_name="pysched", node_name=f"n{i}"))
+        await scheduler.start()
+        for i in range(6):
+            member = _member("hi", i, 6, cpu="1")
+            member["spec"]["priority"] = 1000  # type: ignore[index]
+            cluster.create_pod(member)
+        for _ in range(120):  # ten minutes
+            await scheduler.run_until_idle()
+            clock.advance(5)
+        await scheduler.stop()
+        return cluster
+
+    cluster = asyncio.run(run())
+    assert _bound(cluster, "hi") == 6 and len(cluster.preempted) == 1
