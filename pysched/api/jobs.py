@@ -103,12 +103,18 @@ def pod_group_minimum(obj: Mapping[str, Any], source: JobSource) -> int:
     return min(value, MAX_MEMBERS)
 
 
-def indexed_job_minimum(spec: object) -> int | None:
+def indexed_job_minimum(spec: object, status: object = None) -> int | None:
     """A batch/v1 Job's gang size from its spec: an Indexed Job's members all run at once, so its
-    parallelism (at most its completions: only that many pods ever exist); None for any other Job."""
+    parallelism, at most the completions still to make (`status.succeeded` of them are made: the
+    Job controller runs no more pods than that, so an index that failed and is retried, or the
+    last indexes of a Job of more completions than parallelism, would wait for ever for more);
+    None for any other Job."""
     if not isinstance(spec, Mapping) or spec.get("completionMode") != "Indexed":
         return None
     parallelism, completions = spec.get("parallelism"), spec.get("completions")
+    succeeded = status.get("succeeded") if isinstance(status, Mapping) else None
+    if type(completions) is int and type(succeeded) is int and 0 < succeeded < completions:
+        completions -= succeeded
     if type(completions) is int and type(parallelism) is int and completions < parallelism:
         parallelism = completions
     if type(parallelism) is int and 1 <= parallelism <= MAX_MEMBERS:

@@ -325,7 +325,7 @@ async def _job_objects(
             created = parse_rfc3339(str(meta.get("creationTimestamp") or ""))
             if meta.get("uid") and created is not None:
                 owner_times[str(meta["uid"])] = created
-            if (gang := indexed_job_minimum(job.get("spec"))) is not None:
+            if (gang := indexed_job_minimum(job.get("spec"), job.get("status"))) is not None:
                 minimums[job_key(str(meta.get("namespace") or ""), JobSource.BATCH, str(meta.get("name") or ""))] = gang
     for source in _group_sources(pods):
         for group in await _list(client, f"{POD_GROUP_APIS[source][0]}{scope}/podgroups", served_only=True):

@@ -477,7 +477,8 @@ class LiveCluster:
         meta = raw.get("metadata") or {}
         labels = meta.get("labels")
         jobset = labels.get(JOBSET_LABEL) if isinstance(labels, Mapping) else None
-        self._note_parallelism(f"{meta.get('namespace')}/{meta.get('name')}", raw.get("spec") or {}, jobset)
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        self._note_parallelism(key, raw.get("spec") or {}, jobset, raw.get("status"))
         failed = job_key(str(meta.get("namespace")), JobSource.BATCH, str(meta.get("name")))
         if _job_gave_up(raw):
             self._failed_jobs.add(failed)
@@ -503,12 +504,15 @@ class LiveCluster:
             if self._listener is not None:
                 self._listener.on_pod_updated(old, new)
 
-    def _note_parallelism(self, key: str, spec: Mapping[str, Any], jobset: object = None) -> None:
-        """An Indexed Job's members all run at once: its parallelism is its gang's minimum, and a
-        JobSet's is the sum over its Jobs (`jobset`: the JobSet a Job belongs to, by its label)."""
+    def _note_parallelism(
+        self, key: str, spec: Mapping[str, Any], jobset: object = None, status: object = None
+    ) -> None:
+        """An Indexed Job's members all run at once: its parallelism (at most the completions it
+        still makes) is its gang's minimum, and a JobSet's is the sum over its Jobs (`jobset`: the
+        JobSet a Job belongs to, by its label)."""
         namespace, _, name = key.partition("/")
         before = self._indexed_parallelism.get(key)
-        now = indexed_job_minimum(spec)
+        now = indexed_job_minimum(spec, status)
         if now is not None:
             self._indexed_parallelism[key] = now
             self._indexed_counts[key] = (spec.get("completions"), spec.get("parallelism"))

@@ -150,6 +150,13 @@ def test_an_indexed_jobs_minimum_is_its_parallelism_at_most_its_completions() ->
     for bad in (0, -1, 10_001, "4", 4.0, True):
         assert indexed_job_minimum({**indexed, "parallelism": bad, "completions": None}) is None, bad
     assert indexed_job_minimum("nonsense") is None
+    # The completions still to make bound it: an index retried after three others succeeded
+    # runs alone, and so do the last two of six completions at parallelism 4.
+    assert indexed_job_minimum({**indexed, "completions": 4}, {"succeeded": 3}) == 1
+    assert indexed_job_minimum({**indexed, "completions": 6}, {"succeeded": 4}) == 2
+    assert indexed_job_minimum({**indexed, "completions": 6}, {"succeeded": 1}) == 4
+    for odd in ({"succeeded": 6}, {"succeeded": -1}, {"succeeded": "3"}, {"succeeded": True}, "nonsense", None):
+        assert indexed_job_minimum({**indexed, "completions": 6}, odd) == 4, odd
 
 
 def test_a_long_group_name_is_quoted_cut_in_the_problem() -> None:

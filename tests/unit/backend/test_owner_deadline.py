@@ -292,6 +292,10 @@ async def test_live_minimums_of_indexed_jobs_jobsets_and_podgroups() -> None:
     listener = Updates()
     backend, _ = await live_backend(listener, api)
     assert backend.job_minimum(_ref(JobSource.BATCH, "solo")) == 4
+    done = _indexed("solo", 4, version="2")
+    done["spec"]["completions"], done["status"] = 6, {"succeeded": 4}
+    await api.send(JOBS, "MODIFIED", done)
+    assert backend.job_minimum(_ref(JobSource.BATCH, "solo")) == 2  # its last two indexes: no more pods will come
     await api.send(JOBS, "ADDED", _indexed("train-a-0", 2, jobset="train"))
     await api.send(JOBS, "ADDED", _indexed("train-b-0", 3, jobset="train"))
     assert backend.job_minimum(_ref(JobSource.JOBSET, "train")) == 5  # every Job of the JobSet at once
