@@ -173,6 +173,7 @@ class SchedulingAlgorithm:
         self.post_filter = tuple(post_filter)
         self.pre_score = tuple(pre_score)
         self.mask_filters = tuple(p for p in filters if isinstance(p, MaskFilterPlugin))
+        self._filter_names = frozenset(p.NAME for p in filters)
         self._mask_keys = tuple(p.mask_key for p in self.mask_filters)  # bound once: called per pod
         # Mask keys interned as ints, never reused: the caches below hash a small int, not the key.
         self._signatures: dict[Hashable, int] = {}
@@ -277,6 +278,8 @@ class SchedulingAlgorithm:
         state.skip_score = plan.skip_score
         if laps is not None:
             laps.point = "PreFilter"
+        refused: list[str] = []  # the plugins that said Unschedulable, the last one's status kept
+        last_refusal = SUCCESS
         for plugin in plan.pre_filter:
             started = time.perf_counter() if state.plugins_timed else 0.0
             status = plugin.pre_filter(state, pod, nodes)
@@ -284,17 +287,15 @@ class SchedulingAlgorithm:
                 self.plugin_took(plugin.NAME, "PreFilter", status.code, started)
             if status.code is Code.SKIP:
                 state.skip("filter", plugin.NAME)
+            elif status.code is Code.UNSCHEDULABLE:
+                # kube-scheduler runs the other PreFilter plugins all the same: preemption's dry
+                # runs filter with their state.
+                refused.append(plugin.NAME)
+                last_refusal = status
             elif not status.ok:
-                reason = status.message() or f"{plugin.NAME} rejected the pod"
-                diagnosis = Diagnosis(
-                    nodes.count,
-                    {},
-                    frozenset({plugin.NAME}),
-                    status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                    pre_filter_message=reason,
-                )
-                status = Status(status.code, (diagnosis.message(),), plugin.NAME)
-                return ScheduleResult(None, status, 0, diagnosis)
+                return self._pre_filter_failed(state, pod, laps, plugin.NAME, status, refused)
+        if refused:
+            return self._pre_filter_failed(state, pod, laps, refused[-1], last_refusal, refused)
         if laps is not None:
             laps.lap("PreFilter", Code.SUCCESS, then="Filter")
         signature = self._signature(pod)
@@ -573,8 +574,39 @@ class SchedulingAlgorithm:
             return None
         return row
 
+    def _pre_filter_failed(
+        self, state: CycleState, pod: PodInfo, laps: _Laps | None, name: str, status: Status, refused: Sequence[str]
+    ) -> ScheduleResult:
+        """Plugin `name`'s PreFilter verdict speaks for every node. A rejection goes on to
+        PostFilter, as kube-scheduler's FitError does (a gang's siblings held at Permit are
+        released there); an error ends the cycle. `refused`: the plugins that said Unschedulable."""
+        nodes = self.nodes
+        rejectors = frozenset({*refused, name})
+        reason = status.message() or f"{name} rejected the pod"
+        if not status.rejected:
+            diagnosis = Diagnosis(nodes.count, {}, rejectors, False, pre_filter_message=reason)
+            return ScheduleResult(None, Status(status.code, (diagnosis.message(),), name), 0, diagnosis)
+        unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        # kube gives every node the PreFilter status, and preemption tries the Unschedulable
+        # ones. A dry run judges a node again by the Filters alone: only a rejecting plugin's own
+        # Filter can see evictions lift its verdict. Without one every dry run would pass, and
+        # victims would go for a pod its PreFilter refuses again (Coscheduling's gang short of
+        # members or of room even with every lower-priority pod gone).
+        again = not unresolvable and all(refuser in self._filter_names for refuser in refused)
+        resolvable = nodes.present[: nodes.size].copy() if again else np.zeros(nodes.size, np.bool_)
+        diagnosis = Diagnosis(
+            nodes.count, {}, rejectors, unresolvable, pre_filter_message=reason, resolvable_rows=resolvable
+        )
+        if laps is not None and self.post_filter:
+            laps.lap("PreFilter", status.code, then="PostFilter")
+        return self._post_filter(state, pod, diagnosis, name)
+
     def _unschedulable(self, state: CycleState, pod: PodInfo) -> ScheduleResult:
-        diagnosis = self.diagnose(state, pod)
+        return self._post_filter(state, pod, self.diagnose(state, pod))
+
+    def _post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis, by: str = "") -> ScheduleResult:
+        """No node fits: PostFilter plugins run until one succeeds; the pod stays unschedulable
+        (`by`: the PreFilter plugin that refused it, named in the status)."""
         said: list[str] = []
         for plugin in self.post_filter:
             started = time.perf_counter() if state.plugins_timed else 0.0
@@ -588,7 +620,7 @@ class SchedulingAlgorithm:
         if said:
             diagnosis = dataclasses.replace(diagnosis, post_filter_message=" ".join(said))
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if diagnosis.unresolvable else Code.UNSCHEDULABLE
-        return ScheduleResult(None, Status(code, (diagnosis.message(),)), 0, diagnosis)
+        return ScheduleResult(None, Status(code, (diagnosis.message(),), by), 0, diagnosis)
 
 
 class _Laps:

@@ -7,7 +7,9 @@ The semantics of scheduler-plugins' Coscheduling, on the jobs the engine keeps (
 - Permit holds each assumed member (its room reserved) until the job's minimum is placed, then
   lets them all bind; a member that waits longer than `permitWaitingTimeSeconds` is rejected;
 - a member that cannot be placed (PostFilter), or that is rejected or unreserved while others
-  wait, releases every waiting member of its job, so no job holds room it cannot use.
+  wait, releases every waiting member of its job, so no job holds room it cannot use;
+- a gang whose members name different profiles (`schedulerName`) is refused until one profile
+  has them all (one `InvalidJob` event per member): each profile keeps its own state of the job.
 The queue keeps a gang's members together (`JobBook.sort_key`), so they are tried back to back.
 """
 
@@ -31,7 +33,7 @@ from pysched.framework.interfaces import Diagnosis, Handle
 from pysched.framework.jobs import Job
 from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import PluginSpec, check_range
-from pysched.framework.status import SKIP, SUCCESS, Code, Status, unschedulable
+from pysched.framework.status import SKIP, SUCCESS, Code, Status, unresolvable, unschedulable
 from pysched.framework.waiting import MAX_WAIT_SECONDS
 from pysched.plugins.coscheduling.room import held_below, room_for, short_in_total
 
@@ -59,7 +61,7 @@ class Coscheduling:
     NAME: ClassVar[str] = NAME
     # A gang that still cannot fit stays out of the periodic retry, all its members together.
     LEAVES_WAITING: ClassVar[bool] = True
-    __slots__ = ("_args", "_checked", "_counted", "_failed", "_handle", "_releasing", "_told", "_warned")
+    __slots__ = ("_args", "_checked", "_counted", "_failed", "_handle", "_releasing", "_split", "_told", "_warned")
 
     def __init__(self, args: CoschedulingArgs, handle: Handle) -> None:
         self._args = args
@@ -81,6 +83,9 @@ class Coscheduling:
         # reaching Permit does not call back the others, and on an unchanged cluster the released
         # siblings are refused without a cycle (each would hold room at Permit for nothing).
         self._failed: dict[JobKey, tuple[PodKey, int]] = {}
+        # Gangs this profile refused for members of another profile (`_split_words`), so that the
+        # checks after events and at the periodic retry leave them waiting at no cost to others.
+        self._split: set[JobKey] = set()
         handle.jobs.on_gangs_changed(handle.gates.changed)
         handle.pod_lifecycle.on_deleted(self._forget)
         handle.pod_lifecycle.on_terminated(self._forget)
@@ -89,10 +94,18 @@ class Coscheduling:
         self._warned.pop(pod.uid, None)
         self._checked.pop(pod.uid, None)
         ref = job_of(pod)
-        if ref is not None and self._handle.jobs.get(ref.key) is None:
+        if ref is None:
+            return
+        job = self._handle.jobs.get(ref.key)
+        if job is None:
             self._told.discard(ref.key)  # the job's last pod is gone
             self._counted.pop(ref.key, None)
             self._failed.pop(ref.key, None)
+            self._split.discard(ref.key)
+        elif ref.key in self._split and _split_words(job) is None:
+            # No pending member's deletion is a cluster event: the members it kept out go now.
+            self._split.discard(ref.key)
+            self._handle.activator.activate(list(job.members), refused_by=NAME)
 
     def acts_on(self) -> PodFeatures:
         """Every pod while some gang (or a job with bad keys) exists, since a member may carry
@@ -132,6 +145,10 @@ class Coscheduling:
         job = self._handle.jobs.gang_of(pod.key)
         if job is None:
             return SKIP
+        split = _split_words(job) if _spans_profiles(job, pod.scheduler_name) else None
+        if split is not None:
+            return self._refuse_split(job, pod, split)
+        self._split.discard(job.key)
         if job.awaits_group:
             return unschedulable(f"waiting for {job.ref.title}: no such PodGroup is known yet", plugin=NAME)
         minimum, present = job.minimum, len(job.members)
@@ -161,6 +178,16 @@ class Coscheduling:
             self._handle.tasks.spawn(self._handle.cluster.emit_event(pod, "Warning", JOB_UNSCHEDULABLE, message))
         return unschedulable(message, plugin=NAME)
 
+    def _refuse_split(self, job: Job, pod: PodInfo, why: str) -> Status:
+        """Refuse a member of a gang whose members name several profiles, telling it once; members
+        placed before the gang was split give their room back."""
+        self._split.add(job.key)
+        self.release(job, why)
+        if self._warned.get(pod.uid) != why:
+            self._warned[pod.uid] = why
+            self._handle.tasks.spawn(self._handle.cluster.emit_event(pod, "Warning", INVALID_JOB, why))
+        return unresolvable(why, plugin=NAME)
+
     def _shortfall(self, job: Job, pod: PodInfo, needed: int, nodes: NodeTable) -> str | None:
         """`_shortfall`, reused while the cluster and the job are as they were when counted
         (only the count over every member still to be placed: it does not depend on `pod`)."""
@@ -178,6 +205,9 @@ class Coscheduling:
     def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> Status:
         """No node fits this member: its waiting siblings give their room back."""
         job = self._handle.jobs.gang_of(pod.key)
+        if job is not None and job.key in self._split and _spans_profiles(job, pod.scheduler_name):
+            # Refused at PreFilter for the split, released there: no member found no node.
+            return Status(Code.UNSCHEDULABLE, (), NAME)
         if job is not None and len(job.placed) < job.minimum:
             self.release(job, f"{pod.name} of {job.ref.title} cannot be placed")
             self._failed[job.key] = (pod.key, self._handle.nodes.change_seq)
@@ -242,17 +272,27 @@ class Coscheduling:
     def events_to_register(self) -> Sequence[EventRegistration]:
         """A member waits for its siblings to appear and for room."""
         return [
-            EventRegistration(EventKind.UNSCHEDULED_POD_ADD),
-            EventRegistration(EventKind.JOB_MINIMUM_CHANGE),
+            EventRegistration(EventKind.UNSCHEDULED_POD_ADD, self._unless_split),
+            EventRegistration(EventKind.JOB_MINIMUM_CHANGE, self._unless_split),
             EventRegistration(EventKind.POD_DELETE, self._after_pod_delete),
-            EventRegistration(EventKind.POD_RESIZE_DOWN),
-            EventRegistration(EventKind.NODE_ADD),
-            EventRegistration(EventKind.NODE_UPDATE),
+            EventRegistration(EventKind.POD_RESIZE_DOWN, self._unless_split),
+            EventRegistration(EventKind.NODE_ADD, self._unless_split),
+            EventRegistration(EventKind.NODE_UPDATE, self._unless_split),
         ]
+
+    def _unless_split(self, pod: PodInfo, event: ClusterEvent) -> QueueingHint:
+        """No event helps a gang split across profiles but one that makes a profile have it all
+        (a member of another profile leaving)."""
+        job = self._handle.jobs.of(pod.key)
+        if job is not None and job.key in self._split and _spans_profiles(job, pod.scheduler_name):
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE
 
     def _after_pod_delete(self, pod: PodInfo, event: ClusterEvent) -> QueueingHint:
         """Room another pod gave back may let the job fit; room its own members give back while
         the member they were released for still finds no node does not."""
+        if self._unless_split(pod, event) is QueueingHint.SKIP:
+            return QueueingHint.SKIP
         job = self._handle.jobs.of(pod.key)
         failed = self._failing(job) if job is not None else None
         gone = event.old if isinstance(event.old, PodInfo) else event.new
@@ -274,9 +314,16 @@ class Coscheduling:
         """The member's gang, with nothing placed yet, cannot fit in the cluster's free room now
         (counted once per cluster state for all its members): a retry would fail at PreFilter. Left
         to a cycle while a lower-priority pod is placed, which a preemption might take room from.
-        Or it was released for a sibling that found no node, and the cluster has not changed since."""
+        Or it was released for a sibling that found no node, and the cluster has not changed since.
+        Or its gang is still split across profiles."""
         job = self._handle.jobs.gang_of(pod.key)
-        if job is None or job.placed or job.awaits_group:
+        if job is None:
+            return False
+        if job.key in self._split:
+            if _spans_profiles(job, pod.scheduler_name):
+                return True
+            self._split.discard(job.key)
+        if job.placed or job.awaits_group:
             return False
         failed = self._failing(job)
         if failed is not None and failed[0] != pod.key and failed[1] == self._handle.nodes.change_seq:
@@ -284,6 +331,24 @@ class Coscheduling:
         if len(job.members) != job.minimum or self._handle.pods.any_below(pod.priority):
             return False
         return self._shortfall(job, pod, job.minimum, self._handle.nodes) is not None
+
+
+def _spans_profiles(job: Job, profile: str) -> bool:
+    """Some member of `job` names another profile than `profile` (bound members too)."""
+    return any(member.scheduler_name != profile for member in job.members.values())
+
+
+def _split_words(job: Job) -> str | None:
+    """Why a gang whose members name several profiles is refused, else None. Each profile has its
+    own plugins, args and state of the job: one could release its members while the other calls
+    them back, or bind its own alone (a profile without Coscheduling)."""
+    profiles = sorted({member.scheduler_name for member in job.members.values()})  # this process's: from its config
+    if len(profiles) < 2:
+        return None
+    return (
+        f"{job.ref.title} has pods of {len(profiles)} scheduler profiles ({', '.join(profiles)}); a gang is "
+        "placed by one profile: give all its pods the same schedulerName"
+    )
 
 
 def _shortfall(job: Job, pod: PodInfo, needed: int, nodes: NodeTable, reclaimable: np.ndarray | None) -> str | None:

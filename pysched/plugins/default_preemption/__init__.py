@@ -174,6 +174,14 @@ class DefaultPreemption:
             preemption.nominate(other, None)
         self.handle.tasks.spawn(self._evict(pod, best, lower))
 
+    def _placed_on(self, victim: PodInfo, node: NodeName) -> bool:
+        """The victim still counts on `node`: bound there, or assumed (waiting at Permit, binding)."""
+        row = self.handle.nodes.row.get(node)
+        pods = self.handle.pods
+        if row is None or pods.held(victim.key):
+            return False
+        return any(other.key == victim.key and other.uid == victim.uid for other in pods.on_row(row))
+
     async def _write_nomination(self, pod: PodInfo, node: NodeName | None) -> None:
         await self.handle.cluster.set_nominated_node(pod, node)
 
@@ -182,6 +190,11 @@ class DefaultPreemption:
         for victim in best.victims:
             if victim.deleting:
                 continue  # being deleted already: no second deletion, and no event (kube's)
+            if not self._placed_on(victim, best.node):
+                # Its room is free already: a member waiting at Permit whose gang this loop's
+                # first rejection released (unreserved, back in the queue, never ran), or a pod
+                # gone since. Deleting it would evict a pod that holds nothing there.
+                continue
             waiting = self.handle.waiting_pods.get(victim.key)
             if waiting is not None and waiting.pod.uid == victim.uid:
                 waiting.reject(NAME, "preempted")

@@ -588,3 +588,120 @@ def test_a_gang_that_fits_only_by_preempting_a_lower_priority_pod_does() -> None
 
     cluster = asyncio.run(run())
     assert _bound(cluster, "hi") == 6 and len(cluster.preempted) == 1
+
+
+def _two_profiles(nodes: int) -> tuple[VirtualClock, SimulatedCluster, Scheduler]:
+    """Two profiles of one process, both with Coscheduling (they share EarliestDeadline's queue)."""
+    clock = VirtualClock(1000.0)
+    cluster = SimulatedCluster(clock)
+    for i in range(nodes):
+        cluster.add_node(node_dict(f"n{i}", cpu="4", memory="16Gi"))
+    registry = default_registry()
+    scheduler = Scheduler(builtin_config(registry).only("edf", "seed"), cluster, clock, registry)
+    return clock, cluster, scheduler
+
+
+def _in_profile(member: dict[str, object], profile: str) -> dict[str, object]:
+    member["spec"]["schedulerName"] = profile  # type: ignore[index]
+    return member
+
+
+SPLIT = "pysched.io/job default/split has pods of 2 scheduler profiles (edf, seed)"
+
+
+def test_a_gang_split_across_profiles_is_refused_and_binds_once_one_profile_has_it_all() -> None:
+    """Each profile keeps its own Coscheduling state, so the gang could be judged two ways at once:
+    its members are refused (one InvalidJob event each, naming the profiles) until every member
+    names the same profile, even where all of them fit."""
+
+    async def run() -> None:
+        clock, cluster, scheduler = _two_profiles(4)
+        await scheduler.start()
+        for i, profile in enumerate(("edf", "edf", "seed")):
+            cluster.create_pod(_in_profile(_member("split", i, 3, cpu="1"), profile))
+        await scheduler.run_until_idle()
+        clock.advance(20)
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "split") == 0 and len(scheduler.waiting_pods) == 0
+        told = sorted((e.pod, e.note) for e in cluster.events if e.reason == INVALID_JOB)
+        assert [pod for pod, _ in told] == [f"default/split-{i}" for i in range(3)]
+        assert all(note.startswith(SPLIT) and "same schedulerName" in note for _, note in told)
+        failed = [e.note for e in cluster.events if e.reason == "FailedScheduling"]
+        assert failed and all(SPLIT in note for note in failed)
+        cluster.delete_pod(PodKey("default/split-2"))  # the user moves it to the others' profile
+        cluster.create_pod(_in_profile(_member("split", 2, 3, cpu="1"), "edf"))
+        await scheduler.run_until_idle()
+        clock.advance(20)
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "split") == 3
+
+    asyncio.run(run())
+
+
+def test_a_gang_split_across_profiles_does_not_cycle() -> None:
+    # Its member that fits nowhere used to be released by one profile's Coscheduling and called
+    # back by the other's, a cycle every few seconds for ever (132 FailedScheduling an hour).
+    async def run() -> tuple[int, int]:
+        clock, cluster, scheduler = _two_profiles(4)
+        await scheduler.start()
+        for i, profile in enumerate(("edf", "edf", "seed")):
+            member = _in_profile(_member("split", i, 3, cpu="1"), profile)
+            cluster.create_pod(_nowhere(member) if i == 2 else member)
+        await scheduler.run_until_idle()
+        first = len([e for e in cluster.events if e.reason == "FailedScheduling"])
+        for _ in range(720):  # an hour
+            clock.advance(5)
+            await scheduler.run_until_idle()
+        await scheduler.stop()
+        told = len([e for e in cluster.events if e.reason == INVALID_JOB])
+        return len([e for e in cluster.events if e.reason == "FailedScheduling"]) - first, told
+
+    again, told = asyncio.run(run())
+    assert again == 0 and told == 3  # each member refused once, and told once
+
+
+def test_deleting_the_member_of_another_profile_lets_the_others_go_at_once() -> None:
+    """A pending pod's deletion is no cluster event: the profile that refused it calls its
+    siblings back, rather than leaving them to the retry of unschedulable pods 5 minutes on."""
+
+    async def run() -> None:
+        clock, cluster, scheduler = _two_profiles(4)
+        await scheduler.start()
+        for i, profile in enumerate(("edf", "edf", "seed")):
+            cluster.create_pod(_in_profile(_member("split", i, 2, cpu="1"), profile))
+        await scheduler.run_until_idle()
+        clock.advance(20)
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "split") == 0
+        cluster.delete_pod(PodKey("default/split-2"))
+        await scheduler.run_until_idle()
+        clock.advance(20)
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "split") == 2
+
+    asyncio.run(run())
+
+
+def test_members_waiting_at_permit_give_their_room_back_when_a_member_of_another_profile_comes() -> None:
+    async def run() -> None:
+        clock, cluster, scheduler = _two_profiles(4)
+        await scheduler.start()
+        for i in range(2):
+            cluster.create_pod(_in_profile(_member("split", i, 3, cpu="1"), "edf"))
+        held = _in_profile(_member("split", 2, 3, cpu="1"), "edf")
+        held["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]  # type: ignore[index]
+        cluster.create_pod(held)
+        await scheduler.run_until_idle()
+        assert len(scheduler.waiting_pods) == 2
+        cluster.create_pod(_in_profile(_member("split", 3, 3, cpu="1"), "seed"))
+        await scheduler.run_until_idle()
+        assert len(scheduler.waiting_pods) == 0
+        assert scheduler.cache.nodes.requested[:4, 0].sum() == 0
+        for _ in range(120):  # ten minutes
+            clock.advance(5)
+            await scheduler.run_until_idle()
+        assert _bound(cluster, "split") == 0
+        told = sorted(e.pod for e in cluster.events if e.reason == INVALID_JOB)
+        assert told == ["default/split-0", "default/split-1", "default/split-3"]
+
+    asyncio.run(run())

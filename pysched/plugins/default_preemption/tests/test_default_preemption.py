@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.disruption import budget_from_dict, nominated_node
 from pysched.api.ids import NodeName, PodKey
+from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS
 from pysched.api.objects import PodInfo
 from pysched.api.times import format_rfc3339
 from pysched.backend.simulated import SimulatedCluster
@@ -25,6 +26,7 @@ from pysched.framework.interfaces import Handle
 from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.framework.status import SUCCESS, Code, Status, error, unschedulable
 from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
 from pysched.plugins.default_preemption.reference import RefBudget, RefPod, choose
 from pysched.scheduler.scheduler import Scheduler
 from pysched.testing.simulated import settle
@@ -354,6 +356,33 @@ def test_a_victim_already_being_deleted_is_neither_deleted_again_nor_told() -> N
     _until_idle(scheduler)
     assert scheduler.nominator.nominated(PodKey("default/hi")) == "a"  # it waits for that room
     assert cluster.preempted == [] and _events(cluster, "Preempted") == []
+
+
+def test_a_gang_member_its_sibling_released_at_permit_is_not_deleted() -> None:
+    """Both waiting members of a gang are victims. Rejecting the first unreserves it, and its
+    gang's Unreserve rejects the second: that one is back in the queue, its room free, and never
+    ran. It is neither deleted (a pointless eviction of a pending pod) nor told it was preempted."""
+    clock = VirtualClock(T0)
+    cluster = SimulatedCluster(clock)
+    registry = default_registry()
+    scheduler = Scheduler(builtin_config(registry).only("default"), cluster, clock, registry)
+    cluster.add_node(node_dict("a", cpu="12", memory="64Gi"))
+    for i in range(3):
+        member = pod_dict(f"g-{i}", priority=0, cpu="4", memory="1Gi", scheduler_name="default",
+                          labels={JOB_LABEL: "g"}, annotations={MIN_MEMBERS: "3"})  # fmt: skip
+        if i == 2:  # a member that exists but is held back: the other two wait at Permit
+            member["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+        cluster.create_pod(member)
+    _until_idle(scheduler)
+    assert len(scheduler.waiting_pods) == 2
+    cluster.create_pod(pod_dict("hi", priority=10, cpu="12", memory="1Gi", scheduler_name="default"))
+    settle(scheduler)
+    hi = cluster.pods[PodKey("default/hi")]
+    assert cluster.preempted == [] and {PodKey("default/g-0"), PodKey("default/g-1")} <= cluster.pods.keys()
+    assert _events(cluster, "Preempted") == [("default/g-0", "Normal", f"Preempted by pod {hi.uid} on node a")]
+    assert hi.node_name == "a" and len(scheduler.waiting_pods) == 0
+    assert int(scheduler.cache.nodes.requested[0, 0]) == 12000  # the preemptor alone
+    scheduler.cache.check_consistency()
 
 
 def test_budget_violating_candidates_are_kept_only_as_many_as_wanted() -> None:
