@@ -79,7 +79,7 @@ from pysched.framework.jobs import Job
 from pysched.plugins.autoscale.args import AutoscaleArgs
 
 # One run of a gang: its job and its controller's uid, so that a job recreated under the same name
-# is judged again.
+# is judged again. Bare pods have no controller: their runs are told apart by creation (`_resubmitted`).
 GangIncarnation = tuple[JobKey, str]
 
 
@@ -127,6 +127,12 @@ class Judged:
     met: bool
     ended_at: float
     succeeded: bool
+
+
+def _resubmitted(pod: PodInfo, verdict: Judged) -> bool:
+    """A bare pod created after its gang's verdict was given (when the run's first member ended)
+    belongs to a later run under the same names: every member of a run existed by then."""
+    return pod.controller is None and pod.created > verdict.ended_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,15 +358,16 @@ class Controller:
         ready: list[tuple[Tick, float]] = []
         for pod in pods:
             try:
+                gang = self.handle.jobs.gang_of(pod.key)
+                if gang is not None:  # any member, scaled or not (GPU pods are not): judged once
+                    self._gangs_seen[incarnation(pod, gang.key)] = now
                 container = self.eligible(pod)
                 if container is None:
                     continue
-                gang = self.handle.jobs.gang_of(pod.key)
                 prepared: tuple[Tick, float] | None = None
                 if gang is None:
                     prepared = await self._prepare(pod, container, now)
                 elif self.leader(gang) == pod.key:
-                    self._gangs_seen[incarnation(pod, gang.key)] = now
                     prepared = await self._prepare(pod, container, now, self._followers(pod, gang), gang=True)
                 if prepared is not None:
                     ready.append(prepared)
@@ -969,13 +976,16 @@ class Controller:
         ref = job_of(pod)
         run = incarnation(pod, ref.key) if ref is not None else None
         verdict = self._judged.get(run) if run is not None else None
+        if verdict is not None and _resubmitted(pod, verdict):
+            verdict = None
         counted = verdict is None
         if verdict is None:
             ended_at = finished_at(pod) or now
             succeeded = pod.phase == "Succeeded"
             verdict = Judged(now, succeeded and ended_at <= deadline, ended_at, succeeded)
             self._deadlines["met" if verdict.met else "missed"] += 1
-            if run is not None and run in self._gangs_seen:
+            # A gang no reconcile saw yet (a new leader's, ended before its first) is one by its keys.
+            if run is not None and (run in self._gangs_seen or self._gang_run(pod) is not None):
                 self._judged[run] = verdict
         self.handle.tasks.spawn(self._write_verdict(pod, deadline, verdict, counted))
 
