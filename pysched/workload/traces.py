@@ -8,6 +8,7 @@ decides what an empty result means (the CLI exits 2). A file that cannot be read
 
 from __future__ import annotations
 
+import collections
 import csv
 import itertools
 import math
@@ -37,6 +38,9 @@ DEFAULT_MEMORY = "1Gi"
 # deadline must fit too, so that every time the simulator derives stays a date it can write.
 MAX_TRACE_ROWS = 1_000_000  # rows read, skipped ones included
 MAX_TRACE_SECONDS = 1e10
+# A job's run time: the replay looks at a running job every reconcile, so its wall time grows
+# with the longest job (a job of 1e9 s took 443 s to replay alone); a year is beyond any trace's.
+MAX_JOB_SECONDS = 366 * 86400.0
 MAX_JOB_GPUS = 4096
 MAX_JOB_CPUS = 100_000
 MAX_BATCH_SIZE = 2**31
@@ -198,8 +202,8 @@ def make_job(
                 f" more than {MAX_STEPS:,}"
             )
     run_s = duration if duration is not None else steps * step_s
-    if not run_s <= MAX_TRACE_SECONDS:
-        raise _BadRow(f"runs {run_s:.3g} s at its request, more than {MAX_TRACE_SECONDS:g}")
+    if not run_s <= MAX_JOB_SECONDS:
+        raise _BadRow(f"runs {run_s:.3g} s at its request, more than {_bound(MAX_JOB_SECONDS)} (366 days)")
     if deadline is None and rule is not None:
         deadline = rule.draw(rng, submit, run_s)
     return Job(
@@ -232,7 +236,7 @@ def _row_job(
     if submit is None:
         raise _BadRow("submission_time is missing")
     steps = _int(row, "num_iteration", minimum=1, maximum=MAX_STEPS)
-    duration = _float(row, "duration")
+    duration = _float(row, "duration", maximum=MAX_JOB_SECONDS)
     if steps is None and (duration is None or duration <= 0):
         raise _BadRow("needs num_iteration or a positive duration")
     gpus = _int(row, "num_gpu", maximum=MAX_JOB_GPUS) or 0
@@ -304,6 +308,20 @@ def _canonical(header: list[str]) -> list[str]:
     return [COLUMN_ALIASES[h] if h in COLUMN_ALIASES and COLUMN_ALIASES[h] not in present else h for h in header]
 
 
+def _repeated_columns(raw: Sequence[str], header: Sequence[str]) -> str:
+    """The columns named more than once (aliases counted as the column they stand for), as
+    `deadline (ddl, deadline)`; empty when none."""
+    names: dict[str, list[str]] = collections.defaultdict(list)
+    for given, column in zip(raw, header, strict=True):
+        if column:  # unnamed columns (a trailing comma) are never read
+            names[column].append(given)
+    return ", ".join(
+        column if set(given) == {column} else f"{column} ({', '.join(given)})"
+        for column, given in sorted(names.items())
+        if len(given) > 1
+    )
+
+
 def read_csv(
     path: str | Path, catalogue: Catalogue, rule: DeadlineRule | None = DeadlineRule(), seed: int = 7
 ) -> Trace:
@@ -318,8 +336,12 @@ def read_csv(
     problems: list[str] = []
     lost_deadlines = 0
     try:
-        header = _canonical([h.strip().lstrip("\ufeff").strip() for h in reader.fieldnames or ()])
+        raw = [h.strip().lstrip("\ufeff").strip() for h in reader.fieldnames or ()]
+        header = _canonical(raw)
         reader.fieldnames = header
+        twice = _repeated_columns(raw, header)
+        if twice:  # a row would silently keep the last of the cells
+            raise TraceError(f"{path}:1: header names a column more than once: {clip(twice)}")
         missing = [c for c in ("job_id", "submission_time") if c not in header]
         if missing or not ({"duration", "num_iteration"} & set(header)):
             raise TraceError(
@@ -377,7 +399,7 @@ def read_swf(
             problems.append(f"{where}: job number {clip(fields[0])} repeats line {first_seen[fields[0]]}")
             continue
         first_seen[fields[0]] = number
-        if len(fields) < _SWF_FIELDS:
+        if len(fields) != _SWF_FIELDS:
             problems.append(f"{where}: {len(fields)} fields, SWF has {_SWF_FIELDS}")
             continue
         row = {

@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,21 @@ def test_file_without_usable_header_is_an_error(tmp_path: Path) -> None:
         read_csv(tmp_path / "missing.csv", CATALOGUE)
 
 
+@pytest.mark.parametrize(
+    ("header", "named"),
+    [
+        ("job_id,submission_time,duration,duration", "'duration'"),
+        ("job_id,submission_time,duration,iteration,iterations", "'num_iteration (iteration, iterations)'"),
+        ("job_id,job_id,submission_time,submit_time,duration", "'job_id'"),  # an alias beside its column is unread
+    ],
+)
+def test_a_column_named_twice_is_an_error(tmp_path: Path, header: str, named: str) -> None:
+    """csv keeps the last of the cells: `duration,duration` with 600,5 ran a job of 5 s."""
+    path = _write(tmp_path, f"{header},,\na,0,600,5,6,,\n")
+    with pytest.raises(TraceError, match=":1: header names a column more than once: " + re.escape(named) + "$"):
+        read_csv(path, CATALOGUE)
+
+
 def test_deadline_rule_forms() -> None:
     assert parse_deadline_rule("0.5,1.5") == DeadlineRule(0.5, 1.5)
     assert parse_deadline_rule("none") is None
@@ -121,13 +137,15 @@ def test_swf(tmp_path: Path) -> None:
         "; Version: 2.2\n"
         "1 0 10 3600 4 -1 -1 4 7200 -1 1 1 1 -1 1 -1 -1 -1\n"
         "2 100 5 1800 -1 -1 -1 -1 3600 -1 1 1 1 -1 1 -1 -1 -1\n"
-        "3 200 5\n",
+        "3 200 5\n"
+        "4 300 10 3600 4 -1 -1 4 7200 -1 1 1 1 -1 1 -1 -1 -1 extra\n",  # 19 fields: not SWF either
         "t.swf",
     )
     trace = read_swf(path, CATALOGUE)
     assert [j.cpu_milli for j in trace.jobs] == [4000]
-    assert [p.split(": ")[0] for p in trace.problems] == [f"{path}:3", f"{path}:4"]
-    assert trace.skipped_deadlines == 2 and read_swf(path, CATALOGUE, rule=None).skipped_deadlines == 0
+    assert [p.split(": ")[0] for p in trace.problems] == [f"{path}:3", f"{path}:4", f"{path}:5"]
+    assert trace.problems[2].endswith(": 19 fields, SWF has 18")
+    assert trace.skipped_deadlines == 3 and read_swf(path, CATALOGUE, rule=None).skipped_deadlines == 0
 
 
 def test_swf_job_numbers_are_unique(tmp_path: Path) -> None:
@@ -182,6 +200,8 @@ HEADER = "job_id,submission_time,duration,num_gpu,num_iteration,deadline,num_cpu
         ("a,\uff11\uff10,600,0,,,,,", "is not a number"),  # full-width digits
         ("a,0,-600,0,,,,,", "duration '-600' must be a number from 0"),
         ("a,0,1e300,0,,,,,", "duration '1e300'"),
+        # A running job is looked at every reconcile: one of 1e9 s took 443 s to replay alone.
+        ("a,0,31622401,0,,,,,", "duration '31622401' must be a number from 0 to 31,622,400"),
         ("a,0,600,1e30,,,,,", "num_gpu '1e30' must be a number from 0 to 4,096"),
         ("a,0,,0,1e300,,,,", "num_iteration '1e300' must be a number from 1 to 9,999,999,999,999,999"),
         ("a,0,,0,99999999999999999999,,,,", "num_iteration"),
@@ -189,6 +209,7 @@ HEADER = "job_id,submission_time,duration,num_gpu,num_iteration,deadline,num_cpu
         ("a,0,600,0,,,1e300,,", "num_cpu '1e300'"),
         ("a,0,600,0,,,,9e18,", "batch_size '9e18'"),
         ("a,0,,0,1000000000000,,,,", "runs"),  # 1e12 steps of a CPU model: beyond 1e10 s
+        ("a,0,,0,100000000000,,,,", "more than 31,622,400 (366 days)"),  # 1e11 steps: beyond a year
         ("a,0,600,0,,,,,1e300", "memory '1e300' is not a Kubernetes quantity the scheduler can count"),
     ],
 )
@@ -281,7 +302,7 @@ def test_a_job_id_repeating_a_skipped_row_is_reported_too(tmp_path: Path) -> Non
     loaded = read_csv(path, CATALOGUE)
     assert loaded.jobs == ()
     assert [p.split(": ", 1)[1] for p in loaded.problems] == [
-        "duration '-5' must be a number from 0 to 10,000,000,000",
+        "duration '-5' must be a number from 0 to 31,622,400",
         "job_id 'a' repeats line 2",
         "more cells than header columns",
         "job_id 'b' repeats line 4",
