@@ -3,6 +3,14 @@
 Profiles, scenarios, catalogues, kubeconfigs and traces all come through here, so a hostile or
 broken file costs at most a bounded amount of time and memory and ends in one `InputError` line,
 never a traceback, a MemoryError or a RecursionError.
+
+Numbers are read as YAML 1.2's core schema (and JSON) reads them: `1e3` is a float, `0o17` and
+`0x1f` are integers, `1:30` is text, as kube-scheduler's parser (go-yaml v2, under sigs.k8s.io/yaml)
+reads them too; `1_000` and `0b11` are text (that parser's numbers: a field that wants a number
+refuses them, none is misread). A decimal with a leading zero (`010`), octal to YAML 1.1 and that
+parser but decimal to YAML 1.2, is refused, as is a number of more than MAX_VALUE_CHARS characters.
+Booleans stay YAML 1.1's, `yes`, `no`, `on` and `off` too: kube-scheduler's parser and the
+Kubernetes client's kubeconfig loader (PyYAML) read them so.
 """
 
 from __future__ import annotations
@@ -10,20 +18,21 @@ from __future__ import annotations
 import codecs
 import errno
 import os
+import re
 import select
 import stat
 from collections.abc import Iterator
 from io import BufferedReader
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
-from yaml.nodes import MappingNode, Node, SequenceNode
-from yaml.resolver import Resolver
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.resolver import BaseResolver, Resolver
 
-from pysched.api.limits import SHOWN_CHARS, clip
+from pysched.api.limits import MAX_VALUE_CHARS, SHOWN_CHARS, clip
 
 try:  # libyaml's parser (PyYAML's wheels carry it) gives the same events about 5x faster
     from yaml._yaml import CParser as _EventParser
@@ -68,6 +77,17 @@ def brief(message: object) -> str:
     """A message (an exception's, say) for quoting in another: first line, whitespace folded, cut."""
     text = " ".join(str(message).split())
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
+
+
+def whole_number(text: str, maximum: int) -> int | None:
+    """`text` (blanks around it aside) as a whole number from 0 to `maximum`, else None. ASCII
+    digits only, counted before int() is called: int() also takes `1_000`, full-width and
+    Arabic-Indic digits, and thousands of digits."""
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > len(str(maximum)):
+        return None
+    value = int(digits)
+    return value if value <= maximum else None
 
 
 def path_text(path: object) -> str:
@@ -180,7 +200,45 @@ def _refused(problem: str, event: Any) -> yaml.MarkedYAMLError:
     return yaml.MarkedYAMLError(problem=problem, problem_mark=event.start_mark)
 
 
-class _BoundedLoader(_EventParser, Composer, SafeConstructor, Resolver):
+class _BadValue(yaml.MarkedYAMLError):
+    """A scalar that cannot be read as what its tag (implicit or given) says."""
+
+    def __init__(self, problem: str, node: Node) -> None:
+        super().__init__(problem=problem, problem_mark=node.start_mark)
+
+
+_INT_TAG, _FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+# YAML 1.2's core schema; ASCII digits only (`\d` would take other scripts' digits).
+_INT_FORMS = re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+")
+_FLOAT_FORMS = re.compile(
+    r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
+)
+_LEADING_ZERO = re.compile(r"[-+]?0[0-9]+")
+_YAML11_KEPT = {f"tag:yaml.org,2002:{kind}" for kind in ("bool", "null", "merge", "timestamp")}  # not `=`
+
+
+def _implicit_resolvers() -> dict[str | None, list[tuple[str, re.Pattern[str]]]]:
+    """By a plain scalar's first character, the (tag, pattern) pairs it is tried against in turn."""
+    table: dict[str | None, list[tuple[str, re.Pattern[str]]]] = {}
+    for tag, forms, firsts in (
+        (_INT_TAG, _INT_FORMS, "-+0123456789"),  # before the floats, whose forms include every integer
+        (_FLOAT_TAG, _FLOAT_FORMS, "-+.0123456789"),
+    ):
+        for first in firsts:
+            table.setdefault(first, []).append((tag, re.compile(rf"(?:{forms.pattern})\Z")))
+    for first, pairs in Resolver.yaml_implicit_resolvers.items():
+        table.setdefault(first, []).extend(pair for pair in pairs if pair[0] in _YAML11_KEPT)
+    return table
+
+
+class _Resolver(BaseResolver):
+    """Plain scalars resolved as the module's docstring says: YAML 1.2's numbers; YAML 1.1's (PyYAML's)
+    booleans, nulls, merge keys and timestamps."""
+
+    yaml_implicit_resolvers = _implicit_resolvers()
+
+
+class _BoundedLoader(_EventParser, Composer, SafeConstructor, _Resolver):
     """A safe loader whose document is composed in Python from the parser's events, measured on the
     way: aliases are counted with the nodes they stand for, and nesting (through aliases too) is
     bounded before Python's stack is."""
@@ -192,7 +250,7 @@ class _BoundedLoader(_EventParser, Composer, SafeConstructor, Resolver):
         _EventParser.__init__(self, stream)
         Composer.__init__(self)
         SafeConstructor.__init__(self)
-        Resolver.__init__(self)
+        _Resolver.__init__(self)
         self._nodes = 0
         self._aliases = 0
         self._alias_nodes = 0
@@ -212,6 +270,40 @@ class _BoundedLoader(_EventParser, Composer, SafeConstructor, Resolver):
             seen.add(key)
         mapping: dict[Any, Any] = SafeConstructor.construct_mapping(self, node, deep=deep)
         return mapping
+
+    def _number_text(self, node: ScalarNode) -> str:
+        """The scalar's text, bounded before any conversion: int() reads hex, octal and binary
+        digits without limit, and a number of thousands of digits cannot even be printed."""
+        text: str = self.construct_scalar(node)
+        if len(text) > MAX_VALUE_CHARS:
+            raise _BadValue(f"a number of {len(text):,} characters, more than {MAX_VALUE_CHARS}", node)
+        return text
+
+    def construct_yaml_int(self, node: ScalarNode) -> int:
+        text = self._number_text(node)
+        if _LEADING_ZERO.fullmatch(text):
+            raise _BadValue(
+                f"{text} is octal to YAML 1.1 and kube-scheduler but decimal to YAML 1.2:"
+                " write it without the leading 0, or with 0o for octal",
+                node,
+            )
+        if not _INT_FORMS.fullmatch(text):
+            raise _BadValue(f"{clip(text)} is not an integer", node)
+        base = {"0o": 8, "0x": 16}.get(text[:2], 10)
+        return int(text if base == 10 else text[2:], base)
+
+    def construct_yaml_float(self, node: ScalarNode) -> float:
+        text = self._number_text(node)
+        if not _FLOAT_FORMS.fullmatch(text):
+            raise _BadValue(f"{clip(text)} is not a number", node)
+        return float(text.replace(".", "") if text[-3:].lower() in ("inf", "nan") else text)
+
+    # The two above replace YAML 1.1's (base 60, `_`, `0b`, no bound on the digits)
+    yaml_constructors: ClassVar[dict[Any, Any]] = {
+        **SafeConstructor.yaml_constructors,
+        _INT_TAG: construct_yaml_int,
+        _FLOAT_TAG: construct_yaml_float,
+    }
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:
         event: Any = self.peek_event()  # libyaml's events and PyYAML's have the same fields
@@ -265,8 +357,9 @@ def parse_yaml(text: str, source: str = "<text>") -> Any:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise InputError(source, f"invalid YAML: {problem}", mark.line + 1 if mark is not None else None) from None
-    except (ValueError, OverflowError) as err:  # a scalar the constructor refuses (a 5,000-digit int, a bad date)
+        what = "invalid YAML value" if isinstance(err, _BadValue) else "invalid YAML"
+        raise InputError(source, f"{what}: {problem}", mark.line + 1 if mark is not None else None) from None
+    except (ValueError, OverflowError) as err:  # a scalar the constructor refuses (a bad date)
         raise InputError(source, f"invalid YAML value: {brief(err)}") from None
     finally:
         loader.dispose()

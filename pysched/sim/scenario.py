@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pysched.api.builders import node_dict
-from pysched.api.inputs import InputError, brief, key_text, load_yaml
+from pysched.api.inputs import InputError, brief, key_text, load_yaml, whole_number
 from pysched.api.limits import MAX_UNITS, clip
 from pysched.api.resources import CPU, GPU, MEMORY, QuantityError, to_scheduler_units
 from pysched.workload.catalogue import Catalogue, CpuModel, GpuModel, Model, builtin_catalogue
@@ -60,6 +60,8 @@ CLUSTER_FORMS = "nodes=8,cpu=32,memory=128Gi,gpu=0 or a YAML file with groups: [
 # the nodes as an integer the node table and the metrics carry exactly.
 MAX_CLUSTER_NODES = 100_000
 MAX_CLUSTER_GROUPS = 1_000
+_SPEC_DEFAULTS = {"nodes": "8", "cpu": "32", "memory": "128Gi", "gpu": "0"}
+_GROUP_KEYS = ("count", "nodes", "cpu", "memory", "gpu")  # a file's group may call `nodes` `count`
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,9 @@ def parse_cluster(spec: str) -> Nodes:
         if len(raw_groups) > MAX_CLUSTER_GROUPS:
             raise ValueError(f"--cluster: {spec}: groups: more than {MAX_CLUSTER_GROUPS:,} groups")
         groups = [_group_of(group, f"{spec}: groups[{i}]") for i, group in enumerate(raw_groups)]
+        unknown = sorted(map(key_text, set(data) - {"groups"}))
+        if unknown:  # a misspelt key would otherwise be dropped without a word
+            raise ValueError(f"--cluster: {spec}: {unknown[0]}: unknown key (accepted: groups)")
     else:
         groups = [_parse_spec(spec, spec)]
     where = spec if len(groups) == 1 else f"{spec}: groups"
@@ -110,36 +115,52 @@ def _group_of(group: Any, where: str) -> _Group:
     if not isinstance(group, dict):
         raise ValueError(f"--cluster: {where} must be a mapping ({CLUSTER_FORMS})")
     for key, value in group.items():
-        if isinstance(value, bool) or not isinstance(value, str | int | float) or "," in str(value):
-            raise ValueError(f"--cluster: {where}.{key_text(key)}: {clip(value)} is not a number or quantity")
+        if key not in _GROUP_KEYS:
+            raise ValueError(f"--cluster: {where}.{key_text(key)}: unknown key (accepted: {', '.join(_GROUP_KEYS)})")
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError(f"--cluster: {where}.{key}: {clip(value)} is not a number or quantity")
     if "count" in group and "nodes" in group:  # one would silently win over the other
         raise ValueError(f"--cluster: {where}: count and nodes are the same number; give one of them")
-    return _parse_spec(",".join(f"{'nodes' if k == 'count' else k}={v}" for k, v in group.items()), where)
+    return _group({key: str(value) for key, value in group.items()}, where)
 
 
 def _parse_spec(spec: str, where: str) -> _Group:
-    values = {"nodes": "8", "cpu": "32", "memory": "128Gi", "gpu": "0"}
-    given: set[str] = set()
+    given: dict[str, str] = {}
     for part in spec.split(","):
         key, sep, value = part.partition("=")
         key = key.strip()
-        if not sep or key not in values:
+        if not sep or key not in _SPEC_DEFAULTS:
             raise ValueError(f"--cluster: {where}: bad part {clip(part)} (accepted: {CLUSTER_FORMS})")
         if key in given:  # the last would silently win
             raise ValueError(f"--cluster: {where}: {key} is given twice (accepted: {CLUSTER_FORMS})")
-        given.add(key)
-        values[key] = value.strip()
+        given[key] = value.strip()
+    return _group(given, where)
+
+
+def _group(given: dict[str, str], where: str) -> _Group:
+    """A group from its values as text (keys checked by the caller), the defaults filling the rest."""
+    values = {**_SPEC_DEFAULTS, **given}
     try:
         units = (to_scheduler_units(CPU, values["cpu"]), to_scheduler_units(MEMORY, values["memory"]))
     except QuantityError as err:  # not a quantity, or more than the scheduler counts
         raise ValueError(f"--cluster: {where}: {brief(err)} (accepted: {CLUSTER_FORMS})") from None
-    try:
-        count, gpu = int(values["nodes"]), int(values["gpu"])
-        if count < 1 or gpu < 0 or units[0] <= 0 or units[1] <= 0:
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"--cluster: {where}: bad value (accepted: {CLUSTER_FORMS})") from None
+    for key, unit in zip((CPU, MEMORY), units, strict=True):
+        if unit <= 0:
+            raise ValueError(f"--cluster: {where}: bad value {key}={clip(values[key])}: must be above 0")
+    count_key = "count" if "count" in given else "nodes"
+    count, gpu = _count(count_key, values[count_key], 1, where), _count("gpu", values["gpu"], 0, where)
     return _Group(count, values["cpu"], values["memory"], gpu, (*units, gpu))
+
+
+def _count(key: str, text: str, low: int, where: str) -> int:
+    """A node or GPU count: ASCII digits, up to 2**53 (parse_cluster's totals say what is too much)."""
+    value = whole_number(text, MAX_UNITS)
+    if value is None or value < low:
+        raise ValueError(
+            f"--cluster: {where}: bad value {key}={clip(text)}: a whole number from {low} in ASCII digits is needed"
+            f" (accepted: {CLUSTER_FORMS})"
+        )
+    return value
 
 
 def _paper_arrivals(

@@ -18,12 +18,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pysched.api.inputs import InputError, brief, load_yaml, parse_yaml, read_text
+from pysched.api.inputs import InputError, brief, key_text, load_yaml, parse_yaml, read_text, whole_number
 from pysched.api.limits import MAX_STEPS, clip
 from pysched.workload.speed import Amdahl, Throughput
 
 MAX_STEP_SECONDS = 86_400.0  # a model's t1, seconds per step on one CPU
 MAX_MODEL_NUMBER = 2**31  # a batch size, a p_max, a GPU count in a table
+_KEYS = {"cpu": ("kind", "steps", "batch_size", "t1", "f", "p_max"), "gpu": ("kind", "table", "steps")}
 
 
 class CatalogueError(ValueError):
@@ -122,10 +123,10 @@ def _gpu_counts(header: list[str]) -> list[int]:
 
 
 def _table_int(text: str) -> int:
-    digits = text.strip()  # ASCII digits only: int() would also take `1_0` (10) or full-width ones
-    if not (digits.isascii() and digits.isdigit() and len(digits) <= 10 and 0 < int(digits) <= MAX_MODEL_NUMBER):
+    value = whole_number(text, MAX_MODEL_NUMBER)
+    if not value:
         raise ValueError(f"{clip(text)} is not an integer from 1 to {MAX_MODEL_NUMBER}")
-    return int(digits)
+    return value
 
 
 def _rate(text: str) -> float:
@@ -148,6 +149,8 @@ def parse_catalogue(data: Any, source: str, read: Any) -> Catalogue:
     """`read(path)` returns the text of a table file named relative to the catalogue."""
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
         raise CatalogueError(f"{source}: models: a mapping of model name to model is required")
+    if (unknown := _unknown_key(data, ("models",))) is not None:  # a misspelt key would be dropped silently
+        raise CatalogueError(f"{source}: {unknown}: unknown key (accepted: models)")
     models: dict[str, Model] = {}
     for name, raw in data["models"].items():
         if not isinstance(name, str) or not 0 < len(name) <= 253:
@@ -158,16 +161,20 @@ def parse_catalogue(data: Any, source: str, read: Any) -> Catalogue:
         if not isinstance(raw, dict):
             raise CatalogueError(f"{where}: must be a mapping")
         kind = raw.get("kind")
+        if not isinstance(kind, str) or kind not in _KEYS:
+            raise CatalogueError(f"{where}.kind: must be cpu or gpu, got {clip(kind)}")
+        if (unknown := _unknown_key(raw, _KEYS[kind])) is not None:
+            raise CatalogueError(f"{where}.{unknown}: unknown key (accepted for kind {kind}: {', '.join(_KEYS[kind])})")
         if kind == "cpu":
             models[name] = CpuModel(
                 name,
                 _number(raw, "steps", where, int, MAX_STEPS),
                 _number(raw, "batch_size", where, int, MAX_MODEL_NUMBER) if "batch_size" in raw else 0,
                 _number(raw, "t1", where, float, MAX_STEP_SECONDS),
-                min(_number(raw, "f", where, float, 1e9), 1.0),
+                _number(raw, "f", where, float, 1.0),  # the serial fraction
                 _number(raw, "p_max", where, int, MAX_MODEL_NUMBER),
             )
-        elif kind == "gpu":
+        else:
             table = raw.get("table")
             if not isinstance(table, str):
                 raise CatalogueError(f"{where}.table: a CSV file of iterations/s by batch size and GPU count")
@@ -178,9 +185,12 @@ def parse_catalogue(data: Any, source: str, read: Any) -> Catalogue:
             tables = read_table(text, f"{where}.table")
             steps = _number(raw, "steps", where, int, MAX_STEPS) if "steps" in raw else 10_000
             models[name] = GpuModel(name, steps, tables)
-        else:
-            raise CatalogueError(f"{where}.kind: must be cpu or gpu, got {clip(kind)}")
     return Catalogue(models)
+
+
+def _unknown_key(raw: Mapping[Any, Any], accepted: tuple[str, ...]) -> str | None:
+    """The first of `raw`'s keys not accepted, as a field path writes it; None when all are."""
+    return min((key_text(key) for key in raw if key not in accepted), default=None)
 
 
 @functools.cache

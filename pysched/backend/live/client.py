@@ -13,14 +13,14 @@ import collections
 import json
 import logging
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from pysched.api.inputs import InputError, load_yaml
+from pysched.api.inputs import InputError, load_yaml, path_text
 from pysched.api.limits import clip
 from pysched.backend.live.kubeclient import JSON, ApiResponse, WatchFailed, WatchIdle
 from pysched.backend.live.ratelimit import TokenBucket
@@ -28,6 +28,85 @@ from pysched.backend.live.ratelimit import TokenBucket
 
 class KubeConfigError(ValueError):
     """The kubeconfig (or in-cluster config) cannot be used; the message is one line."""
+
+
+# The fields of a kubeconfig (client-go's clientcmd v1 types) the client library reads, by type:
+# a value of another type would fail inside the library with a message about Python objects.
+# Other keys (extensions, preferences, newer fields) are left alone, as kubectl leaves them.
+_NAMED_LISTS = {"clusters": "cluster", "contexts": "context", "users": "user"}
+_FIELDS: dict[str, dict[str, type]] = {
+    "": {"clusters": list, "contexts": list, "users": list, "current-context": str},
+    "cluster": {
+        "server": str,
+        "certificate-authority": str,
+        "certificate-authority-data": str,
+        "insecure-skip-tls-verify": bool,
+        "tls-server-name": str,
+        "proxy-url": str,
+    },
+    "context": {"cluster": str, "user": str, "namespace": str},
+    "user": {
+        "token": str,
+        "tokenFile": str,
+        "client-certificate": str,
+        "client-certificate-data": str,
+        "client-key": str,
+        "client-key-data": str,
+        "username": str,
+        "password": str,
+        "exec": dict,
+        "auth-provider": dict,
+    },
+    "exec": {"command": str, "apiVersion": str, "args": list, "env": list},
+}
+_TYPE_WORDS = {str: "a string", bool: "true or false", list: "a list", dict: "a mapping"}
+
+
+def _kubeconfig_problem(config: Any) -> str | None:
+    """The first thing in a loaded kubeconfig whose shape the client cannot use, or None."""
+    return next(_shape_problems(config), None)
+
+
+def _shape_problems(config: Any) -> Iterator[str]:
+    if not isinstance(config, dict):
+        whole = "a mapping of clusters, contexts, users and current-context"
+        yield f"holds nothing (a kubeconfig is {whole})" if config is None else f"must be {whole}, got {clip(config)}"
+        return
+    yield from _field_problems(config, "", "")
+    for key, inner in _NAMED_LISTS.items():
+        entries = config.get(key)
+        for i, entry in enumerate(entries if isinstance(entries, list) else ()):
+            at = f"{key}[{i}]"
+            if not isinstance(entry, dict):
+                yield f"{at}: must be a mapping {{name, {inner}}}, got {clip(entry)}"
+                continue
+            if not isinstance(entry.get("name"), str):
+                yield f"{at}.name: must be a string, got {clip(entry.get('name'))}"
+            body = entry.get(inner)
+            if body is None:  # the library names a missing section itself
+                continue
+            if not isinstance(body, dict):
+                yield f"{at}.{inner}: must be a mapping, got {clip(body)}"
+                continue
+            yield from _field_problems(body, inner, f"{at}.{inner}.")
+            if isinstance(body.get("exec"), dict):
+                yield from _exec_problems(body["exec"], f"{at}.{inner}.exec.")
+
+
+def _field_problems(node: dict[Any, Any], kind: str, at: str) -> Iterator[str]:
+    for key, wanted in _FIELDS[kind].items():
+        value = node.get(key)
+        if value is not None and not isinstance(value, wanted):  # null is absent, as client-go reads it
+            yield f"{at}{key}: must be {_TYPE_WORDS[wanted]}, got {clip(value)}"
+
+
+def _exec_problems(node: dict[Any, Any], at: str) -> Iterator[str]:
+    yield from _field_problems(node, "exec", at)
+    if any(not isinstance(arg, str) for arg in node.get("args") or ()):
+        yield f"{at}args: must be a list of strings, got {clip(node['args'])}"
+    for i, var in enumerate(node.get("env") or ()):
+        if not (isinstance(var, dict) and isinstance(var.get("name"), str) and isinstance(var.get("value"), str)):
+            yield f"{at}env[{i}]: must be a mapping {{name, value}} of two strings, got {clip(var)}"
 
 
 class AsyncKubeClient:
@@ -144,29 +223,35 @@ async def connect(
     loader_log = logging.getLogger("kubernetes_asyncio.config")
     level = loader_log.level
     loader_log.setLevel(logging.CRITICAL)
+    where = f"kubeconfig {path_text(kubeconfig)}" if kubeconfig else "in-cluster config"
     try:
         if kubeconfig:
-            load_yaml(kubeconfig)  # bounded first (size, nesting): the loader reads any file whole
+            # Bounded first (size, nesting), and its shape checked: the library reads any file whole
+            # and fails on a list or a number where it expects a mapping with Python's own words.
+            problem = _kubeconfig_problem(load_yaml(kubeconfig))
+            if problem is not None:
+                raise KubeConfigError(f"{where}: {problem}")
             await k8s_config.load_kube_config(
                 config_file=kubeconfig, context=context, client_configuration=configuration, persist_config=False
             )
         else:
             incluster: Any = k8s_config.load_incluster_config  # untyped in the library
             incluster(client_configuration=configuration)
+    except KubeConfigError:
+        raise
     except InputError as err:
-        raise KubeConfigError(str(err)) from err
+        raise KubeConfigError(f"kubeconfig {err}") from err
     except (k8s_config.ConfigException, OSError, ValueError, TypeError, KeyError) as err:
-        where = kubeconfig or "in-cluster config"
         message = " ".join(str(err).split()) or type(err).__name__
         raise KubeConfigError(f"{where}: {message}") from err
     except Exception as err:  # YAML errors and friends from the loader; it asserts fields it needs
         message = " ".join(str(err).split()) or f"{type(err).__name__}: a field the client needs is missing"
-        raise KubeConfigError(f"{kubeconfig or 'in-cluster config'}: {message}") from err
+        raise KubeConfigError(f"{where}: {message}") from err
     finally:
         loader_log.setLevel(level)
     server = urllib.parse.urlsplit(str(configuration.host or ""))
     if server.scheme not in ("http", "https") or not server.hostname:
         shown = clip(str(configuration.host or ""))
-        raise KubeConfigError(f"{kubeconfig or 'in-cluster config'}: the server {shown} is not an http(s) URL")
+        raise KubeConfigError(f"{where}: the server {shown} is not an http(s) URL")
     configuration.connection_pool_maxsize = pool_size
     return AsyncKubeClient(k8s_client.ApiClient(configuration), TokenBucket(qps, burst))

@@ -1,8 +1,11 @@
+import datetime
+import json
 import math
 import os
 import threading
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -21,8 +24,9 @@ from pysched.api.inputs import (
     parse_yaml,
     read_lines,
     read_text,
+    whole_number,
 )
-from pysched.api.limits import SHOWN_CHARS, clip
+from pysched.api.limits import MAX_VALUE_CHARS, SHOWN_CHARS, clip
 from pysched.testing.hostile import alias_bomb
 
 
@@ -97,6 +101,115 @@ def test_bad_documents_are_one_line(text: str, problem: str) -> None:
     with pytest.raises(InputError, match=problem) as info:
         parse_yaml(text, "f.yaml")
     _one_line(info.value)
+
+
+HUGE_HEX = "0x" + "f" * 4000  # 16,000 bits: int() reads it, str() of it raises ValueError
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (f"weight: {HUGE_HEX}\n", 1),
+        (f"a: 1\nargs: {{cpuWeight: {HUGE_HEX}}}\n", 2),
+        (f"? {HUGE_HEX}\n: 1\n", 1),  # a mapping key
+        ("a: 0o" + "7" * 5000 + "\n", 1),
+        ("a: !!int 0x" + "f" * 5000 + "\n", 1),
+        ("a: 1." + "0" * 5000 + "\n", 1),
+        ("a: " + "9" * 5000 + "\n", 1),
+    ],
+)
+def test_numbers_of_every_form_are_bounded_before_they_are_converted(text: str, line: int) -> None:
+    with pytest.raises(InputError) as info:
+        parse_yaml(text, "f.yaml")
+    assert _one_line(info.value).startswith(f"f.yaml:{line}: invalid YAML value: a number of ")
+    assert info.value.problem.endswith(f"characters, more than {MAX_VALUE_CHARS}")
+
+
+def test_the_longest_number_read_can_be_printed() -> None:
+    value = parse_yaml("a: 0x" + "f" * (MAX_VALUE_CHARS - 2))["a"]
+    assert value == 16 ** (MAX_VALUE_CHARS - 2) - 1 and clip(value)
+
+
+def test_a_huge_hex_weight_is_one_line_from_the_profile_loader(tmp_path: Path) -> None:
+    from pysched.framework.config import ConfigError, load_config
+    from pysched.plugins import default_registry
+
+    path = tmp_path / "p.yaml"
+    path.write_text(f"profiles:\n  - schedulerName: p\n    plugins:\n      score: [{{name: x, weight: {HUGE_HEX}}}]\n")
+    with pytest.raises(ConfigError, match=r"p\.yaml: line 4: invalid YAML value: a number of 4,002 characters"):
+        load_config(path, default_registry())
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1e2", 100.0),  # YAML 1.1 read these two as text
+        ("1e-3", 0.001),
+        ("-1.5E+2", -150.0),
+        (".5", 0.5),
+        ("5.", 5.0),
+        ("+.inf", math.inf),
+        ("-.Inf", -math.inf),
+        ("0o17", 15),
+        ("0x1F", 31),
+        ("-12", -12),
+        ("0", 0),
+        ("1:30", "1:30"),  # YAML 1.1 read 90 (base 60)
+        ("1:30.5", "1:30.5"),
+        ("1_000", "1_000"),
+        ("1_000.5", "1_000.5"),
+        ("0b11", "0b11"),
+        ("-0x1F", "-0x1F"),
+        ("=", "="),
+        ("true", True),
+        ("off", False),  # YAML 1.1's booleans stay, as kube-scheduler reads them
+        ("Yes", True),
+        ("y", "y"),
+        ("~", None),
+        ("2001-12-14", datetime.date(2001, 12, 14)),
+    ],
+)
+def test_numbers_are_read_as_yaml_1_2_reads_them(text: str, value: Any) -> None:
+    loaded = parse_yaml(f"a: {text}\n")["a"]
+    assert loaded == value and type(loaded) is type(value)
+    assert parse_yaml(f"a: '{text}'\n")["a"] == text  # quoted: always text
+
+
+def test_nan_is_a_float() -> None:
+    assert math.isnan(parse_yaml("a: .NaN")["a"]) and math.isnan(parse_yaml("a: !!float .nan")["a"])
+
+
+def test_json_numbers_load_as_json_reads_them() -> None:
+    document = {"intervalSeconds": 1e2, "t1": 1e-3, "big": 1.5e300, "weights": [1, -2.5, 0]}
+    text = json.dumps(document).replace("100.0", "1e2")
+    assert "1e2" in text and "1.5e+300" in text
+    assert parse_yaml(text) == json.loads(text) == document
+
+
+@pytest.mark.parametrize("text", ["010", "-07", "+00", "09", "!!int 010"])
+def test_a_decimal_with_a_leading_zero_is_refused_as_octal_or_decimal(text: str) -> None:
+    with pytest.raises(InputError, match=r"is octal to YAML 1\.1 and kube-scheduler but decimal to YAML 1\.2") as info:
+        parse_yaml(f"a: 1\nb: {text}\n", "f.yaml")
+    assert _one_line(info.value).startswith("f.yaml:2: invalid YAML value: ")
+    assert parse_yaml("a: 01.5")["a"] == 1.5  # a float reads alike in both
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"), [("!!int 1.5", "'1.5' is not an integer"), ("!!float x", "'x' is not a number")]
+)
+def test_an_explicit_number_tag_on_other_text_is_refused(text: str, problem: str) -> None:
+    with pytest.raises(InputError, match=f"f.yaml:1: invalid YAML value: {problem}"):
+        parse_yaml(f"a: {text}", "f.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("12", 12), (" 7 ", 7), ("0", 0), ("100", 100), ("101", None), ("1_0", None), ("\uff11\uff12", None),
+     ("\u0663", None), ("+1", None), ("-1", None), ("", None), ("1.0", None), ("1000", None)],
+)  # fmt: skip
+def test_whole_numbers_are_ascii_digits_within_the_bound(text: str, value: int | None) -> None:
+    assert whole_number(text, 100) == value
+    assert whole_number("9" * 5000, 10**20) is None
 
 
 def test_files_binary_not_utf8_or_too_large_are_refused(tmp_path: Path) -> None:

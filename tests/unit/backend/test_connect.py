@@ -72,3 +72,43 @@ def test_a_context_of_another_type_reads_as_the_default_namespace(tmp_path: Path
     for context in ("7", "[a]", "{namespace: 7}", "{namespace: team-a}"):
         path.write_text(f"contexts:\n- name: c\n  context: {context}\ncurrent-context: c\n")
         assert context_namespace(str(path), None) == ("team-a" if "team-a" in context else "default")
+
+
+GOOD = (
+    "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+    "users: [{name: u, user: {token: x}}]\n"
+    "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "holds nothing (a kubeconfig is a mapping of clusters, contexts, users and current-context)"),
+        ("# nothing\n", "holds nothing"),
+        ("[]\n", "must be a mapping of clusters, contexts, users and current-context, got []"),
+        ("7\n", "must be a mapping of clusters, contexts, users and current-context, got 7"),
+        ("clusters: 5\n", "clusters: must be a list, got 5"),
+        ("contexts: {a: 1}\n", "contexts: must be a list, got {'a': 1}"),
+        ("current-context: [x]\n", "current-context: must be a string, got ['x']"),
+        ("clusters: [5]\n", "clusters[0]: must be a mapping {name, cluster}, got 5"),
+        ("users: [{user: {}}]\n", "users[0].name: must be a string, got None"),
+        (GOOD.replace("context: {cluster: c, user: u}", "context: 5"), "contexts[0].context: must be a mapping, got 5"),
+        (GOOD.replace("server: 'https://127.0.0.1:1'", "server: [a]"), "clusters[0].cluster.server: must be a string"),
+        (GOOD.replace("{token: x}", "{token: x, exec: 5}"), "users[0].user.exec: must be a mapping, got 5"),
+        (GOOD.replace("{token: x}", "{exec: {command: c, args: [1]}}"), "user.exec.args: must be a list of strings"),
+        (GOOD.replace("{token: x}", "{exec: {command: c, env: [x]}}"), "users[0].user.exec.env[0]: must be a mapping"),
+        (GOOD.replace("{server:", "{insecure-skip-tls-verify: 'yes', server:"), "verify: must be true or false"),
+    ],
+)
+def test_a_kubeconfig_of_the_wrong_shape_is_one_line_naming_what_is_wrong(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    path = tmp_path / "kc.yaml"
+    path.write_text(text)
+    with pytest.raises(KubeConfigError) as info:
+        _connect(str(path))
+    message = str(info.value)
+    assert message.startswith(f"kubeconfig {path}: ") and problem in message and "\n" not in message, message
+    path.write_text(GOOD)
+    _connect(str(path))

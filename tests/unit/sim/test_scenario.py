@@ -135,3 +135,52 @@ def test_generated_gpu_jobs_need_a_model_that_measures_some_gpu_count(name: str,
     assert isinstance(loaded, BadInput)
     assert loaded.message.startswith(f"--scenario {name}: no GPU model of the catalogue measures any GPU count")
     assert loaded.message.endswith(f"; see --catalogue {path}")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("groups:\n  - {nodes: 2}\nfoo: 1\n", r"c\.yaml: foo: unknown key \(accepted: groups\)"),
+        (
+            'groups:\n  - {"nodes=2,gpu": 1, cpu: 4}\n',
+            r"groups\[0\]\.nodes=2,gpu: unknown key \(accepted: count, nodes,",
+        ),
+        ("groups:\n  - {nodes: 2, cpus: 4}\n", r"groups\[0\]\.cpus: unknown key"),
+        ("groups:\n  - {nodes: 2, 7: 4}\n", r"groups\[0\]\.7: unknown key"),
+    ],
+)
+def test_a_cluster_file_refuses_keys_it_does_not_know(tmp_path: Path, text: str, needle: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=needle) as info:
+        parse_cluster(str(path))
+    assert str(info.value).startswith("--cluster: ") and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("nodes=\uff11\uff12", "bad value nodes='\uff11\uff12': a whole number from 1 in ASCII digits"),  # full-width
+        ("nodes=\u0663", "bad value nodes='\u0663': a whole number from 1"),  # Arabic-Indic
+        ("nodes=1_000", "bad value nodes='1_000': a whole number from 1"),
+        ("nodes=+2", "bad value nodes='+2'"),
+        ("nodes=0", "bad value nodes='0'"),
+        ("gpu=\uff11", "bad value gpu='\uff11': a whole number from 0 in ASCII digits"),
+        ("cpu=0", "bad value cpu='0': must be above 0"),
+    ],
+)
+def test_cluster_counts_are_ascii_digits(spec: str, needle: str) -> None:
+    with pytest.raises(ValueError, match="--cluster: ") as info:
+        parse_cluster(spec)
+    assert needle in str(info.value)
+
+
+def test_cluster_file_counts_are_ascii_digits_too(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    for value in ("'1_000'", "1_000", "'\uff11\uff12'", "2.0"):
+        path.write_text(f"groups: [{{count: {value}, cpu: 4}}]\n")
+        with pytest.raises(ValueError, match=r"groups\[0\]: bad value count="):
+            parse_cluster(str(path))
+    path.write_text("groups: [{count: 0x10, cpu: 1e1, memory: 8Gi}]\n")  # YAML 1.2's numbers
+    nodes = parse_cluster(str(path))
+    assert len(nodes) == 16 and nodes[0]["status"]["allocatable"]["cpu"] == "10.0"

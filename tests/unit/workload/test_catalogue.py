@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from pysched.testing.hostile import alias_bomb
-from pysched.workload.catalogue import CatalogueError, GpuModel, load_catalogue
+from pysched.workload.catalogue import CatalogueError, CpuModel, GpuModel, load_catalogue
 from pysched.workload.speed import Throughput
 
 
@@ -20,6 +20,8 @@ def _catalogue(tmp_path: Path, text: str) -> Path:
         ("{kind: cpu, steps: 100, t1: .inf, f: 0.1, p_max: 4}", "t1: must be a number above 0"),
         ("{kind: cpu, steps: 100, t1: 1, f: .nan, p_max: 4}", "f: must be a number above 0"),
         ("{kind: cpu, steps: 100, t1: 1, f: 0.1, p_max: 1.0e30}", "p_max: must be a number above 0"),
+        ("{kind: cpu, steps: 100, t1: 1, f: 5, p_max: 4}", "f: must be a number above 0 and at most 1, got 5"),
+        ("{kind: cpu, steps: 100, t1: 1, f: 1.5, p_max: 4}", "f: must be a number above 0 and at most 1, got 1.5"),
         ("{kind: [" + ", ".join(["k" * 500] * 40) + "]}", "kind: must be cpu or gpu, got ["),
     ],
 )
@@ -65,3 +67,32 @@ def test_a_short_table_row_leaves_its_last_counts_unmeasured(tmp_path: Path) -> 
     model = load_catalogue(_catalogue(tmp_path, "models:\n  g: {kind: gpu, table: t.csv}\n")).models["g"]
     assert isinstance(model, GpuModel)
     assert model.tables[64] == Throughput((1, 4), (10.0, 30.0)) and model.tables[128] == Throughput((1,), (5.0,))
+
+
+CPU_MODEL = "{kind: cpu, steps: 9, t1: 1, f: 0.1, p_max: 8"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (f"models:\n  m: {CPU_MODEL}}}\nfoo: bar\n", "models.yaml: foo: unknown key (accepted: models)"),
+        (
+            f"models:\n  m: {CPU_MODEL}, pmax: 2, bogus: 1}}\n",
+            "models.m.bogus: unknown key (accepted for kind cpu: kind, steps, batch_size, t1, f, p_max)",
+        ),
+        (
+            "models:\n  g: {kind: gpu, table: t.csv, p_max: 8}\n",
+            "models.g.p_max: unknown key (accepted for kind gpu: kind, table, steps)",
+        ),
+        (f"models:\n  m: {CPU_MODEL}, 7: 1}}\n", "models.m.7: unknown key"),
+    ],
+)
+def test_unknown_catalogue_keys_are_refused(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(CatalogueError) as info:
+        load_catalogue(_catalogue(tmp_path, text))
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_model_may_be_written_with_json_numbers(tmp_path: Path) -> None:
+    text = '{"models": {"m": {"kind": "cpu", "steps": 1e3, "t1": 1e-3, "f": 1, "p_max": 8}}}'
+    assert load_catalogue(_catalogue(tmp_path, text)).models["m"] == CpuModel("m", 1000, 0, 0.001, 1.0, 8)
