@@ -18,10 +18,12 @@ from pysched.cmd.errors import bad_input
 from pysched.cmd.flags import (
     clash_problem,
     dns_problem,
+    empty_problem,
     extra_problem,
     first_problem,
     number_problem,
     output_problem,
+    parse_seed,
     write_output,
     write_problem,
 )
@@ -75,6 +77,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from pysched.workload.traces import MAX_TRACE_SECONDS as MAX_HORIZON_S
 
     problem = first_problem(
+        empty_problem("--config", args.config, "a file name"),
+        empty_problem("--scenario", args.scenario, "a scenario name"),
+        empty_problem("--trace", args.trace, "a file name"),
+        empty_problem("--catalogue", args.catalogue, "a file name"),
         number_problem("--progress-interval", args.progress_interval, MIN_PROGRESS_INTERVAL_S, MAX_PROGRESS_INTERVAL_S),
         number_problem("--horizon", args.horizon, 1, MAX_HORIZON_S) if args.horizon is not None else None,
         output_problem("--json", args.json) if args.json is not None else None,
@@ -209,9 +215,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     from pysched.cmd.status import StatusError, context_namespace, default_kubeconfig, status
 
     problem = first_problem(
+        _client_flags_problem(args),
         number_problem("--interval", args.interval, 0.5, 3600),
         "--namespace and --all-namespaces exclude each other" if args.namespace and args.all_namespaces else None,
         dns_problem("--namespace", args.namespace) if args.namespace is not None else None,
+        # a pod's spec.schedulerName is a DNS-1123 subdomain: another name would match no pod
+        *(dns_problem("--scheduler", name, subdomain=True) for name in args.scheduler or ()),
     )
     if problem:
         return _fail(problem)
@@ -233,12 +242,22 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
 
 
+def _client_flags_problem(args: argparse.Namespace) -> str | None:
+    """`status` and `explain`: an empty --kubeconfig would fall back to $KUBECONFIG, an empty
+    --context to the current one."""
+    return first_problem(
+        empty_problem("--kubeconfig", args.kubeconfig, "a file name"),
+        empty_problem("--context", args.context, "a context name"),
+    )
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     import asyncio
 
     from pysched.cmd.status import StatusError, context_namespace, default_kubeconfig, explain
 
     problem = first_problem(
+        _client_flags_problem(args),
         dns_problem("POD", args.pod, subdomain=True),
         dns_problem("--namespace", args.namespace) if args.namespace is not None else None,
     )
@@ -327,13 +346,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="write one row per policy and job: submitted, started, finished, deadline, met, request, "
         "rescales, CPU segments (start-end:CPUs, seconds from the start)",
     )  # fmt: skip
-    simulate.add_argument("--seed", type=int, default=7, help="seed of the workload draws (default 7)")
+    simulate.add_argument(
+        "--seed", type=parse_seed, default=7, help="seed of the workload draws, 0 to 2**32-1 (default 7)"
+    )
     simulate.set_defaults(func=cmd_simulate)
 
     bench = sub.add_parser("bench", help="schedule M pending pods onto N simulated nodes through the full loop")
     bench.add_argument("--nodes", type=int, required=True, help="simulated nodes")
     bench.add_argument("--pods", type=int, required=True, help="pending pods, all created before the first cycle")
-    bench.add_argument("--seed", type=int, default=1, help="seed of the pod and node draws (default 1)")
+    bench.add_argument(
+        "--seed", type=parse_seed, default=1, help="seed of the pod and node draws, 0 to 2**32-1 (default 1)"
+    )
     bench.add_argument(
         "--mix",
         choices=("plain", "constrained", "gangs"),

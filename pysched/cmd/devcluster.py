@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "up",
         help="start etcd, kube-apiserver, kube-controller-manager, JobSet and fake nodes in the background",
     )
-    up.add_argument("--dir", required=True, type=Path, help="state folder (kubeconfig, logs, pids)")
+    up.add_argument("--dir", required=True, help="state folder (kubeconfig, logs, pids)")
     up.add_argument("--nodes", type=int, default=3, help="fake Ready nodes to create (default 3)")
     up.add_argument("--node-cpu", default="8", help="allocatable cpu per node (default 8)")
     up.add_argument("--node-memory", default="32Gi", help="allocatable memory per node (default 32Gi)")
@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.set_defaults(func=cmd_up)
 
     down = sub.add_parser("down", help="stop every process started by `up`")
-    down.add_argument("--dir", required=True, type=Path, help="the state folder `up` was given")
+    down.add_argument("--dir", required=True, help="the state folder `up` was given")
     down.set_defaults(func=cmd_down)
 
 
@@ -81,13 +81,19 @@ def _fail(message: str) -> int:
 MAX_DEV_NODES = 5_000  # Kubernetes' own tested scale; each is an API object the emulator may watch
 
 
+def _dir_problem(args: argparse.Namespace) -> str | None:
+    """`--dir ''` would be the current folder."""
+    from pysched.cmd.flags import empty_problem
+
+    return empty_problem("--dir", args.dir, "a folder name")
+
+
 def _validate(args: argparse.Namespace) -> str | None:
-    from pysched.api.limits import clip
-    from pysched.api.resources import CPU, QuantityError, to_scheduler_units
+    from pysched.api.resources import CPU, QuantityError, parse_quantity, to_scheduler_units
     from pysched.cmd.flags import number_problem
     from pysched.testing.emulator import MAX_TIME_SCALE
 
-    if problem := number_problem("--nodes", args.nodes, 0, MAX_DEV_NODES):
+    if problem := _dir_problem(args) or number_problem("--nodes", args.nodes, 0, MAX_DEV_NODES):
         return problem
     for flag in ("node_cpu", "node_memory", "node_gpu", "node_pods"):
         value = str(getattr(args, flag)).strip()
@@ -97,6 +103,9 @@ def _validate(args: argparse.Namespace) -> str | None:
                 raise QuantityError(value)
         except QuantityError:  # not a quantity, or more than the scheduler counts
             return f"{name} must be a non-negative quantity the scheduler can count, got {clip(value)}"
+        # GPUs and pods are counted (the API refuses a node with 0.5 of either, after the plane started)
+        if flag in ("node_gpu", "node_pods") and parse_quantity(value) % 1:
+            return f"{name} must be a whole number, got {clip(value)}"
     if problem := number_problem("--emulate-time-scale", args.emulate_time_scale, 0, MAX_TIME_SCALE, above=True):
         return problem
     for flag in ("apiserver_port", "etcd_port"):
@@ -117,7 +126,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     problem = _dev_extra_problem() or _validate(args)
     if problem:
         return _fail(problem)
-    directory: Path = args.dir.resolve()
+    directory = Path(args.dir).resolve()
     pids_path = directory / PIDS_FILE
     if pids_path.exists():
         return _fail(
@@ -210,11 +219,11 @@ def _records_problem(records: list[Any]) -> str | None:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    if problem := _dev_extra_problem():
+    if problem := _dir_problem(args) or _dev_extra_problem():
         return _fail(problem)
     from pysched.testing.controlplane import pid_matches, stop_pid
 
-    directory: Path = args.dir.resolve()
+    directory = Path(args.dir).resolve()
     pids_path = directory / PIDS_FILE
     if not pids_path.exists():
         print(

@@ -6,8 +6,10 @@ never ends in a traceback about its last step.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +23,24 @@ MAX_QPS = 100_000  # --qps, --burst and the event ones: far above what one API s
 MAX_BINDS_IN_FLIGHT = 10_000  # one task each
 MAX_LEASE_SECONDS = 3_600.0  # past an hour a dead leader would hold scheduling up that long
 MIN_RETRY_PERIOD_S = 0.01  # a Lease update at most 100 times a second
+MAX_SEED = 2**32 - 1  # numpy's global seeding (Stable-Baselines3), gymnasium's spaces and torch take no more
+_SEED = re.compile(r"[0-9]{1,10}")  # ASCII digits only: int() would also take ' 7', '1_0' and other scripts' digits
+
+
+def parse_seed(text: str) -> int:
+    """The argparse type of every `--seed`: a whole number from 0 to MAX_SEED (argparse then
+    refuses anything else in one line, exit 2). Outside that range `simulate` and `bench` took a
+    seed silently and `learn train` ended in a numpy traceback."""
+    if _SEED.fullmatch(text) is None or int(text) > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {MAX_SEED}, got {clip(text)}")
+    return int(text)
+
+
+def empty_problem(flag: str, value: str | None, what: str = "a value") -> str | None:
+    """`--flag: WHAT is needed` when the flag was given as ''. A flag left out is None; '' read as
+    "not given" would quietly take the default (the built-in profiles, $KUBECONFIG, the current
+    folder) in place of what was asked for."""
+    return f"{flag}: {what} is needed" if value == "" else None
 
 
 def number_problem(flag: str, value: float, low: float, high: float, *, above: bool = False) -> str | None:

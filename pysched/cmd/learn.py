@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING
 from pysched.cmd.errors import bad_input
 from pysched.cmd.flags import (
     clash_problem,
+    empty_problem,
     extra_problem,
     first_problem,
     number_problem,
     output_file,
     output_problem,
+    parse_seed,
     write_output,
     write_problem,
 )
@@ -51,6 +53,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     scenario = scenario_or_mix(args.scenario)
     problem = first_problem(
+        empty_problem("--init", args.init, "a file name"),
         extra_problem("pysched learn train", "sb3_contrib", "sb3-contrib and torch", "learn"),
         number_problem("--steps", args.steps, 0, MAX_STEPS),
         number_problem("--window", args.window, 2, 256),
@@ -60,8 +63,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         if scenario is not None
         else f"--scenario: one of {', '.join(SCENARIOS)}, or several of them joined by commas (each once)",
         output_problem("--out", args.out),
-        output_problem("--curve", args.curve) if args.curve else None,
-        output_problem("--curve-json", args.curve_json) if args.curve_json else None,
+        output_problem("--curve", args.curve) if args.curve is not None else None,
+        output_problem("--curve-json", args.curve_json) if args.curve_json is not None else None,
         extra_problem("--curve", "matplotlib", "matplotlib", "plot") if args.curve else None,
         clash_problem(
             [("--out", args.out), ("--curve", args.curve), ("--curve-json", args.curve_json)], [("--init", args.init)]
@@ -139,9 +142,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     seeds = parse_seeds(args.seeds)
     problem = first_problem(
+        empty_problem("--weights", args.weights, "a file name"),
         seeds if isinstance(seeds, str) else None,
         None if args.scenario in SCENARIOS else f"--scenario: one of {', '.join(SCENARIOS)}",
-        output_problem("--json", args.json) if args.json else None,
+        output_problem("--json", args.json) if args.json is not None else None,
         clash_problem([("--json", args.json)], [("--weights", args.weights)]),
     )
     if problem:
@@ -212,7 +216,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         next((a for a in arms if isinstance(a, str)), None),
         f"--arm: at most {MAX_ARMS}" if len(arms) > MAX_ARMS else None,
         number_problem("--period", args.period, 60, 30 * 86400),
-        output_problem("--json", args.json) if args.json else None,
+        output_problem("--json", args.json) if args.json is not None else None,
     )
     if problem:
         return _fail(problem)
@@ -246,7 +250,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     train.add_argument("--steps", type=int, required=True, help="PPO environment steps after the warm start")
     train.add_argument("--out", required=True, metavar="FILE", help="the weights file to write (JSON)")
-    train.add_argument("--seed", type=int, default=0, help="seed of the network, PPO and the workload draws")
+    train.add_argument(
+        "--seed", type=parse_seed, default=0, help="seed of the network, PPO and the workload draws, 0 to 2**32-1"
+    )
     train.add_argument(
         "--window", type=int, default=16, help="pods the policy picks among, or jobs it answers at once (default 16)"
     )

@@ -14,18 +14,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import ipaddress
 import platform
 import signal
 import socket
 import sys
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
 
+from pysched.backend.live.leader import MAX_IDENTITY_CHARS, LeaseConfig, identity_problem
 from pysched.cmd.errors import bad_input
 from pysched.cmd.heap import settled
 from pysched.cmd.logs import configure_logging
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
 
     from pysched.backend.live.client import AsyncKubeClient
     from pysched.backend.live.cluster import LiveCluster
-    from pysched.backend.live.leader import LeaderElector, LeaseConfig
+    from pysched.backend.live.leader import LeaderElector
     from pysched.cmd.metrics import SchedulerMetrics
     from pysched.cmd.server import Listener, OpsServer
     from pysched.framework.config import SchedulerConfig
@@ -66,10 +69,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--secure-port", type=int, default=10259, help="HTTPS port (default 10259, as kube-scheduler; 0: no HTTPS)"
     )
     serving.add_argument(
-        "--bind-address",
-        default="0.0.0.0",
-        metavar="IP",
-        help="IP address of --secure-port (default 0.0.0.0: every interface)",
+        "--bind-address", metavar="IP", help="IP address of --secure-port (default 0.0.0.0: every interface)"
     )
     serving.add_argument(
         "--tls-cert-file",
@@ -105,7 +105,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="seconds the leader may fail to renew before it stops (default 10)",
     )
     run.add_argument("--retry-period", type=float, default=2.0, help="seconds between Lease attempts (default 2)")
-    run.add_argument("--identity", help="leader-election identity (default: hostname_random)")
+    run.add_argument(
+        "--identity",
+        help=f"leader-election identity, 1 to {MAX_IDENTITY_CHARS} printable characters (default: hostname_random)",
+    )
     run.add_argument(
         "--log-format", choices=("auto", "json", "console"), default="auto",
         help="auto: console on a terminal, else JSON lines (default auto)",
@@ -122,43 +125,104 @@ def _fail(message: str) -> int:
 
 
 def _parse_address(text: str) -> tuple[str, int] | None:
-    host, _, port = text.rpartition(":")
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    """HOST:PORT as Go's net.SplitHostPort reads it: an IPv6 host in brackets, an empty host for
+    every interface; None for anything else (a stray bracket, an IPv6 host without them)."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
         return None
-    return (host.strip("[]") or "0.0.0.0", int(port))
+    if host.startswith("["):
+        host = host[1:-1] if host.endswith("]") else ""
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return None
+    elif any(c in host for c in ":[]"):
+        return None
+    return (host or "0.0.0.0", int(port))
 
 
 def _listeners(args: argparse.Namespace) -> tuple[Listener, ...] | str:
     """The addresses to serve on, with the secure port's TLS context; a message when a flag is bad."""
     from pysched.api.limits import clip
+    from pysched.cmd.flags import empty_problem, first_problem
     from pysched.cmd.server import Listener
     from pysched.cmd.tls import CertificateFiles, TLSError, self_signed_context
 
     found: list[Listener] = []
     if not 0 <= args.secure_port < 65536:
         return f"--secure-port: expected 0 to 65535, got {args.secure_port}"
+    bind_address = "0.0.0.0" if args.bind_address is None else args.bind_address
     try:
-        ipaddress.ip_address(args.bind_address)
+        ipaddress.ip_address(bind_address)
     except ValueError:
-        hint = " (plain HTTP is --insecure-bind-address HOST:PORT)" if ":" in args.bind_address else ""
-        return f"--bind-address: expected the IP address of --secure-port, got {clip(args.bind_address)}{hint}"
+        hint = " (plain HTTP is --insecure-bind-address HOST:PORT)" if ":" in bind_address else ""
+        return f"--bind-address: expected the IP address of --secure-port, got {clip(bind_address)}{hint}"
     if (args.tls_cert_file is None) != (args.tls_private_key_file is None):
         return "--tls-cert-file and --tls-private-key-file go together"
+    if empty := first_problem(
+        empty_problem("--tls-cert-file", args.tls_cert_file, "a file name"),
+        empty_problem("--tls-private-key-file", args.tls_private_key_file, "a file name"),
+    ):
+        return empty
+    if not args.secure_port and args.bind_address is not None:
+        return "--bind-address is the address of --secure-port, which is 0 (no HTTPS): leave it out or give a port"
+    if not args.secure_port and args.tls_cert_file is not None:
+        return (
+            "--tls-cert-file and --tls-private-key-file serve --secure-port, which is 0 (no HTTPS): "
+            "leave them out or give a port"
+        )
     if args.secure_port:
         if args.tls_cert_file is None:
-            found.append(Listener(args.bind_address, args.secure_port, self_signed_context([args.bind_address])))
+            found.append(Listener(bind_address, args.secure_port, self_signed_context([bind_address])))
         else:
             try:
                 files = CertificateFiles(args.tls_cert_file, args.tls_private_key_file)
             except TLSError as err:
                 return str(err)
-            found.append(Listener(args.bind_address, args.secure_port, files.context, files))
+            found.append(Listener(bind_address, args.secure_port, files.context, files))
     if args.insecure_bind_address is not None:
         plain = _parse_address(args.insecure_bind_address)
         if plain is None:
-            return f"--insecure-bind-address: expected HOST:PORT, got {clip(args.insecure_bind_address)}"
+            return (
+                f"--insecure-bind-address: expected HOST:PORT (an IPv6 host in brackets, [::1]:10251), "
+                f"got {clip(args.insecure_bind_address)}"
+            )
         found.append(Listener(*plain))
     return tuple(found)
+
+
+def listen_problem(listeners: Sequence[Listener]) -> str | None:
+    """Why the ops server could not listen, found before the API server is contacted: a host that
+    does not resolve, a port in use, taken by the other listener or not ours to bind. Every
+    address is bound as the server binds it, all at once, then let go (it binds them again a
+    moment later)."""
+    held: list[socket.socket] = []
+    try:
+        for listener in listeners:
+            where = listener.url()
+            try:
+                found = socket.getaddrinfo(
+                    listener.host, listener.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+                )
+            except (OSError, UnicodeError) as err:
+                return f"cannot listen on {where}: {getattr(err, 'strerror', None) or err}"
+            for family, kind, proto, _, address in found:
+                probe = socket.socket(family, kind, proto)
+                held.append(probe)
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's server
+                if family == socket.AF_INET6:
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                try:
+                    probe.bind(address)
+                    probe.listen()  # two bound sockets with SO_REUSEADDR clash only once listening
+                except OSError as err:
+                    if err.errno != errno.EADDRNOTAVAIL:  # a family not enabled: asyncio skips it too
+                        # lower case, as asyncio words it (the test harness picks a new port on it)
+                        return f"cannot listen on {where}: {(err.strerror or str(err)).lower()}"
+    finally:
+        for probe in held:
+            probe.close()
+    return None
 
 
 def _lease_namespace(args: argparse.Namespace) -> str:
@@ -171,13 +235,13 @@ def _lease_namespace(args: argparse.Namespace) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from pysched.api.inputs import InputError, load_yaml
-    from pysched.backend.live.leader import LeaseConfig
     from pysched.cmd.flags import (
         MAX_BINDS_IN_FLIGHT,
         MAX_LEASE_SECONDS,
         MAX_QPS,
         MIN_RETRY_PERIOD_S,
         dns_problem,
+        empty_problem,
         first_problem,
         number_problem,
     )
@@ -201,11 +265,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if problem:
         return _fail(problem)
+    identity = None if args.identity is None else identity_problem(args.identity)
     names = first_problem(
-        "--kubeconfig: a file name is needed" if args.kubeconfig == "" else None,
-        "--config: a file name is needed" if args.config == "" else None,
+        empty_problem("--kubeconfig", args.kubeconfig, "a file name"),
+        empty_problem("--config", args.config, "a file name"),
+        empty_problem("--context", args.context, "a context name"),
         dns_problem("--lease-name", args.lease_name, subdomain=True),
         dns_problem("--lease-namespace", args.lease_namespace) if args.lease_namespace is not None else None,
+        None if identity is None else f"--identity: {identity}",
     )
     if names:
         return _fail(names)
@@ -230,12 +297,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     lease = LeaseConfig(
         namespace=_lease_namespace(args),
         name=args.lease_name,
-        identity=args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
+        identity=f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}" if args.identity is None else args.identity,
         lease_duration=args.lease_duration,
         renew_deadline=args.renew_deadline,
         retry_period=args.retry_period,
     )
     if args.leader_elect and (problem := lease.problem()):
+        return _fail(problem)
+    if problem := listen_problem(listeners):  # a bad address fails here, not after connecting
         return _fail(problem)
     configure_logging(args.log_format, args.log_level)
     with contextlib.suppress(ImportError):
@@ -338,7 +407,7 @@ async def _serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: _shutdown(state))
-    log.info("starting", profiles=sorted(names), leader_elect=lease is not None, address=args.bind_address)
+    log.info("starting", profiles=sorted(names), leader_elect=lease is not None)  # the server logs its URLs
     try:
         await asyncio.to_thread(warm_up)  # the loop keeps answering /healthz meanwhile
         state.warmed = True

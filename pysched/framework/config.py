@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pysched.api.affinity import dns_name
 from pysched.api.inputs import InputError, key_text, load_yaml
 from pysched.api.limits import clip
 from pysched.framework.registry import POINT_METHODS, ArgsError, Registry, parse_args
@@ -110,8 +111,14 @@ def _profile(source: str, index: int, raw: Any, registry: Registry) -> ProfileCo
             source, f"{where}.{_first_unknown(unknown)}", "unknown key (accepted: schedulerName, plugins, pluginConfig)"
         )
     name = raw.get("schedulerName")
-    if not isinstance(name, str) or not name:
-        raise ConfigError(source, f"{where}.schedulerName", "must be a non-empty string")
+    if not isinstance(name, str) or not dns_name(name, subdomain=True):
+        # what a pod's spec.schedulerName may be: a profile named otherwise would schedule no pod
+        raise ConfigError(
+            source,
+            f"{where}.schedulerName",
+            "must be a DNS-1123 subdomain, as a pod's spec.schedulerName (1 to 253 lowercase letters, digits, "
+            f"'-' and '.', starting and ending alphanumeric), got {clip(name)}",
+        )
     plugins_raw = raw.get("plugins")
     if not isinstance(plugins_raw, dict):
         raise ConfigError(source, f"{where}.plugins", f"must be a mapping of extension points ({', '.join(POINTS)})")
@@ -143,6 +150,11 @@ def _profile(source: str, index: int, raw: Any, registry: Registry) -> ProfileCo
         spec = registry.get(entry["name"])
         if spec is None:
             raise ConfigError(source, f"{at}.name", f"unknown plugin {clip(entry['name'])}")
+        if not any(ref.name == spec.name for refs in plugins.values() for ref in refs):
+            # lists replace the defaults here (nothing is merged in), so nothing would read these args
+            raise ConfigError(
+                source, f"{at}.name", f"pluginConfig names {spec.name}, which profile {name} does not enable"
+            )
         if entry["name"] in args:
             raise ConfigError(source, at, f"args for {entry['name']} given twice")
         plugin_args = entry.get("args")

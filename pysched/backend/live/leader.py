@@ -24,10 +24,28 @@ from typing import Any
 
 import structlog
 
+from pysched.api.limits import clip
 from pysched.api.times import format_micro_time
 from pysched.backend.live.kubeclient import JSON, KubeClient
 
 log = structlog.get_logger("pysched.backend.live.leader")
+
+# The Lease API bounds holderIdentity by nothing but the object's size; coordinated leader election
+# makes it a LeaseCandidate's name, which is at most 253 characters.
+MAX_IDENTITY_CHARS = 253
+
+
+def identity_problem(identity: str) -> str | None:
+    """Why `identity` cannot name a replica in a Lease, or None. An empty holderIdentity reads as a
+    free Lease, so replicas named '' would all lead at once (client-go refuses an empty identity);
+    whitespace alone names no one either, and a line break would split the log lines naming it."""
+    if not identity.strip():
+        return f"must name this replica (an empty holderIdentity is a free Lease), got {clip(identity)}"
+    if len(identity) > MAX_IDENTITY_CHARS:
+        return f"must be at most {MAX_IDENTITY_CHARS} characters, got {len(identity)}"
+    if not identity.isprintable():
+        return f"must be printable, without line breaks or control characters, got {clip(identity)}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +81,8 @@ class LeaderElector:
         *,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
+        if (problem := identity_problem(config.identity)) is not None:
+            raise ValueError(f"identity: {problem}")
         self._client = client
         self.config = config
         self._on_change = on_change

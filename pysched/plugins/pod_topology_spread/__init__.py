@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pysched.api.features import CONTROLLER, LABELS, SPREAD, PodFeatures
+from pysched.api.inputs import key_text
 from pysched.api.labels import HOSTNAME_LABEL, ZONE_LABEL
 from pysched.api.limits import clip
 from pysched.api.objects import NodeInfo, PodInfo
@@ -54,6 +55,17 @@ SYSTEM_DEFAULTS = (
     SpreadConstraint(max_skew=5, topology_key=ZONE, hard=False),
 )
 
+# A default constraint's fields: a pod's topologySpreadConstraint's but labelSelector and
+# matchLabelKeys (its selector is the pod's Services' and controller's, with nothing merged in)
+CONSTRAINT_FIELDS = (
+    "maxSkew",
+    "topologyKey",
+    "whenUnsatisfiable",
+    "minDomains",
+    "nodeAffinityPolicy",
+    "nodeTaintsPolicy",
+)
+
 _FILTER_KEY = "PodTopologySpread/filter"
 _SCORE_KEY = "PodTopologySpread/score"
 
@@ -70,18 +82,42 @@ class PodTopologySpreadArgs:
             raise ArgsError("defaultingType", f"{clip(self.defaulting_type)} is not System or List")
         if self.defaulting_type == SYSTEM and self.default_constraints:
             raise ArgsError("defaultConstraints", "must be empty with defaultingType System")
-        for constraint in self.default_constraints:
+        for i, constraint in enumerate(self.default_constraints):
             if not isinstance(constraint, Mapping):
                 raise ArgsError("defaultConstraints", f"entry {clip(constraint)} is not a map")
             if "labelSelector" in constraint:
                 raise ArgsError("defaultConstraints", "a default constraint must not define a labelSelector")
+            if "matchLabelKeys" in constraint:  # kube-scheduler replaces the merged selector: ignored there too
+                raise ArgsError(
+                    f"defaultConstraints[{i}].matchLabelKeys",
+                    "a default constraint's selector is the pod's Services' and controller's; no keys are merged in",
+                )
+            unknown = [key for key in constraint if key not in CONSTRAINT_FIELDS]
+            if unknown:  # a misspelt key would be left out silently
+                accepted = ", ".join(CONSTRAINT_FIELDS)
+                raise ArgsError(
+                    f"defaultConstraints[{i}].{key_text(unknown[0])}", f"unknown field (accepted: {accepted})"
+                )
         try:
             parsed = spread_constraints(list(self.default_constraints))
         except (TypeError, ValueError) as err:
             raise ArgsError("defaultConstraints", str(err)) from None
-        for parsed_constraint in parsed:
+        seen: dict[tuple[str, bool], int] = {}
+        for i, (raw, parsed_constraint) in enumerate(zip(self.default_constraints, parsed, strict=True)):
             if parsed_constraint.problem:
                 raise ArgsError("defaultConstraints", parsed_constraint.problem)
+            if raw.get("minDomains") is not None and not parsed_constraint.hard:
+                # only the DoNotSchedule filter reads it; the API refuses it on a pod's ScheduleAnyway constraint
+                raise ArgsError(
+                    f"defaultConstraints[{i}].minDomains", "applies to whenUnsatisfiable DoNotSchedule only"
+                )
+            pair = (parsed_constraint.topology_key, parsed_constraint.hard)
+            if pair in seen:  # kube's validateConstraintNotRepeat
+                raise ArgsError(
+                    f"defaultConstraints[{i}]",
+                    f"repeats the topologyKey and whenUnsatisfiable of defaultConstraints[{seen[pair]}]",
+                )
+            seen[pair] = i
 
     def constraints(self) -> tuple[SpreadConstraint, ...]:
         if self.defaulting_type == SYSTEM:

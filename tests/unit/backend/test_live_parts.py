@@ -241,6 +241,14 @@ async def test_lease_renewals_never_wait_behind_rate_limited_requests() -> None:
         bind.cancel()
 
 
+@pytest.mark.parametrize("identity", ["", " ", "\t\n", "a" * 254, "host\n1"])
+def test_an_elector_refuses_an_identity_that_names_no_replica(identity: str) -> None:
+    """An empty holderIdentity reads as a free Lease: two electors named '' both led at once."""
+    with pytest.raises(ValueError, match="identity: must"):
+        LeaderElector(FakeClient(), LeaseConfig("ns", "l", identity), lambda v: None)
+    LeaderElector(FakeClient(), LeaseConfig("ns", "l", "a" * 253), lambda v: None)
+
+
 def test_lease_timings_are_checked() -> None:
     assert LeaseConfig("n", "l", "i").problem() is None
     assert LeaseConfig("n", "l", "i", lease_duration=5, renew_deadline=10).problem() is not None
@@ -412,6 +420,78 @@ def test_bad_input_exits_2_with_one_line(argv: list[str], capsys: pytest.Capture
     assert run_main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("pysched run: error: ")
+
+
+UNREACHABLE_KUBECONFIG = """
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: abc}}]
+contexts: [{name: x, context: {cluster: c, user: u, namespace: default}}]
+current-context: x
+"""
+
+
+@pytest.fixture
+def unreachable(tmp_path: Path) -> str:
+    """A kubeconfig of an API server that never answers: a flag checked only after connecting
+    would first log that the version could not be read."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(UNREACHABLE_KUBECONFIG)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--insecure-bind-address", "[::1:18251"], "--insecure-bind-address: expected HOST:PORT (an IPv6 host in"),
+        (["--insecure-bind-address", "::1:18251"], "--insecure-bind-address: expected HOST:PORT"),
+        (["--insecure-bind-address", "::1]:18251"], "--insecure-bind-address: expected HOST:PORT"),
+        (["--insecure-bind-address", "[]:18251"], "--insecure-bind-address: expected HOST:PORT"),
+        (["--insecure-bind-address", "[::1]:x"], "--insecure-bind-address: expected HOST:PORT"),
+        (
+            ["--tls-cert-file", "/nonexistent/cert", "--tls-private-key-file", "/nonexistent/key"],
+            "--tls-cert-file and --tls-private-key-file serve --secure-port, which is 0 (no HTTPS)",
+        ),
+        (["--bind-address", "127.0.0.1"], "--bind-address is the address of --secure-port, which is 0 (no HTTPS)"),
+        (["--tls-cert-file=", "--tls-private-key-file=k"], "--tls-cert-file: a file name is needed"),
+    ],
+)
+def test_serving_flags_that_would_be_ignored_or_misread_are_refused(
+    argv: list[str], needle: str, unreachable: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_main(["--kubeconfig", unreachable, "--no-leader-elect", "--secure-port", "0", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"pysched run: error: {needle}"), err
+
+
+def test_an_address_that_cannot_be_served_is_refused_before_connecting(
+    unreachable: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found after connecting, it came as a second line after the API server's warning."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        base = ["--kubeconfig", unreachable, "--no-leader-elect", "--secure-port", "0"]
+        assert run_main([*base, "--insecure-bind-address", f"127.0.0.1:{port}"]) == 2
+        err = capsys.readouterr().err
+        assert err == f"pysched run: error: cannot listen on http://127.0.0.1:{port}: address already in use\n"
+    with socket.socket() as free:  # the secure and the plain listener on one port clash with each other
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    secure = ["--secure-port", str(port), "--bind-address", "127.0.0.1"]
+    assert run_main([*base[:3], *secure, "--insecure-bind-address", f"127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"pysched run: error: cannot listen on http://127.0.0.1:{port}: address already in use\n"
+
+    def unresolvable(host: str, *args: Any, **kwargs: Any) -> Any:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", unresolvable)
+    assert run_main([*base, "--insecure-bind-address", "999.1.1.1:8080"]) == 2
+    err = capsys.readouterr().err
+    assert err == "pysched run: error: cannot listen on http://999.1.1.1:8080: Name or service not known\n"
 
 
 def test_given_certificate_files_make_a_listener_that_reads_them_again(tmp_path: Path) -> None:

@@ -239,3 +239,95 @@ def test_bench_refuses_an_empty_output_and_reports_a_failed_write(capsys: pytest
         assert main(["bench", "--nodes", "1", "--pods", "1", "--json", "/dev/full"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert err == ["pysched: error: cannot write /dev/full: No space left on device"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["simulate"], ["bench", "--nodes", "1", "--pods", "1"], ["learn", "train", "--steps", "0", "--out", "w.json"]],
+)
+@pytest.mark.parametrize("seed", ["-1", "4294967296", "99999999999", "1e3", " 7", "1_0", "٣", ""])
+def test_every_seed_flag_takes_0_to_2_to_the_32_minus_1(
+    command: list[str], seed: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """numpy's global seeding (Stable-Baselines3) refuses the rest with a traceback; the simulator
+    took them silently."""
+    monkeypatch.chdir(tmp_path)  # where a regression's `learn train` would write w.json
+    with pytest.raises(SystemExit) as done:
+        main([*command, f"--seed={seed}"])
+    _exit_2_one_line(int(str(done.value.code)), capsys, "argument --seed: must be a whole number from 0 to 4294967295")
+
+
+def test_the_largest_seed_is_taken() -> None:
+    from pysched.cmd.flags import MAX_SEED, parse_seed
+
+    assert parse_seed("0") == 0 and parse_seed(str(MAX_SEED)) == MAX_SEED == 2**32 - 1
+    assert main(["bench", "--nodes", "1", "--pods", "1", f"--seed={MAX_SEED}"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["simulate", "--policy=default", "--config="], "--config: a file name is needed"),
+        (["simulate", "--policy=default", "--catalogue="], "--catalogue: a file name is needed"),
+        (["simulate", "--policy=default", "--scenario="], "--scenario: a scenario name is needed"),
+        (["simulate", "--policy=default", "--trace="], "--trace: a file name is needed"),
+        (["status", "--kubeconfig="], "--kubeconfig: a file name is needed"),
+        (["status", "--context="], "--context: a context name is needed"),
+        (["status", "--scheduler="], "--scheduler: '' is not a Kubernetes name"),
+        (["status", "--scheduler", "Bad Name"], "--scheduler: 'Bad Name' is not a Kubernetes name"),
+        (["explain", "p", "--kubeconfig="], "--kubeconfig: a file name is needed"),
+        (["explain", "p", "--context="], "--context: a context name is needed"),
+        (["dev-cluster", "down", "--dir="], "--dir: a folder name is needed"),
+        (["dev-cluster", "up", "--dir=", "--apiserver-port=70000"], "--dir: a folder name is needed"),
+        (["learn", "train", "--steps", "0", "--out", "w.json", "--init="], "--init: a file name is needed"),
+        (["learn", "train", "--steps", "0", "--out", "w.json", "--curve="], "--curve: a file name is needed"),
+        (
+            ["learn", "evaluate", "--seeds=1000-1000", "--policy=default", "--weights="],
+            "--weights: a file name is needed",
+        ),
+        (["learn", "evaluate", "--seeds=1000-1000", "--policy=default", "--json="], "--json: a file name is needed"),
+        (["learn", "tune", "--seeds=1000-1000", "--json="], "--json: a file name is needed"),
+    ],
+)
+def test_an_empty_value_is_refused_not_taken_for_a_flag_left_out(
+    argv: list[str], needle: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """'' used to mean "not given": the built-in profiles and scenario, $KUBECONFIG, the current
+    folder, the shipped weights, no output at all. (The other flags keep a regression quick and
+    harmless: `dev-cluster up` then stops at the port rather than starting a cluster here.)"""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    _exit_2_one_line(main(argv), capsys, needle)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("identity", "needle"),
+    [
+        ("", "--identity: must name this replica (an empty holderIdentity is a free Lease), got ''"),
+        ("   ", "--identity: must name this replica"),
+        ("a" * 254, "--identity: must be at most 253 characters, got 254"),
+        ("host\n1", "--identity: must be printable, without line breaks or control characters, got 'host\\n1'"),
+    ],
+)
+def test_run_refuses_an_identity_that_names_no_replica(
+    identity: str, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _exit_2_one_line(run_main(["--identity", identity, "--no-leader-elect"]), capsys, "pysched run: error: ", needle)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--node-gpu", "0.5"], "--node-gpu must be a whole number, got '0.5'"),
+        (["--node-pods", "0.5"], "--node-pods must be a whole number, got '0.5'"),
+        (["--node-pods", "1m"], "--node-pods must be a whole number, got '1m'"),
+    ],
+)
+def test_dev_cluster_counts_are_whole_numbers(
+    tmp_path: Path, argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The API refuses a node with half a GPU or pod only once the control plane is up."""
+    code = main(["dev-cluster", "up", "--dir", str(tmp_path / "dev"), *argv])
+    _exit_2_one_line(code, capsys, needle)
+    assert not (tmp_path / "dev").exists()

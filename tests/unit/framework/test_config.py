@@ -217,3 +217,91 @@ def test_the_readmes_profile_example_loads_and_keeps_every_default_check() -> No
     registry = default_registry()
     config = parse_config(yaml.safe_load(block), "README.md", registry)
     assert unchecked_constraints(config, builtin_config(registry)) == []
+
+
+@pytest.mark.parametrize("name", ["Bad Name/..", "a\nb", "UPPER", "-a", "a-", "a..b", "a_b", "a" * 254, 7])
+def test_a_scheduler_name_no_pod_could_name_is_refused(tmp_path: Path, name: object) -> None:
+    """A pod's spec.schedulerName is a DNS-1123 subdomain: a profile named otherwise schedules
+    nothing, and a line break in it would split every message quoting it."""
+    import json
+
+    text = GOOD.replace("schedulerName: a", f"schedulerName: {json.dumps(name)}")  # JSON is YAML
+    with pytest.raises(ConfigError, match=r"profiles\[0\]\.schedulerName: must be a DNS-1123 subdomain") as info:
+        _load(tmp_path, text)
+    assert "\n" not in str(info.value)
+
+
+def test_scheduler_names_of_dns_labels_load(tmp_path: Path) -> None:
+    config = _load(tmp_path, GOOD.replace("schedulerName: a", "schedulerName: team-a.pysched-noscale"))
+    assert config.profile("team-a.pysched-noscale") is not None  # type: ignore[attr-defined]
+
+
+def test_args_of_a_plugin_the_profile_does_not_enable_are_refused(tmp_path: Path) -> None:
+    """Lists replace kube-scheduler's defaults here (nothing is merged into a profile), so nothing
+    would read such args."""
+    text = GOOD.replace(
+        "      - name: MostAllocated\n",
+        "      - name: Autoscale\n        args: {cooldownSeconds: 1}\n      - name: MostAllocated\n",
+    )
+    message = r"profiles\[0\]\.pluginConfig\[0\]\.name: pluginConfig names Autoscale, which profile a does not enable$"
+    with pytest.raises(ConfigError, match=message):
+        _load(tmp_path, text)
+
+
+BAD_SELECTORS = [
+    ("{matchLabels: {'': x}}", r"matchLabels: label key '': name part must be"),
+    ("{matchLabels: {a: 'bad value!'}}", r"matchLabels: label value 'bad value!' must be empty or at most 63"),
+    ("{matchLabels: {a: 1}}", r"matchLabels must map label keys to string values"),
+    ("{matchLabels: [a]}", r"matchLabels must map label keys to values"),
+    ("{matchExpressions: [{key: team, operator: In, values: [1, 2]}]}", r"values must be a list of strings"),
+    ("{matchExpressions: [{key: team, operator: Exists, valuez: [a]}]}", r"unknown field 'valuez'"),
+    (
+        "{matchExpressions: [{key: 'a b', operator: Exists}]}",
+        r"matchExpressions\[0\]: label key 'a b': name part must be",
+    ),
+    ("{matchExpressions: [{key: team, operator: In, values: ['x y']}]}", r"label value 'x y'"),
+    ("{matchExpressions: [{key: team, operator: In}]}", r"In needs at least one value"),
+    ("{matchExpressions: [{key: team, operator: DoesNotExist, values: [a]}]}", r"DoesNotExist takes no values"),
+    ("{matchExpressions: [{key: team, operator: Gt, values: ['1']}]}", r"operator 'Gt' is not one of"),
+    ("{matchExpressions: {key: team, operator: Exists}}", r"matchExpressions must be a list"),
+]
+
+
+@pytest.mark.parametrize("plugin", ["DeadlineLaxity", "Autoscale", "LearnedQueueSort"])
+@pytest.mark.parametrize(("selector", "message"), BAD_SELECTORS)
+def test_deadline_namespaces_selectors_are_checked_as_the_apiserver_checks_them(
+    tmp_path: Path, plugin: str, selector: str, message: str
+) -> None:
+    """A selector that can never match would silently drop every deadline of the profile."""
+    point = "reconcile" if plugin == "Autoscale" else "queueSort"
+    sort = "" if point == "queueSort" else "      queueSort: [{name: PrioritySort}]\n"
+    text = f"""
+profiles:
+  - schedulerName: p
+    plugins:
+{sort}      {point}: [{{name: {plugin}}}]
+      bind: [{{name: DefaultBinder}}]
+    pluginConfig:
+      - name: {plugin}
+        args: {{deadlineNamespaces: {selector}}}
+"""
+    with pytest.raises(ConfigError, match=rf"pluginConfig\[0\]\.args\.deadlineNamespaces: .*{message}"):
+        _load(tmp_path, text)
+
+
+def test_well_formed_deadline_namespaces_selectors_load(tmp_path: Path) -> None:
+    selector = (
+        "{matchLabels: {pysched.io/deadlines: 'on', empty: ''}, matchExpressions: [{key: team, operator: NotIn, "
+        "values: [a, b.c]}, {key: example.com/tier, operator: Exists}]}"
+    )
+    text = f"""
+profiles:
+  - schedulerName: p
+    plugins:
+      queueSort: [{{name: DeadlineLaxity}}]
+      bind: [{{name: DefaultBinder}}]
+    pluginConfig:
+      - name: DeadlineLaxity
+        args: {{deadlineNamespaces: {selector}}}
+"""
+    assert _load(tmp_path, text).profile("p") is not None  # type: ignore[attr-defined]

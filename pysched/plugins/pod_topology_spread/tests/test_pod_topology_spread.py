@@ -463,3 +463,38 @@ def test_a_node_deleted_with_its_empty_domain_lets_a_waiting_pod_go_at_once(loop
         await scheduler.stop()
 
     loop.run_until_complete(run())
+
+
+SOFT_ZONE = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway"}
+
+
+@pytest.mark.parametrize(
+    ("constraints", "message"),
+    [
+        ([{**SOFT_ZONE, "minDomain": 3}], r"defaultConstraints\[0\]\.minDomain: unknown field \(accepted: maxSkew,"),
+        ([{**SOFT_ZONE, "minDomains": 3}], r"defaultConstraints\[0\]\.minDomains: applies to whenUnsatisfiable Do"),
+        (
+            [SOFT_ZONE, {**SOFT_ZONE, "maxSkew": 2}],
+            r"defaultConstraints\[1\]: repeats the topologyKey and whenUnsatisfiable of defaultConstraints\[0\]",
+        ),
+        (
+            [{**SOFT_ZONE, "matchLabelKeys": ["app"]}],
+            r"defaultConstraints\[0\]\.matchLabelKeys: a default constraint's",
+        ),
+    ],
+)
+def test_default_constraints_kube_scheduler_refuses_are_refused(constraints: list[Any], message: str) -> None:
+    """A misspelt key, minDomains where no filter reads it, a repeated constraint and keys that are
+    never merged in: each would be accepted and silently change nothing."""
+    from pysched.framework.config import ConfigError
+
+    args = {"defaultingType": "List", "defaultConstraints": constraints}
+    with pytest.raises(ConfigError, match=rf"pluginConfig\[0\]\.args\.{message}"):
+        parse_config(_profile(args), "test", default_registry())
+
+
+def test_default_constraints_of_each_kind_load() -> None:
+    hard = {**SOFT_ZONE, "whenUnsatisfiable": "DoNotSchedule", "minDomains": 3, "nodeTaintsPolicy": "Honor"}
+    host = {**SOFT_ZONE, "topologyKey": "kubernetes.io/hostname", "nodeAffinityPolicy": "Ignore"}
+    args = {"defaultingType": "List", "defaultConstraints": [SOFT_ZONE, hard, host]}
+    assert parse_config(_profile(args), "test", default_registry()).profiles
