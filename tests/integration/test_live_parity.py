@@ -47,6 +47,7 @@ GROUP_NODES = (("4", "8Gi", "z1", ""), ("4", "8Gi", "z1", ""), ("4", "8Gi", "z2"
 APPS = ("web", "db", "cache")
 PRIORITIES = {"low": 10, "mid": 100, "high": 1000}
 PAUSE = "registry.invalid/pause:none"
+NOW = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}  # no kubelet waits to stop them
 
 
 @dataclass
@@ -307,20 +308,27 @@ def parity_cluster(kube: KubeAPI, namespace: str) -> Iterator[dict[tuple[str, in
     for found in kube.get("/apis/storage.k8s.io/v1/storageclasses").get("items", []):
         if found["metadata"]["name"].startswith(f"{namespace}-"):  # the volume shapes' classes
             kube.delete(f"/apis/storage.k8s.io/v1/storageclasses/{found['metadata']['name']}")
-    for names in nodes.values():
-        for name in names:
-            kube.delete(f"/api/v1/nodes/{name}")
+    kube.delete("/api/v1/nodes", labelSelector=SIDE)  # every group's nodes, in one request
     for side in SIDES:
         for group in range(BATCH):
             ns = f"{namespace}-{side}-{group}"
-            for pod in list_pods(kube, ns):
-                kube.force_delete_pod(ns, pod["metadata"]["name"])
+            kube.delete(f"/api/v1/namespaces/{ns}/pods", NOW)
             kube.delete(f"/api/v1/namespaces/{ns}")
 
 
 def _settled(pod: dict[str, Any]) -> bool:
     cond = condition(pod, "PodScheduled")
     return bool(pod["spec"].get("nodeName")) or (cond is not None and cond.get("reason") == "Unschedulable")
+
+
+def _final(shape: Shape, pod: dict[str, Any]) -> bool:
+    """Nothing its group can still do makes the refused pod bind: its claim was never made, or
+    preemption found nothing to evict for it (its message says so) and no volume's arrival can
+    send it back to be tried."""
+    if shape.claim == "missing":
+        return True
+    message = str((condition(pod, "PodScheduled") or {}).get("message", ""))
+    return not shape.claim and not pod.get("status", {}).get("nominatedNodeName") and "preemption: " in message
 
 
 def _incoming(pods: list[dict[str, Any]]) -> dict[str, Any]:
@@ -409,7 +417,8 @@ def _run_batch(
             )
             incoming_pod = _incoming(pods)
             nominated = bool(incoming_pod.get("status", {}).get("nominatedNodeName"))
-            if not incoming_pod["spec"].get("nodeName") and (shape.preempts or nominated or shape.claim):
+            waits = shape.preempts or nominated or shape.claim
+            if not incoming_pod["spec"].get("nodeName") and waits and not _final(shape, incoming_pod):
                 # Victims deleted, the preemptor binds next (its nomination may not be written
                 # yet); or kube names the node while its PreBind waits for volumes to bind; or a
                 # scheduler's storage informer delivered the PVs after the pod, and their arrival
@@ -427,19 +436,17 @@ def _run_batch(
                 del binding[(side, group)]
         if binding:
             time.sleep(0.1)
-    for side in SIDES:
-        for group in range(len(batch)):
-            ns = f"{namespace}-{side}-{group}"
-            for pod in list_pods(kube, ns):
-                kube.force_delete_pod(ns, pod["metadata"]["name"])
+    spaces = {f"{namespace}-{side}-{group}" for side in SIDES for group in range(len(batch))}
+    for ns in sorted(spaces):
+        kube.delete(f"/api/v1/namespaces/{ns}/pods", NOW)
+    wait_for(
+        lambda: kube.get("/api/v1/pods").get("items", []),
+        lambda items: not any(p["metadata"]["namespace"] in spaces for p in items),
+        what="pods gone",
+    )
     for side in SIDES:
         for group, shape in enumerate(batch):
             ns = f"{namespace}-{side}-{group}"
-            wait_for(
-                functools.partial(list_pods, kube, ns),
-                lambda items: not items,
-                what="pods gone",
-            )
             if shape.claim and shape.claim != "missing":
                 kube.delete(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/data")
                 for index in range(len(shape.volumes)):
