@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import os
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
@@ -228,12 +229,15 @@ async def connect(
         if kubeconfig:
             # Bounded first (size, nesting), and its shape checked: the library reads any file whole
             # and fails on a list or a number where it expects a mapping with Python's own words.
-            problem = _kubeconfig_problem(load_yaml(kubeconfig))
+            loaded = load_yaml(kubeconfig)
+            problem = _kubeconfig_problem(loaded)
             if problem is not None:
                 raise KubeConfigError(f"{where}: {problem}")
-            await k8s_config.load_kube_config(
-                config_file=kubeconfig, context=context, client_configuration=configuration, persist_config=False
-            )
+            # The one file the flag names, as kubectl's --kubeconfig reads it: the library's own
+            # loader splits a path at ':' (a KUBECONFIG list) and would read another file, or none.
+            base = os.path.dirname(os.path.abspath(kubeconfig))  # where its relative file paths start
+            loader = k8s_config.kube_config.KubeConfigLoader(loaded, active_context=context, config_base_path=base)
+            await loader.load_and_set(configuration)
         else:
             incluster: Any = k8s_config.load_incluster_config  # untyped in the library
             incluster(client_configuration=configuration)

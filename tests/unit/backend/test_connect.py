@@ -2,6 +2,8 @@
 
 import asyncio
 import logging
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -112,3 +114,32 @@ def test_a_kubeconfig_of_the_wrong_shape_is_one_line_naming_what_is_wrong(
     assert message.startswith(f"kubeconfig {path}: ") and problem in message and "\n" not in message, message
     path.write_text(GOOD)
     _connect(str(path))
+
+
+def test_the_kubeconfig_named_is_read_whole_and_its_relative_files_are_found_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As kubectl's --kubeconfig: one file even with ':' in its path (a KUBECONFIG list is split
+    there), and a relative certificate-authority is the file next to it, whatever the cwd."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs openssl to make a CA certificate")
+    folder = tmp_path / "team:a"
+    folder.mkdir()
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=test-ca",
+         "-keyout", str(folder / "ca.key"), "-out", str(folder / "ca.crt")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    path = folder / "kubeconfig"
+    cluster = '"https://127.0.0.1:6443", certificate-authority: ca.crt'
+    path.write_text(CONFIG.format(server=cluster, user="{token: x}"))
+    monkeypatch.chdir(tmp_path)
+
+    async def run() -> str:
+        client = await connect(str(path), qps=1, burst=1)
+        try:
+            return str(client._api.configuration.ssl_ca_cert)
+        finally:
+            await client.close()
+
+    assert asyncio.run(run()) == str(folder / "ca.crt")
