@@ -10,11 +10,11 @@ refuse is kept as `PodAffinity.problem`, for the plugin to reject the pod with, 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pysched.api.labels import label_key_problem, label_value_problem
 from pysched.api.limits import clip
 
 MAX_TERMS = 64  # terms per list (required / preferred, affinity / anti-affinity)
@@ -23,32 +23,6 @@ MAX_VALUES = 256  # values of one expression, namespaces of one term
 MAX_WEIGHT = 100  # a preferred term's weight: 1..100, as the API validates
 
 OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
-
-_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-
-
-def dns_name(name: str, *, subdomain: bool = False) -> bool:
-    """A DNS-1123 label (63 characters: a namespace) or, with `subdomain`, dot-separated labels
-    (253 characters: an object's name, a label key's prefix)."""
-    parts = name.split(".") if subdomain else [name]
-    return 0 < len(name) <= (253 if subdomain else 63) and all(_DNS_LABEL.fullmatch(part) for part in parts)
-
-
-def label_key_problem(key: str) -> str | None:
-    """Why `key` is not a qualified label key (`prefix/name`), or None."""
-    prefix, slash, name = key.rpartition("/")
-    if not name or len(name) > 63 or not _NAME.match(name):
-        return f"{clip(key)}: name part must be 63 characters or less, alphanumeric, '-', '_' or '.'"
-    if slash and not dns_name(prefix, subdomain=True):
-        return f"{clip(key)}: prefix part must be a DNS subdomain"
-    return None
-
-
-def _label_value_problem(value: str) -> str | None:
-    if len(value) > 63 or not _NAME.match(value):
-        return f"{clip(value)}: a label value must be 63 characters or less, alphanumeric, '-', '_' or '.'"
-    return None
 
 
 class _Problem(Exception):
@@ -169,7 +143,7 @@ def parse_selector(raw: object, what: str) -> Selector:
     for key, value in labels.items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise TypeError(f"{what}.matchLabels must map strings to strings")
-        problem = label_key_problem(key) or _label_value_problem(value)
+        problem = label_key_problem(key) or label_value_problem(value)
         if problem:
             raise _Problem(problem)
         requirements.append(Requirement(key, "In", frozenset((value,))))
@@ -186,7 +160,7 @@ def parse_selector(raw: object, what: str) -> Selector:
             raise _Problem(f"values: for 'in', 'notin' operators, values set can't be empty ({clip(key)})")
         if operator in ("Exists", "DoesNotExist") and values:
             raise _Problem(f"values: values set must be empty for exists and does not exist ({clip(key)})")
-        problem = label_key_problem(key) or next(filter(None, map(_label_value_problem, values)), None)
+        problem = label_key_problem(key) or next(filter(None, map(label_value_problem, values)), None)
         if problem:
             raise _Problem(problem)
         requirements.append(Requirement(key, operator, frozenset(values)))

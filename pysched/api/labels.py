@@ -6,10 +6,10 @@ deadlines by their labels, as a NetworkPolicy or a webhook's namespaceSelector w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from pysched.api.affinity import label_key_problem
 from pysched.api.limits import clip
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -20,15 +20,36 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
 
-def _key_problem(key: str) -> str | None:
-    problem = label_key_problem(key)
-    return None if problem is None else f"label key {problem}"
+# A label value, and a label key's name part: apimachinery's IsValidLabelValue and the name part
+# of IsQualifiedName share this pattern (a value may be empty, a name may not).
+_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+MAX_NAME_CHARS = 63
 
 
-def _value_problem(value: str) -> str | None:
-    # A label value is empty or has the syntax of a key's name part (apimachinery's
-    # IsValidLabelValue and the name part of IsQualifiedName share one pattern).
-    if value == "" or ("/" not in value and label_key_problem(value) is None):
+def dns_name(name: str, *, subdomain: bool = False) -> bool:
+    """A DNS-1123 label (63 characters: a namespace) or, with `subdomain`, dot-separated labels
+    (253 characters: an object's name, a label key's prefix)."""
+    parts = name.split(".") if subdomain else [name]
+    return 0 < len(name) <= (253 if subdomain else 63) and all(_DNS_LABEL.fullmatch(part) for part in parts)
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why `key` is not a qualified label key (an optional DNS-subdomain prefix and '/', then a
+    name), or None."""
+    prefix, slash, name = key.rpartition("/")
+    if not name or len(name) > MAX_NAME_CHARS or not _NAME.fullmatch(name):
+        return (
+            f"label key {clip(key)}: name part must be 63 characters or less: alphanumeric, '-', '_' or '.', "
+            "starting and ending alphanumeric"
+        )
+    if slash and not dns_name(prefix, subdomain=True):
+        return f"label key {clip(key)}: prefix part must be a DNS subdomain"
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    if len(value) <= MAX_NAME_CHARS and _NAME.fullmatch(value):
         return None
     return (
         f"label value {clip(value)} must be empty or at most 63 characters: alphanumeric, '-', '_' or '.', "
@@ -53,7 +74,7 @@ def selector_problem(selector: Mapping[str, Any]) -> str | None:
     for key, value in (labels or {}).items():
         if not isinstance(key, str) or not isinstance(value, str):
             return f"matchLabels must map label keys to string values, got {clip(key)}: {clip(value)}"
-        if problem := _key_problem(key) or _value_problem(value):
+        if problem := label_key_problem(key) or label_value_problem(value):
             return f"matchLabels: {problem}"
     expressions = selector.get("matchExpressions")
     if not isinstance(expressions, list | tuple | None):
@@ -62,7 +83,7 @@ def selector_problem(selector: Mapping[str, Any]) -> str | None:
         at = f"matchExpressions[{i}]"
         if not isinstance(expr, Mapping) or not isinstance(expr.get("key"), str):
             return f"{at} {clip(expr)} needs a key"
-        if problem := _unknown("field", expr, EXPRESSION_FIELDS) or _key_problem(expr["key"]):
+        if problem := _unknown("field", expr, EXPRESSION_FIELDS) or label_key_problem(expr["key"]):
             return f"{at}: {problem}"
         op, values = expr.get("operator"), expr.get("values")
         if op not in OPERATORS:
@@ -73,7 +94,7 @@ def selector_problem(selector: Mapping[str, Any]) -> str | None:
             return f"{at}: {op} needs at least one value"
         if op in ("Exists", "DoesNotExist") and values:
             return f"{at}: {op} takes no values"
-        if problem := next(filter(None, map(_value_problem, values or ())), None):
+        if problem := next(filter(None, map(label_value_problem, values or ())), None):
             return f"{at}: {problem}"
     return None
 

@@ -9,12 +9,11 @@ unresolvable with that message while other pods go on.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pysched.api.labels import selector_problem
+from pysched.api.labels import label_key_problem, label_value_problem, selector_problem
 from pysched.api.limits import clip
 
 MAX_CONSTRAINTS = 16  # per pod (kube sets no number; a real pod has one or two)
@@ -28,26 +27,7 @@ SCHEDULE_ANYWAY = "ScheduleAnyway"
 HONOR = "Honor"
 IGNORE = "Ignore"
 
-_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
 Expression = tuple[str, str, tuple[str, ...]]  # (key, operator, values)
-
-
-def label_key_problem(key: str) -> str | None:
-    """Why `key` is not a valid label key (an optional DNS-subdomain prefix and a name), or None."""
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _PREFIX.match(prefix)):
-        return f"label key {clip(key)}: the prefix must be a DNS subdomain"
-    if not name or len(name) > 63 or not _NAME.match(name):
-        return f"label key {clip(key)}: the name must be 63 characters or fewer, alphanumeric, '-', '_' or '.'"
-    return None
-
-
-def label_value_problem(value: str) -> str | None:
-    if value and (len(value) > 63 or not _NAME.match(value)):
-        return f"label value {clip(value)} must be 63 characters or fewer, alphanumeric, '-', '_' or '.'"
-    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from pysched.api.affinity import dns_name
 from pysched.api.inputs import out_of_range
+from pysched.api.labels import dns_name
 from pysched.api.limits import clip
 
 # `pysched run`'s ranges

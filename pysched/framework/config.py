@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pysched.api.affinity import dns_name
 from pysched.api.inputs import InputError, key_text, load_yaml
+from pysched.api.labels import dns_name
 from pysched.api.limits import clip
 from pysched.framework.registry import POINT_METHODS, ArgsError, Registry, parse_args
 
