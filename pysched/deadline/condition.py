@@ -107,13 +107,17 @@ def verdict_words(met: bool, ended_at: float, deadline: float, succeeded: bool, 
     return f"{head}: {how} {against_deadline(ended_at, deadline)} ({clock_words(ended_at, now)})"
 
 
-EARLIEST_FINISH = "the earliest finish alongside the admitted jobs is"
-_EARLIEST = re.compile(re.escape(EARLIEST_FINISH) + r" (?:never|in [^(;:]*\((\S{1,40})\))")
+EARLIEST_FINISH = "the earliest deadline it would be admitted with is"
+# An older pysched's words for the same (a condition written before an upgrade).
+_EARLIEST = re.compile(
+    f"(?:{re.escape(EARLIEST_FINISH)}|the earliest finish alongside the admitted jobs is)"
+    r" (?:never|in [^(;:]*\((\S{1,40})\))"
+)
 
 
 def earliest_finish_words(earliest: float, now: float) -> str:
-    """A rejected job's message part: the soonest it could finish next to the admitted jobs,
-    hence the earliest deadline that could be met (inf: never)."""
+    """A rejected job's message part: the earliest deadline the plan would have admitted it with
+    (`planner.admit`; inf: never)."""
     if not math.isfinite(earliest):
         return f"{EARLIEST_FINISH} never"
     return f"{EARLIEST_FINISH} in {duration_words(earliest - now)} ({format_rfc3339(earliest)})"
@@ -261,8 +265,13 @@ def _from_message(reason: str, message: str) -> JobRecord:
         what=message.partition(":")[0],
         finish=parse_rfc3339(finish.group(1)) if finish else None,
         last_rescale=float(rescale.group(1)) if rescale else -math.inf,
-        counts=tuple(s for s in counts if math.isfinite(s.step_seconds)),
+        counts=tuple(s for s in counts if _finite(s)),
     )
+
+
+def _finite(stats: CountStats) -> bool:
+    """`_NUM` reads 1e999 as inf: such a count is nothing a look or a line can use."""
+    return all(map(math.isfinite, (stats.cpus, stats.step_seconds, stats.rel_sigma, stats.seconds, stats.steps)))
 
 
 def saved_job(pod: PodInfo) -> JobRecord | None:

@@ -1,21 +1,24 @@
-"""Deadline planning over a pool of units (GPUs): each job's minimum satisfactory share, admission,
-and the leftover by marginal gain. Pure computation: times and predictions are passed in.
+"""Deadline planning over a pool of units (GPUs): each job's minimum satisfactory share, admission, and
+the leftover by marginal gain. Pure computation: times and predictions are passed in.
 
-The resource-time model: a job that holds `n` units from `start` on finishes `seconds[n]` later
-(its predicted run time at `n`, the band's upper edge), plus `pause_s` when it is running on
-another count (a change of count restarts the workers from a checkpoint). A plan walks the
-admitted deadline jobs in deadline order and reserves for each the fewest units that finish it by
-its deadline on what the earlier ones leave: a rectangle `[start, finish) x n`, starting now or
-when capacity frees up. That count is the job's *minimum satisfactory share*. A job none of whose
-counts fits is *at risk*: it keeps no reservation and competes for the leftover like a
-best-effort job. The units free now are then handed out one count step at a time to whichever
-job gains the most rate per unit (1 / remaining seconds), so short jobs and efficient scale-ups
-come first and a job that scales badly is left where it is.
+The resource-time model: a job that holds `n` units from `start` on finishes `seconds[n]` later (its
+predicted run time at `n`, the band's upper edge), plus `pause_s` when it is running on another
+count (a change of count restarts the workers from a checkpoint). A plan walks the admitted deadline
+jobs in deadline order and reserves for each the fewest units that finish it by its deadline on what
+the earlier ones leave: a rectangle `[start, finish) x n`, starting now or when capacity frees up.
+That count is the job's *minimum satisfactory share*. A running job is never stopped for another:
+until its turn in that order it holds its *floor* (its smallest count, from now until it would
+finish on it), so a job due earlier fits around it or starts after it, never in its place. A job
+none of whose counts fits is *at risk*: it keeps no reservation (a running one keeps its floor) and
+competes for the leftover like a best-effort job. The units free now are then handed out one count
+step at a time to whichever job gains the most rate per unit (1 / remaining seconds), so short jobs
+and efficient scale-ups come first and a job that scales badly is left where it is.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -130,10 +133,9 @@ def minimum_share(demand: Demand, timeline: Timeline, now: float) -> Reservation
 
 
 def earliest_finish(demand: Demand, timeline: Timeline, now: float) -> float:
-    """The soonest the job could finish on what `timeline` leaves (inf: never): what a job refused
-    admission is told it could have asked for. A running job may start again later for this (it
-    could have been submitted to wait for its room)."""
-    return min((r.end for r in _placements(demand, timeline, now, math.inf, pinned=False)), default=math.inf)
+    """The soonest the job could finish on what `timeline` leaves (inf: never), a running one
+    from now on (it is not stopped to wait for room, so admission never plans it later)."""
+    return min((r.end for r in _placements(demand, timeline, now, math.inf)), default=math.inf)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,12 +159,60 @@ def _reserve(demand: Demand, timeline: Timeline, reserved: dict[JobKey, Reservat
     return True
 
 
-def reserve_all(demands: Iterable[Demand], capacity: int, now: float) -> tuple[Timeline, dict[JobKey, Reservation]]:
-    """Minimum satisfactory shares in deadline order (ties by key)."""
+def _floor(demand: Demand, now: float) -> Reservation | None:
+    """What a running job holds whatever the plan: its smallest count (a rigid job's own), or
+    what it holds when that is less (a gang partly placed), from now until it would finish on
+    that count. A running job is never stopped for another, so a job planned before it in
+    deadline order must fit around this, or start after it. Running jobs hold no more than the
+    capacity together, so every floor fits."""
+    if not demand.held or not demand.counts:
+        return None
+    n = demand.counts[0]
+    return Reservation(demand.key, min(n, demand.held), now, now + max(demand.duration(n), MIN_HOLD_S))
+
+
+def _floors(demands: Iterable[Demand], timeline: Timeline, now: float) -> dict[JobKey, Reservation]:
+    """Each running job's floor, reserved on `timeline` (those that fit)."""
+    floors: dict[JobKey, Reservation] = {}
+    for demand in demands:
+        floor = _floor(demand, now)
+        if floor is not None and demand.key not in floors and timeline.fits(floor.units, floor.start, floor.end):
+            timeline.reserve(floor)
+            floors[demand.key] = floor
+    return floors
+
+
+def _reserve_in_turn(
+    demand: Demand,
+    timeline: Timeline,
+    reserved: dict[JobKey, Reservation],
+    floors: dict[JobKey, Reservation],
+    now: float,
+) -> bool:
+    """`_reserve` at the job's place in deadline order: a running job's floor is given up for its
+    share, and kept when no count meets its deadline (it runs on anyway)."""
+    floor = floors.pop(demand.key, None)
+    if floor is not None:
+        timeline.reserve(dataclasses.replace(floor, units=-floor.units))
+    if _reserve(demand, timeline, reserved, now):
+        return True
+    if floor is not None:
+        timeline.reserve(floor)
+        floors[demand.key] = floor
+    return False
+
+
+def reserve_all(
+    demands: Iterable[Demand], capacity: int, now: float, holding: Sequence[Demand] = ()
+) -> tuple[Timeline, dict[JobKey, Reservation]]:
+    """Minimum satisfactory shares in deadline order (ties by key), around what running jobs hold
+    (those of `holding` too, which are not planned: a running job being judged)."""
     timeline = Timeline(capacity)
     reserved: dict[JobKey, Reservation] = {}
-    for demand in sorted((d for d in demands if d.deadline is not None), key=_deadline_order):
-        _reserve(demand, timeline, reserved, now)
+    ordered = sorted((d for d in demands if d.deadline is not None), key=_deadline_order)
+    floors = _floors([*holding, *ordered], timeline, now)
+    for demand in ordered:
+        _reserve_in_turn(demand, timeline, reserved, floors, now)
     return timeline, reserved
 
 
@@ -223,15 +273,38 @@ def _leftover(demands: Sequence[Demand], targets: dict[JobKey, int], free: int, 
         offer(demand)
 
 
+MAX_DEADLINE_TRIES = 4  # admitted deadlines tried after a refused job's earliest finish
+
+
 @dataclass(frozen=True, slots=True)
 class Admission:
     admitted: bool
-    earliest: float  # the soonest the job could finish alongside the admitted ones (inf: never)
+    # A refused job: the earliest deadline it would have been admitted with (inf: never); an
+    # admitted one: the soonest it could finish planned after the admitted jobs.
+    earliest: float
 
 
 def admit(candidate: Demand, admitted: Sequence[Demand], capacity: int, now: float) -> Admission:
     """Admit the job only if the plan with it still finds a share for every job that had one
-    without it, and one for the job itself.
+    without it, and one for the job itself; a refused job is told the earliest deadline that
+    would have been admitted.
+
+    Its earliest finish planned after the admitted jobs is that deadline, unless a deadline that
+    early puts it ahead of admitted jobs it then makes miss: then each later admitted deadline is
+    tried in turn (a few), the job planned after that one. With a deadline after every admitted
+    one it is planned last and admitted, so the bound told is never one that would be refused."""
+    ok, finish = _admit(candidate, admitted, capacity, now)
+    if ok or not math.isfinite(finish):
+        return Admission(ok, finish)
+    later = sorted({d.deadline for d in admitted if d.deadline is not None and d.deadline > finish})
+    for deadline in [finish, *(math.nextafter(t, math.inf) for t in later[:MAX_DEADLINE_TRIES])]:
+        if _admit(dataclasses.replace(candidate, deadline=deadline), admitted, capacity, now)[0]:
+            return Admission(False, deadline)
+    return Admission(False, math.nextafter(later[-1], math.inf) if later else finish)
+
+
+def _admit(candidate: Demand, admitted: Sequence[Demand], capacity: int, now: float) -> tuple[bool, float]:
+    """The verdict, and the soonest the candidate could finish planned after the admitted jobs.
 
     The plan with it is the plan without it up to its place in the deadline order (a fold over
     that order), so it goes on from there; with every key distinct it stops at the first job
@@ -244,18 +317,26 @@ def admit(candidate: Demand, admitted: Sequence[Demand], capacity: int, now: flo
         else bisect.bisect_right(ordered, _deadline_order(candidate), key=_deadline_order)
     )
     timeline = Timeline(capacity)
+    # What running jobs hold (the candidate too, if it runs) is theirs in both plans.
+    floors = _floors([candidate, *ordered], timeline, now)
     before: dict[JobKey, Reservation] = {}
     for demand in ordered[:place]:
-        _reserve(demand, timeline, before, now)
-    plan_with, after = timeline.copy(), dict(before)
+        _reserve_in_turn(demand, timeline, before, floors, now)
+    plan_with, after, floors_with = timeline.copy(), dict(before), dict(floors)
     for demand in ordered[place:]:
-        _reserve(demand, timeline, before, now)
+        _reserve_in_turn(demand, timeline, before, floors, now)
+    own = floors.pop(candidate.key, None)  # the candidate's floor is no obstacle to its own finish
+    if own is not None:
+        timeline.reserve(dataclasses.replace(own, units=-own.units))
     earliest = earliest_finish(candidate, timeline, now)
     rest = [candidate] if candidate.deadline is not None else []
     rest += ordered[place:]
     distinct = len({d.key for d in ordered} | {candidate.key}) == len(ordered) + 1
     for demand in rest:
-        if not _reserve(demand, plan_with, after, now) and distinct and (demand is candidate or demand.key in before):
-            return Admission(False, earliest)  # a job that had a share, or the candidate, has none
-    ok = candidate.key in after and all(key in after for key in before)
-    return Admission(ok, earliest)
+        if (
+            not _reserve_in_turn(demand, plan_with, after, floors_with, now)
+            and distinct
+            and (demand is candidate or demand.key in before)
+        ):
+            return False, earliest  # a job that had a share, or the candidate, has none
+    return candidate.key in after and all(key in after for key in before), earliest

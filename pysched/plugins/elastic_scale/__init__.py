@@ -9,8 +9,8 @@ at its size, never scaled.
 
 - preEnqueue (a job's first pod): the job is judged for admission (`pysched.deadline.planner`):
   admitted when the plan with it still finds every admitted job a count that meets its deadline.
-  A job refused gets a `DeadlineRejected` Warning event naming the earliest finish it could have
-  had, and a `pysched.io/Deadline` condition that orders it as best-effort (DeadlineLaxity reads
+  A job refused gets a `DeadlineRejected` Warning event naming the earliest deadline it would have
+  been admitted with, and a `pysched.io/Deadline` condition that orders it as best-effort (DeadlineLaxity reads
   it); it still runs on what the plan leaves. With `notAdmitted: Wait` its pods are held back
   instead (gated, as a scheduling gate holds a pod) and the job is judged again whenever the plan
   changes, earliest deadline first: admitted once it fits (a `DeadlineAdmitted` event and
@@ -56,7 +56,13 @@ from pysched.api.ids import JobKey, PodKey
 from pysched.api.jobs import COMPLETION_INDEX, JobSource
 from pysched.api.objects import PodInfo
 from pysched.api.resources import GPU
-from pysched.deadline.condition import ADMITTED_REASON, CONDITION, REJECTED_REASON, earliest_finish_words
+from pysched.deadline.condition import (
+    ADMITTED_REASON,
+    CONDITION,
+    REJECTED_REASON,
+    condition_of,
+    earliest_finish_words,
+)
 from pysched.deadline.planner import Demand, Plan, admit, plan
 from pysched.deadline.predictor import JobModel
 from pysched.framework.cluster import PodCondition
@@ -238,14 +244,14 @@ class ElasticScale:
             # Its worker count is its Indexed Job's parallelism: sized and judged once the Job is seen.
             state.incomplete = True
             return state
-        self._size(state, job, pod)
-        if state.deadline is None:
-            return state
         if job is not None and job.ref.source is not JobSource.BATCH and len(job.members) < job.minimum:
-            # Its GPU workers are known once its members are (a launcher or a parameter server
-            # holds none); an Indexed Job's pods all come from one template.
+            # Sized and judged once its members are known: its GPU workers are those of them that
+            # hold GPUs (a launcher or a parameter server holds none), and they may ask unlike
+            # counts; an Indexed Job's pods all come from one template.
             state.incomplete = True
-        else:
+            return state
+        self._size(state, job, pod)
+        if state.deadline is not None:
             self._judge(state, pod, self.handle.clock.now())
         return state
 
@@ -280,6 +286,9 @@ class ElasticScale:
             self.handle.tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", IGNORED_REASON, note))
         state.ref = ref if hi > lo else None
         state.workers_min, state.workers_max, state.workers = lo, hi, workers
+        sizes = [g for m in job.members.values() if (g := m.requests.get(GPU, 0)) > 0] if job is not None else []
+        if state.ref is None and len(set(sizes)) > 1:  # a gang of unlike pods (a JobSet's driver and workers)
+            state.gpus_per_worker, state.units = max(sizes), sum(sizes)
         state.sized = True
         expected = expected_duration_of(pod)
         if expected is not None:
@@ -303,14 +312,12 @@ class ElasticScale:
 
     def _judge_once_complete(self, known: GpuJob, pod: PodInfo) -> None:
         book = self.handle.jobs.of(pod.key)
-        if _owner_unseen(book, pod):
-            return
+        if _owner_unseen(book, pod) or (book is not None and len(book.members) < book.minimum):
+            return  # sized from all its members
         if not known.sized:
             self._size(known, book, pod)
-        if known.deadline is None:
-            known.incomplete = False
-        elif book is None or len(book.members) >= book.minimum:
-            known.incomplete = False
+        known.incomplete = False
+        if known.deadline is not None:
             gpu_pod = pod if pod.requests.get(GPU, 0) > 0 else self._member_of(known)
             self._judge(known, gpu_pod or pod, self.handle.clock.now())
 
@@ -325,7 +332,13 @@ class ElasticScale:
         for job in self.jobs.values():
             if job.key == exclude:
                 continue
-            counted = job.admitted is not False and job.deadline is not None
+            # Admitted, or placed before it could be judged (it holds GPUs, and is judged once its
+            # speed is known); a job not judged and not placed (a gang still missing members)
+            # holds nothing yet and has no verdict to keep.
+            judged = job.admitted or (job.admitted is None and bool(self._rows.get(job.key)))
+            counted = bool(judged) and job.deadline is not None
+            if job.waiting and not counted:
+                continue  # held back at PreEnqueue: no GPUs are planned for it while it waits
             if admitted_only and not counted:
                 job.catch_up(now)
                 continue
@@ -342,6 +355,12 @@ class ElasticScale:
             return
         if not self.args.admission:
             job.admitted = True
+            return
+        if job.gpus_per_worker > self.largest_node():
+            # Never placed while no node is that large: planning it would hold GPUs for nothing.
+            job.admitted, job.hopeless = False, True
+            self.rejected += 1
+            self._tell_rejected(pod, f"its pods ask for {job.gpus_per_worker} GPUs each, more than any node has")
             return
         if self._admitted is None:  # one pass over the jobs per reconcile, not one per arrival
             self._admitted = {d.key: d for d in self._demands(now, exclude=job.key, admitted_only=True)[0]}
@@ -426,6 +445,33 @@ class ElasticScale:
             self.handle.cluster.patch_pod_conditions(pod, PodCondition(CONDITION, "False", REJECTED_REASON, note))
         )
 
+    def _adopt(self, key: JobKey, pod: PodInfo) -> None:
+        """A placed GPU pod this scheduler never saw pending (another replica led, or this one
+        restarted): its job is known from here, and planned and scaled as before. Its verdict is
+        read back from what it was told: a job refused admission has the condition saying so, one
+        admitted was told nothing. Sized once its owner is seen."""
+        total = total_steps_of(pod)
+        if total is None:
+            return
+        job = self.jobs.get(key)
+        if job is None:
+            book = self.handle.jobs.of(pod.key)
+            if _owner_unseen(book, pod):
+                return  # its worker count is its Job's: taken at a later reconcile
+            job = GpuJob(key, None, total, deadline_of(pod), pod.requests.get(GPU, 0), 1, 1, 1, JobModel(total))
+            self._size(job, book, pod)
+            told = condition_of(pod, CONDITION)
+            refused = told is not None and told.get("reason") == REJECTED_REASON
+            job.admitted = job.deadline is not None and not refused
+            self.jobs[key] = job
+            self._dirty = True
+        self._job_of[pod.key] = key
+        job.pods.add(pod.key)
+        row = self.handle.nodes.row.get(pod.node_name) if pod.node_name is not None else None
+        if row is not None:  # as `pod_placed` would have counted it
+            rows = self._rows.setdefault(key, {})
+            rows[row] = rows.get(row, 0) + pod.requests.get(GPU, 0)
+
     def _job_of_pod(self, pod: PodInfo) -> GpuJob | None:
         key = self._job_of.get(pod.key)
         return self.jobs.get(key) if key is not None else None
@@ -439,6 +485,8 @@ class ElasticScale:
         for pod in pods:
             if pod.requests.get(GPU, 0) > 0:
                 key = self.job_key(pod)
+                if pod.key not in self._job_of and pod.node_name is not None:
+                    self._adopt(key, pod)  # placed before this scheduler led: never through PreEnqueue here
                 if key in self.jobs:
                     running.setdefault(key, []).append(pod)
         for key, job in self.jobs.items():
@@ -490,6 +538,8 @@ class ElasticScale:
         self, job: GpuJob, members: Sequence[PodInfo], result: Plan, free: FreeGpus, wanted: int, now: float
     ) -> int:
         """Scale one elastic job toward its target; the GPUs wanted after it (it takes from `free` as it grows)."""
+        if job.waiting:
+            return wanted  # held back: its worker count is left as its owner asked until it is admitted
         bound = len(members)
         if bound >= job.workers:
             job.settled = True

@@ -29,6 +29,8 @@ class GpuJob:
     workers_max: int
     workers: int  # the count asked of the owner (its parallelism)
     model: JobModel
+    # A rigid gang whose pods ask unlike GPU counts: all of them (`gpus_per_worker` is the largest).
+    units: int | None = None
     admitted: bool | None = None  # None: not judged yet (nothing known of its speed)
     # Not admitted and held back until it can be (`notAdmitted: Wait`): its pods seen gated.
     waiting: bool = False
@@ -55,16 +57,20 @@ class GpuJob:
 
     def expect(self, seconds: float) -> None:
         """The owner's expected run time at the submitted size: the model's first speed."""
-        units = float(self.workers * self.gpus_per_worker)
+        units = float(self.size())
         step = seconds / self.total_steps
         self.model.restore([CountStats(units, step, PRIOR_SPREAD, seconds, float(self.total_steps), 1)])
+
+    def size(self) -> int:
+        """The GPUs it holds at its current worker count."""
+        return self.units if self.units is not None and not self.elastic else self.workers * self.gpus_per_worker
 
     def counts(self, capacity: int) -> list[int]:
         """GPU counts it may hold (rigid: its own). A wide range is planned on the counts at most
         a third apart (1, 2, 3, 4, 6, 8, 12, 16, ...), so a plan costs the same for a range of 64
         or 10,000, plus its ends and the current count."""
         if not self.elastic:
-            return [self.workers * self.gpus_per_worker]
+            return [self.size()]
         top = min(self.workers_max, max(1, capacity // self.gpus_per_worker))
         if top < self.workers_min:
             return [self.workers_min * self.gpus_per_worker]

@@ -149,7 +149,9 @@ def test_a_new_leader_reads_the_state_else_what_the_previous_version_wrote() -> 
 def test_a_rejected_jobs_earliest_finish_reads_back_from_its_words() -> None:
     now = 1_796_083_200.0
     words = earliest_finish_words(now + 3900, now)
-    assert words == "the earliest finish alongside the admitted jobs is in 1h 5m (2026-12-01T01:05:00Z)"
+    assert words == "the earliest deadline it would be admitted with is in 1h 5m (2026-12-01T01:05:00Z)"
+    older = "the earliest finish alongside the admitted jobs is in 1h 5m (2026-12-01T01:05:00Z)"  # before an upgrade
+    assert earliest_finish_of(f"not admitted; {older}: waits") == now + 3900
     assert earliest_finish_of(f"deadline +600s from now cannot be planned; {words}: runs as best-effort") == now + 3900
     assert earliest_finish_of(earliest_finish_words(math.inf, now) + ": waits") == math.inf
     assert earliest_finish_of("not admitted") is None

@@ -3,9 +3,10 @@ deadlines, admission, bad ranges, and the topology score."""
 
 import asyncio
 import dataclasses
+import math
 import random
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from pysched.api.objects import PodInfo
 from pysched.api.resources import GPU
 from pysched.api.times import format_rfc3339
 from pysched.backend.simulated import SimulatedCluster
+from pysched.deadline.condition import earliest_finish_of
 from pysched.deadline.predictor import JobModel
 from pysched.framework.clock import VirtualClock
 from pysched.framework.cluster import PodCondition
@@ -26,7 +28,7 @@ from pysched.framework.registry import ArgsError, parse_args
 from pysched.framework.status import Status, error, unschedulable
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
-from pysched.plugins.elastic_scale import IGNORED_REASON, ElasticScale, ElasticScaleArgs
+from pysched.plugins.elastic_scale import IGNORED_REASON, NAME, ElasticScale, ElasticScaleArgs
 from pysched.plugins.elastic_scale.jobs import GpuJob
 from pysched.scheduler.scheduler import Scheduler
 from pysched.sim.runner import EPOCH, PolicyResult, Replay, metrics
@@ -122,7 +124,8 @@ def test_a_job_that_would_make_an_admitted_one_miss_is_rejected_and_runs_best_ef
     cluster, result = replay([first, second])
     rejected = [e for e in cluster.events if e.reason == REJECTED]
     assert [e.pod.split("/")[1].rsplit("-", 1)[0] for e in rejected] == ["second"]
-    assert "earliest finish" in rejected[0].note and rejected[0].note.endswith("runs as best-effort")
+    assert "earliest deadline it would be admitted with" in rejected[0].note
+    assert rejected[0].note.endswith("runs as best-effort")
     assert result.deadline_met == 1 and result.unfinished == 0  # the second still ran, after the first
     condition = cluster.conditions[rejected[0].pod]["pysched.io/Deadline"]
     assert (condition.status, condition.reason) == ("False", "DeadlineMissed")  # the verdict, once it ended
@@ -317,9 +320,10 @@ def test_a_new_worker_set_keeps_the_steps_its_checkpoint_holds() -> None:
 
 def test_with_wait_a_job_judged_only_once_it_runs_is_not_held_back() -> None:
     # No expected duration: the second job is judged at its first progress, already running
-    # beside the elastic one, and refused; it cannot wait any more, so it runs as best-effort.
+    # beside the elastic one, and refused (its deadline is too near); it cannot wait any more, so
+    # it runs as best-effort.
     first = elastic("first", 4000, deadline=1300.0, gpus=2)
-    second = Job("second", 10.0, 2000, 4000, "4Gi", TABLE, gpu=4, deadline=900.0)
+    second = Job("second", 10.0, 2000, 4000, "4Gi", TABLE, gpu=4, deadline=500.0)
     cluster, result = replay([first, second], args=WAIT)
     notes = [e.note for e in cluster.events if e.reason == REJECTED and e.pod == "sim/second"]
     assert len(notes) == 1 and notes[0].endswith("runs as best-effort"), notes
@@ -360,12 +364,17 @@ class _Owned:
     """One node of `gpus` GPUs under the `pysched` profile, and GPU pods made as a Job controller
     makes them (`job`: its Indexed Job, whose scales create and delete its members)."""
 
-    def __init__(self, gpus: int = 8) -> None:
+    def __init__(self, gpus: int = 8, nodes: int = 1, args: Mapping[str, Any] | None = None) -> None:
         self.clock = VirtualClock(EPOCH)
         self.cluster = CountingCluster(self.clock)
-        for node in cpu_nodes(1, "64", "256Gi", gpu=gpus):
+        for node in cpu_nodes(nodes, "64", "256Gi", gpu=gpus):
             self.cluster.add_node(node)
-        self.scheduler = Scheduler(CONFIG.only("pysched"), self.cluster, self.clock, REGISTRY)
+        config = CONFIG.only("pysched")
+        if args:
+            profile = config.profiles[0]
+            plugin_args = {**profile.plugin_args, NAME: {**profile.plugin_args.get(NAME, {}), **args}}
+            config = SchedulerConfig((dataclasses.replace(profile, plugin_args=plugin_args),), config.source)
+        self.scheduler = Scheduler(config, self.cluster, self.clock, REGISTRY)
         plugin = self.scheduler.frameworks["pysched"].plugins.get("ElasticScale")
         assert isinstance(plugin, ElasticScale)
         self.plugin = plugin
@@ -694,3 +703,140 @@ def test_with_wait_the_admission_is_told_on_pods_that_exist() -> None:
     world = asyncio.run(run())
     admitted = [pod for pod, _ in _reasons(world, "DeadlineAdmitted")]
     assert admitted == ["sim/w-0-x7k2p"] and all(pod in world.cluster.pods for pod in admitted)
+
+
+def test_a_job_due_before_a_running_one_is_admitted_when_it_can_wait_for_it() -> None:
+    """A running job is never stopped: a newcomer due before it is planned after it, not ahead of
+    it (which took the running job's GPUs and refused the newcomer), and a refused one is told a
+    deadline that would have been admitted."""
+
+    async def run(deadline: float) -> _Owned:
+        world = _Owned()  # one node of 8 GPUs
+        await world.scheduler.start()
+        world.job("a", 1, _deadline(3 * 3600, 1000), gpus=8)  # about 1,100 s on all 8, due in 3 h
+        await world.until(60)
+        world.job("b", 1, _deadline(deadline, 500), gpus=8)  # about 550 s on all 8
+        await world.scheduler.run_until_idle()
+        await world.scheduler.stop()
+        return world
+
+    refused = asyncio.run(run(900))  # a finishes after 900 s: b cannot make it
+    (event,) = [e for e in refused.cluster.events if e.reason == REJECTED]
+    told = earliest_finish_of(event.note)
+    assert told is not None and math.isfinite(told)
+    for deadline in (told - EPOCH, told - EPOCH + 600, 3 * 3600 - 60):
+        world = asyncio.run(run(deadline))
+        assert world.plugin.jobs[JobKey("sim/Job/b")].admitted is True, deadline
+        assert not [e for e in world.cluster.events if e.reason == REJECTED]
+
+
+async def _then_b(world: _Owned, first: Callable[[_Owned], None], at: float) -> _Owned:
+    """`first` made at the start, then at `at` seconds the job `b` (8 GPUs for about 660 s, due
+    in 25 minutes), which fits an empty node; run to 120 s."""
+    await world.scheduler.start()
+    first(world)
+    await world.until(at)
+    world.job("b", 1, _deadline(1500, 600), gpus=8)
+    await world.until(120)
+    await world.scheduler.stop()
+    return world
+
+
+def test_a_gang_still_missing_members_is_not_planned_as_admitted() -> None:
+    """Not judged and not placed, it holds nothing: a job that fits the empty node is admitted."""
+
+    def first(world: _Owned) -> None:
+        world.pod("g-0", {**_deadline(3000, 2400), "pysched.io/min-members": "2"}, 4, labels={JOB_LABEL: "g"})
+
+    world = asyncio.run(_then_b(_Owned(), first, 60))
+    assert world.plugin.jobs[JobKey("sim/pysched.io/job/g")].admitted is None
+    assert world.plugin.jobs[JobKey("sim/Job/b")].admitted is True and world.bound("b") == 1
+    assert not _reasons(world, REJECTED)
+
+
+def test_a_job_whose_pods_no_node_can_hold_is_refused_and_holds_no_gpus_in_the_plan() -> None:
+    world = asyncio.run(_then_b(_Owned(nodes=2), lambda w: w.job("huge", 1, _deadline(3500, 3000), gpus=16), 30))
+    assert world.plugin.jobs[JobKey("sim/Job/huge")].admitted is False
+    (note,) = [e.note for e in world.cluster.events if e.reason == REJECTED]
+    assert "its pods ask for 16 GPUs each, more than any node has" in note
+    assert world.plugin.jobs[JobKey("sim/Job/b")].admitted is True and world.bound("b") == 1
+
+
+def test_a_job_held_back_gets_no_gpus_in_the_plan_and_is_not_scaled_while_it_waits() -> None:
+    """`notAdmitted: Wait`: nothing is shrunk for a job whose pods are gated, nor is it grown."""
+    grow = {"pysched.io/workers-min": "1", "pysched.io/workers-max": "8"}
+
+    async def run() -> tuple[_Owned, list[bool]]:
+        world = _Owned(nodes=2, args=WAIT)
+        await world.scheduler.start()
+        world.job("a", 1, _deadline(20000, 6000), gpus=8)
+        world.job("e", 8, {**_deadline(60000, 3000, steps=10000), **grow})
+        await world.until(60)
+        world.job("w", 1, {**_deadline(1800, 6000, steps=10000), **grow})
+        waiting = []
+        for t in range(90, 420, 30):
+            await world.until(t)
+            waiting.append(world.plugin.jobs[JobKey("sim/Job/w")].waiting)
+        await world.scheduler.stop()
+        return world, waiting
+
+    world, waiting = asyncio.run(run())
+    assert all(waiting)  # held back all along (released later, when it cannot be met at all)
+    assert world.cluster.scales == []  # e keeps its 8 workers, w its 1
+    assert world.bound("e") == 8 and world.bound("w") == 0
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_a_new_leader_takes_over_the_running_elastic_jobs_with_their_verdicts(refused: bool) -> None:
+    """Placed before it led, the job never passes its PreEnqueue: it is known from its placed pods
+    and scaled toward its deadline as the old leader would have; a job the old leader refused
+    stays refused (its condition says so)."""
+    notes = {**ELASTIC, DEADLINE: format_rfc3339(EPOCH + 2400), EXPECTED_DURATION: "3000s"}  # 2 workers: 3000 s
+
+    async def run() -> _Owned:
+        world = _Owned()
+        await world.scheduler.start()
+        world.job("el", 2, notes)
+        await world.scheduler.run_until_idle()
+        await world.scheduler.stop()
+        if refused:
+            for member in ("sim/el-0", "sim/el-1"):
+                pod = world.cluster.pods[PodKey(member)]
+                await world.cluster.patch_pod_conditions(pod, PodCondition("pysched.io/Deadline", "False", REJECTED))
+        world.scheduler = Scheduler(CONFIG.only("pysched"), world.cluster, world.clock, REGISTRY)
+        plugin = world.scheduler.frameworks["pysched"].plugins.get("ElasticScale")
+        assert isinstance(plugin, ElasticScale)
+        world.plugin = plugin
+        await world.scheduler.start()
+        await world.until(900)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    job = world.plugin.jobs[JobKey("sim/Job/el")]
+    assert job.admitted is not refused and job.held == world.bound("el")
+    assert world.plugin._placed_gpus(job.key) == world.bound("el")  # its GPUs are its own in the plan
+    if not refused:
+        assert world.cluster.scales == [("sim/Job/el", 6)] and world.bound("el") == 6
+
+
+@pytest.mark.parametrize("first", [6, 2])
+def test_a_gang_of_unlike_pods_is_planned_at_the_sum_of_their_gpus(first: int) -> None:
+    """A 6-GPU and a 2-GPU pod of one gang hold 8 GPUs: planned as 2 x the first pod's they were
+    refused on an empty node (12) or planned at 4, whichever came first."""
+
+    async def run() -> _Owned:
+        world = _Owned()
+        await world.scheduler.start()
+        notes = {**_deadline(2000, 600), "pysched.io/min-members": "2"}
+        for name, gpus in sorted([("mix-a", 6), ("mix-b", 2)], key=lambda p: p[1] != first):
+            world.pod(name, notes, gpus, labels={JOB_LABEL: "mix"})
+        await world.until(120)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    job = world.plugin.jobs[JobKey("sim/pysched.io/job/mix")]
+    demand = world.plugin._demand(job, world.clock.now(), world.plugin.capacity())
+    assert demand is not None and list(demand.seconds) == [8]
+    assert job.admitted is True and world.bound("mix") == 2
