@@ -185,10 +185,25 @@ def _row(namespace: str, name: str, pods: Sequence[PodInfo], last_event: str, mi
 
 
 def _event_time(event: Mapping[str, Any]) -> float:
-    """When the event (or its series) was last seen; 0 when it says nothing readable."""
+    """When the event (or its series) was last seen; 0 when it says nothing readable. An event
+    written through core/v1 (the kubelet's, most controllers') is served with no eventTime and its
+    last sighting in `deprecatedLastTimestamp`."""
     series = (event.get("series") or {}).get("lastObservedTime")
-    stamp = series or event.get("eventTime") or (event.get("metadata") or {}).get("creationTimestamp") or ""
+    stamp = (
+        series
+        or event.get("eventTime")
+        or event.get("deprecatedLastTimestamp")
+        or event.get("deprecatedFirstTimestamp")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
     return parse_rfc3339(str(stamp)) or 0.0
+
+
+def _event_count(event: Mapping[str, Any]) -> int:
+    """How many times the event was seen: its series' count, or core/v1's `deprecatedCount`."""
+    count = (event.get("series") or {}).get("count") or event.get("deprecatedCount")
+    return count if type(count) is int and count > 0 else 1
 
 
 def job_rows(
@@ -200,7 +215,8 @@ def job_rows(
     """The table's rows from pods and events as the API serves them (a pod that cannot be read is
     left out), sorted by slack, tightest first."""
     objects = objects or JobObjects()
-    jobs: dict[tuple[str, str], list[PodInfo]] = {}
+    # By job key: a lone pod and a gang may share a name (`ddp` and `pysched.io/job: ddp`).
+    jobs: dict[str, tuple[str, str, list[PodInfo]]] = {}
     for raw in raw_pods:
         try:
             pod = pod_from_dict(raw, owner_times)
@@ -208,7 +224,7 @@ def job_rows(
             continue
         ref = job_of(pod)
         name = pod.name if ref is None else objects.names.get(ref.key, ref.name)
-        jobs.setdefault((pod.namespace, name), []).append(pod)
+        jobs.setdefault(pod.key if ref is None else ref.key, (pod.namespace, name, []))[2].append(pod)
     latest: dict[str, tuple[float, str]] = {}  # pod uid -> its newest event
     for event in raw_events:
         uid = str((event.get("regarding") or {}).get("uid") or "")
@@ -217,10 +233,15 @@ def job_rows(
         if uid and at >= latest.get(uid, (-math.inf, ""))[0]:
             latest[uid] = (at, text)
     rows = []
-    for (namespace, name), pods in jobs.items():
+    for namespace, name, pods in jobs.values():
         events = [latest[p.uid] for p in pods if p.uid in latest]
         rows.append(_row(namespace, name, pods, max(events)[1] if events else "", objects.minimums))
-    return sorted(rows, key=lambda r: (r.slack is None, r.slack if r.slack is not None else 0.0, r.namespace, r.job))
+    return sorted(rows, key=_row_order)
+
+
+def _row_order(row: JobRow) -> tuple[bool, bool, float, str, str]:
+    """Tightest slack first, then deadline jobs with no prediction yet, then jobs without a deadline."""
+    return row.deadline is None, row.slack is None, row.slack if row.slack is not None else 0.0, row.namespace, row.job
 
 
 # ----- rendering
@@ -456,8 +477,8 @@ def explain_text(raw_pod: Mapping[str, Any], raw_pods: Sequence[Mapping[str, Any
     lines.append("\nEvents:" if ours else "\nNo events (they expire after an hour).")
     for at, event in sorted(((_event_time(e), e) for e in ours), key=lambda te: te[0]):
         who = names.get(str((event.get("regarding") or {}).get("uid")), "?")
-        count = (event.get("series") or {}).get("count")
-        times = f" (x{count})" if count else ""
+        count = _event_count(event)
+        times = f" (x{count})" if count > 1 else ""
         what = f"{event.get('type', '')}  {event.get('reason', '')}{times}: {event.get('note', '')}"
         lines.append(f"  {format_rfc3339(at)}  {who}  {what}")
     return "\n".join(lines)

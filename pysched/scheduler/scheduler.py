@@ -425,6 +425,7 @@ class Scheduler:
         framework = self.frameworks[queued.pod.scheduler_name]
         key = queued.pod.key
         retried, queued.retried = queued.retried, False
+        started = self._timer()
         if (
             queued.unschedulable_plugins
             and not retried
@@ -442,6 +443,7 @@ class Scheduler:
             # through the cycle: they tie in the queue, and the FailedScheduling it writes re-sorts
             # them, which decides the order its members are placed in.
             self.queue.requeue_unschedulable(queued, queued.unschedulable_plugins)
+            self.observer.attempt(queued.pod.scheduler_name, "unschedulable", self._timer() - started)
             if self._log_decisions:
                 self._log.debug("still refused", pod=key, by=sorted(queued.unschedulable_plugins))
             return True

@@ -52,7 +52,7 @@ def write_plots(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator
 
     def titled(fig: Any, title: str) -> None:
         fig.suptitle(f"{title}\n{workload}" if workload else title, fontsize=10)
@@ -103,6 +103,7 @@ def write_plots(
     ax.set_xscale("log")
     plain = FuncFormatter(lambda x, _: f"{x:g}")  # 0.1, 2, 10: not 10^-1, 2x10^0
     ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0)))  # every minor tick labelled overprints
     ax.xaxis.set_minor_formatter(plain)
     ax.set_xlabel("job completion time (hours, log scale)")
     ax.set_ylabel("fraction of finished jobs")

@@ -83,7 +83,7 @@ async def test_a_live_run_is_timed_and_predicts_its_rerun(
 
         await eventually(lambda: bool(demoted()), "the rerun demoted")
         (note,) = demoted()
-        assert "predicted 3600s at most CPUs" in note, note
+        assert "it takes 1h at its most CPUs" in note, note
     finally:
         stop.set()
         if loop is not None:

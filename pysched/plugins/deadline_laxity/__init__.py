@@ -45,7 +45,14 @@ from pysched.api.labels import selector_problem
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU
 from pysched.deadline.annotation_warnings import AnnotationWarnings
-from pysched.deadline.condition import CONDITION, DEMOTED_REASON, ON_TRACK_REASON, demoted_by_condition
+from pysched.deadline.condition import (
+    CONDITION,
+    DEMOTED_REASON,
+    ON_TRACK_REASON,
+    clock_words,
+    demoted_by_condition,
+    duration_words,
+)
 from pysched.deadline.predictor import prior_step_ratio
 from pysched.framework.cluster import PodCondition, namespace_selected
 from pysched.framework.cycle_state import CycleState
@@ -198,10 +205,14 @@ class DeadlineLaxity:
             return
         self._demoted[pod.key] = (pod.uid, deadline)
         self._promoted.pop(pod.key, None)
-        note = (
-            f"deadline {deadline - now:+.0f}s from now cannot be met (predicted {fastest:.0f}s at most CPUs): "
-            "demoted to best-effort; it still runs when there is room"
-        )
+        if deadline <= now:
+            why = f"the deadline passed {duration_words(now - deadline)} ago ({clock_words(deadline, now)})"
+        else:
+            why = (
+                f"the deadline in {duration_words(deadline - now)} ({clock_words(deadline, now)}) cannot be met: "
+                f"it takes {duration_words(fastest)} at its most CPUs"
+            )
+        note = f"{why}: demoted to best-effort; it still runs when there is room"
         self.handle.tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", DEMOTED_REASON, note))
         self.handle.tasks.spawn(
             self.handle.cluster.patch_pod_conditions(pod, PodCondition(CONDITION, "False", DEMOTED_REASON, note))
@@ -210,7 +221,10 @@ class DeadlineLaxity:
     def _promote(self, pod: PodInfo, deadline: float, fastest: float, now: float) -> None:
         """Its deadline was moved to one it can meet: a deadline job again, and its condition says so."""
         self._promoted[pod.key] = (pod.uid, deadline)
-        note = f"deadline {deadline - now:+.0f}s from now can be met (predicted {fastest:.0f}s at most CPUs)"
+        note = (
+            f"the deadline in {duration_words(deadline - now)} ({clock_words(deadline, now)}) can be met: "
+            f"it takes {duration_words(fastest)} at its most CPUs"
+        )
         self.handle.tasks.spawn(
             self.handle.cluster.patch_pod_conditions(pod, PodCondition(CONDITION, "True", ON_TRACK_REASON, note))
         )

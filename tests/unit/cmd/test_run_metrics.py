@@ -10,9 +10,10 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, cast
 
 from pysched.api.builders import make_pod, node_dict, pod_dict
-from pysched.api.ids import NodeName
+from pysched.api.ids import NodeName, PodKey
 from pysched.backend.live.cluster import LiveCluster
 from pysched.backend.live.eventsink import EventRecord
+from pysched.backend.simulated import SimulatedCluster
 from pysched.cmd.metrics import SchedulerMetrics, queue_metrics
 from pysched.cmd.run import RunState, add_sources
 from pysched.framework.clock import VirtualClock
@@ -174,3 +175,32 @@ async def test_kube_scheduler_families_follow_the_queue_the_extension_points_and
     assert values['scheduler_pod_scheduling_attempts_bucket{le="1.0"}'] == 2.0  # the big one took two
     assert values['scheduler_pod_scheduling_attempts_bucket{le="2.0"}'] == 3.0
     await scheduler.stop()
+
+
+async def test_a_pod_refused_without_a_cycle_counts_as_an_unschedulable_attempt() -> None:
+    """Let out by nodes too small to help, the pod is refused at the pop (no cycle): each such
+    refusal is an attempt in scheduler_schedule_attempts_total, as the queue and the SLI count it."""
+    clock = VirtualClock(1_767_225_600.0)
+    cluster = SimulatedCluster(clock)
+    cluster.add_node(node_dict("n0", cpu="4"))
+    registry = default_registry()
+    config = builtin_config(registry)
+    metrics = SchedulerMetrics()
+    scheduler = Scheduler(config.only("default"), cluster, clock, registry, observer=metrics)
+    await scheduler.start()
+    cluster.create_pod(pod_dict("filler", cpu="3", scheduler_name="default"))
+    await scheduler.run_until_idle()
+    cluster.create_pod(pod_dict("big", cpu="2", scheduler_name="default"))
+    await scheduler.run_until_idle()
+    for i in range(4):
+        cluster.add_node(node_dict(f"tiny{i}", cpu="1"))
+        clock.advance(11)
+        await scheduler.run_until_idle()
+    cluster.delete_pod(PodKey("default/filler"))
+    clock.advance(11)
+    await scheduler.run_until_idle()
+    await scheduler.stop()
+    found = parse_metrics(metrics.render().decode())
+    attempts = {k: v for k, v in found.items() if k.startswith("scheduler_schedule_attempts_total")}
+    total = sum(attempts.values())
+    assert found["scheduler_pod_scheduling_attempts_sum"] == total == 7.0, attempts  # 2 scheduled, 5 refused

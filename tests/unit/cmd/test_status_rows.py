@@ -97,3 +97,59 @@ def test_explain_shows_the_row_status_shows_for_a_job_of_an_indexed_job() -> Non
     assert rows[0].deadline == job_made + 3600
     text = explain_text(raw, [raw], [], now, owner_times, objects)
     assert text.splitlines()[: len(render_table(rows, now).splitlines())] == render_table(rows, now).splitlines()
+
+
+def _running(name: str, labels: dict[str, str] | None = None, notes: dict[str, str] | None = None) -> dict[str, Any]:
+    raw = pod_dict(name, annotations={"pysched.io/deadline": "2026-12-01T01:00:00Z", **(notes or {})}, labels=labels)
+    raw["metadata"]["uid"] = f"u-{name}"
+    raw["status"] = {"phase": "Pending"}
+    return raw
+
+
+def test_jobs_that_share_a_name_are_rows_of_their_own_and_jobs_without_a_deadline_go_last() -> None:
+    lone = _running("ddp")
+    gang = [_running(f"ddp-{i}", {JOB_LABEL: "ddp"}, {MIN_MEMBERS: "3"}) for i in range(2)]
+    best_effort = pod_dict("aaa-besteffort")
+    best_effort["metadata"]["uid"] = "u-be"
+    rows = job_rows([best_effort, lone, *gang], [], {})
+    assert [(r.job, r.bound, r.minimum) for r in rows] == [("ddp", 0, 1), ("ddp", 0, 3), ("aaa-besteffort", 0, 1)]
+
+
+def test_an_event_written_through_core_v1_is_read_at_its_last_sighting_with_its_count() -> None:
+    """events.k8s.io serves the kubelet's events with no eventTime, `deprecatedLastTimestamp` and
+    `deprecatedCount`: they were read at their creation and once."""
+    raw = _running("train")
+    kubelet = {
+        "metadata": {"name": "train.1", "creationTimestamp": "2026-12-01T00:10:00Z"},
+        "eventTime": None,
+        "reason": "BackOff",
+        "note": "Back-off restarting failed container main",
+        "type": "Warning",
+        "regarding": {"kind": "Pod", "name": "train", "uid": "u-train"},
+        "deprecatedFirstTimestamp": "2026-12-01T00:10:00Z",
+        "deprecatedLastTimestamp": "2026-12-01T00:50:00Z",
+        "deprecatedCount": 42,
+    }
+    ours = {
+        "metadata": {"name": "train.2", "creationTimestamp": "2026-12-01T00:30:00Z"},
+        "eventTime": "2026-12-01T00:30:00.000000Z",
+        "reason": "Rescaled",
+        "note": "cpu 2 -> 4",
+        "type": "Normal",
+        "regarding": {"kind": "Pod", "name": "train", "uid": "u-train"},
+    }
+    (row,) = job_rows([raw], [kubelet, ours], {})
+    assert row.last_event.startswith("BackOff")
+    text = explain_text(raw, [raw], [kubelet, ours], NOW)
+    assert text.index("Rescaled") < text.index("BackOff (x42)")
+
+
+def test_explain_reads_past_a_count_of_infinite_seconds_in_an_old_condition() -> None:
+    raw = _running("old")
+    raw["status"]["conditions"] = [{
+        "type": "pysched.io/Deadline", "status": "True", "reason": "OnTrack",
+        "message": "on track: predicted finish 2026-12-01T00:40:00Z vs deadline 2026-12-01T01:00:00Z; measured 2 CPUs "
+        "0.51 s/step ±3.10% (4570 steps in 1e999 s); lastRescale=1796000000",
+    }]  # fmt: skip
+    text = explain_text(raw, [raw], [], NOW)
+    assert "OnTrack" in text and "measured at" not in text
