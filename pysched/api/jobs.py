@@ -122,6 +122,26 @@ def indexed_job_minimum(spec: object, status: object = None) -> int | None:
     return None
 
 
+def completions_left(job: Mapping[str, Any]) -> int | None:
+    """A batch/v1 Job that runs in waves (`spec.completions` above `spec.parallelism`, which is 1
+    when unset): its completions not made yet (`status.succeeded` are; 0 once its `Complete`
+    condition is True). None for any other Job: the pods that run at once end it together."""
+    spec, status = job.get("spec"), job.get("status")
+    spec = spec if isinstance(spec, Mapping) else {}
+    status = status if isinstance(status, Mapping) else {}
+    completions, parallelism = spec.get("completions"), spec.get("parallelism", 1)
+    if type(completions) is not int or type(parallelism) is not int or not 0 < parallelism < completions:
+        return None
+    conditions = status.get("conditions")
+    if isinstance(conditions, list) and any(
+        isinstance(c, Mapping) and c.get("type") == "Complete" and c.get("status") == "True" for c in conditions
+    ):
+        return 0
+    succeeded = status.get("succeeded")
+    made = succeeded if type(succeeded) is int and succeeded > 0 else 0
+    return max(0, min(completions, MAX_MEMBERS * MAX_MEMBERS) - made)
+
+
 def job_key(namespace: str, source: JobSource, name: str) -> JobKey:
     return JobKey(f"{namespace}/{source.value}/{name}")
 

@@ -86,6 +86,8 @@ class SimulatedCluster:
         self.controllers: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         self.job_minimums: dict[JobKey, int] = {}  # minimums other objects hold (set_job_minimum)
         self.failed_jobs: set[JobKey] = set()  # owners that gave up (a batch Job past its backoff limit)
+        # Batch Jobs that run in waves: their completions still to make (`job_completions_left`).
+        self.completions_left: dict[JobKey, int] = {}
         self._awaiting_owner: dict[str, set[PodKey]] = {}  # owner uid -> its pods created before it
         self.binds = 0
         self.budgets: dict[str, DisruptionBudget] = {}  # "ns/name" -> PodDisruptionBudget
@@ -345,6 +347,9 @@ class SimulatedCluster:
 
     def job_failed(self, job: JobRef) -> bool:
         return job.key in self.failed_jobs
+
+    def job_completions_left(self, job: JobRef) -> int | None:
+        return self.completions_left.get(job.key)
 
     async def scale_job(self, job: JobRef, workers: int) -> Status:
         """An Indexed Job's parallelism (its job minimum here) set to `workers`; the scale hooks

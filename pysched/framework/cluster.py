@@ -150,6 +150,12 @@ class ClusterBackend(Protocol):
         deadline reached), as last seen: no pod replaces a failed one any more."""
         ...
 
+    def job_completions_left(self, job: JobRef) -> int | None:
+        """For a batch/v1 Job that runs in waves (more completions than pods at once), how many
+        of its completions are still to be made, as last seen (0: it completed); None for any
+        other job, whose pods that end together end it."""
+        ...
+
     def progress(self, pod: PodInfo) -> str | None:
         """The pod's `pysched.io/progress` as last seen (None: not written). The live cluster reads
         the annotation; the simulated one keeps what its simulated training writes beside the pod.

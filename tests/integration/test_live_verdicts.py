@@ -27,7 +27,7 @@ from pysched.testing.kube import JSON
 pytestmark = pytest.mark.integration
 
 
-def profile(name: str) -> dict[str, Any]:
+def profile(name: str, autoscale: dict[str, Any] | None = None) -> dict[str, Any]:
     plugins = {
         "queueSort": [{"name": "DeadlineLaxity"}],
         "filter": [{"name": "NodeAffinity"}, {"name": "NodeResourcesFit"}],
@@ -35,14 +35,15 @@ def profile(name: str) -> dict[str, Any]:
         "postBind": [{"name": "Autoscale"}],
         "reconcile": [{"name": "Autoscale"}],
     }
-    return {"profiles": [{"schedulerName": name, "plugins": plugins}]}
+    config = [{"name": "Autoscale", "args": autoscale}] if autoscale else []
+    return {"profiles": [{"schedulerName": name, "plugins": plugins, "pluginConfig": config}]}
 
 
 class Replica:
     """A `pysched run` process's worth, built as a standby: it leads from `take_over` on."""
 
-    def __init__(self, control_plane: LocalControlPlane, name: str) -> None:
-        self.control_plane, self.name = control_plane, name
+    def __init__(self, control_plane: LocalControlPlane, name: str, autoscale: dict[str, Any] | None = None) -> None:
+        self.control_plane, self.name, self.autoscale_args = control_plane, name, autoscale
         self.stop = asyncio.Event()
         self.loop: asyncio.Task[None] | None = None
 
@@ -50,7 +51,7 @@ class Replica:
         registry = default_registry()
         self.client = await connect(str(self.control_plane.kubeconfig_path), qps=100, burst=100)
         self.backend = LiveCluster(self.client, LiveOptions(scheduler_names=frozenset({self.name})))
-        config = parse_config(profile(self.name), "test", registry)
+        config = parse_config(profile(self.name, self.autoscale_args), "test", registry)
         self.scheduler = Scheduler(config, self.backend, WallClock(), registry, standby=True)
         await self.scheduler.start()
         (plugin,) = self.scheduler.frameworks[self.name].reconcile
@@ -160,4 +161,61 @@ async def test_verdicts_are_written_by_the_leader_and_rebuilt_by_the_next(
                 await replica.close()
         for pod in ("early", "late"):
             await asyncio.to_thread(kube.force_delete_pod, namespace, pod)
+        await asyncio.to_thread(kube.delete, f"/api/v1/nodes/{node}")
+
+
+async def test_a_job_of_two_completions_one_at_a_time_is_judged_once_by_its_last_pod(
+    control_plane: LocalControlPlane, kube: KubeAPI, namespace: str
+) -> None:
+    """The Job controller makes its second pod once the first succeeded: the Job ends with the
+    second, so its verdict is that pod's, given once (the first pod's end was judged as the Job's)."""
+    name = f"waves-{namespace}"
+    node = await asyncio.to_thread(fake_node, kube, f"{namespace}-w0")
+    template = make_pod(
+        "x", cpu="100m", scheduler=name, annotations={"pysched.io/deadline": "40m", "pysched.io/total-steps": "100"}
+    )
+    template["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    template["spec"]["restartPolicy"] = "Never"
+    meta = {k: v for k, v in template["metadata"].items() if k != "name"}
+    spec = {"completions": 2, "parallelism": 1, "template": {"metadata": meta, "spec": template["spec"]}}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "waves"}, "spec": spec}
+    replica = Replica(control_plane, name, {"intervalSeconds": 1})  # the Job's completion is read at a reconcile
+    try:
+        await replica.start()
+        await replica.lead()
+        await asyncio.to_thread(kube.post, f"/apis/batch/v1/namespaces/{namespace}/jobs", job)
+        ended: list[str] = []
+        for wave in range(2):
+
+            def bound_pods() -> list[str]:
+                pods = kube.get(f"/api/v1/namespaces/{namespace}/pods", labelSelector="job-name=waves")["items"]
+                return [
+                    p["metadata"]["name"]
+                    for p in pods
+                    if p["spec"].get("nodeName") and p["metadata"]["name"] not in ended
+                ]
+
+            await eventually(lambda: bool(bound_pods()), f"wave {wave} bound")
+            (pod,) = bound_pods()
+            created = parse_rfc3339(kube.get_pod(namespace, pod)["metadata"]["creationTimestamp"]) or 0.0
+            # The first ends well within the deadline, the second 20 minutes after it.
+            await asyncio.to_thread(end_pod, kube, namespace, pod, created + (600 if wave == 0 else 3600))
+            ended.append(pod)
+
+        def verdicts() -> list[tuple[str, str]]:
+            items = kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
+            return [
+                (e["regarding"]["name"], e["reason"]) for e in items if e["reason"] in ("DeadlineMet", "DeadlineMissed")
+            ]
+
+        await eventually(lambda: bool(verdicts()), "the Job judged")
+        # Judged as its first pod's end, the Job was told met before its second pod ran.
+        assert verdicts() == [(ended[1], "DeadlineMissed")]
+        assert replica.verdicts() == {"met": 0, "missed": 1}
+    finally:
+        if hasattr(replica, "scheduler") and not replica.stop.is_set():
+            await replica.close()
+        await asyncio.to_thread(
+            kube.delete, f"/apis/batch/v1/namespaces/{namespace}/jobs/waves", {"propagationPolicy": "Background"}
+        )
         await asyncio.to_thread(kube.delete, f"/api/v1/nodes/{node}")

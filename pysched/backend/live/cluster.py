@@ -29,6 +29,7 @@ from pysched.api.jobs import (
     POD_GROUP_APIS,
     JobRef,
     JobSource,
+    completions_left,
     indexed_job_minimum,
     job_key,
     job_of,
@@ -133,6 +134,7 @@ class LiveCluster:
         self.job_created: dict[str, float] = {}
         self._job_uids: dict[str, str] = {}  # "ns/name" -> uid (a relist deletes by key)
         self._failed_jobs: set[JobKey] = set()  # batch Jobs whose Failed condition is True
+        self._completions_left: dict[JobKey, int] = {}  # batch Jobs that run in waves (`job_completions_left`)
         self._indexed_parallelism: dict[str, int] = {}  # "ns/name" -> an Indexed Job's gang size
         # "ns/name" -> its spec's completions and parallelism as written (scale_job's check)
         self._indexed_counts: dict[str, tuple[object, object]] = {}
@@ -484,6 +486,11 @@ class LiveCluster:
             self._failed_jobs.add(failed)
         else:
             self._failed_jobs.discard(failed)
+        left = completions_left(raw)
+        if left is None:
+            self._completions_left.pop(failed, None)
+        else:
+            self._completions_left[failed] = left
         uid = str(meta.get("uid") or "")
         if not uid or uid in self.job_created:
             return  # a status update of a known Job: its creation time does not change
@@ -549,6 +556,9 @@ class LiveCluster:
     def job_failed(self, job: JobRef) -> bool:
         return job.key in self._failed_jobs
 
+    def job_completions_left(self, job: JobRef) -> int | None:
+        return self._completions_left.get(job.key)
+
     def progress(self, pod: PodInfo) -> str | None:
         return pod.annotations.get(PROGRESS)
 
@@ -556,6 +566,7 @@ class LiveCluster:
         self._note_parallelism(key, {})
         namespace, _, name = key.partition("/")
         self._failed_jobs.discard(job_key(namespace, JobSource.BATCH, name))
+        self._completions_left.pop(job_key(namespace, JobSource.BATCH, name), None)
         # Its pods keep the time they were given (`_pod_upsert` carries it over): a deadline never moves.
         uid = self._job_uids.pop(key, None)
         if uid is not None:

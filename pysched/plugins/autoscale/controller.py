@@ -188,6 +188,8 @@ class Controller:
         self._judged: dict[GangIncarnation, Judged] = {}
         # A batch Job's failed pod, not judged while the Job may replace it (`_settle_retries`).
         self._retrying: dict[JobKey, PodInfo] = {}
+        # Batch Jobs that run in waves, by their last pod ended: judged once, at their last completion.
+        self._waves: dict[JobKey, PodInfo] = {}
         self._review_at: dict[PodKey, Review] = {}  # when each running job is next looked at (absent: now)
         # Answers for the jobs looked at, in place of the heuristic's direction (a learning
         # environment's agent); None: the heuristic decides.
@@ -334,6 +336,8 @@ class Controller:
         now = self.handle.clock.now()
         if self._retrying:
             self._settle_retries(now)
+        if self._waves:
+            self._settle_waves()
         alive = {pod.key for pod in pods}
         for key in [k for k in self._jobs if k not in alive]:
             del self._jobs[key]
@@ -897,7 +901,8 @@ class Controller:
     def ended(self, pod: PodInfo) -> None:
         """A deadline job ended: met if it Succeeded by its deadline, else missed. A gang is
         judged once, by the first member to end (members end one by one, and rank 0 need not be
-        first); its other members carry the same verdict. A standby judges nothing."""
+        first); its other members carry the same verdict. A batch Job that runs in waves is
+        judged by its last pod to end, once it completed. A standby judges nothing."""
         self._jobs.pop(pod.key, None)
         self._slack.pop(pod.key, None)
         self._review_at.pop(pod.key, None)
@@ -921,7 +926,23 @@ class Controller:
             return
         if ref is not None:
             self._retrying.pop(ref.key, None)  # the job ended with this pod
+            cluster = self.handle.cluster
+            if ref.source is JobSource.BATCH and cluster.job_completions_left(ref) and not cluster.job_failed(ref):
+                # A Job of several waves ends with its last completion (the Job's status may not
+                # count this pod yet): judged then, once, by the last of its pods to end.
+                self._waves[ref.key] = pod
+                return
+            self._waves.pop(ref.key, None)
         self._judge(pod)
+
+    def _settle_waves(self) -> None:
+        """Jobs of several waves: judged once their owner says every completion is made, or gave
+        up, or is gone."""
+        for key, last in list(self._waves.items()):
+            ref = job_of(last)
+            if ref is None or not self.handle.cluster.job_completions_left(ref) or self.handle.cluster.job_failed(ref):
+                del self._waves[key]
+                self._judge(last)
 
     def _settle_retries(self, now: float) -> None:
         """Failed pods of batch Jobs: forgotten once the Job made another pod (whose end is the

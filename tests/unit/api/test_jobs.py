@@ -16,6 +16,7 @@ from pysched.api.jobs import (
     POD_GROUP_LABEL,
     REPLICATED_JOB_LABEL,
     JobSource,
+    completions_left,
     indexed_job_minimum,
     job_of,
     pod_group_minimum,
@@ -163,3 +164,23 @@ def test_a_long_group_name_is_quoted_cut_in_the_problem() -> None:
     long = "g" * 63  # a label value's longest; annotations and events must not carry 100 KB of them
     ref = job_of(_pod(labels={JOB_LABEL: long * 1000, POD_GROUP_LABEL: long}))
     assert ref is not None and "and also" in ref.problem and len(ref.problem) < 400
+
+
+def test_completions_left_of_a_job_that_runs_in_waves() -> None:
+    def job(spec: dict[str, object], status: dict[str, object] | None = None) -> dict[str, object]:
+        return {"spec": spec, "status": status or {}}
+
+    assert completions_left(job({"completions": 3})) == 3  # parallelism 1 when unset
+    assert completions_left(job({"completions": 6, "parallelism": 2}, {"succeeded": 4})) == 2
+    complete = {"succeeded": 5, "conditions": [{"type": "Complete", "status": "True"}]}
+    assert completions_left(job({"completions": 6, "parallelism": 2}, complete)) == 0
+    # One wave, or no completions at all (a work queue): its pods end it together.
+    specs: list[dict[str, object]] = [
+        {"completions": 4, "parallelism": 4},
+        {"parallelism": 3},
+        {},
+        {"completions": "3"},
+    ]
+    for spec in specs:
+        assert completions_left(job(spec)) is None
+    assert completions_left(job({"completions": 3, "parallelism": 1}, {"succeeded": -2})) == 3

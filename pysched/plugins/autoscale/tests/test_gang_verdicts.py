@@ -163,3 +163,46 @@ def test_a_worker_its_job_replaces_after_the_verdict_carries_the_verdict() -> No
     cluster, scheduler = asyncio.run(run())
     assert _deadlines(scheduler) == {("met",): 0.0, ("missed",): 1.0}
     assert cluster.conditions[MEMBERS[0]]["pysched.io/Deadline"].reason == "DeadlineMissed"
+
+
+def _wave(name: str, created: float) -> dict[str, Any]:
+    """A pod of the batch Job `waves` (3 completions, one at a time), due 30 minutes after the Job."""
+    notes = {"pysched.io/deadline": "30m", "pysched.io/total-steps": "10000"}
+    raw = pod_dict(name, cpu="2", created=created, uid=f"uid-{name}", annotations=notes, node_name="n")
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "waves", "uid": "waves-uid", "controller": True}
+    raw["metadata"]["ownerReferences"] = [owner]
+    return raw
+
+
+WAVES = job_key("default", JobSource.BATCH, "waves")
+
+
+@pytest.mark.parametrize("status_lags", [False, True])
+def test_a_job_of_several_waves_is_judged_once_at_its_last_completion(status_lags: bool) -> None:
+    """Its first pod ended in time, its last after the deadline: the Job missed it. Judged at the
+    first pod's end, it was told met (and each wave counted again)."""
+
+    async def run() -> tuple[SimulatedCluster, Scheduler]:
+        clock, cluster, scheduler = _world()
+        cluster.add_owner("waves-uid", T0)
+        await scheduler.start()
+        scheduler.take_over([])
+        for left, name in ((3, "waves-a"), (2, "waves-b"), (1, "waves-c")):
+            cluster.completions_left[WAVES] = left
+            cluster.create_pod(_wave(name, clock.now()))
+            await scheduler.run_until_idle()
+            clock.advance(900)  # 15 minutes each: the third ends 45 minutes in
+            if name == "waves-c" and not status_lags:
+                cluster.completions_left[WAVES] = 0  # the Job counted it before its pod's end came
+            cluster.finish_pod(PodKey(f"default/{name}"), "Succeeded")
+            await scheduler.run_until_idle()
+            assert not [e for e in cluster.events if e.reason in ("DeadlineMet", "DeadlineMissed")] or name == "waves-c"
+        cluster.completions_left[WAVES] = 0  # its Complete condition
+        clock.advance(120)  # a reconcile
+        await scheduler.run_until_idle()
+        return cluster, scheduler
+
+    cluster, scheduler = asyncio.run(run())
+    assert _deadlines(scheduler) == {("met",): 0.0, ("missed",): 1.0}
+    verdicts = [(e.pod, e.reason) for e in cluster.events if e.reason in ("DeadlineMet", "DeadlineMissed")]
+    assert verdicts == [("default/waves-c", "DeadlineMissed")]
