@@ -7,8 +7,7 @@ job of one). What pysched concluded comes from the pods' `pysched.io/Deadline` a
 
     Met / Missed   a member carries the job's verdict
     Rejected       not admitted (the plan could not fit it without making an admitted job miss);
-                   its finish is the earliest it could finish alongside the admitted jobs, the
-                   earliest deadline that could have been met
+                   its finish is the earliest deadline it would have been admitted with
     Infeasible     demoted: no size meets the deadline; it runs as best-effort
     Succeeded      every member ended (Failed: one failed) with no verdict (a profile that judges none)
     BestEffort     no deadline
