@@ -279,28 +279,28 @@ MAX_DEADLINE_TRIES = 4  # admitted deadlines tried after a refused job's earlies
 @dataclass(frozen=True, slots=True)
 class Admission:
     admitted: bool
-    # A refused job: the earliest deadline it would have been admitted with (inf: never); an
-    # admitted one: the soonest it could finish planned after the admitted jobs.
-    earliest: float
+    finish: float  # the soonest the job could finish planned after the admitted ones (inf: never)
 
 
 def admit(candidate: Demand, admitted: Sequence[Demand], capacity: int, now: float) -> Admission:
     """Admit the job only if the plan with it still finds a share for every job that had one
-    without it, and one for the job itself; a refused job is told the earliest deadline that
-    would have been admitted.
+    without it, and one for the job itself."""
+    return Admission(*_admit(candidate, admitted, capacity, now))
 
-    Its earliest finish planned after the admitted jobs is that deadline, unless a deadline that
-    early puts it ahead of admitted jobs it then makes miss: then each later admitted deadline is
-    tried in turn (a few), the job planned after that one. With a deadline after every admitted
-    one it is planned last and admitted, so the bound told is never one that would be refused."""
-    ok, finish = _admit(candidate, admitted, capacity, now)
-    if ok or not math.isfinite(finish):
-        return Admission(ok, finish)
+
+def earliest_deadline(candidate: Demand, admitted: Sequence[Demand], capacity: int, now: float, finish: float) -> float:
+    """The earliest deadline a refused job would have been admitted with (inf: never), from its
+    `finish` planned after the admitted jobs (`Admission.finish`): that, unless a deadline that
+    early puts it ahead of admitted jobs it then makes miss; then each later admitted deadline is
+    tried in turn (a few), the job planned after that one. With a deadline after every admitted one
+    it is planned last and admitted, so what it is told is never a deadline that would be refused."""
+    if not math.isfinite(finish):
+        return finish
     later = sorted({d.deadline for d in admitted if d.deadline is not None and d.deadline > finish})
     for deadline in [finish, *(math.nextafter(t, math.inf) for t in later[:MAX_DEADLINE_TRIES])]:
         if _admit(dataclasses.replace(candidate, deadline=deadline), admitted, capacity, now)[0]:
-            return Admission(False, deadline)
-    return Admission(False, math.nextafter(later[-1], math.inf) if later else finish)
+            return deadline
+    return math.nextafter(later[-1], math.inf) if later else finish
 
 
 def _admit(candidate: Demand, admitted: Sequence[Demand], capacity: int, now: float) -> tuple[bool, float]:

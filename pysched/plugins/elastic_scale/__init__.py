@@ -63,7 +63,7 @@ from pysched.deadline.condition import (
     condition_of,
     earliest_finish_words,
 )
-from pysched.deadline.planner import Demand, Plan, admit, plan
+from pysched.deadline.planner import Demand, Plan, admit, earliest_deadline, plan
 from pysched.deadline.predictor import JobModel
 from pysched.framework.cluster import PodCondition
 from pysched.framework.cycle_state import CycleState
@@ -375,7 +375,8 @@ class ElasticScale:
             placed = bool(self._rows.get(job.key))
             job.hopeless = not self._could_meet_alone(demand, now)
             job.waiting = self.args.not_admitted == WAIT and not placed and not job.hopeless
-            self._tell_rejected(pod, earliest_finish_words(verdict.earliest, now))
+            earliest = earliest_deadline(demand, admitted, self.capacity(), now, verdict.finish)
+            self._tell_rejected(pod, earliest_finish_words(earliest, now))
 
     def _could_meet_alone(self, demand: Demand, now: float) -> bool:
         return admit(demand, [], self.capacity(), now).admitted

@@ -14,6 +14,7 @@ from pysched.deadline.planner import (
     Reservation,
     Timeline,
     admit,
+    earliest_deadline,
     earliest_finish,
     minimum_share,
     plan,
@@ -68,7 +69,8 @@ def test_admission_refuses_a_job_that_would_make_an_admitted_one_miss() -> None:
     verdict = admit(second, [first], 8, NOW)
     assert not verdict.admitted
     # soonest: after the first, on all 8 units (170 s), not beside it on the 2 left (440 s)
-    assert verdict.earliest == NOW + 200.0 + 170.0
+    assert verdict.finish == NOW + 200.0 + 170.0
+    assert earliest_deadline(second, [first], 8, NOW, verdict.finish) == verdict.finish  # planned last there
     assert admit(amdahl_demand("later", 800.0, NOW + 400.0), [first], 8, NOW).admitted
 
 
@@ -163,10 +165,11 @@ def test_admission_is_the_two_plans_it_compares(jobs: list[Demand], capacity: in
     verdict = admit(candidate, admitted, capacity, NOW)
     assert verdict.admitted == (candidate.key in after and all(key in after for key in before))
     if verdict.admitted and not candidate.held:
-        assert verdict.earliest == earliest_finish(candidate, timeline, NOW)
-    if not verdict.admitted and math.isfinite(verdict.earliest) and candidate.deadline is not None:
+        assert verdict.finish == earliest_finish(candidate, timeline, NOW)
+    told = earliest_deadline(candidate, admitted, capacity, NOW, verdict.finish)
+    if not verdict.admitted and math.isfinite(told) and candidate.deadline is not None:
         # What the refused job is told: a deadline that would have been admitted.
-        moved = Demand(candidate.key, candidate.seconds, candidate.held, candidate.pause_s, verdict.earliest)
+        moved = Demand(candidate.key, candidate.seconds, candidate.held, candidate.pause_s, told)
         assert admit(moved, admitted, capacity, NOW).admitted
 
 
