@@ -452,7 +452,7 @@ class Scheduler:
             self.nominator.release_for_cycle(key)  # its own held room is free to it
         lifted = self.nominator.lift_below(queued.pod) if self._nominations else ()
         try:
-            self._scheduling_cycle(framework, state, queued)
+            self._scheduling_cycle(framework, state, queued, started)
         except Exception as err:
             self._cycle_crashed(framework, state, queued, err)
         if key in self._nominations:  # kept, or made by this cycle's preemption
@@ -475,8 +475,8 @@ class Scheduler:
         self.queue.park(queued)
         self.incidents.report("scheduling cycle", pod, err, then=PARKED_UNTIL)
 
-    def _scheduling_cycle(self, framework: Framework, state: CycleState, queued: QueuedPod) -> None:
-        started = self._timer()
+    def _scheduling_cycle(self, framework: Framework, state: CycleState, queued: QueuedPod, started: float) -> None:
+        """`started`: when the pod was popped (the attempt's duration runs from there)."""
         pod = queued.pod
         result = framework.find_node(state, pod)
         if result.node is None:

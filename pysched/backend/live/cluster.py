@@ -481,16 +481,16 @@ class LiveCluster:
         jobset = labels.get(JOBSET_LABEL) if isinstance(labels, Mapping) else None
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         self._note_parallelism(key, raw.get("spec") or {}, jobset, raw.get("status"))
-        failed = job_key(str(meta.get("namespace")), JobSource.BATCH, str(meta.get("name")))
+        batch = job_key(str(meta.get("namespace")), JobSource.BATCH, str(meta.get("name")))
         if _job_gave_up(raw):
-            self._failed_jobs.add(failed)
+            self._failed_jobs.add(batch)
         else:
-            self._failed_jobs.discard(failed)
+            self._failed_jobs.discard(batch)
         left = completions_left(raw)
         if left is None:
-            self._completions_left.pop(failed, None)
+            self._completions_left.pop(batch, None)
         else:
-            self._completions_left[failed] = left
+            self._completions_left[batch] = left
         uid = str(meta.get("uid") or "")
         if not uid or uid in self.job_created:
             return  # a status update of a known Job: its creation time does not change
