@@ -38,10 +38,12 @@ class Demand:
     held: int = 0  # units it holds now (0: not running)
     pause_s: float = 0.0  # cost of moving a running job to another count
     deadline: float | None = None  # absolute; None: best-effort
+    # The counts it may finish on, fewest first (a fold asks at every step: computed once).
+    counts: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
-    @property
-    def counts(self) -> tuple[int, ...]:
-        return tuple(sorted(n for n, s in self.seconds.items() if n > 0 and math.isfinite(s)))
+    def __post_init__(self) -> None:
+        counts = tuple(sorted(n for n, s in self.seconds.items() if n > 0 and math.isfinite(s)))
+        object.__setattr__(self, "counts", counts)
 
     def duration(self, n: int) -> float:
         """Seconds from a start at `n` to the finish, the pause of a change included."""
@@ -96,6 +98,24 @@ class Timeline:
         i, j = self._split(reservation.start), self._split(reservation.end)
         for k in range(i, j):
             self.levels[k] += reservation.units
+
+    def empty(self) -> bool:
+        return len(self.times) == 1 and self.levels[0] == 0
+
+    def stack(self, start: float, ends: Sequence[tuple[float, int]]) -> None:
+        """On an empty timeline: each `(end, units)` reserved from `start` (every end after it),
+        as that many `reserve` calls would leave it."""
+        if not ends:
+            return
+        by_end: dict[float, int] = {}
+        for end, units in ends:
+            by_end[end] = by_end.get(end, 0) + units
+        level = sum(by_end.values())
+        self.times, self.levels = [-math.inf, start], [0, level]
+        for end in sorted(by_end):
+            level -= by_end[end]
+            self.times.append(end)
+            self.levels.append(level)
 
     def copy(self) -> Timeline:
         return Timeline(self.capacity, list(self.times), list(self.levels))
@@ -173,13 +193,28 @@ def _floor(demand: Demand, now: float) -> Reservation | None:
 
 def _floors(demands: Iterable[Demand], timeline: Timeline, now: float) -> dict[JobKey, Reservation]:
     """Each running job's floor, reserved on `timeline` (those that fit)."""
+    found = [floor for demand in demands if (floor := _floor(demand, now)) is not None]
     floors: dict[JobKey, Reservation] = {}
-    for demand in demands:
-        floor = _floor(demand, now)
-        if floor is not None and demand.key not in floors and timeline.fits(floor.units, floor.start, floor.end):
+    if found and timeline.empty() and sum(f.units for f in found) <= timeline.capacity:
+        # All from now and together within the capacity, so every one fits: laid down at once.
+        floors = {f.key: f for f in reversed(found)}  # the first of a key, in their order
+        floors = {f.key: f for f in found if floors[f.key] is f}
+        timeline.stack(now, [(f.end, f.units) for f in floors.values()])
+        return floors
+    for floor in found:
+        if floor.key not in floors and timeline.fits(floor.units, floor.start, floor.end):
             timeline.reserve(floor)
-            floors[demand.key] = floor
+            floors[floor.key] = floor
     return floors
+
+
+def _floor_is_share(demand: Demand, floor: Reservation, now: float) -> bool:
+    """The job's minimum share would be the floor it gives up: its fewest count from now (where
+    the floor's own units fit again) ending when that count would end it, by its deadline."""
+    if demand.deadline is None or not demand.counts or floor.end > demand.deadline:
+        return False
+    n = demand.counts[0]
+    return floor.units == n and floor.end == now + max(demand.duration(n), MIN_HOLD_S)
 
 
 def _reserve_in_turn(
@@ -193,7 +228,10 @@ def _reserve_in_turn(
     share, and kept when no count meets its deadline (it runs on anyway)."""
     floor = floors.pop(demand.key, None)
     if floor is not None:
-        timeline.reserve(dataclasses.replace(floor, units=-floor.units))
+        if _floor_is_share(demand, floor, now):
+            reserved[demand.key] = floor  # its share is the very rectangle it holds: nothing moves
+            return True
+        timeline.reserve(Reservation(floor.key, -floor.units, floor.start, floor.end))
     if _reserve(demand, timeline, reserved, now):
         return True
     if floor is not None:

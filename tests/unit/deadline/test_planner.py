@@ -173,6 +173,62 @@ def test_admission_is_the_two_plans_it_compares(jobs: list[Demand], capacity: in
         assert admit(moved, admitted, capacity, NOW).admitted
 
 
+def _plain_reserve_all(
+    demands: list[Demand], capacity: int, now: float, holding: list[Demand]
+) -> tuple[Timeline, dict[JobKey, Reservation]]:
+    """The plan as the planner's docstring states it, one reservation at a time: each running
+    job's floor (those that fit), then in deadline order each gives its floor up for its minimum
+    share, or keeps it when it has none."""
+    timeline = Timeline(capacity)
+    ordered = sorted((d for d in demands if d.deadline is not None), key=lambda d: (d.deadline, d.key))
+    floors: dict[JobKey, Reservation] = {}
+    for d in [*holding, *ordered]:
+        if d.held and d.counts and d.key not in floors:
+            n = d.counts[0]
+            floor = Reservation(d.key, min(n, d.held), now, now + max(d.duration(n), MIN_HOLD_S))
+            if timeline.fits(floor.units, floor.start, floor.end):
+                timeline.reserve(floor)
+                floors[d.key] = floor
+    reserved: dict[JobKey, Reservation] = {}
+    for d in ordered:
+        held = floors.pop(d.key, None)
+        if held is not None:
+            timeline.reserve(Reservation(d.key, -held.units, held.start, held.end))
+        share = minimum_share(d, timeline, now)
+        if share is not None:
+            timeline.reserve(share)
+            reserved[d.key] = share
+        elif held is not None:
+            timeline.reserve(held)
+            floors[d.key] = held
+    return timeline, reserved
+
+
+@settings(max_examples=300, deadline=None)
+@given(demands(), demands(), st.integers(1, 12), st.integers(0, 2))
+def test_the_plan_is_the_plain_fold(jobs: list[Demand], more: list[Demand], capacity: int, fewest: int) -> None:
+    """The planner's shortcuts (running floors laid down at once, a floor kept as the share it
+    would be given again) leave the very timeline and shares of the fold done step by step."""
+    # Counts from `fewest` + 1 on: a job may hold fewer units than its fewest count (a gang partly placed).
+    jobs = [Demand(d.key, {n + fewest: t for n, t in d.seconds.items()}, d.held, d.pause_s, d.deadline) for d in jobs]
+    holding = [Demand(JobKey(f"h{d.key}"), d.seconds, d.held, d.pause_s, d.deadline) for d in more]
+    # A key both judged and planned, running on another count in each.
+    holding.append(Demand(jobs[0].key, more[0].seconds, max(1, more[0].held), more[0].pause_s, jobs[0].deadline))
+    timeline, reserved = reserve_all(jobs, capacity, NOW, holding=holding)
+    plain_timeline, plain_reserved = _plain_reserve_all(jobs, capacity, NOW, holding)
+    assert reserved == plain_reserved
+    assert (timeline.times, timeline.levels) == (plain_timeline.times, plain_timeline.levels)
+
+
+@given(st.lists(st.tuples(st.floats(1.0, 100.0), st.integers(1, 8)), max_size=12))
+def test_stacked_floors_are_their_reservations_one_by_one(ends: list[tuple[float, int]]) -> None:
+    stacked, one_by_one = Timeline(1000), Timeline(1000)
+    stacked.stack(0.0, ends)
+    for end, units in ends:
+        one_by_one.reserve(Reservation(JobKey("j"), units, 0.0, end))
+    assert (stacked.times, stacked.levels) == (one_by_one.times, one_by_one.levels)
+
+
 def test_a_job_predicted_done_keeps_its_units_until_it_ends() -> None:
     """A rigid job run past its prediction has 0 (or less) left at its count: its units are
     still taken now, so the plan never hands out more than the capacity."""
