@@ -50,6 +50,8 @@ SIGNATURES_KEPT = 4096  # distinct mask keys remembered before starting over
 # One cycle in this many has its plugins timed one by one (kube-scheduler samples 10%).
 PLUGIN_SAMPLE_EVERY = 10
 _WITHOUT_NOMINATED = "engine/without-nominated"  # {filter name: its verdict without nominated pods}
+# kube-scheduler's words when the cluster has no node: before any plugin, and no PostFilter runs.
+NO_NODES_MESSAGE = "no nodes available to schedule pods"
 
 
 class HeldNominations(Protocol):
@@ -273,6 +275,9 @@ class SchedulingAlgorithm:
 
     def _find_node(self, state: CycleState, pod: PodInfo, laps: _Laps | None) -> ScheduleResult:
         nodes = self.nodes
+        if nodes.count == 0:
+            # No plugin said anything: retried on any event (a node added), no preemption tried.
+            return ScheduleResult(None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NO_NODES_MESSAGE,)))
         plan = self.plan(pod.features)
         state.skip_filter = plan.skip_filter
         state.skip_score = plan.skip_score

@@ -75,6 +75,29 @@ def test_binds_reports_and_requeues_when_room_frees(loop: asyncio.AbstractEventL
     loop.run_until_complete(run())
 
 
+def test_a_cluster_without_nodes_says_so_as_kube_scheduler_does(loop: asyncio.AbstractEventLoop) -> None:
+    """No plugin runs (no preemption either), and the pod is tried again once a node comes."""
+
+    async def run() -> None:
+        clock, cluster, scheduler = _setup()
+        await scheduler.start()
+        cluster.create_pod(pod_dict("p", cpu="1", scheduler_name="default"))
+        await scheduler.run_until_idle()
+        failed = [e for e in cluster.events if e.pod == "default/p"]
+        assert [(e.reason, e.note) for e in failed] == [("FailedScheduling", "no nodes available to schedule pods")]
+        condition = cluster.conditions[PodKey("default/p")]["PodScheduled"]
+        assert (condition.status, condition.reason) == ("False", "Unschedulable")
+        assert scheduler.queue.where(PodKey("default/p")) == "unschedulable"
+
+        cluster.add_node(node_dict("a", cpu="4", memory="8Gi"))
+        clock.advance(10.0)
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/p")].node_name == "a"
+        await scheduler.stop()
+
+    loop.run_until_complete(run())
+
+
 def test_bind_conflict_forgets_the_assumption_at_once(loop: asyncio.AbstractEventLoop) -> None:
     async def run() -> None:
         _, cluster, scheduler = _setup()
