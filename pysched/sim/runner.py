@@ -140,8 +140,8 @@ def split_fitting(
     for job in jobs:
         rng = random.Random(zlib.crc32(f"{seed}/{job.name}/gang".encode()))
         if elastic and job.gang is None and 0 < job.gpu <= all_gpus and most_gpus > 0:
-            offered = job.truth.gpus[-1] if isinstance(job.truth, Throughput) and job.truth.gpus else job.gpu
-            job = elastic_gpu_job(job, most_gpus, min(offered, all_gpus), rng)
+            offered = job.truth.gpus if isinstance(job.truth, Throughput) and job.truth.gpus else (job.gpu,)
+            job = elastic_gpu_job(job, most_gpus, min(offered[-1], all_gpus), rng, least_workers=offered[0])
         elif job.gang is None and job.gpu > most_gpus > 0:
             job = gpu_gang(job, most_gpus, rng)
         elif job.gpu > most_gpus:
@@ -176,13 +176,21 @@ class ClusterCapacity:
     shapes: frozenset[tuple[int, int, int]]  # each node's allocatable (CPU, memory, GPU), once
     most: Mapping[str, int]
     total: Mapping[str, int]
+    counted: Mapping[tuple[int, int, int], int]  # how many nodes have each shape
 
     @classmethod
     def of(cls, nodes: Sequence[NodeInfo]) -> ClusterCapacity:
         alloc = [(n.allocatable.get(CPU, 0), n.allocatable.get(MEMORY, 0), n.allocatable.get(GPU, 0)) for n in nodes]
         most = {r: max((a[i] for a in alloc), default=0) for i, (r, _) in enumerate(_SHOWN_RESOURCES)}
         total = {r: sum(a[i] for a in alloc) for i, (r, _) in enumerate(_SHOWN_RESOURCES)}
-        return cls(frozenset(alloc), most, total)
+        return cls(frozenset(alloc), most, total, collections.Counter(alloc))
+
+    def holds(self, pod: tuple[int, int, int]) -> int:
+        """How many pods of this shape (asking for something) the nodes hold at once."""
+        return sum(
+            count * min(have // want for have, want in zip(shape, pod, strict=True) if want > 0)
+            for shape, count in self.counted.items()
+        )
 
     def never_fits(self, job: Job) -> str | None:
         """Why the job's pods can never all be placed, or None: a pod no node holds (every
@@ -209,6 +217,12 @@ class ClusterCapacity:
                     f"its {len(placed)} pods need {_amount(resource, needed)} {words} together and the"
                     f" cluster has {_amount(resource, self.total[resource])}"
                 )
+        if len(placed) > 1:  # all at once: each pod of a shape needs a node with room for it beside the others
+            for pod, count in sorted(collections.Counter(p for p in placed if any(p)).items()):
+                room = self.holds(pod)
+                if count > room:
+                    wanted = ", ".join(f"{_amount(r, v)} {w}" for (r, w), v in zip(_SHOWN_RESOURCES, pod, strict=True))
+                    return f"{count} of its pods need {wanted} each and the nodes hold {room} at once"
         return None
 
 

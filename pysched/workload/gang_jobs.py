@@ -27,13 +27,14 @@ def worker(job: Job, index: int) -> Member:
     return Member(f"{job.name}-{index}", "", math.ceil(job.cpu_milli / job.gpu), str(math.ceil(memory / job.gpu)), 1)
 
 
-def elastic_gpu_job(job: Job, gpus_per_node: int, most_workers: int, rng: random.Random) -> Job:
-    """The job as one-GPU workers of an Indexed Job, as many as its GPUs at first, elastic from 1
-    to `most_workers` (the largest GPU count its model offers, within the cluster); its steps and
-    deadline are kept, its throughput drawn around the table (U(0.9, 1.1))."""
+def elastic_gpu_job(job: Job, gpus_per_node: int, most_workers: int, rng: random.Random, least_workers: int = 1) -> Job:
+    """The job as one-GPU workers of an Indexed Job, as many as its GPUs at first, elastic from
+    `least_workers` to `most_workers` (the fewest and the most GPUs its model offers, the most within
+    the cluster: it never runs on a count it has no speed for); its steps and deadline are kept,
+    its throughput drawn around the table (U(0.9, 1.1))."""
     members = tuple(worker(job, i) for i in range(job.gpu))
     gang = Gang(members, DataParallel(rng.uniform(0.9, 1.1), gpus_per_node))
-    return dataclasses.replace(job, gang=gang, elastic=(1, max(job.gpu, most_workers)))
+    return dataclasses.replace(job, gang=gang, elastic=(min(job.gpu, least_workers), max(job.gpu, most_workers)))
 
 
 def ps_job(

@@ -303,7 +303,8 @@ class _Lines:
 
 
 def _canonical(header: list[str]) -> list[str]:
-    """The header with aliased columns renamed, unless the canonical name is there too (it wins)."""
+    """The header with aliased columns renamed, unless the canonical name is there too (such a
+    header is refused: `_repeated_columns`)."""
     present = set(header)
     return [COLUMN_ALIASES[h] if h in COLUMN_ALIASES and COLUMN_ALIASES[h] not in present else h for h in header]
 
@@ -314,7 +315,7 @@ def _repeated_columns(raw: Sequence[str], header: Sequence[str]) -> str:
     names: dict[str, list[str]] = collections.defaultdict(list)
     for given, column in zip(raw, header, strict=True):
         if column:  # unnamed columns (a trailing comma) are never read
-            names[column].append(given)
+            names[COLUMN_ALIASES.get(given, column)].append(given)
     return ", ".join(
         column if set(given) == {column} else f"{column} ({', '.join(given)})"
         for column, given in sorted(names.items())

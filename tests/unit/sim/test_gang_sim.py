@@ -247,6 +247,41 @@ def test_a_pod_no_node_holds_on_every_resource_or_a_gang_bigger_than_the_cluster
     assert (r.jobs, r.deadline_jobs, r.deadline_met, r.skipped, r.unfinished) == (1, 1, 0, 1, 0)
 
 
+def test_an_elastic_job_ranges_over_the_gpu_counts_its_model_has_a_speed_for() -> None:
+    """A table without a 1-GPU rate: scaled to one worker, the job would never progress (and the
+    run would end with it unfinished)."""
+    table = Throughput((2, 4, 8), (10.0, 18.0, 30.0))
+    jobs = [
+        Job(f"j{i}", 10.0 * i, 20_000, 4000, "8Gi", table, gpu=4, deadline=10.0 * i + 900.0, source=f"t.csv:{i + 2}")
+        for i in range(12)
+    ]
+    nodes = parse_cluster("nodes=2,cpu=64,memory=256Gi,gpu=8")
+    kept, skipped, problems = split_fitting(jobs, nodes, elastic=True)
+    assert (skipped, problems) == ([], [])
+    assert {job.elastic for job in kept} == {(2, 8)}
+    r = asyncio.run(run_policy(Scenario("elastic", nodes, tuple(jobs)), CONFIG, "pysched", REGISTRY, elastic=True))
+    assert (r.jobs, r.skipped, r.unfinished) == (12, 0, 0)
+
+
+def test_a_gang_whose_pods_only_one_node_holds_is_skipped() -> None:
+    """Enough GPUs in total, but only one node has the CPUs for a member: it could never start."""
+    table = Throughput((8, 16), (10.0, 20.0))
+    big = Job("big", 0.0, 2000, 64_000, "128Gi", table, gpu=16, deadline=900.0, source="t.csv:2")
+    wide, narrow = gpu_pool(1, gpus=8, cpu="64", memory="256Gi")[0], gpu_pool(1, gpus=8, cpu="4", memory="256Gi")[0]
+    nodes = [wide, {**narrow, "metadata": {**narrow["metadata"], "name": "narrow"}}]
+    kept, skipped, problems = split_fitting((big,), nodes)
+    assert (kept, len(skipped)) == ([], 1)
+    assert problems == [
+        "t.csv:2: 2 of its pods need 32 CPUs, 64Gi memory, 8 GPUs each and the nodes hold 1 at once: skipped"
+    ]
+    r = _run(Scenario("unfit", tuple(nodes), (big,)))
+    assert (r.jobs, r.skipped, r.unfinished) == (1, 1, 0)
+    # With a second node like the first, it runs.
+    another = {**wide, "metadata": {**wide["metadata"], "name": "wide"}}
+    kept, skipped, problems = split_fitting((big,), [*nodes, another])
+    assert (len(kept), skipped, problems) == (1, [], [])
+
+
 def test_skipped_trace_rows_count_as_jobs_and_missed_deadlines() -> None:
     job = Job("a", 0.0, 10, 1000, "1Gi", WORKER_TRUTH, deadline=100.0)
     rows = ("t.csv:3: job_id 'a' repeats line 2", "t.csv:4: malformed")

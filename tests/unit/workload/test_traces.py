@@ -113,7 +113,11 @@ def test_file_without_usable_header_is_an_error(tmp_path: Path) -> None:
     [
         ("job_id,submission_time,duration,duration", "'duration'"),
         ("job_id,submission_time,duration,iteration,iterations", "'num_iteration (iteration, iterations)'"),
-        ("job_id,job_id,submission_time,submit_time,duration", "'job_id'"),  # an alias beside its column is unread
+        # An alias beside its column: which of the two a row means is not known.
+        (
+            "job_id,job_id,submission_time,submit_time,duration",
+            "'job_id, submission_time (submission_time, submit_time)'",
+        ),
     ],
 )
 def test_a_column_named_twice_is_an_error(tmp_path: Path, header: str, named: str) -> None:
@@ -269,9 +273,11 @@ def test_elasticflow_column_names_and_a_byte_order_mark_load(tmp_path: Path) -> 
     assert loaded.problems == ()
     (job,) = loaded.jobs
     assert (job.submit, job.steps, job.deadline, job.gpu) == (10.0, 500, 900.0, 1)
-    # Where both names are given, the canonical column wins and the other is an extra column.
-    both = _write(tmp_path, "job_id,submission_time,submit_time,num_iteration\na,5,99,100\n", "both.csv")
-    assert read_csv(both, CATALOGUE).jobs[0].submit == 5.0
+    # Both names of one column: which one a row means is not known, so the header is refused.
+    both = _write(tmp_path, "job_id,submission_time,num_iteration,deadline,ddl\na,5,100,50,900\n", "both.csv")
+    twice = r"both.csv:1: header names a column more than once: 'deadline \(deadline, ddl\)'"
+    with pytest.raises(TraceError, match=twice):
+        read_csv(both, CATALOGUE)
 
 
 def test_repeated_job_ids_and_deadlines_before_submission_are_reported_per_line(tmp_path: Path) -> None:
