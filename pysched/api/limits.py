@@ -14,6 +14,7 @@ MAX_STEPS = 10**16 - 1  # steps of a training job: 16 digits, what the progress 
 MAX_EPOCH = 253402300799.0  # 9999-12-31T23:59:59Z, the last second RFC 3339 can write
 MIN_EPOCH = -62135596800.0  # 0001-01-01T00:00:00Z, the first
 MAX_VALUE_CHARS = 64  # one quantity, time, duration, step count or progress value
+MAX_SEED = 2**32 - 1  # numpy's global seeding (Stable-Baselines3), gymnasium's spaces and torch take no more
 MAX_EXPONENT = 40  # 1e40 of anything is beyond MAX_UNITS; smaller exponents round to one unit
 
 

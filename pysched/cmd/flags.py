@@ -16,14 +16,13 @@ from pathlib import Path
 
 from pysched.api.inputs import out_of_range
 from pysched.api.labels import dns_name
-from pysched.api.limits import clip
+from pysched.api.limits import MAX_SEED, clip
 
 # `pysched run`'s ranges
 MAX_QPS = 100_000  # --qps, --burst and the event ones: far above what one API server takes
 MAX_BINDS_IN_FLIGHT = 10_000  # one task each
 MAX_LEASE_SECONDS = 3_600.0  # past an hour a dead leader would hold scheduling up that long
 MIN_RETRY_PERIOD_S = 0.01  # a Lease update at most 100 times a second
-MAX_SEED = 2**32 - 1  # numpy's global seeding (Stable-Baselines3), gymnasium's spaces and torch take no more
 _SEED = re.compile(r"[0-9]{1,10}")  # ASCII digits only: int() would also take ' 7', '1_0' and other scripts' digits
 
 

@@ -121,6 +121,7 @@ def _write_trained(args: argparse.Namespace, trained: Trained) -> None:
         "out": args.out,
         "seconds": round(trained.seconds, 1),
         "episodes": len(ratios),
+        "ppo_steps": trained.steps_taken,
         "warm_agreement": None
         if trained.warm_agreement != trained.warm_agreement
         else round(trained.warm_agreement, 3),
@@ -176,7 +177,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         except PolicyFileError as err:
             return _fail(f"--weights: {err}")
     known = ALLOCATION_POLICIES if allocating else POLICIES
-    policies = args.policy or list(known)
+    policies = list(dict.fromkeys(args.policy or known))  # one row each, in the order first named
     if unknown := [p for p in policies if p not in known]:
         return _fail(f"--policy: unknown policy {unknown[0]!r} (known: {', '.join(known)})")
     registry = default_registry()
@@ -248,7 +249,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="ordering (which waiting pod goes next) or allocation (each running job down, keep or up); "
         "default ordering",
     )
-    train.add_argument("--steps", type=int, required=True, help="PPO environment steps after the warm start")
+    train.add_argument(
+        "--steps",
+        type=int,
+        required=True,
+        help="PPO environment steps after the warm start (each validation period rounded up to whole rollouts)",
+    )
     train.add_argument("--out", required=True, metavar="FILE", help="the weights file to write (JSON)")
     train.add_argument(
         "--seed", type=parse_seed, default=0, help="seed of the network, PPO and the workload draws, 0 to 2**32-1"

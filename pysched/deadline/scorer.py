@@ -449,9 +449,11 @@ def _parse_policy(text: str, kind: PolicyKind) -> Scorer:
         found = body.get("format") if isinstance(body, dict) else None
         other = f" (it is a {clip(str(found))} file)" if isinstance(found, str) else ""
         raise ValueError(f"not a {kind.format} file{other}")
-    if body.get("schema") != kind.schema:
+    schema = body.get("schema")
+    if type(schema) is not int or schema != kind.schema:  # `true` and `1.0` equal 1 in Python
         raise ValueError(
-            f"made for feature schema {clip(body.get('schema'))}; this pysched reads schema {kind.schema} "
+            f"made for feature schema {json.dumps(schema) if isinstance(schema, bool) else clip(schema)}; "
+            f"this pysched reads schema {kind.schema} "
             f"({len(kind.features)} features)"
         )
     if body.get("features") != list(kind.features):
@@ -482,7 +484,7 @@ def _parse_policy(text: str, kind: PolicyKind) -> Scorer:
         layers.append((weight, bias))
         inputs = weight.shape[0]
     if inputs != kind.outputs:
-        raise ValueError(f"the last layer gives {inputs} outputs; a {kind.name} needs {kind.outputs}")
+        raise ValueError(f"the last layer gives {inputs} outputs where the {kind.name} needs {kind.outputs}")
     meta = body.get("meta", {})
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise ValueError("meta: an object of strings")
@@ -493,6 +495,8 @@ def _parse_policy(text: str, kind: PolicyKind) -> Scorer:
 def _ranges(value: Any, kind: PolicyKind) -> tuple[tuple[str, int, float, float], ...]:
     """`trained_on`: {feature: [low, high]} over features a pod fixes, as (name, column, low, high)."""
     known = [name for name in features.POD_FEATURES if name in kind.features]
+    if kind is not QUEUE and value != {}:  # only a queue policy's pods are checked against them
+        raise ValueError(f"trained_on: the {kind.name} reads no training ranges")
     if not isinstance(value, dict):
         raise ValueError(f"trained_on: an object of [low, high] by feature ({', '.join(known)})")
     ranges = []

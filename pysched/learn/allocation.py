@@ -20,6 +20,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from pysched.api.limits import clip
 from pysched.deadline.allocation import ACTIONS, FEATURES, KEEP, WIDTH
 from pysched.learn.base import SimulatedEnv
 from pysched.learn.episodes import ALLOCATION_ENV, Decision
@@ -43,8 +44,19 @@ class AllocationEnv(SimulatedEnv):
         return gym.spaces.MultiDiscrete([len(ACTIONS)] * window)
 
     def _answer(self, action: Any, decision: Decision) -> np.ndarray:
-        answers = np.asarray(action, np.int64).reshape(-1)[: decision.features.shape[0]]
-        return np.where((answers >= 0) & (answers < len(ACTIONS)), answers, KEEP)
+        """The real rows' answers (padding rows' are not read). An action outside the action
+        space is refused here, before the run sees it: Autoscale would take it for a policy's bug
+        and act on its own answers."""
+        answers = np.asarray(action)
+        if (
+            answers.shape != (self.window,)
+            or answers.dtype.kind not in "iu"
+            or not ((answers >= 0) & (answers < len(ACTIONS))).all()
+        ):
+            raise ValueError(
+                f"action: {self.window} whole numbers, each 0 (down), 1 (keep) or 2 (up); got {clip(repr(action))}"
+            )
+        return answers[: decision.features.shape[0]].astype(np.int64)
 
     def action_masks(self) -> np.ndarray:
         """Per row, which of the three answers may be given, flattened row by row (as

@@ -6,6 +6,8 @@ reproducible."""
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from pysched.api.limits import MAX_SEED, clip
 from pysched.deadline.scorer import ALLOCATION, QUEUE, PolicyKind
 from pysched.learn.episodes import ALLOCATION_ENV, ORDERING_ENV, Decision, Episode, Kind, Outcomes
 from pysched.plugins import default_registry
@@ -37,6 +40,12 @@ class Rewards:
     missed: float = -1.0
     jct_per_hour: float = 0.0
 
+    def __post_init__(self) -> None:
+        for name in ("met", "missed", "jct_per_hour"):
+            value: object = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+                raise ValueError(f"rewards.{name}: a finite number, got {clip(repr(value))}")
+
     def of(self, before: Outcomes, after: Outcomes) -> float:
         return (
             self.met * (after.met - before.met)
@@ -46,6 +55,13 @@ class Rewards:
 
 
 DEFAULT_REWARDS = Rewards()
+
+
+def _rows(window: object) -> int:
+    """The window, a whole number of rows from 2 to 256 (a numpy integer too, never a bool)."""
+    if isinstance(window, bool) or not isinstance(window, numbers.Integral) or not 2 <= int(window) <= 256:
+        raise ValueError(f"window: a whole number of rows from 2 to 256, got {clip(repr(window))}")
+    return int(window)
 
 
 def policy_kind(env: Kind) -> PolicyKind:
@@ -73,10 +89,12 @@ class SimulatedEnv(gym.Env[np.ndarray, Any]):
         profile = self.default_profile if profile is None else profile
         if isinstance(scenario, str) and scenario not in SCENARIOS:
             raise ValueError(f"scenario: one of {', '.join(SCENARIOS)}, got {scenario!r}")
-        if not 2 <= window <= 256:
-            raise ValueError(f"window: 2 to 256 rows, got {window}")
-        if len(seeds) == 0:
-            raise ValueError("seeds: an empty range")
+        window = _rows(window)
+        given: object = seeds  # as called from Python: anything
+        ends = (seeds[0], seeds[-1]) if isinstance(given, range) and len(seeds) else (-1, -1)
+        if min(ends) < 0 or max(ends) > MAX_SEED:
+            # A negative seed draws the workload of its absolute value: a held-out one.
+            raise ValueError(f"seeds: a range of workload seeds from 0 to {MAX_SEED}, got {clip(repr(seeds))}")
         self.window, self.scenario, self.seeds, self.rewards, self.profile = window, scenario, seeds, rewards, profile
         self._registry = default_registry()
         self._config = builtin_config(self._registry)

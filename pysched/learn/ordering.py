@@ -20,6 +20,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from pysched.api.limits import clip
 from pysched.deadline.features import WIDTH
 from pysched.learn.base import SimulatedEnv
 from pysched.learn.episodes import ORDERING_ENV, Decision
@@ -36,9 +37,13 @@ class OrderingEnv(SimulatedEnv):
         return gym.spaces.Discrete(window)
 
     def _answer(self, action: Any, decision: Decision) -> int:
-        index = int(action)
-        allowed = decision.allowed
-        return index if 0 <= index < allowed.shape[0] and allowed[index] else 0
+        """The row picked; one the mask does not allow (a padding row, another priority, no room)
+        reads as row 0. An action outside the action space is refused."""
+        value = np.asarray(action)
+        if value.shape != () or value.dtype.kind not in "iu" or not 0 <= int(value) < self.window:
+            raise ValueError(f"action: a row number from 0 to {self.window - 1}, got {clip(repr(action))}")
+        index, allowed = int(value), decision.allowed
+        return index if index < allowed.shape[0] and allowed[index] else 0
 
     def action_masks(self) -> np.ndarray:
         mask = np.zeros(self.window, dtype=np.bool_)

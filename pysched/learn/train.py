@@ -312,6 +312,8 @@ class Trained:
     seconds: float
     validation: tuple[tuple[int, float], ...] = ()  # (steps after the warm start, mean met ratio)
     chosen_steps: int = -1  # PPO steps of the checkpoint exported (the last one without validation)
+    # Environment steps PPO took: each `learn` call collects whole rollouts, so more than asked.
+    steps_taken: int = 0
 
 
 def vector_env(settings: TrainSettings) -> VecEnv:
@@ -395,6 +397,8 @@ def train(
     trained_on = settings.trained_on()
     best = (-1.0, export(policy, settings.window, meta, kind, trained_on), 0)
 
+    taken = 0
+
     def check(steps: int) -> None:
         nonlocal best
         if settings.validate_every <= 0:
@@ -403,22 +407,25 @@ def train(
         score = validate(text, settings)
         checks.append((steps, score))
         if report is not None:
-            report(f"validation after {steps:,} PPO steps: mean deadline-met ratio {score:.4f}")
+            report(f"validation after {taken:,} PPO steps: mean deadline-met ratio {score:.4f}")
         if score > best[0]:
             best = (score, text, steps)
 
     check(0)
-    done = 0
+    done = 0  # steps asked for so far (what the file's checkpoint says, as the command reproduces it)
     while done < settings.steps:
         chunk = min(settings.steps - done, settings.validate_every or settings.steps)
-        model.learn(total_timesteps=chunk, callback=record, reset_num_timesteps=model_in is None and done == 0)
+        fresh = model_in is None and done == 0
+        before = 0 if fresh else model.num_timesteps
+        model.learn(total_timesteps=chunk, callback=record, reset_num_timesteps=fresh)
+        taken += model.num_timesteps - before
         done += chunk
         check(done)
     env.close()
     if settings.validate_every <= 0:
         best = (0.0, export(policy, settings.window, meta, kind, trained_on), done)
     seconds = time.perf_counter() - started
-    return Trained(best[1], curve, agreement, seconds, tuple(checks), best[2]), model
+    return Trained(best[1], curve, agreement, seconds, tuple(checks), best[2], taken), model
 
 
 def validate(text: str, settings: TrainSettings) -> float:

@@ -258,7 +258,8 @@ def test_every_seed_flag_takes_0_to_2_to_the_32_minus_1(
 
 
 def test_the_largest_seed_is_taken() -> None:
-    from pysched.cmd.flags import MAX_SEED, parse_seed
+    from pysched.api.limits import MAX_SEED
+    from pysched.cmd.flags import parse_seed
 
     assert parse_seed("0") == 0 and parse_seed(str(MAX_SEED)) == MAX_SEED == 2**32 - 1
     assert main(["bench", "--nodes", "1", "--pods", "1", f"--seed={MAX_SEED}"]) == 0

@@ -62,9 +62,11 @@ def test_a_weights_file_of_another_schema_stops_simulate_and_evaluate(
 
 def test_evaluate_reports_medians_and_the_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "made" / "eval.json"  # its folder is made, as `--json` of simulate does
-    policies = ["--policy", "edf", "--policy", "pysched-noscale", "--policy", "learned"]
+    policies = ["--policy", "edf", "--policy", "pysched-noscale", "--policy", "learned", "--policy", "edf"]
     assert main(["learn", "evaluate", "--seeds", "1000-1001", *policies, "--json", str(out)]) == 0
     printed = capsys.readouterr().out
+    assert [line.split()[0] for line in printed.splitlines()[1:4]] == ["edf", "pysched-noscale", "learned"]
+    assert printed.count("  edf ") == 1  # named twice, run and shown once
     assert "learned reaches the better of edf and pysched-noscale + 0.03 on" in printed
     data = json.loads(out.read_text())
     assert set(data["median"]) == {"edf", "pysched-noscale", "learned"}

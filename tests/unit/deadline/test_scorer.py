@@ -68,6 +68,8 @@ def _edited(change: dict[str, object], keep_digest: bool = False) -> str:
         (dump_policy(_layers(), "tanh", 16, {})[:-200], "not JSON (truncated?)"),
         ("[]", "not a pysched.io/queue-policy file"),
         (_edited({"schema": SCHEMA + 1}), f"this pysched reads schema {SCHEMA}"),
+        (_edited({"schema": True}), f"made for feature schema true; this pysched reads schema {SCHEMA}"),
+        (_edited({"schema": float(SCHEMA)}), f"made for feature schema {float(SCHEMA)}; this pysched reads"),
         (_edited({"features": list(FEATURES[:-1])}), f"features: schema {SCHEMA} reads {', '.join(FEATURES)}, in that"),
         (_edited({"trainedOn": {"gpus": [0, 0]}}), "unknown key 'trainedOn' (known: activation, features"),
         (_edited({"layers": [{"weight": [[1.0] * WIDTH], "bias": [0.0], "scale": [2.0]}]}), "layers[0]: unknown key"),
@@ -98,6 +100,16 @@ def test_a_damaged_or_foreign_file_is_refused_in_one_line(text: str, problem: st
         parse_policy(text)
     message = str(caught.value)
     assert problem in message and "\n" not in message
+
+
+def test_an_allocation_policy_with_training_ranges_is_refused() -> None:
+    """Nothing would check a job against them: written, they would say what is not done."""
+    rng = np.random.default_rng(0)
+    layers = [(rng.normal(size=(3, len(ALLOCATION.features))), rng.normal(size=3))]
+    assert parse_policy(dump_policy(layers, "tanh", 16, {}, ALLOCATION), ALLOCATION).trained_on == ()
+    text = dump_policy(layers, "tanh", 16, {}, ALLOCATION, trained_on={"cpus": (100.0, 100.0)})
+    with pytest.raises(ValueError, match=r"^trained_on: the allocation policy reads no training ranges$"):
+        parse_policy(text, ALLOCATION)
 
 
 def test_the_training_ranges_round_trip() -> None:

@@ -104,15 +104,18 @@ def test_the_same_seed_replays_the_same_episode_and_rewards_add_up() -> None:
     assert c[1][0].shape == (8, WIDTH) and env.observation_space.contains(c[1][0])
 
 
-def test_masks_allow_only_keep_on_padding_and_a_bad_answer_reads_as_keep() -> None:
+def test_masks_allow_only_keep_on_padding_and_an_action_outside_the_space_is_refused() -> None:
     env = AllocationEnv(window=8, scenario=toy)
     obs, _ = env.reset(seed=1)
     mask = env.action_masks().reshape(8, len(ACTIONS))
     real = np.any(obs != 0, axis=1)
     assert mask[real].all() and mask[~real, KEEP].all() and not mask[~real][:, [DOWN, UP]].any()
     assert env._decision is not None
-    answers = env._answer(np.array([7, -1, 3, 99, -5, 3, 4, 8]), env._decision)
-    assert answers.shape[0] == int(real.sum()) and (answers == KEEP).all()
+    # Each refused in the caller's thread: in the run, Autoscale would contain it as a policy's
+    # bug and act on its own answers (a short action did, logging a traceback).
+    for bad in ([7, -1, 3, 99, -5, 3, 4, 8], [1], 1, np.ones(8) * 1.9, np.full(8, np.nan), np.ones(9, np.int64)):
+        with pytest.raises(ValueError, match=r"action: 8 whole numbers, each 0 \(down\), 1 \(keep\) or 2 \(up\)"):
+            env.step(np.asarray(bad) if isinstance(bad, list) else bad)
     answers = env._answer(np.array([UP, DOWN, UP, DOWN, UP, DOWN, UP, DOWN]), env._decision)
     assert answers.tolist() == [UP, DOWN, UP, DOWN, UP, DOWN, UP, DOWN][: int(real.sum())]
     env.close()

@@ -1,6 +1,7 @@
 """pysched/Ordering-v0: a valid Gymnasium environment, reproducible under a seed, whose rewards
 add up to the run's deadline outcomes, and whose runs can be cut short."""
 
+import math
 import threading
 
 import gymnasium as gym
@@ -10,7 +11,7 @@ from gymnasium.utils.env_checker import check_env
 
 import pysched.learn
 from pysched.deadline.features import WIDTH
-from pysched.learn.base import TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS
+from pysched.learn.base import TEST_SEEDS, TRAIN_SEEDS, VALIDATION_SEEDS, Rewards
 from pysched.learn.heuristic import least_laxity_known
 from pysched.learn.ordering import OrderingEnv
 
@@ -80,6 +81,26 @@ def test_masks_mark_real_rows_and_a_masked_action_reads_as_the_first() -> None:
     assert np.array_equal(after_masked[0], after_first[0]) and after_masked[1] == after_first[1]
     env.close()
     twin.close()
+
+
+def test_an_action_outside_the_space_and_bad_arguments_are_refused() -> None:
+    env = OrderingEnv(window=8, scenario=toy)
+    env.reset(seed=2)
+    for bad in (8, -1, 3.7, "1", True, np.array([1, 2])):
+        with pytest.raises(ValueError, match=r"action: a row number from 0 to 7"):
+            env.step(bad)
+    env.step(np.int64(7))  # within the space (masked or not)
+    env.close()
+    for window in (2.5, "16", True, 1):
+        with pytest.raises(ValueError, match=r"window: a whole number of rows from 2 to 256"):
+            OrderingEnv(window=window, scenario=toy)  # type: ignore[arg-type]
+    # A negative seed would draw the workload of its absolute value: a held-out one.
+    for seeds in (range(-1100, -1000), range(0), range(2**32 - 1, 2**32 + 1), [1, 2]):
+        with pytest.raises(ValueError, match=r"seeds: a range of workload seeds from 0 to 4294967295"):
+            OrderingEnv(seeds=seeds, scenario=toy)  # type: ignore[arg-type]
+    for value in (math.nan, math.inf, "1"):
+        with pytest.raises(ValueError, match=r"rewards.met: a finite number"):
+            Rewards(met=value)  # type: ignore[arg-type]
 
 
 def test_closing_mid_episode_ends_its_run() -> None:

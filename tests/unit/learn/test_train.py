@@ -76,6 +76,7 @@ def test_a_short_seeded_run_learns_and_exports_what_it_learned() -> None:
     assert len(trained.curve.points) > 0 and trained.seconds > 0
     # the file written is the checkpoint that did best on the validation workloads
     assert [steps for steps, _ in trained.validation] == [0, 1024, 2048, 3072]
+    assert trained.steps_taken == model.num_timesteps == 3072
     assert trained.chosen_steps == max(trained.validation, key=lambda c: c[1])[0]
     assert parse_policy(trained.text).meta["checkpoint_steps"] == str(trained.chosen_steps)
     # it knows it has seen CPU jobs only
@@ -114,8 +115,8 @@ def _allocated(weights: str | None, seeds: range) -> float:
 
 def test_a_short_allocation_run_learns_autoscales_answers_and_exports_them() -> None:
     settings = TrainSettings(
-        steps=512, seed=1, window=8, warm_episodes=3, warm_epochs=300, scenario=toy, n_steps=512,
-        validate_every=512, validation_episodes=2, env="allocation",
+        steps=300, seed=1, window=8, warm_episodes=3, warm_epochs=300, scenario=toy, n_steps=512,
+        validate_every=300, validation_episodes=2, env="allocation",
     )  # fmt: skip
     trained, model = train(settings, {"command": "test"})
     assert trained.warm_agreement > 0.95
@@ -134,4 +135,5 @@ def test_a_short_allocation_run_learns_autoscales_answers_and_exports_them() -> 
     held_out = range(1000, 1006)
     learned, chance = _allocated(trained.text, held_out), _allocated(None, held_out)
     assert learned >= chance + 0.3, (learned, chance)  # 6 workloads: +0.05 each on average
-    assert scorer.window == 8 and [steps for steps, _ in trained.validation] == [0, 512]
+    assert scorer.window == 8 and [steps for steps, _ in trained.validation] == [0, 300]
+    assert trained.steps_taken == model.num_timesteps == 512  # PPO collects whole rollouts of 512
