@@ -115,7 +115,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if isinstance(scenario, BadInput):
         return _fail(scenario.message)
     report_problems(scenario, args.seed, elastic=args.elastic)
-    title = f"{scenario.name}: {len(scenario.jobs)} jobs on {len(scenario.nodes)} nodes, seed {args.seed}"
+    bad_rows = len(scenario.problems)  # each a job of the workload, its deadline missed
+    rows = f" (and {bad_rows} bad row{'s' if bad_rows > 1 else ''})" if bad_rows else ""
+    title = f"{scenario.name}: {len(scenario.jobs)} jobs{rows} on {len(scenario.nodes)} nodes, seed {args.seed}"
     console = Console(width=None if sys.stdout.isatty() else 120)
     try:
         results, elapsed = run_with_progress(
@@ -133,7 +135,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                 args.json,
                 {
                     "cluster": cluster_summary(scenario),
-                    "workload": {"name": scenario.name, "jobs": len(scenario.jobs), **scenario.description},
+                    "workload": {
+                        "name": scenario.name,
+                        "jobs": len(scenario.jobs),
+                        "bad_rows": bad_rows,
+                        **scenario.description,
+                    },
                     "policies": {name: r.as_json() for name, r in results.items()},
                 },
             )

@@ -195,6 +195,8 @@ def test_trace_run_reports_skipped_rows_and_writes_plots(tmp_path: Path) -> None
         result_of = data["policies"][policy]  # the bad row is a job of the workload, its deadline missed
         assert (result_of["jobs"], result_of["deadline_jobs"], result_of["skipped"]) == (4, 4, 1)
     assert data["cluster"] == {"nodes": 2, "cpu": 64.0, "gpu": 16}
+    assert (data["workload"]["jobs"], data["workload"]["bad_rows"]) == (3, 1)  # together the policies' 4 jobs
+    assert "3 jobs (and 1 bad row) on 2 nodes" in result.stdout
     assert sorted(p.name for p in plots.iterdir()) == ["cpu_allocated_vs_used.png", "deadline_met.png", "jct_cdf.png"]
 
 
