@@ -1,4 +1,5 @@
-"""PrioritySort: kube-scheduler's default queue order."""
+"""PrioritySort: kube-scheduler's default queue order by priority; within a priority by creation
+time (kube's by when the pod was last queued: see the README)."""
 
 from __future__ import annotations
 
