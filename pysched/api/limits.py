@@ -19,6 +19,7 @@ MAX_EXPONENT = 40  # 1e40 of anything is beyond MAX_UNITS; smaller exponents rou
 
 
 SHOWN_CHARS = 80  # a value quoted in a message is cut to this
+EVENT_NOTE_LIMIT = 1024  # bytes of an event's note: events.k8s.io/v1 refuses longer ones
 
 _repr = reprlib.Repr()  # bounded work on any value: a 200 KB string or a deep YAML tree alike
 _repr.maxstring = _repr.maxother = SHOWN_CHARS
@@ -36,3 +37,13 @@ def clip(value: object, limit: int = SHOWN_CHARS) -> str:
         return shown
     suffix = f"... ({len(value)} chars)"
     return shown[: max(limit - len(suffix), 8)] + suffix
+
+
+def truncate_note(note: str) -> str:
+    """An event's note within EVENT_NOTE_LIMIT bytes, cut as kube-scheduler cuts a FailedScheduling
+    note (its text, then " ..."); the pod's condition keeps the whole text."""
+    data = note.encode()
+    if len(data) <= EVENT_NOTE_LIMIT:
+        return note
+    suffix = " ..."
+    return data[: EVENT_NOTE_LIMIT - len(suffix)].decode(errors="ignore") + suffix

@@ -189,13 +189,14 @@ class Diagnosis:
     post_filter_message: str = ""  # what a PostFilter that could not help said, appended
 
     def message(self) -> str:
-        """kube-scheduler's FailedScheduling text, capped at 1,024 bytes like its events."""
+        """kube-scheduler's FailedScheduling text, whole (the pod's condition keeps it; the event's
+        note is cut: `api.limits.truncate_note`)."""
         text = f"0/{self.total_nodes} nodes are available"
         after = f" {self.post_filter_message}" if self.post_filter_message else ""
         if self.pre_filter_message:
-            return f"{text}: {self.pre_filter_message}.{after}"[:1024]
+            return f"{text}: {self.pre_filter_message}.{after}"
         parts = sorted(f"{count} {reason}" for reason, count in self.reasons.items())
-        return ((f"{text}: {', '.join(parts)}." if parts else f"{text}.") + after)[:1024]
+        return (f"{text}: {', '.join(parts)}." if parts else f"{text}.") + after
 
 
 @runtime_checkable

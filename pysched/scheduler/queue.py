@@ -400,7 +400,9 @@ class SchedulingQueue:
         qp.unschedulable_plugins = rejectors
         qp.backoff_until = now + self._backoff_for(qp.attempts)
         popped = self._popped_at.pop(key, self._event_seq)
-        if popped < self._event_seq and self._helped_in_flight(qp, popped):
+        if not rejectors or (popped < self._event_seq and self._helped_in_flight(qp, popped)):
+            # No plugin refused it (a cluster without nodes): no event is known to help, so it is
+            # tried again after its backoff, as kube-scheduler does.
             self._push_backoff(qp)
         else:
             self._park(qp, UNSCHEDULABLE)

@@ -18,6 +18,7 @@ import structlog
 
 from pysched.api.disruption import nominated_node
 from pysched.api.ids import JobKey, NodeName, PodUID, pod_key
+from pysched.api.limits import truncate_note
 from pysched.api.objects import NodeInfo, PodInfo
 from pysched.api.times import parse_rfc3339
 from pysched.api.volumes import Storage
@@ -569,7 +570,7 @@ class Scheduler:
         self._side_tasks.spawn(self._report_failure(pod, reason, message))
 
     async def _report_failure(self, pod: PodInfo, reason: str, message: str) -> None:
-        await self.backend.emit_event(pod, "Warning", FAILED_SCHEDULING, message)
+        await self.backend.emit_event(pod, "Warning", FAILED_SCHEDULING, truncate_note(message))
         await self.backend.patch_pod_conditions(pod, PodCondition("PodScheduled", "False", reason, message))
 
     # ----- binding cycle

@@ -195,7 +195,7 @@ class ClusterCapacity:
     def never_fits(self, job: Job) -> str | None:
         """Why the job's pods can never all be placed, or None: a pod no node holds (every
         resource at once, as NodeResourcesFit checks), or pods asking more in total than the
-        nodes have (an elastic job's fewest workers)."""
+        nodes have, or more than they hold at once."""
         members = job.gang.members if job.gang is not None else (job,)
         pods = [(m.cpu_milli, to_scheduler_units(MEMORY, m.memory), m.gpu) for m in members]
         for pod in set(pods):
@@ -209,16 +209,17 @@ class ClusterCapacity:
                     )
             wanted = ", ".join(f"{_amount(r, v)} {w}" for (r, w), v in zip(_SHOWN_RESOURCES, pod, strict=True))
             return f"a pod of it needs {wanted} and no node has all of them"
-        placed = pods[: job.elastic[0]] if job.elastic is not None else pods
+        # All at once (an elastic job too starts with all its first workers): in total, and each
+        # pod of a shape on a node with room for it beside the others.
         for i, (resource, words) in enumerate(_SHOWN_RESOURCES):
-            needed = sum(pod[i] for pod in placed)
+            needed = sum(pod[i] for pod in pods)
             if needed > self.total[resource]:
                 return (
-                    f"its {len(placed)} pods need {_amount(resource, needed)} {words} together and the"
+                    f"its {len(pods)} pods need {_amount(resource, needed)} {words} together and the"
                     f" cluster has {_amount(resource, self.total[resource])}"
                 )
-        if len(placed) > 1:  # all at once: each pod of a shape needs a node with room for it beside the others
-            for pod, count in sorted(collections.Counter(p for p in placed if any(p)).items()):
+        if len(pods) > 1:
+            for pod, count in sorted(collections.Counter(p for p in pods if any(p)).items()):
                 room = self.holds(pod)
                 if count > room:
                     wanted = ", ".join(f"{_amount(r, v)} {w}" for (r, w), v in zip(_SHOWN_RESOURCES, pod, strict=True))

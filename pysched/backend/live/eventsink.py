@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 import structlog
 
+from pysched.api.limits import truncate_note
 from pysched.backend.live.ratelimit import TokenBucket
 
 log = structlog.get_logger("pysched.events")
 
-NOTE_LIMIT = 1024  # events.k8s.io/v1 rejects longer notes
 # An event no answer came for (the apiserver restarting, overloaded) is tried again, as
 # client-go's broadcaster does (12 tries, 10 s apart), then counted as dropped.
 RETRY_DELAY_S = 10.0
@@ -73,13 +73,6 @@ class _Patch:
 # the others are still written); None when the write failed (no answer, an overloaded server).
 CreateFn = Callable[[EventRecord, float], Awaitable[str | None]]
 PatchFn = Callable[[EventRecord, Series], Awaitable[None]]
-
-
-def truncate_note(note: str) -> str:
-    data = note.encode()
-    if len(data) <= NOTE_LIMIT:
-        return note
-    return data[: NOTE_LIMIT - 3].decode(errors="ignore") + "..."
 
 
 class EventSink:

@@ -14,10 +14,11 @@ import pytest
 import yaml
 
 from pysched.api.jobs import JobRef, JobSource, job_key
+from pysched.api.limits import EVENT_NOTE_LIMIT
 from pysched.api.times import format_rfc3339
 from pysched.api.volumes import Storage
 from pysched.backend.live.cluster import LiveCluster, LiveOptions, event_name
-from pysched.backend.live.eventsink import NOTE_LIMIT, EventRecord, EventSink, Series
+from pysched.backend.live.eventsink import EventRecord, EventSink, Series
 from pysched.backend.live.informer import Informer
 from pysched.backend.live.kubeclient import JSON, ApiResponse, WatchFailed
 from pysched.backend.live.leader import LeaderElector, LeaseConfig
@@ -272,7 +273,7 @@ async def test_event_sink_folds_repeats_into_a_series_and_drops_past_the_memory_
     for _ in range(5):
         sink.record(event)
     await asyncio.sleep(0.2)
-    assert len(created) == 1 and len(created[0].note.encode()) <= NOTE_LIMIT
+    assert len(created) == 1 and len(created[0].note.encode()) <= EVENT_NOTE_LIMIT
     assert patched == [5]
     for i in range(10):
         sink.record(EventRecord("ns", f"q{i}", "u", "Warning", "FailedScheduling", "Scheduling", "n", "pysched"))

@@ -1,6 +1,7 @@
 import pytest
 
 from pysched.api.builders import make_node, make_pod
+from pysched.api.ids import PodKey
 from pysched.api.objects import PodInfo
 from pysched.framework.clock import VirtualClock
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
@@ -256,7 +257,8 @@ def test_a_raising_queueing_hint_parks_that_pod_and_moves_the_others() -> None:
 
 def test_an_event_is_checked_only_against_pods_waiting_for_its_kind() -> None:
     """A stream of binds must not walk every unschedulable pod: pods whose rejectors registered
-    other kinds are not even asked, pods rejected by no plugin in particular are asked always."""
+    other kinds are not even asked, pods whose rejectors name no events are asked always. A pod
+    no plugin rejected (a cluster without nodes) waits out its backoff, as kube-scheduler's does."""
     clock = VirtualClock(0.0)
     asked: list[str] = []
 
@@ -265,14 +267,19 @@ def test_an_event_is_checked_only_against_pods_waiting_for_its_kind() -> None:
         return QueueingHint.QUEUE
 
     def interest(queued: QueuedPod) -> frozenset[EventKind] | None:
-        return None if not queued.unschedulable_plugins else frozenset({EventKind.NODE_ADD})
+        return None if "Unregistered" in queued.unschedulable_plugins else frozenset({EventKind.NODE_ADD})
 
     q = SchedulingQueue(clock, PrioritySort().sort_key, lambda _: SUCCESS, hint, QueueTimings(), interest=interest)
-    for name, rejectors in (("room", frozenset({"NodeResourcesFit"})), ("any", frozenset[str]())):
+    for name, rejectors in (
+        ("room", frozenset({"NodeResourcesFit"})),
+        ("any", frozenset({"Unregistered"})),
+        ("none", frozenset[str]()),
+    ):
         q.add(make_pod(name))
         queued = q.pop()
         assert queued is not None
         q.requeue_unschedulable(queued, rejectors)
+    assert q.where(PodKey("default/none")) == "backoff"
     assert q.on_event(ClusterEvent(EventKind.ASSIGNED_POD_ADD, None, make_pod("bound"))) == 1
     assert asked == ["any"]
     assert q.on_event(ClusterEvent(EventKind.NODE_ADD, None, make_node("n"))) == 1

@@ -76,7 +76,9 @@ def test_binds_reports_and_requeues_when_room_frees(loop: asyncio.AbstractEventL
 
 
 def test_a_cluster_without_nodes_says_so_as_kube_scheduler_does(loop: asyncio.AbstractEventLoop) -> None:
-    """No plugin runs (no preemption either), and the pod is tried again once a node comes."""
+    """No plugin runs (no preemption either); no plugin refused it, so no event is known to help:
+    it is tried again after its backoff (nodes may show up without one), and at once when a node
+    comes."""
 
     async def run() -> None:
         clock, cluster, scheduler = _setup()
@@ -87,12 +89,35 @@ def test_a_cluster_without_nodes_says_so_as_kube_scheduler_does(loop: asyncio.Ab
         assert [(e.reason, e.note) for e in failed] == [("FailedScheduling", "no nodes available to schedule pods")]
         condition = cluster.conditions[PodKey("default/p")]["PodScheduled"]
         assert (condition.status, condition.reason) == ("False", "Unschedulable")
-        assert scheduler.queue.where(PodKey("default/p")) == "unschedulable"
+        assert scheduler.queue.where(PodKey("default/p")) == "backoff"
+        clock.advance(1.5)  # past its first backoff (1 s)
+        await scheduler.run_until_idle()
+        assert len([e for e in cluster.events if e.pod == "default/p"]) == 2
 
         cluster.add_node(node_dict("a", cpu="4", memory="8Gi"))
         clock.advance(10.0)
         await scheduler.run_until_idle()
         assert cluster.pods[PodKey("default/p")].node_name == "a"
+        await scheduler.stop()
+
+    loop.run_until_complete(run())
+
+
+def test_a_long_failure_is_cut_in_the_event_and_whole_in_the_condition(loop: asyncio.AbstractEventLoop) -> None:
+    """As kube-scheduler: the note to 1,020 bytes and " ..." (events refuse longer), the
+    PodScheduled condition's message whole."""
+
+    async def run() -> None:
+        _, cluster, scheduler = _setup()
+        cluster.add_node(node_dict("a", cpu="2", memory="8Gi"))
+        await scheduler.start()
+        devices = {f"example.com/device-with-a-long-name-{i:03d}": "1" for i in range(40)}
+        cluster.create_pod(pod_dict("long", extended=devices, scheduler_name="default"))
+        await scheduler.run_until_idle()
+        note = [e.note for e in cluster.events if e.pod == "default/long"][-1]
+        whole = cluster.conditions[PodKey("default/long")]["PodScheduled"].message
+        assert len(note.encode()) == 1024 and note.endswith(" ...") and whole.startswith(note[:-4])
+        assert whole.count("Insufficient example.com/device-with-a-long-name-") == 40
         await scheduler.stop()
 
     loop.run_until_complete(run())

@@ -282,6 +282,21 @@ def test_a_gang_whose_pods_only_one_node_holds_is_skipped() -> None:
     assert (len(kept), skipped, problems) == (1, [], [])
 
 
+def test_an_elastic_job_whose_first_workers_the_nodes_cannot_hold_at_once_is_skipped() -> None:
+    """It starts with all of them (its requested GPUs), placed together: 4 workers of 9 CPUs on
+    three 16-CPU nodes never start (48 CPUs in all, one worker a node), though its fewest would."""
+    table = Throughput((2, 4, 8), (10.0, 18.0, 30.0))
+    job = Job("j", 0.0, 20_000, 36_000, "8Gi", table, gpu=4, deadline=5000.0, source="t.csv:2")
+    nodes = parse_cluster("nodes=3,cpu=16,memory=256Gi,gpu=8")
+    kept, skipped, problems = split_fitting([job], nodes, elastic=True)
+    assert (kept, len(skipped)) == ([], 1)
+    assert problems == [
+        "t.csv:2: 4 of its pods need 9 CPUs, 2Gi memory, 1 GPUs each and the nodes hold 3 at once: skipped"
+    ]
+    r = asyncio.run(run_policy(Scenario("e", nodes, (job,)), CONFIG, "pysched", REGISTRY, elastic=True))
+    assert (r.jobs, r.skipped, r.unfinished) == (1, 1, 0)
+
+
 def test_skipped_trace_rows_count_as_jobs_and_missed_deadlines() -> None:
     job = Job("a", 0.0, 10, 1000, "1Gi", WORKER_TRUTH, deadline=100.0)
     rows = ("t.csv:3: job_id 'a' repeats line 2", "t.csv:4: malformed")
