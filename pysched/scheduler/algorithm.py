@@ -276,7 +276,8 @@ class SchedulingAlgorithm:
     def _find_node(self, state: CycleState, pod: PodInfo, laps: _Laps | None) -> ScheduleResult:
         nodes = self.nodes
         if nodes.count == 0:
-            # No plugin said anything: retried on any event (a node added), no preemption tried.
+            # No plugin said anything: no preemption is tried, and the queue backs it off (no
+            # event is known to help).
             return ScheduleResult(None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NO_NODES_MESSAGE,)))
         plan = self.plan(pod.features)
         state.skip_filter = plan.skip_filter
