@@ -374,12 +374,16 @@ class _Owned:
             profile = config.profiles[0]
             plugin_args = {**profile.plugin_args, NAME: {**profile.plugin_args.get(NAME, {}), **args}}
             config = SchedulerConfig((dataclasses.replace(profile, plugin_args=plugin_args),), config.source)
+        self.lead(config)
+        self.templates: dict[str, dict[str, str]] = {}
+        self.cluster.scale_hooks.append(self._scaled)
+
+    def lead(self, config: SchedulerConfig) -> None:
+        """A scheduler (a new one: a new leader) over the same cluster."""
         self.scheduler = Scheduler(config, self.cluster, self.clock, REGISTRY)
         plugin = self.scheduler.frameworks["pysched"].plugins.get("ElasticScale")
         assert isinstance(plugin, ElasticScale)
         self.plugin = plugin
-        self.templates: dict[str, dict[str, str]] = {}
-        self.cluster.scale_hooks.append(self._scaled)
 
     def job(self, name: str, workers: int, notes: Mapping[str, str], gpus: int = 1) -> None:
         self.cluster.add_owner(f"uid-{name}", self.clock.now())
@@ -803,10 +807,7 @@ def test_a_new_leader_takes_over_the_running_elastic_jobs_with_their_verdicts(re
             for member in ("sim/el-0", "sim/el-1"):
                 pod = world.cluster.pods[PodKey(member)]
                 await world.cluster.patch_pod_conditions(pod, PodCondition("pysched.io/Deadline", "False", REJECTED))
-        world.scheduler = Scheduler(CONFIG.only("pysched"), world.cluster, world.clock, REGISTRY)
-        plugin = world.scheduler.frameworks["pysched"].plugins.get("ElasticScale")
-        assert isinstance(plugin, ElasticScale)
-        world.plugin = plugin
+        world.lead(CONFIG.only("pysched"))
         await world.scheduler.start()
         await world.until(900)
         await world.scheduler.stop()
