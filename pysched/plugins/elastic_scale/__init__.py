@@ -470,8 +470,7 @@ class ElasticScale:
         job.pods.add(pod.key)
         row = self.handle.nodes.row.get(pod.node_name) if pod.node_name is not None else None
         if row is not None:  # as `pod_placed` would have counted it
-            rows = self._rows.setdefault(key, {})
-            rows[row] = rows.get(row, 0) + pod.requests.get(GPU, 0)
+            self._count_gpus(key, pod, row)
 
     def _job_of_pod(self, pod: PodInfo) -> GpuJob | None:
         key = self._job_of.get(pod.key)
@@ -626,9 +625,12 @@ class ElasticScale:
     def pod_placed(self, pod: PodInfo, row: int) -> None:
         key = self._job_of.get(pod.key)
         if key is not None:
-            rows = self._rows.setdefault(key, {})
-            rows[row] = rows.get(row, 0) + pod.requests.get(GPU, 0)
+            self._count_gpus(key, pod, row)
             self._held_changed(key)
+
+    def _count_gpus(self, key: JobKey, pod: PodInfo, row: int) -> None:
+        rows = self._rows.setdefault(key, {})
+        rows[row] = rows.get(row, 0) + pod.requests.get(GPU, 0)
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
         key = self._job_of.get(pod.key)
