@@ -208,10 +208,7 @@ class DeadlineLaxity:
         if deadline <= now:
             why = f"the deadline passed {duration_words(now - deadline)} ago ({clock_words(deadline, now)})"
         else:
-            why = (
-                f"the deadline in {duration_words(deadline - now)} ({clock_words(deadline, now)}) cannot be met: "
-                f"it takes {duration_words(fastest)} at its most CPUs"
-            )
+            why = _against(deadline, fastest, now, "cannot be met")
         note = f"{why}: demoted to best-effort; it still runs when there is room"
         self.handle.tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", DEMOTED_REASON, note))
         self.handle.tasks.spawn(
@@ -221,10 +218,7 @@ class DeadlineLaxity:
     def _promote(self, pod: PodInfo, deadline: float, fastest: float, now: float) -> None:
         """Its deadline was moved to one it can meet: a deadline job again, and its condition says so."""
         self._promoted[pod.key] = (pod.uid, deadline)
-        note = (
-            f"the deadline in {duration_words(deadline - now)} ({clock_words(deadline, now)}) can be met: "
-            f"it takes {duration_words(fastest)} at its most CPUs"
-        )
+        note = _against(deadline, fastest, now, "can be met")
         self.handle.tasks.spawn(
             self.handle.cluster.patch_pod_conditions(pod, PodCondition(CONDITION, "True", ON_TRACK_REASON, note))
         )
@@ -255,6 +249,12 @@ class DeadlineLaxity:
         if self.history is not None:
             self.history.ended(pod)
         self.pod_deleted(pod)  # a pod that ended never returns to the queue
+
+
+def _against(deadline: float, fastest: float, now: float, verdict: str) -> str:
+    """A deadline still ahead against the job's fastest run, in words."""
+    when = f"{duration_words(deadline - now)} ({clock_words(deadline, now)})"
+    return f"the deadline in {when} {verdict}: it takes {duration_words(fastest)} at its most CPUs"
 
 
 def factory(args: DeadlineLaxityArgs, handle: Handle) -> DeadlineLaxity:

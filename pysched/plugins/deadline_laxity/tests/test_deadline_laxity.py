@@ -103,15 +103,8 @@ def test_a_demoted_job_whose_deadline_is_moved_to_one_it_can_meet_is_a_deadline_
         await asyncio.sleep(0)
         assert _order(plugin, QueuedPod(moved, added=T0), other) == ["missed", "other"]
         condition = cluster.conditions[moved.key]["pysched.io/Deadline"]
-        assert (
-            (condition.status, condition.reason)
-            == (
-                "True",
-                "OnTrack",
-            )
-            and "the deadline in 1h (" in condition.message
-            and "can be met" in condition.message
-        )
+        assert (condition.status, condition.reason) == ("True", "OnTrack")
+        assert "the deadline in 1h (" in condition.message and "can be met" in condition.message
         # Its pod still shows the condition of the deadline before until the write lands: it is
         # the deadline it has now that counts.
         stale = dict(
