@@ -99,6 +99,10 @@ class Timeline:
         for k in range(i, j):
             self.levels[k] += reservation.units
 
+    def release(self, reservation: Reservation) -> None:
+        """Take a reservation made before off again."""
+        self.reserve(Reservation(reservation.key, -reservation.units, reservation.start, reservation.end))
+
     def empty(self) -> bool:
         return len(self.times) == 1 and self.levels[0] == 0
 
@@ -231,7 +235,7 @@ def _reserve_in_turn(
         if _floor_is_share(demand, floor, now):
             reserved[demand.key] = floor  # its share is the very rectangle it holds: nothing moves
             return True
-        timeline.reserve(Reservation(floor.key, -floor.units, floor.start, floor.end))
+        timeline.release(floor)
     if _reserve(demand, timeline, reserved, now):
         return True
     if floor is not None:
@@ -365,7 +369,7 @@ def _admit(candidate: Demand, admitted: Sequence[Demand], capacity: int, now: fl
         _reserve_in_turn(demand, timeline, before, floors, now)
     own = floors.pop(candidate.key, None)  # the candidate's floor is no obstacle to its own finish
     if own is not None:
-        timeline.reserve(dataclasses.replace(own, units=-own.units))
+        timeline.release(own)
     earliest = earliest_finish(candidate, timeline, now)
     rest = [candidate] if candidate.deadline is not None else []
     rest += ordered[place:]
