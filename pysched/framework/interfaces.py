@@ -40,10 +40,16 @@ class QueuedPod:
 
     pod: PodInfo
     added: float  # first time it entered the queue
-    attempts: int = 0
+    attempts: int = 0  # times popped
     backoff_until: float = 0.0
+    # When it last came into the queue: added, or refused (kube's queue timestamp, which
+    # PrioritySort orders a priority by and a backoff runs from); `added` when not given.
+    timestamp: float = math.nan
+    # Attempts refused by plugins, and failed by errors since the last refusal: kube backs off by
+    # the errors while there are any, else by the refusals.
+    refusals: int = 0
+    errors_in_a_row: int = 0
     unschedulable_plugins: frozenset[str] = frozenset()
-    last_failure: float = 0.0
     gated_by: str = ""
     sort_key: tuple[Any, ...] = field(default=())
     # When its last whole cycle failed: the FailedScheduling reasons it shows are from then.
@@ -51,6 +57,10 @@ class QueuedPod:
     # Let out by the periodic retry with reasons that old: its next pop gets a whole cycle,
     # rejection checks or not, and its reasons are brought up to date.
     retried: bool = False
+
+    def __post_init__(self) -> None:
+        if math.isnan(self.timestamp):
+            self.timestamp = self.added
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """The scheduling queue: active, backoff and unschedulable pods, as in kube-scheduler.
 
 - active: ordered by the profile's QueueSort key;
-- backoff: pods that failed recently wait 1 s, doubling per attempt up to 10 s;
+- backoff: pods that failed recently wait 1 s, doubling per refusal (or per error in a row) up
+  to 10 s (kube-scheduler's with SchedulerPopFromBackoffQ off: see `_failed`);
 - unschedulable: parked until a cluster event that may help (per the rejecting plugins'
   queueing hints) or the safety flush (parked longer than 5 min, checked every 30 s);
 - gated: pods a PreEnqueue plugin holds back;
@@ -181,9 +182,26 @@ class SchedulingQueue:
             qp.gated_by = status.plugin or "PreEnqueue"
             self._park(qp, GATED)
 
-    def _backoff_for(self, attempts: int) -> float:
+    def _failed(self, qp: QueuedPod, now: float, refused: bool) -> None:
+        """A failed attempt (`refused`: by plugins; else an error): its counts, its timestamp and
+        the end of its backoff, as kube-scheduler reckons them: initial << (count - 1) up to the
+        maximum, counting the errors in a row while there are any, else the refusals.
+
+        kube's SchedulerPopFromBackoffQ (on since 1.33) also pops a backing-off pod whenever
+        nothing else is active, and ends backoffs on whole seconds; not done here. A cycle takes
+        no time on a simulated clock, so that pop sends the members of a gang released at Permit
+        (and every pod their release moves) round the cycle again at the same instant, for ever
+        or until something breaks the round (kube's spin, on a real clock, until the cluster
+        changes)."""
+        if refused:
+            qp.refusals += 1
+            qp.errors_in_a_row = 0
+        else:
+            qp.errors_in_a_row += 1
+        qp.timestamp = now
         t = self.timings
-        return float(min(t.initial_backoff * 2.0 ** min(max(attempts - 1, 0), MAX_DOUBLINGS), t.max_backoff))
+        count = qp.errors_in_a_row or qp.refusals
+        qp.backoff_until = now + float(min(t.initial_backoff * 2.0 ** min(count - 1, MAX_DOUBLINGS), t.max_backoff))
 
     def _drop_unschedulable(self, key: PodKey) -> None:
         if self._unschedulable.pop(key, None) is not None:
@@ -311,15 +329,18 @@ class SchedulingQueue:
         if now >= self._next_flush:
             self._next_flush = now + self.timings.flush_interval
             for qp in list(self._unschedulable.values()):
-                if now - qp.last_failure >= self.timings.unschedulable_timeout:
+                if now - qp.timestamp >= self.timings.unschedulable_timeout:
                     if self._still_rejected(qp):
-                        qp.last_failure = now  # as if tried and refused again: asked next period
-                        continue  # every plugin that rejected it would, on the cluster as it is now
+                        # Every plugin that rejected it would, on the cluster as it is now: as if
+                        # tried and refused again (asked again next period).
+                        qp.attempts += 1
+                        self._failed(qp, now, refused=True)
+                        continue
                     qp.retried |= now - qp.diagnosed >= self.timings.rediagnose_interval  # a whole cycle
                     self._leave_unschedulable(qp)
                     self._came(qp, UNSCHEDULABLE_TIMEOUT)
             for qp in list(self._parked.values()):
-                if now - qp.last_failure >= self.timings.unschedulable_timeout:
+                if now - qp.timestamp >= self.timings.unschedulable_timeout:
                     self._enqueue(qp)  # the bug may have been transient: try once more
                     self._came(qp, UNSCHEDULABLE_TIMEOUT)
 
@@ -395,14 +416,12 @@ class SchedulingQueue:
         key = qp.pod.key
         if key not in self._pods:
             return
-        now = self._clock.now()
-        qp.last_failure = now
         qp.unschedulable_plugins = rejectors
-        qp.backoff_until = now + self._backoff_for(qp.attempts)
+        # No plugin refused it (a cluster without nodes): kube counts it as an error, and as no
+        # event is known to help, it is tried again after its backoff.
+        self._failed(qp, self._clock.now(), refused=bool(rejectors))
         popped = self._popped_at.pop(key, self._event_seq)
         if not rejectors or (popped < self._event_seq and self._helped_in_flight(qp, popped)):
-            # No plugin refused it (a cluster without nodes): no event is known to help, so it is
-            # tried again after its backoff, as kube-scheduler does.
             self._push_backoff(qp)
         else:
             self._park(qp, UNSCHEDULABLE)
@@ -440,7 +459,7 @@ class SchedulingQueue:
         if qp.pod.key not in self._pods:
             return
         self._drop_unschedulable(qp.pod.key)
-        qp.last_failure = self._clock.now()
+        qp.timestamp = self._clock.now()
         self._popped_at.pop(qp.pod.key, None)
         self._forget_in_flight_events()
         self._park(qp, PARKED)
@@ -451,9 +470,7 @@ class SchedulingQueue:
         key = qp.pod.key
         if key not in self._pods:
             return
-        now = self._clock.now()
-        qp.last_failure = now
-        qp.backoff_until = now + self._backoff_for(qp.attempts)
+        self._failed(qp, self._clock.now(), refused=False)
         self._popped_at.pop(key, None)
         self._forget_in_flight_events()
         self._push_backoff(qp)

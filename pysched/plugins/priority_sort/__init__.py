@@ -1,5 +1,5 @@
-"""PrioritySort: kube-scheduler's default queue order by priority; within a priority by creation
-time (kube's by when the pod was last queued: see the README)."""
+"""PrioritySort: kube-scheduler's default queue order: by priority, within a priority by when the
+pod last came into the queue (added, or refused)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ NAME = "PrioritySort"
 
 @dataclass(frozen=True, slots=True)
 class PrioritySort:
-    """Higher priority first, then the pod created first (then first queued)."""
+    """Higher priority first, then the pod that came into the queue first: a refused pod goes
+    behind those already waiting, as in kube-scheduler (ties: the pod created first)."""
 
     NAME: ClassVar[str] = NAME
 
     def sort_key(self, queued: QueuedPod) -> tuple[Any, ...]:
-        return (-queued.pod.priority, queued.pod.created, queued.added, queued.pod.key)
+        return (-queued.pod.priority, queued.timestamp, queued.pod.created, queued.pod.key)
 
 
 def factory(args: NoArgs, handle: Handle) -> PrioritySort:

@@ -34,7 +34,7 @@ def test_pops_in_queue_sort_order() -> None:
     assert [p.pod.name if p else None for p in popped] == ["urgent", "old", "new", None]
 
 
-def test_backoff_doubles_from_one_second_to_ten() -> None:
+def test_backoff_doubles_per_error_in_a_row_from_one_second_to_ten() -> None:
     clock = VirtualClock(0.0)
     q = _queue(clock)
     q.add(make_pod("p"))
@@ -50,6 +50,29 @@ def test_backoff_doubles_from_one_second_to_ten() -> None:
         clock.advance_to(wake)
     deltas = [round(b - a, 6) for a, b in zip([0.0, *waits], waits, strict=False)]
     assert deltas == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+
+
+def test_refusals_and_errors_in_a_row_back_off_apart() -> None:
+    """kube counts refusals for good and errors since the last refusal, and backs off by the
+    errors while there are any."""
+    clock = VirtualClock(0.0)
+    q = _queue(clock)
+    q.add(make_pod("p"))
+    waits, counts = [], []
+    for failure in ("refused", "refused", "error", "error", "refused"):
+        queued = q.pop()
+        assert queued is not None
+        if failure == "refused":
+            q.on_event(ClusterEvent(EventKind.NODE_ADD))  # in flight: it goes to backoff, not to sleep
+            q.requeue_unschedulable(queued, frozenset({"NodeResourcesFit"}))
+        else:
+            q.requeue_backoff(queued)
+        assert q.where(queued.pod.key) == "backoff" and queued.timestamp == clock.now()
+        waits.append(queued.backoff_until - clock.now())
+        counts.append((queued.refusals, queued.errors_in_a_row))
+        clock.advance_to(queued.backoff_until)
+    assert waits == [1.0, 2.0, 1.0, 2.0, 4.0]  # 1 and 2 s refused, 1 and 2 s erring, then 4 s refused
+    assert counts == [(1, 0), (2, 0), (2, 1), (2, 2), (3, 0)]
 
 
 def test_unschedulable_pod_waits_for_an_event_its_rejector_cares_about() -> None:
@@ -174,7 +197,7 @@ def test_backoff_after_thousands_of_attempts_is_the_cap_not_an_overflow() -> Non
     q.add(make_pod("p"))
     queued = q.pop()
     assert queued is not None
-    queued.attempts = 5000  # 2.0 ** 4999 would raise OverflowError
+    queued.errors_in_a_row = 4999  # 2.0 ** 4999 would raise OverflowError
     q.requeue_backoff(queued)
     assert q.next_wakeup() == 10.0
 

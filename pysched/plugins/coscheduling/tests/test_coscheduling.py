@@ -454,6 +454,8 @@ def test_a_gang_short_of_room_is_not_retried_each_period_while_it_still_cannot_f
             await scheduler.run_until_idle()
         assert scheduler.stats.unschedulable == tried
         cluster.delete_pod(PodKey("default/solo"))
+        # The last period counted as one more refusal, as kube's retry would: they back off first.
+        clock.advance(scheduler.queue.timings.max_backoff)
         await scheduler.run_until_idle()
         assert _bound(cluster, "ddp") == 3
 
