@@ -42,8 +42,9 @@ class QueuedPod:
     added: float  # first time it entered the queue
     attempts: int = 0  # times popped
     backoff_until: float = 0.0
-    # When it last came into the queue: added, or refused (kube's queue timestamp, which
-    # PrioritySort orders a priority by and a backoff runs from); `added` when not given.
+    # When it last came into the queue: added, or after a failed attempt (kube's queue
+    # timestamp, which PrioritySort orders a priority by and a backoff runs from); `added` when
+    # not given.
     timestamp: float = math.nan
     # Attempts refused by plugins, and failed by errors since the last refusal: kube backs off by
     # the errors while there are any, else by the refusals.

@@ -1,5 +1,5 @@
 """PrioritySort: kube-scheduler's default queue order: by priority, within a priority by when the
-pod last came into the queue (added, or refused)."""
+pod last came into the queue (added, or after a failed attempt)."""
 
 from __future__ import annotations
 
