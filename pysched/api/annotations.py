@@ -6,11 +6,13 @@ A malformed value reads as absent (None); the caller decides whether to warn.
 from __future__ import annotations
 
 import functools
+import math
 import re
+from dataclasses import dataclass
 
 from pysched.api.containers import container_names
 from pysched.api.jobs import MAX_MEMBERS
-from pysched.api.limits import MAX_EPOCH, MAX_STEPS, MAX_VALUE_CHARS, clip
+from pysched.api.limits import MAX_EPOCH, MAX_STEPS, MAX_VALUE_CHARS, MIN_EPOCH, clip
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, QuantityError, to_scheduler_units
 from pysched.api.times import format_rfc3339, parse_rfc3339
@@ -115,6 +117,80 @@ def parse_progress(value: str) -> tuple[int, float] | None:
     done = parse_steps(steps) if sep else None
     observed = parse_rfc3339(when) if done is not None else None
     return None if done is None or observed is None else (done, observed)
+
+
+STAMP_RESOLUTION_S = 1.0  # `STEPS@RFC3339` carries whole seconds
+_FRACTION = re.compile(r"T\d\d:\d\d:\d\d\.(\d+)")
+
+
+def stamp_resolution(value: str) -> float:
+    """How finely a `STEPS@RFC3339` value tells time: whole seconds (what the helper writes) or
+    the digits of its fraction of a second (the emulator's scaled time writes milliseconds)."""
+    found = _FRACTION.search(value)
+    return STAMP_RESOLUTION_S if found is None else 10.0 ** -len(found.group(1))
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressStamp:
+    """A well-formed `pysched.io/progress`: `steps` done by `at`, stamped to within `resolution` s."""
+
+    steps: int
+    at: float
+    resolution: float = STAMP_RESOLUTION_S
+
+    @property
+    def middle(self) -> float:
+        """Stamps are truncated (the helper writes whole seconds), so the true time lies in
+        [at, at + resolution): its middle."""
+        return self.at + self.resolution / 2
+
+
+class ProgressReport:
+    """`pysched.io/progress` as plugins read it (`ClusterBackend.progress`): the text as written
+    and, when it is well formed, its stamp. Each is worked out when first asked for: the live
+    cluster has the text (parsed when a plugin reads the stamp), the simulated cluster the numbers
+    (formatted only for a message), so a simulation neither writes nor parses a string per report."""
+
+    __slots__ = ("_parsed", "_stamp", "_text")
+
+    def __init__(self, text: str | None, stamp: ProgressStamp | None, parsed: bool) -> None:
+        self._text = text
+        self._stamp = stamp
+        self._parsed = parsed
+
+    @classmethod
+    def of_text(cls, text: str) -> ProgressReport:
+        """The annotation as the training helper (or anyone) wrote it."""
+        return cls(text, None, False)
+
+    @classmethod
+    def written(cls, steps: int, when: float) -> ProgressReport:
+        """What the training helper writes at `when`: `format_progress`, read back as
+        `parse_progress` would (whole seconds), without the string."""
+        if 0 <= steps <= MAX_STEPS and MIN_EPOCH <= when <= MAX_EPOCH:
+            return cls(None, ProgressStamp(steps, float(math.floor(when))), True)
+        return cls.of_text(format_progress(steps, when))  # clamped, or refused, as the string is
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            stamp = self._stamp
+            assert stamp is not None  # a report is made of one or the other
+            self._text = format_progress(stamp.steps, stamp.at)
+        return self._text
+
+    @property
+    def stamp(self) -> ProgressStamp | None:
+        """The steps and time it says; None when it is malformed."""
+        if not self._parsed:
+            text = self.text
+            parsed = parse_progress(text)
+            self._stamp = None if parsed is None else ProgressStamp(*parsed, stamp_resolution(text))
+            self._parsed = True
+        return self._stamp
+
+    def __repr__(self) -> str:
+        return f"ProgressReport({self.text!r})"
 
 
 def urgency_of(pod: PodInfo) -> str | None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pysched.api.annotations import PROGRESS
+from pysched.api.annotations import PROGRESS, ProgressReport
 from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget, budget_from_dict
 from pysched.api.ids import JobKey, NodeName, PodKey, PodUID
@@ -101,7 +101,7 @@ class SimulatedCluster:
         self._listener: ClusterListener | None = None
         self._versions = itertools.count(1)
         # What simulated training wrote as each pod's progress, by pod uid (`write_progress`).
-        self._progress: dict[PodKey, tuple[PodUID, str]] = {}
+        self._progress: dict[PodKey, tuple[PodUID, ProgressReport]] = {}
 
     # ----- ClusterBackend
     async def start(self, listener: ClusterListener) -> None:
@@ -456,17 +456,18 @@ class SimulatedCluster:
             self._listener.on_pod_added(pod)
         return pod
 
-    def write_progress(self, key: PodKey, value: str) -> None:
+    def write_progress(self, key: PodKey, report: ProgressReport) -> None:
         """The training helper's `pysched.io/progress` write, kept beside the pod (`progress`
         reads it): as a new pod object it would be an informer update for every running job every
         simulated minute, and nothing reacts to a bound pod's progress but the plugins reading it."""
-        self._progress[key] = (self.pods[key].uid, value)
+        self._progress[key] = (self.pods[key].uid, report)
 
-    def progress(self, pod: PodInfo) -> str | None:
+    def progress(self, pod: PodInfo) -> ProgressReport | None:
         written = self._progress.get(pod.key)
         if written is not None and written[0] == pod.uid:
             return written[1]
-        return pod.annotations.get(PROGRESS)
+        value = pod.annotations.get(PROGRESS)
+        return None if value is None else ProgressReport.of_text(value)
 
     def set_annotations(self, key: PodKey, annotations: Mapping[str, str]) -> PodInfo:
         """Patch annotations as a client would (a progress annotation replaces `write_progress`'s)."""

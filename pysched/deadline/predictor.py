@@ -41,7 +41,7 @@ band is `remaining_s * (1 +- BAND_Z * rel_sigma)`, about 95% under a normal appr
 - measured count: the spread of its intervals' step times divided by sqrt(number of intervals)
   (with fewer than two intervals, an assumed `SINGLE_INTERVAL_CV` of 5%), combined with the
   timestamp resolution (RFC 3339 whole seconds, `STAMP_RESOLUTION_S`, or the stamp's own fraction
-  of a second when it has one: `stamp_resolution`) over the measured span and
+  of a second when it has one: `pysched.api.annotations.stamp_resolution`) over the measured span and
   one step of counting resolution over the measured steps;
 - fitted curve at an unmeasured count: the fit's relative RMS residual combined with the largest
   measured-count sigma, widened by `EXTRAPOLATION_WIDENING` per e-fold of distance outside the
@@ -58,20 +58,18 @@ from __future__ import annotations
 import enum
 import functools
 import math
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysched.api.annotations import PROGRESS_INTERVAL, parse_progress
+from pysched.api.annotations import PROGRESS_INTERVAL, STAMP_RESOLUTION_S
 from pysched.api.ids import PodKey
 
 PRIOR_SERIAL_FRACTION = 0.05  # assumed serial share of the single-CPU step time (generic prior)
 PRIOR_SERIAL_RANGE = (0.0, 0.25)  # serial fractions the prior's band spans
 BAND_Z = 2.0  # band half-width in standard deviations (~95%)
 SINGLE_INTERVAL_CV = 0.05  # assumed per-interval variation until two intervals are seen
-STAMP_RESOLUTION_S = 1.0  # `STEPS@RFC3339` carries whole seconds
 # A first report sooner than this after a provisional start is the helper's first, written at once
 # (the start-up and a step or so): the next one, an interval later, is truncated to whole seconds.
 FIRST_REPORT_S = PROGRESS_INTERVAL - STAMP_RESOLUTION_S
@@ -748,27 +746,6 @@ def central_finish(
     if done is None or not (cpus > 0 and math.isfinite(cpus)):
         return math.inf
     return predicted_finish(model, now, done, cpus, current=current, margin=0.0, band_z=0.0, restart_s=restart_s)
-
-
-def progress_observation(value: str) -> tuple[int, float] | None:
-    """(steps, time) from `STEPS@RFC3339`. Stamps are truncated (the helper writes whole
-    seconds), so the true time lies in [stamp, stamp + resolution): take the middle. None when
-    malformed."""
-    parsed = parse_progress(value)
-    if parsed is None:
-        return None
-    steps, at = parsed
-    return steps, at + stamp_resolution(value) / 2
-
-
-_FRACTION = re.compile(r"T\d\d:\d\d:\d\d\.(\d+)")
-
-
-def stamp_resolution(value: str) -> float:
-    """How finely a `STEPS@RFC3339` value tells time: whole seconds (what the helper writes) or
-    the digits of its fraction of a second (the emulator's scaled time writes milliseconds)."""
-    found = _FRACTION.search(value)
-    return STAMP_RESOLUTION_S if found is None else 10.0 ** -len(found.group(1))
 
 
 # --- many jobs -----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pysched.api.annotations import ProgressReport
 from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget
 from pysched.api.ids import JobKey, NodeName
@@ -156,9 +157,10 @@ class ClusterBackend(Protocol):
         other job, whose pods that end together end it."""
         ...
 
-    def progress(self, pod: PodInfo) -> str | None:
+    def progress(self, pod: PodInfo) -> ProgressReport | None:
         """The pod's `pysched.io/progress` as last seen (None: not written). The live cluster reads
-        the annotation; the simulated one keeps what its simulated training writes beside the pod.
+        the annotation; the simulated one keeps what its simulated training writes beside the pod,
+        as numbers.
 
         Synchronous like `namespace_labels`: the reconcile plugins read it for every job they look at."""
         ...

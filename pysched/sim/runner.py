@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pysched.api.annotations import PROGRESS_INTERVAL, format_progress
+from pysched.api.annotations import PROGRESS_INTERVAL, ProgressReport
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.jobs import JobRef, JobSource, job_key
 from pysched.api.objects import NodeInfo, PodInfo, node_from_dict
@@ -351,10 +351,10 @@ class Replay:
             when = last_write(run.seg_start, now, self.interval)
             if when is None:
                 continue
-            value = format_progress(run.steps_at(when), when)
-            if value != run.progress:
-                run.progress = value
-                self.cluster.write_progress(key, value)
+            report = ProgressReport.written(run.steps_at(when), when)
+            if run.progress is None or report.stamp != run.progress.stamp:
+                run.progress = report
+                self.cluster.write_progress(key, report)
 
     def _held_for_reconcile(self) -> bool:
         """Pods a PreEnqueue plugin holds back while a reconcile, which may release them (an

@@ -78,7 +78,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pysched.api.annotations import PROGRESS, PROGRESS_INTERVAL, format_progress
+from pysched.api.annotations import PROGRESS, PROGRESS_INTERVAL, ProgressReport, format_progress
 from pysched.api.containers import restarts_on_cpu_resize
 from pysched.api.ids import JobKey
 from pysched.api.inputs import out_of_range
@@ -707,9 +707,9 @@ class KubeletEmulator:
         if when is None:
             return None
         candidate = self._progress_value(run.steps_at(when), when)
-        if candidate == run.progress:
+        if run.progress is not None and candidate == run.progress.text:
             return None
-        run.progress = candidate
+        run.progress = ProgressReport.of_text(candidate)
         return candidate
 
     def _tick(self, namespace: str, name: str, version: int, at: float) -> None:

@@ -15,6 +15,7 @@ import random
 import zlib
 from dataclasses import dataclass
 
+from pysched.api.annotations import ProgressReport
 from pysched.workload.job import Job
 from pysched.workload.speed import STEP_NOISE
 
@@ -38,7 +39,7 @@ class Run:
     step_s: float  # this segment's seconds per step, noise included
     alloc_from: float  # accounting: when the current allocation began
     version: int = 0
-    progress: str = ""  # the last progress annotation written
+    progress: ProgressReport | None = None  # the last progress annotation written
 
     def steps_at(self, t: float) -> int:
         if t <= self.seg_start or math.isinf(self.step_s):
@@ -86,4 +87,4 @@ def retime(run: Run, cpu: float, now: float, rng: random.Random, noise: float = 
     run.cpu = cpu
     run.step_s = segment_step_seconds(run.job, cpu, run.job.steps - run.seg_steps, rng, noise)
     run.version += 1
-    run.progress = ""
+    run.progress = None

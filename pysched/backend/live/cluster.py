@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from pysched.api.annotations import PROGRESS
+from pysched.api.annotations import PROGRESS, ProgressReport
 from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget, budget_from_dict
 from pysched.api.ids import JobKey, NodeName
@@ -559,8 +559,9 @@ class LiveCluster:
     def job_completions_left(self, job: JobRef) -> int | None:
         return self._completions_left.get(job.key)
 
-    def progress(self, pod: PodInfo) -> str | None:
-        return pod.annotations.get(PROGRESS)
+    def progress(self, pod: PodInfo) -> ProgressReport | None:
+        value = pod.annotations.get(PROGRESS)
+        return None if value is None else ProgressReport.of_text(value)
 
     def _job_delete(self, key: str, raw: JSON | None) -> None:
         self._note_parallelism(key, {})

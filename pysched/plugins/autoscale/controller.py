@@ -69,8 +69,6 @@ from pysched.deadline.predictor import (
     central_finish,
     choose,
     predicted_finish,
-    progress_observation,
-    stamp_resolution,
 )
 from pysched.deadline.shares import CpuClaim, Grants, share_room
 from pysched.framework.cluster import PodCondition, namespace_selected
@@ -402,25 +400,28 @@ class Controller:
     def _observe(self, pod: PodInfo, job: JobState, total: int, now: float) -> tuple[JobModel, str]:
         """Feed the progress annotation to the model; the problem to warn about, or ""."""
         model = self.predictor.job(pod.key, total)
-        value = self.handle.cluster.progress(pod)
-        parsed = progress_observation(value) if value is not None else None
-        if value is not None and parsed is None and value != job.warned:
+        report = self.handle.cluster.progress(pod)
+        if report is None:
+            return model, ""
+        stamp = report.stamp
+        if stamp is None:
+            if report.text == job.warned:
+                return model, ""
             # DeadlineLaxity warns of pending pods' annotations; progress arrives once the pod runs.
-            job.warned = value
-            return model, f"{PROGRESS}: {clip(value)} is not {PROGRESS_FORMS}; ignored"
-        if parsed is None or parsed[1] < job.restarted_at:
-            return model, ""  # absent, malformed (warned once) or from a lost run
-        steps, at = parsed
-        resolution = stamp_resolution(value or "")
-        result = model.observe(steps, at, job.cpus, now, resolution=resolution)
+            job.warned = report.text
+            return model, f"{PROGRESS}: {clip(report.text)} is not {PROGRESS_FORMS}; ignored"
+        at = stamp.middle
+        if at < job.restarted_at:
+            return model, ""  # from a lost run
+        result = model.observe(stamp.steps, at, job.cpus, now, resolution=stamp.resolution)
         if result.verdict is Verdict.BACKWARDS:
             # A container restart without checkpoints starts again from 0 (TF 1.x jobs do): a new
             # run, not a lie. The model keeps the speed it measured.
             model.restarted()
-            result = model.observe(steps, at, job.cpus, now, resolution=resolution)
-        if result.verdict in (Verdict.FUTURE, Verdict.BEYOND_TOTAL) and value != job.warned:
-            job.warned = value or ""
-            return model, f"{PROGRESS}: {clip(value or '')} ignored: {result.message}"
+            result = model.observe(stamp.steps, at, job.cpus, now, resolution=stamp.resolution)
+        if result.verdict in (Verdict.FUTURE, Verdict.BEYOND_TOTAL) and report.text != job.warned:
+            job.warned = report.text
+            return model, f"{PROGRESS}: {clip(report.text)} ignored: {result.message}"
         return model, ""
 
     async def _prepare(

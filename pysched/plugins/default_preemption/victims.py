@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from pysched.api.annotations import deadline_of, parse_progress, total_steps_of
+from pysched.api.annotations import ProgressReport, deadline_of, total_steps_of
 from pysched.api.disruption import DisruptionBudget, start_time
 from pysched.api.ids import NodeName
 from pysched.api.objects import PodInfo
@@ -19,7 +19,7 @@ from pysched.framework.preemption import DryRun
 
 PRIORITY_OFFSET = 2**31  # kube adds MaxInt32 + 1 so that sums of negative priorities compare well
 
-Progress = Callable[[PodInfo], "str | None"]  # a pod's `pysched.io/progress` (`ClusterBackend.progress`)
+Progress = Callable[[PodInfo], "ProgressReport | None"]  # a pod's `pysched.io/progress` (`ClusterBackend.progress`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +108,9 @@ def slack_after_preemption(pod: PodInfo, now: float, progress_of: Progress) -> f
         return math.inf
     redo = 0.0
     written, total = progress_of(pod), total_steps_of(pod)
-    progress = None if written is None else parse_progress(written)
-    if progress is not None and total is not None and progress[0] > 0:
-        steps, observed = progress
+    stamp = None if written is None else written.stamp
+    if stamp is not None and total is not None and stamp.steps > 0:
+        steps, observed = stamp.steps, stamp.at
         elapsed = observed - start_time(pod, observed)
         if elapsed > 0:
             redo = total * elapsed / steps

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pysched.api.annotations import ProgressReport, ProgressStamp
 from pysched.api.ids import JobKey, PodKey
 from pysched.api.jobs import JobRef
 from pysched.api.objects import PodInfo
 from pysched.deadline.planner import Demand
-from pysched.deadline.predictor import CountStats, JobModel, progress_observation, stamp_resolution
+from pysched.deadline.predictor import CountStats, JobModel
 
 PRIOR_SPREAD = 0.1  # relative uncertainty of an owner's expected duration
 
@@ -44,11 +45,11 @@ class GpuJob:
     retry_at: float = -math.inf
     held: int = 0  # GPUs of its running members, as of the last reconcile
     running_since: float | None = None
-    progress: str | None = None  # the last progress annotation observed
+    progress: ProgressStamp | None = None  # the last progress observed
     # Steps it had done by that report: a new worker set resumes from a checkpoint, so they are
     # still done while the model waits for the new set's first report.
     steps_done: float = 0.0
-    unread: str | None = None  # rank 0's progress annotation as of the last reconcile
+    unread: ProgressReport | None = None  # rank 0's progress annotation as of the last reconcile
     pods: set[PodKey] = field(default_factory=set)  # its pods not yet ended or deleted
 
     @property
@@ -85,14 +86,16 @@ class GpuJob:
 
     def catch_up(self, now: float) -> None:
         """Feed the model rank 0's last progress, once, if the current worker set wrote it."""
-        value = self.unread
-        if value is None or value == self.progress or self.held <= 0:
+        report = self.unread
+        if report is None or self.held <= 0:
             return
-        parsed = progress_observation(value)
-        if parsed is None or (self.running_since is not None and parsed[1] < self.running_since):
-            return  # malformed (DeadlineLaxity warns), or written before the current worker set ran
-        self.progress = value
-        self.model.observe(parsed[0], parsed[1], float(self.held), now, resolution=stamp_resolution(value))
+        stamp = report.stamp
+        if stamp is None or stamp == self.progress:
+            return  # malformed (DeadlineLaxity warns), or observed already
+        if self.running_since is not None and stamp.middle < self.running_since:
+            return  # written before the current worker set ran
+        self.progress = stamp
+        self.model.observe(stamp.steps, stamp.middle, float(self.held), now, resolution=stamp.resolution)
         if self.model.last is not None:
             self.steps_done = float(self.model.last.steps)
 

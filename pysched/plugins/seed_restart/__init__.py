@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pysched.api.annotations import deadline_of, parse_progress, total_steps_of
+from pysched.api.annotations import deadline_of, total_steps_of
 from pysched.api.containers import cpu_resize
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
@@ -86,10 +86,10 @@ class SeedRestart:
                 # The paper scaled CPU jobs; GPU counts stay as submitted.
                 continue
             total, deadline, written = total_steps_of(pod), deadline_of(pod), self.handle.cluster.progress(pod)
-            progress = None if written is None else parse_progress(written)
-            if total is None or deadline is None or progress is None:
+            stamp = None if written is None else written.stamp
+            if total is None or deadline is None or stamp is None:
                 continue
-            steps, observed = progress
+            steps, observed = stamp.steps, stamp.at
             if steps < self.args.warmup_steps or observed < start:
                 continue  # not enough steps yet, or an observation from before the restart
             self._judged.add(pod.key)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import example, given
+from hypothesis import strategies as st
+
 from pysched.api.annotations import (
     CPU_MAX,
     CPU_MIN,
@@ -11,12 +14,16 @@ from pysched.api.annotations import (
     PROGRESS_FORMS,
     TOTAL_STEPS,
     TOTAL_STEPS_FORMS,
+    ProgressReport,
     deadline_of,
+    format_progress,
     invalid_annotations,
     parse_progress,
+    stamp_resolution,
     total_steps_of,
 )
 from pysched.api.builders import make_pod
+from pysched.api.limits import MAX_EPOCH, MAX_STEPS, MIN_EPOCH
 
 LONGEST = "9" * MAX_STEP_DIGITS
 
@@ -55,3 +62,34 @@ def test_a_cpu_max_below_cpu_min_is_told() -> None:
     pod = make_pod("p", annotations={CPU_MIN: "4", CPU_MAX: "2"})
     assert invalid_annotations(pod) == [(CPU_MAX, "2", f"at least {CPU_MIN} ('4')")]
     assert invalid_annotations(make_pod("q", annotations={CPU_MIN: "2", CPU_MAX: "2"})) == []
+
+
+@given(st.integers(-5, MAX_STEPS + 5), st.floats(MIN_EPOCH - 1e6, MAX_EPOCH + 1e6))
+@example(0, 1_796_040_005.999)
+@example(MAX_STEPS, MAX_EPOCH)
+@example(MAX_STEPS + 1, 0.0)
+@example(-1, 0.0)
+@example(7, MAX_EPOCH + 0.5)
+@example(7, MIN_EPOCH - 0.5)
+@example(7, -0.5)
+def test_a_simulated_report_reads_as_its_written_string(steps: int, when: float) -> None:
+    """The simulator hands plugins the numbers the training helper would write, without the
+    string: they must be exactly what the string reads back as (every replay depends on it)."""
+    text = format_progress(steps, when)
+    report = ProgressReport.written(steps, when)
+    parsed = parse_progress(text)
+    stamp = report.stamp
+    if parsed is None:
+        assert stamp is None
+    else:
+        assert stamp is not None and (stamp.steps, stamp.at) == parsed
+        assert stamp.resolution == stamp_resolution(text) and stamp.middle == parsed[1] + stamp_resolution(text) / 2
+    assert report.text == text
+
+
+def test_a_report_of_text_is_parsed_once_asked_and_keeps_a_malformed_text() -> None:
+    report = ProgressReport.of_text("12@2026-11-30T12:00:05.250Z")
+    stamp = report.stamp
+    assert stamp is not None and (stamp.steps, stamp.at) == (12, 1_796_040_005.25) and stamp.resolution == 0.001
+    bad = ProgressReport.of_text("twelve@noon")
+    assert bad.stamp is None and bad.text == "twelve@noon"

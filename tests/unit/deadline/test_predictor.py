@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pysched.api.annotations import PROGRESS_INTERVAL, format_progress, parse_progress
+from pysched.api.annotations import PROGRESS_INTERVAL, ProgressReport, format_progress, parse_progress, stamp_resolution
 from pysched.api.ids import PodKey
 from pysched.deadline.predictor import (
     BAND_Z,
@@ -39,8 +39,6 @@ from pysched.deadline.predictor import (
     choose,
     nnls_amdahl,
     predicted_finish,
-    progress_observation,
-    stamp_resolution,
 )
 from pysched.workload.catalogue import CpuModel, builtin_catalogue
 from pysched.workload.job import Job
@@ -181,10 +179,10 @@ def test_bad_progress_is_rejected_and_changes_nothing() -> None:
 
 def observe_annotation(model: JobModel, value: str, cpus: float, now: float) -> Verdict | None:
     """What Autoscale does with a `pysched.io/progress` value: None when it is not STEPS@RFC3339."""
-    parsed = progress_observation(value)
-    if parsed is None:
+    stamp = ProgressReport.of_text(value).stamp
+    if stamp is None:
         return None
-    return model.observe(*parsed, cpus, now, resolution=stamp_resolution(value)).verdict
+    return model.observe(stamp.steps, stamp.middle, cpus, now, resolution=stamp.resolution).verdict
 
 
 def test_predictor_reads_the_annotation() -> None:
@@ -510,9 +508,9 @@ def replay(
     n = missing = 0
     prev_resize: float | None = None
     for report in simulate_reports(job, rng, c1, c2, resize_share, start, measured_first=measured_first):
-        parsed = progress_observation(report.value)
-        assert parsed is not None
-        steps, at = parsed
+        stamp = ProgressReport.of_text(report.value).stamp
+        assert stamp is not None
+        steps, at = stamp.steps, stamp.middle
         resized_at = report.resized_at if report.resized_at != prev_resize else None
         prev_resize = report.resized_at
         if resized_at is not None:
@@ -668,11 +666,11 @@ def test_millisecond_stamps_are_trusted_to_the_millisecond() -> None:
     assert stamp_resolution("10@2026-11-30T12:00:05Z") == 1.0
     assert stamp_resolution("10@2026-11-30T12:00:05.250Z") == pytest.approx(0.001)
     assert stamp_resolution("10@2026-11-30T12:00:05.5+00:00") == pytest.approx(0.1)
-    parsed = progress_observation("10@2026-11-30T12:00:05.250Z")
-    whole = progress_observation("10@2026-11-30T12:00:05Z")
+    parsed = ProgressReport.of_text("10@2026-11-30T12:00:05.250Z").stamp
+    whole = ProgressReport.of_text("10@2026-11-30T12:00:05Z").stamp
     assert parsed is not None and whole is not None
     # the middle of its own millisecond, the middle of its own second
-    assert parsed[1] - whole[1] == pytest.approx(0.2505 - 0.5, abs=1e-6)
+    assert parsed.middle - whole.middle == pytest.approx(0.2505 - 0.5, abs=1e-6)
 
     def sigma(stamps: list[str]) -> float:
         model = JobModel(10_000)

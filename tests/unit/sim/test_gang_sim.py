@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from pysched.api.annotations import parse_progress
 from pysched.api.ids import PodKey
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
@@ -94,7 +93,9 @@ def test_progress_is_reported_on_rank_0_only() -> None:
 
     cluster = asyncio.run(run())
     rank0 = cluster.pods[PodKey("sim/j-worker-0")]
-    steps, when = parse_progress(cluster.progress(rank0) or "") or (0, 0.0)
+    report = cluster.progress(rank0)
+    stamp = None if report is None else report.stamp
+    steps, when = (0, 0.0) if stamp is None else (stamp.steps, stamp.at)
     assert steps > 0 and steps == pytest.approx(4 * (when - EPOCH), abs=4)  # 4 global steps/s
     assert cluster.progress(cluster.pods[PodKey("sim/j-worker-1")]) is None
     assert cluster.progress(cluster.pods[PodKey("sim/j-ps-0")]) is None

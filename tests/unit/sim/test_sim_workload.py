@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pysched.api.annotations import progress_of
+from pysched.api.annotations import ProgressReport, ProgressStamp, progress_of
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
@@ -104,12 +104,15 @@ def test_simulated_training_progress_is_kept_beside_its_pod_and_not_inherited() 
     key = PodKey("default/p")
     cluster.create_pod(pod_dict("p"))
     before = cluster.pods[key]
-    cluster.write_progress(key, "7@1970-01-01T00:01:00Z")
+    cluster.write_progress(key, ProgressReport.written(7, 60.5))
     assert cluster.pods[key] is before  # no pod update: nothing to deliver through the informer path
-    assert cluster.progress(before) == "7@1970-01-01T00:01:00Z"
+    written = cluster.progress(before)
+    assert written is not None and written.stamp == ProgressStamp(7, 60.0)
+    assert written.text == "7@1970-01-01T00:01:00Z"
     cluster.set_annotations(key, {"pysched.io/progress": "9@1970-01-01T00:02:00Z"})  # a client's write wins
-    assert cluster.progress(cluster.pods[key]) == "9@1970-01-01T00:02:00Z"
-    cluster.write_progress(key, "11@1970-01-01T00:03:00Z")
+    patched = cluster.progress(cluster.pods[key])
+    assert patched is not None and patched.stamp == ProgressStamp(9, 120.0)
+    cluster.write_progress(key, ProgressReport.written(11, 180.0))
     cluster.delete_pod(key)
     raw = pod_dict("p")
     raw["metadata"]["uid"] = "another"
@@ -131,12 +134,12 @@ def test_cluster_spec_forms(tmp_path: Path) -> None:
 
 
 def test_progress_writes_happen_only_for_reconcile_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
-    writes: list[str] = []
+    writes: list[ProgressReport] = []
     original = SimulatedCluster.write_progress
 
-    def counting(self: SimulatedCluster, key: PodKey, value: str) -> None:
-        writes.append(value)
-        original(self, key, value)
+    def counting(self: SimulatedCluster, key: PodKey, report: ProgressReport) -> None:
+        writes.append(report)
+        original(self, key, report)
 
     monkeypatch.setattr(SimulatedCluster, "write_progress", counting)
     job = Job("j", 0.0, 1000, 1000, "1Gi", Amdahl(0.0, 1.0, 16), deadline=5000.0)
@@ -144,7 +147,7 @@ def test_progress_writes_happen_only_for_reconcile_plugins(monkeypatch: pytest.M
     assert writes == []  # nobody reads progress: no write at all
     _run(Scenario("one", cpu_nodes(1, "16", "32Gi"), (job,)), "seed")
     # one write per reconcile tick (60 s) while the 1000 s job runs, as the helper would write
-    assert len(writes) == 16 and writes[0] == "60@2026-01-01T00:01:00Z"
+    assert len(writes) == 16 and writes[0].text == "60@2026-01-01T00:01:00Z"
 
 
 @given(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pysched.api.annotations import DEADLINE, EXPECTED_DURATION, TOTAL_STEPS, format_progress
+from pysched.api.annotations import DEADLINE, EXPECTED_DURATION, TOTAL_STEPS, ProgressReport
 from pysched.api.builders import pod_dict
 from pysched.api.ids import JobKey, PodKey
 from pysched.api.jobs import JOB_LABEL, JobRef, JobSource, job_key
@@ -291,7 +291,7 @@ def test_judging_an_arrival_feeds_the_jobs_it_does_not_price_as_a_plan_would() -
         now = EPOCH + 60.0 * minute
         for made in (lazy, eager):
             for job in made.jobs.values():
-                job.unread = format_progress(int(now - EPOCH) * (2 if job.admitted else 1), now)
+                job.unread = ProgressReport.written(int(now - EPOCH) * (2 if job.admitted else 1), now)
         admitted, others = lazy._demands(now, admitted_only=True)
         assert [d.key for d in admitted] == ["kept"] and others == []
         eager._demands(now)
@@ -309,7 +309,7 @@ def test_a_new_worker_set_keeps_the_steps_its_checkpoint_holds() -> None:
     job = GpuJob(JobKey("grown"), None, 10_000, EPOCH + 9000.0, 1, 1, 8, 2, JobModel(10_000))
     job.held, job.running_since = 2, EPOCH
     job.model.observe(0, EPOCH, 2.0, EPOCH)
-    job.unread = format_progress(6000, EPOCH + 600.0)
+    job.unread = ProgressReport.written(6000, EPOCH + 600.0)
     before = job.demand(16, EPOCH + 600.0, 0.0, 60.0, 2)
     job.model.restarted()  # what the reconcile does when the worker set changes
     job.held, job.running_since = 4, EPOCH + 600.0
