@@ -587,20 +587,22 @@ class Scheduler:
         if acting.pre_flights:
             status = framework.run_pre_bind_pre_flights(state, pod, node, acting)
             if not status.ok:
-                self._undo(job, status)
+                self._undo(job, status, "PreBindPreFlight")
                 return
             if status.code is Code.SUCCESS and not job.nominated:
                 # PreBind will take time (volumes to bind): say where the pod goes before it starts.
                 job.nominated = True
                 await self._nominate(pod, node)
+        stage = "PreBind plugin"
         if acting.pre_bind:
             status = await framework.run_pre_bind(state, pod, node, acting)
         if status.ok:
             pod, status = self._reread(job, pod)
         if status.ok:
+            stage = "Bind plugin"
             status = await framework.run_bind(state, pod, node)
         if not status.ok:
-            self._undo(job, status)
+            self._undo(job, status, stage)
             return
         self.stats.scheduled += 1
         self.observer.attempt(pod.scheduler_name, "scheduled", self._timer() - job.started)
@@ -624,16 +626,24 @@ class Scheduler:
             return latest, SUCCESS
         return latest, Status(Code.UNSCHEDULABLE, (f"resized to requests that no longer fit node {job.node}",))
 
-    def _undo(self, job: _BindJob, status: Status) -> None:
-        """A failed binding cycle: forget the assumption at once and retry after backoff."""
+    def _undo(self, job: _BindJob, status: Status, stage: str = "") -> None:
+        """A failed binding cycle: forget the assumption at once and retry after backoff. Told as
+        kube-scheduler tells it: a rejection in its plugin's words with reason Unschedulable, an
+        error of a `stage`'s plugin as `running <stage> "<plugin>": ...` with reason SchedulerError.
+        No rejector is recorded either way (none ruled out a node), so both back off as errors do."""
         pod = job.queued.pod
+        rejected = status.rejected
         self.stats.bind_failures += 1
-        self.observer.attempt(pod.scheduler_name, "error", self._timer() - job.started)
+        self.observer.attempt(pod.scheduler_name, "unschedulable" if rejected else "error", self._timer() - job.started)
         self._release(job)
         if not self._queued_still(pod):
             return  # bound elsewhere, deleted, or recreated under its name: nothing to retry or to report
         self.queue.requeue_backoff(job.queued)
-        self._side_tasks.spawn(self._report_failure(pod, "SchedulerError", f"Binding rejected: {status.message()}"))
+        message = status.message()
+        if not rejected and stage and status.plugin:
+            message = f'running {stage} "{status.plugin}": {message}'
+        reason = "Unschedulable" if rejected else "SchedulerError"
+        self._side_tasks.spawn(self._report_failure(pod, reason, message))
 
     async def _nominate(self, pod: PodInfo, node: NodeName | None) -> None:
         """Write (or clear) the nomination of a pod on its way to `node`; a failure is logged and

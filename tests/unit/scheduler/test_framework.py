@@ -18,8 +18,9 @@ from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
 from pysched.framework.interfaces import Diagnosis, Handle
 from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
-from pysched.framework.status import SUCCESS, Code, Status, unschedulable
+from pysched.framework.status import SUCCESS, Code, Status, error, unschedulable
 from pysched.plugins import default_registry
+from pysched.scheduler.queue import BACKOFF
 from pysched.scheduler.scheduler import Scheduler
 
 
@@ -31,6 +32,7 @@ class Recorder:
     calls: list[str] = field(default_factory=list)
     refuse_reserve: set[str] = field(default_factory=set)
     wait_for: set[str] = field(default_factory=set)
+    pre_bind_says: dict[str, Status] = field(default_factory=dict)  # by pod name
 
     def reserve(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
         self.calls.append(f"reserve {pod.name}")
@@ -45,7 +47,7 @@ class Recorder:
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
         self.calls.append(f"prebind {pod.name}")
-        return SUCCESS
+        return self.pre_bind_says.get(pod.name, SUCCESS)
 
     def post_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> None:
         self.calls.append(f"postbind {pod.name}")
@@ -166,6 +168,34 @@ def test_permit_timeout_runs_on_the_injected_clock() -> None:
         assert note == "rejected due to timeout after waiting 30s at plugin Recorder"  # kube's words: no failed bind
         queued = scheduler.queue.get(PodKey("default/w"))
         assert queued is not None  # back in the queue for another attempt
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
+def test_a_failed_binding_cycle_is_told_in_kubes_words_and_backs_off() -> None:
+    """As kube-scheduler's binding cycle: a PreBind rejection in its plugin's own words with reason
+    Unschedulable, a PreBind error as `running PreBind plugin "<name>": ...` with reason
+    SchedulerError. No rejector is recorded either way, so both back off; neither is parked."""
+    recorder = Recorder(
+        pre_bind_says={"r": unschedulable("the volume is not attached yet"), "e": error("the API timed out")}
+    )
+
+    async def run() -> None:
+        cluster, scheduler = _scheduler(recorder)
+        await scheduler.start()
+        for name in ("r", "e"):
+            cluster.create_pod(pod_dict(name, cpu="1", scheduler_name="x"))
+        await scheduler.run_until_idle()
+        assert scheduler.stats.bind_failures == 2
+        told = {e.pod: e.note for e in cluster.events if e.reason == "FailedScheduling"}
+        assert told == {
+            "default/r": "the volume is not attached yet",
+            "default/e": 'running PreBind plugin "Recorder": the API timed out',
+        }
+        reasons = {name: cluster.conditions[PodKey(f"default/{name}")]["PodScheduled"].reason for name in ("r", "e")}
+        assert reasons == {"r": "Unschedulable", "e": "SchedulerError"}
+        assert scheduler.queue.counts()[BACKOFF] == 2 and not scheduler.cache.is_assumed(PodKey("default/r"))
         await scheduler.stop()
 
     asyncio.run(run())

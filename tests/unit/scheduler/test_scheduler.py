@@ -142,7 +142,10 @@ def test_bind_conflict_forgets_the_assumption_at_once(loop: asyncio.AbstractEven
         assert scheduler.stats.bind_failures == 1
         assert scheduler.cache.pod_node(pod.key) is None  # forgotten, not waiting for a timer
         assert int(scheduler.cache.nodes.requested[0, 0]) == 0
-        assert any(e.note.startswith("Binding rejected") for e in cluster.events)
+        # kube's words for a failed bind: the API's conflict, as an error of the Bind plugin
+        note = [e.note for e in cluster.events if e.reason == "FailedScheduling"]
+        assert len(note) == 1 and note[0].startswith('running Bind plugin "DefaultBinder": ')
+        assert cluster.conditions[pod.key]["PodScheduled"].reason == "SchedulerError"
         await scheduler.stop()
 
     loop.run_until_complete(run())
