@@ -7,6 +7,7 @@ virtual-time steps, the live process calls `run` (one scheduler, two backends).
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import math
 import time
@@ -29,7 +30,7 @@ from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
 from pysched.framework.incidents import REASON as INCIDENT_REASON
 from pysched.framework.incidents import Incidents
-from pysched.framework.interfaces import MIN_RECONCILE_INTERVAL_S, Handle, QueuedPod, QueuePickPlugin
+from pysched.framework.interfaces import MIN_RECONCILE_INTERVAL_S, Diagnosis, Handle, QueuedPod, QueuePickPlugin
 from pysched.framework.jobs import JobBook
 from pysched.framework.lifecycle import PodLifecycle
 from pysched.framework.preemption import PreemptionSupport
@@ -105,6 +106,15 @@ def _shrank(old: PodInfo, new: PodInfo) -> bool:
     if old.requests is new.requests:  # most updates (a progress report) share the requests
         return False
     return any(new.requests.get(name, 0) < value for name, value in old.requests.items())
+
+
+def _on_its_node(status: Status) -> Status:
+    """A Reserve or Permit rejection as kube-scheduler words it: a fit error over the one node the
+    pod was meant for (`0/1 nodes are available: 1 <reason>.`)."""
+    reasons = collections.Counter(status.reasons)
+    unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    words = Diagnosis(1, reasons, frozenset({status.plugin}), unresolvable).message()
+    return Status(status.code, (words,), status.plugin)
 
 
 def _created_or_zero(value: object) -> float:
@@ -492,7 +502,9 @@ class Scheduler:
             status = framework.run_reserve(state, pod, node, acting)
             if not status.ok:
                 self._clear_nomination(pod)
-                self._fail(queued, status, frozenset({status.plugin}), started)
+                self._fail(
+                    queued, _on_its_node(status) if status.rejected else status, frozenset({status.plugin}), started
+                )
                 return
         else:
             state.reserved = ()  # none to undo
@@ -504,7 +516,9 @@ class Scheduler:
                 framework.run_unreserve(state, pod, node)
                 self.cache.forget(pod)
                 self._clear_nomination(pod)
-                self._fail(queued, status, frozenset({status.plugin}), started)
+                self._fail(
+                    queued, _on_its_node(status) if status.rejected else status, frozenset({status.plugin}), started
+                )
                 return
         if self._record:
             self.stats.cycle_seconds.append(self._timer() - started)
@@ -535,7 +549,8 @@ class Scheduler:
             # A Permit plugin's rejection (a gang released, a wait timed out): unschedulable for
             # now, as kube-scheduler has it, not a failed bind.
             self._release(job)
-            self._fail(job.queued, status, frozenset({status.plugin} if status.plugin else ()), job.started)
+            rejectors = frozenset({status.plugin} if status.plugin else ())
+            self._fail(job.queued, _on_its_node(status), rejectors, job.started)
         else:
             self._undo(job, status)
 

@@ -113,6 +113,9 @@ def test_points_run_in_order_and_a_reserve_refusal_unreserves() -> None:
         assert recorder.calls == ["reserve q", "unreserve q"]
         assert cluster.pods[PodKey("default/q")].node_name is None
         assert int(scheduler.cache.nodes.requested[0, 0]) == 1000  # only p is counted
+        # kube's words for a Reserve rejection: a fit error over the one node it was meant for
+        told = [e.note for e in cluster.events if e.pod == "default/q" and e.reason == "FailedScheduling"]
+        assert told == ["0/1 nodes are available: 1 no room in the ledger."]
         await scheduler.stop()
 
     asyncio.run(run())
@@ -165,7 +168,8 @@ def test_permit_timeout_runs_on_the_injected_clock() -> None:
         assert not scheduler.cache.is_assumed(PodKey("default/w"))
         assert "unreserve w" in recorder.calls
         note = [e.note for e in cluster.events if e.pod == "default/w"][-1]
-        assert note == "rejected due to timeout after waiting 30s at plugin Recorder"  # kube's words: no failed bind
+        # kube's words: a fit error on the node it waited on, not a failed bind
+        assert note == "0/1 nodes are available: 1 rejected due to timeout after waiting 30s at plugin Recorder."
         queued = scheduler.queue.get(PodKey("default/w"))
         assert queued is not None  # back in the queue for another attempt
         await scheduler.stop()
