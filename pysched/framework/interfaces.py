@@ -156,6 +156,12 @@ class FilterResult:
     feasible: Bools
     reasons: Mapping[str, Bools] = field(default_factory=dict)
     unresolvable: bool | Bools = False
+    # kube's PreFilterResult, for the diagnosis (`feasible` already excludes these rows): the rows
+    # the plugin's PreFilter leaves out of filtering altogether, told "didn't satisfy plugin(s)"
+    # whatever any filter says of them; or, when it would leave out every node, why (a PreFilter
+    # rejection that speaks for every node).
+    left_out: Bools | None = None
+    pre_filter_refusal: str = ""
 
     def unresolvable_rows(self, failing: Bools) -> Bools:
         """Which of the `failing` rows are unresolvable."""

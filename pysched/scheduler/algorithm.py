@@ -502,16 +502,37 @@ class SchedulingAlgorithm:
         unresolvable_nodes = 0
         resolvable = np.zeros(alive.shape[0], np.bool_)
         without = state.read(_WITHOUT_NOMINATED, dict) or {}
+        results: list[tuple[str, FilterResult]] = []
         for filter_plugin in self.filters:
             if filter_plugin.NAME in state.skip_filter:
                 continue
             result = filter_plugin.filter_batch(state, pod, nodes)
             if filter_plugin.NAME in without:
                 result = _both_passes(result, without[filter_plugin.NAME])
+            results.append((filter_plugin.NAME, result))
+        # kube's PreFilterResult comes first: the nodes a PreFilter left out are never filtered.
+        for name, result in results:
+            if result.pre_filter_refusal:
+                refusal, none = result.pre_filter_refusal, np.zeros(alive.shape[0], np.bool_)
+                return Diagnosis(total, {}, frozenset({name}), True, pre_filter_message=refusal, resolvable_rows=none)
+        narrowing = sorted(name for name, result in results if result.left_out is not None)
+        if narrowing:
+            outside = np.zeros(alive.shape[0], np.bool_)
+            for _, result in results:
+                if result.left_out is not None:
+                    outside |= result.left_out[: alive.shape[0]]
+            outside &= alive
+            left = int(outside.sum())
+            if left:
+                reasons[f"node(s) didn't satisfy plugin(s) [{' '.join(narrowing)}]"] = left
+                unresolvable_nodes += left
+                alive &= ~outside
+            rejectors.update(narrowing)  # as kube's unscheduled plugins: named even when every node is in
+        for name, result in results:
             failing = alive & ~result.feasible
             if not failing.any():
                 continue
-            rejectors.add(filter_plugin.NAME)
+            rejectors.add(name)
             hard = result.unresolvable_rows(failing)
             unresolvable_nodes += int(hard.sum())
             resolvable |= failing & ~hard
@@ -656,4 +677,4 @@ def _both_passes(counted: FilterResult, apart: FilterResult) -> FilterResult:
     for reason, where in apart.reasons.items():
         reasons[reason] = (reasons[reason] | (where & only)) if reason in reasons else where & only
     hard = counted.unresolvable_rows(~counted.feasible) | only
-    return FilterResult(counted.feasible & apart.feasible, reasons, hard)
+    return FilterResult(counted.feasible & apart.feasible, reasons, hard, counted.left_out, counted.pre_filter_refusal)

@@ -7,7 +7,9 @@ make the two diverge. Shapes run a batch at a time, each shape of a batch on its
 nodes. Compared: bound or pending, and for a pending pod the FailedScheduling reasons with their
 node counts; for preemption shapes, the nominated node and the victims when kube's choice is
 unique. For some shapes the feasible set is compared too: the same state once per node, with a
-probe copy of the incoming pod pinned to that node (bound exactly where the filters pass).
+probe copy of the incoming pod pinned to that node (bound exactly where the filters pass), by its
+hostname label or, as a DaemonSet pins its pods, by a required `metadata.name` field (kube's
+NodeAffinity PreFilter then leaves every other node unfiltered, and says so).
 """
 
 from __future__ import annotations
@@ -393,9 +395,12 @@ def _run_batch(
         for group, shape in enumerate(batch):
             pod = {**shape.incoming, "metadata": {**shape.incoming["metadata"], "name": "incoming"}}
             selector = {SIDE: side, GROUP: str(group)}
-            if shape.pin is not None:
+            spec = {**shape.incoming["spec"], "schedulerName": scheduler, "nodeSelector": selector}
+            if shape.pin is not None and shape.pin % 2:
+                spec["affinity"] = _pinned_by_name(spec.get("affinity") or {}, nodes[(side, group)][shape.pin])
+            elif shape.pin is not None:
                 selector[HOSTNAME] = nodes[(side, group)][shape.pin]
-            pod["spec"] = {**shape.incoming["spec"], "schedulerName": scheduler, "nodeSelector": selector}
+            pod["spec"] = spec
             incoming.append((f"{namespace}-{side}-{group}", pod))
         for ns, pod in incoming:
             kube.create_pod(ns, pod)
@@ -462,6 +467,13 @@ def _run_batch(
                     what="claims gone",
                 )
     return out
+
+
+def _pinned_by_name(affinity: dict[str, Any], node: str) -> dict[str, Any]:
+    """The pod's affinity, its node affinity required to name `node` (how a DaemonSet pins)."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    required = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    return {**affinity, "nodeAffinity": {**affinity.get("nodeAffinity", {}), **required}}
 
 
 def _pv_name(ns: str, shape: Shape, index: int) -> str:

@@ -25,6 +25,8 @@ from pysched.plugins.node_affinity.added import AddedAffinity, parse_added_affin
 NAME = "NodeAffinity"
 REASON = "node(s) didn't match Pod's node affinity/selector"
 ENFORCED_REASON = "node(s) didn't match scheduler-enforced node affinity"
+CONFLICT_REASON = "pod affinity terms conflict"
+NODE_NAME_FIELD = "metadata.name"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,24 @@ class NodeAffinityArgs:
             parse_added_affinity(self.added_affinity)
         except ValueError as err:
             raise ArgsError("addedAffinity", str(err).removeprefix("addedAffinity").lstrip(".: ") or str(err)) from err
+
+
+def pinned_names(terms: Sequence[SelectorTerm] | None) -> frozenset[str] | None:
+    """The only node names required terms allow, as kube's NodeAffinity PreFilter reads them: in
+    each term the `metadata.name In` fields, intersected; over the terms, united. None when some
+    term names no node that way (any node may match it), or there are no terms."""
+    if not terms:
+        return None
+    allowed: set[str] = set()
+    for term in terms:
+        named: set[str] | None = None
+        for req in term.match_fields:
+            if req.key == NODE_NAME_FIELD and req.operator == "In":
+                named = set(req.values) if named is None else named & set(req.values)
+        if named is None:
+            return None
+        allowed |= named
+    return frozenset(allowed)
 
 
 def _any_term(terms: Sequence[SelectorTerm], nodes: NodeTable) -> Bools:
@@ -65,10 +85,22 @@ class NodeAffinity:
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult:
         own = affinity_mask(pod, nodes)
         added = self._added_mask(nodes)
+        # kube's PreFilter pins a pod whose every term names its nodes to those nodes: the others
+        # are never filtered, so the diagnosis tells them apart (the mask excludes them already).
+        left_out, refusal = None, ""
+        pinned = pinned_names(pod.required_terms)
+        if pinned is not None and not pinned:
+            refusal = CONFLICT_REASON
+        elif pinned is not None:
+            left_out = np.ones(nodes.size, np.bool_)
+            for name in pinned:
+                row = nodes.row.get(name)  # type: ignore[call-overload]
+                if row is not None:
+                    left_out[row] = False
         if added is None:
-            return FilterResult(own, {REASON: ~own}, True)
+            return FilterResult(own, {REASON: ~own}, True, left_out, refusal)
         # kube checks the profile's affinity first: a node failing both is told the enforced reason.
-        return FilterResult(own & added, {ENFORCED_REASON: ~added, REASON: added & ~own}, True)
+        return FilterResult(own & added, {ENFORCED_REASON: ~added, REASON: added & ~own}, True, left_out, refusal)
 
     # ----- preferred node affinity
     def acts_on(self) -> PodFeatures:
