@@ -17,8 +17,8 @@ model `t_step(c) = a + b / c` (Amdahl: `a` serial seconds, `b` parallel CPU-seco
   (resized before its first report), the steps are shared with the prior's ratio of step times,
   with a wide uncertainty. Once a count has clean intervals its split intervals are dropped: they
   were estimates.
-- **Observation times**: `progress_observation` reads the annotation; its whole-second stamps are
-  truncated by the helper, so the middle of the second is taken. A caller that knows when steps
+- **Observation times**: the annotation's whole-second stamps are truncated by the helper, so the
+  middle of the second is taken (`ProgressStamp.middle`). A caller that knows when steps
   started may observe `0` steps then, so that the first report already gives a step time;
   otherwise the first report only anchors progress. A caller that only believes so (the bind:
   the container still has to start, and a run resumed from a checkpoint reports steps it did not

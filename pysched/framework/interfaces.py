@@ -213,7 +213,7 @@ class Diagnosis:
         if self.pre_filter_message:
             return f"{text}: {self.pre_filter_message}.{after}"
         parts = sorted(f"{count} {reason}" for reason, count in self.reasons.items())
-        return (f"{text}: {', '.join(parts)}." if parts else f"{text}.") + after
+        return (f"{text}: {', '.join(parts)}." if parts else f"{text}:") + after  # kube's, even with no reason
 
 
 @runtime_checkable

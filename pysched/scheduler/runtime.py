@@ -260,14 +260,21 @@ class Framework:
         self, state: CycleState, pod: PodInfo, node: NodeName, acting: ActingPlugins
     ) -> Status:
         """Success when some PreBind plugin will work on the pod, Skip when none will, or the
-        first error (a pre-flight cannot reject: kube treats a rejection as an error too)."""
+        first error (a pre-flight cannot reject: kube treats a rejection as an error too, in its
+        own words)."""
         result = SKIP
         for plugin in acting.pre_flights:
             status = plugin.pre_bind_pre_flight(state, pod, node)
             if status.code is Code.SKIP:
                 continue
-            if not status.ok:
+            if status.code is Code.ERROR:
                 return Status(Code.ERROR, status.reasons, plugin.NAME)
+            if not status.ok:
+                said = "".join(word.capitalize() for word in status.code.name.split("_"))  # kube's code name
+                return error(
+                    f'PreBindPreFlight {plugin.NAME} returned "{said}", which is unsupported. '
+                    "It is supposed to return Success, Skip, or Error status"
+                )
             result = SUCCESS
         return result
 

@@ -108,9 +108,21 @@ def _shrank(old: PodInfo, new: PodInfo) -> bool:
     return any(new.requests.get(name, 0) < value for name, value in old.requests.items())
 
 
+def _told(stage: str, status: Status) -> Status:
+    """A failure at `stage` ("Reserve plugin", "Permit plugin", "PreBind plugin", ...) as
+    kube-scheduler words it: a Reserve or Permit rejection as a fit error over the one node the
+    pod was meant for, a later rejection in its plugin's words, an error of a plugin as
+    `running <stage> "<plugin>": ...`."""
+    if status.rejected:
+        return _on_its_node(status) if stage in ("Reserve plugin", "Permit plugin") else status
+    if status.plugin:
+        return Status(status.code, (f'running {stage} "{status.plugin}": {status.message()}',), status.plugin)
+    return status
+
+
 def _on_its_node(status: Status) -> Status:
-    """A Reserve or Permit rejection as kube-scheduler words it: a fit error over the one node the
-    pod was meant for (`0/1 nodes are available: 1 <reason>.`)."""
+    """A rejection of the pod on the one node it was meant for, as kube's fit error words it
+    (`0/1 nodes are available: 1 <reason>.`)."""
     reasons = collections.Counter(status.reasons)
     unresolvable = status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     words = Diagnosis(1, reasons, frozenset({status.plugin}), unresolvable).message()
@@ -502,9 +514,7 @@ class Scheduler:
             status = framework.run_reserve(state, pod, node, acting)
             if not status.ok:
                 self._clear_nomination(pod)
-                self._fail(
-                    queued, _on_its_node(status) if status.rejected else status, frozenset({status.plugin}), started
-                )
+                self._fail(queued, _told("Reserve plugin", status), frozenset({status.plugin}), started)
                 return
         else:
             state.reserved = ()  # none to undo
@@ -516,9 +526,7 @@ class Scheduler:
                 framework.run_unreserve(state, pod, node)
                 self.cache.forget(pod)
                 self._clear_nomination(pod)
-                self._fail(
-                    queued, _on_its_node(status) if status.rejected else status, frozenset({status.plugin}), started
-                )
+                self._fail(queued, _told("Permit plugin", status), frozenset({status.plugin}), started)
                 return
         if self._record:
             self.stats.cycle_seconds.append(self._timer() - started)
@@ -550,7 +558,7 @@ class Scheduler:
             # now, as kube-scheduler has it, not a failed bind.
             self._release(job)
             rejectors = frozenset({status.plugin} if status.plugin else ())
-            self._fail(job.queued, _on_its_node(status), rejectors, job.started)
+            self._fail(job.queued, _told("Permit plugin", status), rejectors, job.started)
         else:
             self._undo(job, status)
 
@@ -639,12 +647,12 @@ class Scheduler:
         job.queued.pod = latest  # a retry starts from what the pod asks for now
         if self.cache.reassume(latest):
             return latest, SUCCESS
-        return latest, Status(Code.UNSCHEDULABLE, (f"resized to requests that no longer fit node {job.node}",))
+        return latest, Status(Code.ERROR, (f"resized to requests that no longer fit node {job.node}",))
 
     def _undo(self, job: _BindJob, status: Status, stage: str = "") -> None:
         """A failed binding cycle: forget the assumption at once and retry after backoff. Told as
-        kube-scheduler tells it: a rejection in its plugin's words with reason Unschedulable, an
-        error of a `stage`'s plugin as `running <stage> "<plugin>": ...` with reason SchedulerError.
+        kube-scheduler tells it (`_told`): a rejection with reason Unschedulable, an error with
+        reason SchedulerError.
         No rejector is recorded either way (none ruled out a node), so both back off as errors do."""
         pod = job.queued.pod
         rejected = status.rejected
@@ -654,9 +662,7 @@ class Scheduler:
         if not self._queued_still(pod):
             return  # bound elsewhere, deleted, or recreated under its name: nothing to retry or to report
         self.queue.requeue_backoff(job.queued)
-        message = status.message()
-        if not rejected and stage and status.plugin:
-            message = f'running {stage} "{status.plugin}": {message}'
+        message = (_told(stage, status) if stage else status).message()
         reason = "Unschedulable" if rejected else "SchedulerError"
         self._side_tasks.spawn(self._report_failure(pod, reason, message))
 

@@ -711,9 +711,7 @@ class LiveCluster:
         self.binds[str(resp.status)] += 1
         if resp.status == 404:
             return unschedulable(f"pod {pod.key} no longer exists")
-        if resp.status == 409:
-            return error(f"binding conflict: {resp.message()}")
-        return error(f"binding {pod.key} to {node} failed: {resp.message()}")
+        return error(resp.message())  # the API's words, as kube-scheduler's DefaultBinder reports them
 
     async def patch_pod_conditions(self, pod: PodInfo, *conditions: PodCondition) -> Status:
         """One strategic-merge PATCH of `pods/status` (conditions merge by type). A condition

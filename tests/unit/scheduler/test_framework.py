@@ -18,7 +18,7 @@ from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
 from pysched.framework.interfaces import Diagnosis, Handle
 from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
-from pysched.framework.status import SUCCESS, Code, Status, error, unschedulable
+from pysched.framework.status import SKIP, SUCCESS, Code, Status, error, unschedulable
 from pysched.plugins import default_registry
 from pysched.scheduler.queue import BACKOFF
 from pysched.scheduler.scheduler import Scheduler
@@ -33,10 +33,14 @@ class Recorder:
     refuse_reserve: set[str] = field(default_factory=set)
     wait_for: set[str] = field(default_factory=set)
     pre_bind_says: dict[str, Status] = field(default_factory=dict)  # by pod name
+    pre_flight_says: dict[str, Status] = field(default_factory=dict)  # by pod name; else Skip
+    reserve_says: dict[str, Status] = field(default_factory=dict)  # by pod name, besides refuse_reserve
 
     def reserve(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
         self.calls.append(f"reserve {pod.name}")
-        return unschedulable("no room in the ledger") if pod.name in self.refuse_reserve else SUCCESS
+        if pod.name in self.refuse_reserve:
+            return unschedulable("no room in the ledger")
+        return self.reserve_says.get(pod.name, SUCCESS)
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: NodeName) -> None:
         self.calls.append(f"unreserve {pod.name}")
@@ -44,6 +48,9 @@ class Recorder:
     def permit(self, state: CycleState, pod: PodInfo, node: NodeName) -> tuple[Status, float]:
         self.calls.append(f"permit {pod.name}")
         return (Status(Code.WAIT), 30.0) if pod.name in self.wait_for else (SUCCESS, 0.0)
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
+        return self.pre_flight_says.get(pod.name, SKIP)
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: NodeName) -> Status:
         self.calls.append(f"prebind {pod.name}")
@@ -182,24 +189,30 @@ def test_a_failed_binding_cycle_is_told_in_kubes_words_and_backs_off() -> None:
     Unschedulable, a PreBind error as `running PreBind plugin "<name>": ...` with reason
     SchedulerError. No rejector is recorded either way, so both back off; neither is parked."""
     recorder = Recorder(
-        pre_bind_says={"r": unschedulable("the volume is not attached yet"), "e": error("the API timed out")}
+        pre_bind_says={"r": unschedulable("the volume is not attached yet"), "e": error("the API timed out")},
+        pre_flight_says={"f": error("no volume binder"), "u": unschedulable("not now")},
+        reserve_says={"v": error("the ledger is down")},
     )
 
     async def run() -> None:
         cluster, scheduler = _scheduler(recorder)
         await scheduler.start()
-        for name in ("r", "e"):
-            cluster.create_pod(pod_dict(name, cpu="1", scheduler_name="x"))
+        for name in ("r", "e", "f", "u", "v"):
+            cluster.create_pod(pod_dict(name, cpu="500m", scheduler_name="x"))
         await scheduler.run_until_idle()
-        assert scheduler.stats.bind_failures == 2
+        assert scheduler.stats.bind_failures == 4
         told = {e.pod: e.note for e in cluster.events if e.reason == "FailedScheduling"}
         assert told == {
             "default/r": "the volume is not attached yet",
             "default/e": 'running PreBind plugin "Recorder": the API timed out',
+            "default/f": 'running PreBindPreFlight "Recorder": no volume binder',
+            "default/u": 'PreBindPreFlight Recorder returned "Unschedulable", which is unsupported. '
+            "It is supposed to return Success, Skip, or Error status",
+            "default/v": 'running Reserve plugin "Recorder": the ledger is down',
         }
-        reasons = {name: cluster.conditions[PodKey(f"default/{name}")]["PodScheduled"].reason for name in ("r", "e")}
-        assert reasons == {"r": "Unschedulable", "e": "SchedulerError"}
-        assert scheduler.queue.counts()[BACKOFF] == 2 and not scheduler.cache.is_assumed(PodKey("default/r"))
+        reasons = {n: cluster.conditions[PodKey(f"default/{n}")]["PodScheduled"].reason for n in ("r", "e", "f", "u")}
+        assert reasons == {"r": "Unschedulable", "e": "SchedulerError", "f": "SchedulerError", "u": "SchedulerError"}
+        assert scheduler.queue.counts()[BACKOFF] == 5 and not scheduler.cache.is_assumed(PodKey("default/r"))
         await scheduler.stop()
 
     asyncio.run(run())
@@ -297,3 +310,11 @@ def test_post_filter_runs_only_when_no_node_fits_and_the_pod_stays_unschedulable
         await scheduler.stop()
 
     asyncio.run(run())
+
+
+def test_a_diagnosis_is_worded_as_kubes_fit_error() -> None:
+    """kube's FitError: reasons as `<count> <reason>` sorted, a PreFilter's words alone, and a bare
+    colon when no node said why (a Reserve or Permit plugin that rejected without a reason)."""
+    assert Diagnosis(3, {"b": 1, "a": 2}, frozenset(), False).message() == "0/3 nodes are available: 1 b, 2 a."
+    assert Diagnosis(3, {}, frozenset(), True, pre_filter_message="x").message() == "0/3 nodes are available: x."
+    assert Diagnosis(1, {}, frozenset(), False).message() == "0/1 nodes are available:"
