@@ -22,6 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
+from pysched.api.disruption import nominated_node
 from pysched.api.features import PodFeatures
 from pysched.api.ids import NodeName, PodKey
 from pysched.api.objects import PodInfo
@@ -522,6 +523,10 @@ class SchedulingAlgorithm:
                 if result.left_out is not None:
                     outside |= result.left_out[: alive.shape[0]]
             outside &= alive
+            nominated = nominated_node(pod)  # kube filters it first, so it keeps its own filter's words
+            row = nodes.row.get(NodeName(nominated)) if nominated is not None else None
+            if row is not None and row < outside.shape[0]:
+                outside[row] = False
             left = int(outside.sum())
             if left:
                 reasons[f"node(s) didn't satisfy plugin(s) [{' '.join(narrowing)}]"] = left

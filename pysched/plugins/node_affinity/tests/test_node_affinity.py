@@ -184,26 +184,26 @@ def test_a_preferred_zone_wins_when_it_fits() -> None:
     asyncio.run(run())
 
 
-def _fields(*names: str, operator: str = "In") -> dict[str, Any]:
-    return {"matchFields": [{"key": "metadata.name", "operator": operator, "values": list(names)}]}
+def _named(*names: str, operator: str = "In") -> dict[str, Any]:
+    """One term whose `metadata.name` requirements each name one node (the API server allows one
+    value per field requirement)."""
+    return {"matchFields": [{"key": "metadata.name", "operator": operator, "values": [name]} for name in names]}
 
 
 def test_a_pod_whose_every_term_names_nodes_is_pinned_to_them() -> None:
     """kube's NodeAffinity PreFilter: a term's `metadata.name In` fields intersect, the terms unite;
     a term that names no node that way (labels only, NotIn) lets every node in."""
-    terms = make_pod("p", affinity_terms=[_fields("a", "b"), _fields("c")]).required_terms
+    terms = make_pod("p", affinity_terms=[_named("a"), _named("b"), _named("c")]).required_terms
     assert pinned_names(terms) == frozenset({"a", "b", "c"})
-    both = {"matchFields": [*_fields("a", "b")["matchFields"], *_fields("b", "c")["matchFields"]]}
-    assert pinned_names(make_pod("p", affinity_terms=[both]).required_terms) == frozenset({"b"})
+    assert pinned_names(make_pod("p", affinity_terms=[_named("b", "b")]).required_terms) == frozenset({"b"})
     labels = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
-    assert pinned_names(make_pod("p", affinity_terms=[_fields("a"), labels]).required_terms) is None
-    assert pinned_names(make_pod("p", affinity_terms=[_fields("a", operator="NotIn")]).required_terms) is None
+    assert pinned_names(make_pod("p", affinity_terms=[_named("a"), labels]).required_terms) is None
+    assert pinned_names(make_pod("p", affinity_terms=[_named("a", operator="NotIn")]).required_terms) is None
     assert pinned_names(make_pod("p", node_selector={"zone": "a"}).required_terms) is None
-    apart = {"matchFields": [*_fields("a")["matchFields"], *_fields("b")["matchFields"]]}
-    assert pinned_names(make_pod("p", affinity_terms=[apart]).required_terms) == frozenset()
+    assert pinned_names(make_pod("p", affinity_terms=[_named("a", "b")]).required_terms) == frozenset()
 
 
-def _failure_of(terms: list[dict[str, Any]]) -> str:
+def _failure_of(terms: list[dict[str, Any]], nominated: str = "") -> str:
     """The FailedScheduling message of a 4-CPU pod with these required terms, on a tainted node
     `a`, a 2-CPU node `b` and a free node `c` (the built-in default profile)."""
 
@@ -216,7 +216,10 @@ def _failure_of(terms: list[dict[str, Any]]) -> str:
         registry = default_registry()
         scheduler = Scheduler(builtin_config(registry).only("default"), cluster, clock, registry)
         await scheduler.start()
-        cluster.create_pod(pod_dict("p", cpu="4", scheduler_name="default", affinity_terms=terms))
+        raw = pod_dict("p", cpu="4", scheduler_name="default", affinity_terms=terms)
+        if nominated:
+            raw["status"] = {"nominatedNodeName": nominated}
+        cluster.create_pod(raw)
         await scheduler.run_until_idle()
         await scheduler.stop()
         assert cluster.pods[PodKey("default/p")].node_name is None
@@ -229,16 +232,20 @@ def test_the_nodes_a_pinned_pod_leaves_out_are_told_as_kube_tells_them() -> None
     """kube never filters the nodes its PreFilter left out: tainted or not, they are counted as
     "didn't satisfy plugin(s) [NodeAffinity]" (not in the taint's or the affinity's own words),
     and preemption does not look at them."""
-    assert _failure_of([_fields("b", "gone")]) == (
+    assert _failure_of([_named("b"), _named("gone")]) == (
         "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. "
         "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
         "2 Preemption is not helpful for scheduling."
     )
-    conflict = {"matchFields": [*_fields("a")["matchFields"], *_fields("b")["matchFields"]]}
-    assert _failure_of([conflict]).startswith("0/3 nodes are available: pod affinity terms conflict.")
+    assert _failure_of([_named("a", "b")]).startswith("0/3 nodes are available: pod affinity terms conflict.")
     labels = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z"]}]}
-    unpinned = _failure_of([_fields("b"), labels])  # one term names no node: every node is filtered
+    unpinned = _failure_of([_named("b"), labels])  # one term names no node: every node is filtered
     assert unpinned.startswith(
         "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector, "
         "1 node(s) had untolerated taint(s)."
+    )
+    # A nominated node is filtered before the others (kube's evaluateNominatedNode): its own words.
+    assert _failure_of([_named("b")], nominated="c").startswith(
+        "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector, "
+        "1 node(s) didn't satisfy plugin(s) [NodeAffinity]."
     )
