@@ -652,8 +652,8 @@ class Scheduler:
     def _undo(self, job: _BindJob, status: Status, stage: str = "") -> None:
         """A failed binding cycle: forget the assumption at once and retry after backoff. Told as
         kube-scheduler tells it (`_told`): a rejection with reason Unschedulable, an error with
-        reason SchedulerError.
-        No rejector is recorded either way (none ruled out a node), so both back off as errors do."""
+        reason SchedulerError. No rejector is recorded either way (none ruled out a node), so both
+        back off as errors do."""
         pod = job.queued.pod
         rejected = status.rejected
         self.stats.bind_failures += 1
