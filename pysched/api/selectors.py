@@ -19,6 +19,9 @@ def go_int(text: str) -> int | None:
     return value if -_INT64 <= value < _INT64 else None
 
 
+NODE_NAME_FIELD = "metadata.name"  # the one node field `matchFields` may select on
+
+
 @dataclass(frozen=True, slots=True)
 class Requirement:
     """One node selector requirement (`matchExpressions` or `matchFields` entry)."""

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pysched.api.objects import PodInfo, Requirement, SelectorTerm, Taint, Toleration
-from pysched.api.selectors import go_int
+from pysched.api.selectors import NODE_NAME_FIELD, go_int
 from pysched.framework.interfaces import FilterResult
 from pysched.framework.nodetable import Bools, NodeTable
 
@@ -54,7 +54,7 @@ def requirement_mask(req: Requirement, nodes: NodeTable) -> Bools:
 
 def field_mask(req: Requirement, nodes: NodeTable) -> Bools:
     """matchFields supports only metadata.name with In / NotIn."""
-    if req.key != "metadata.name" or req.operator not in ("In", "NotIn"):
+    if req.key != NODE_NAME_FIELD or req.operator not in ("In", "NotIn"):
         return np.zeros(nodes.size, np.bool_)
     hit = np.zeros(nodes.size, np.bool_)
     for name in req.values:

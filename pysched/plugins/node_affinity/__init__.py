@@ -12,11 +12,11 @@ import numpy as np
 
 from pysched.api.features import EVERY_POD, NODE_PREFERENCES, PodFeatures
 from pysched.api.objects import PodInfo
-from pysched.api.selectors import SelectorTerm
+from pysched.api.selectors import NODE_NAME_FIELD, Requirement, SelectorTerm
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import PLACEMENT_EVENTS, EventRegistration
 from pysched.framework.interfaces import FilterResult, Handle
-from pysched.framework.masks import affinity_mask, term_mask
+from pysched.framework.masks import affinity_mask, field_mask, term_mask
 from pysched.framework.nodetable import I64, MAX_NODE_SCORE, Bools, NodeTable
 from pysched.framework.registry import ArgsError, PluginSpec
 from pysched.framework.status import SKIP, SUCCESS, Status
@@ -26,7 +26,6 @@ NAME = "NodeAffinity"
 REASON = "node(s) didn't match Pod's node affinity/selector"
 ENFORCED_REASON = "node(s) didn't match scheduler-enforced node affinity"
 CONFLICT_REASON = "pod affinity terms conflict"
-NODE_NAME_FIELD = "metadata.name"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,11 +91,7 @@ class NodeAffinity:
         if pinned is not None and not pinned:
             refusal = CONFLICT_REASON
         elif pinned is not None:
-            left_out = np.ones(nodes.size, np.bool_)
-            for name in pinned:
-                row = nodes.row.get(name)  # type: ignore[call-overload]
-                if row is not None:
-                    left_out[row] = False
+            left_out = field_mask(Requirement(NODE_NAME_FIELD, "NotIn", tuple(sorted(pinned))), nodes)
         if added is None:
             return FilterResult(own, {REASON: ~own}, True, left_out, refusal)
         # kube checks the profile's affinity first: a node failing both is told the enforced reason.

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pysched.api.limits import MAX_VALUE_CHARS, clip
-from pysched.api.selectors import Requirement, SelectorTerm
+from pysched.api.selectors import NODE_NAME_FIELD, Requirement, SelectorTerm
 
 MAX_TERMS = 100  # terms, requirements per term, values per requirement: far beyond any real profile
 MAX_KEY_CHARS = 317  # a label key: a 253-character prefix, "/", a 63-character name
@@ -67,7 +67,7 @@ def _requirement(raw: object, what: str, field: bool) -> Requirement:
         raise ValueError(f"{what}: {operator} takes no values")
     if operator in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
         raise ValueError(f"{what}: {operator} takes exactly one integer value")
-    if field and (key != "metadata.name" or operator not in ("In", "NotIn") or len(values) != 1):
+    if field and (key != NODE_NAME_FIELD or operator not in ("In", "NotIn") or len(values) != 1):
         raise ValueError(f"{what}: matchFields supports only metadata.name with In or NotIn and one value")
     return Requirement(key, str(operator), values)
 
