@@ -3,7 +3,7 @@
 Register with ``pytest_plugins = ["pysched.testing.pytest_plugin"]`` in the root
 conftest, or import the fixtures into a conftest:
 
-* ``control_plane`` (session): a started :class:`LocalControlPlane`;
+* ``control_plane`` (session; under pytest-xdist one per worker): a started :class:`LocalControlPlane`;
 * ``kube`` (session): its :class:`KubeAPI`;
 * ``jobset`` (session): the JobSet controller and its webhooks, started on ``control_plane``;
 * ``helm`` (session): the helm binary (hack/build-helm.sh);
