@@ -49,18 +49,22 @@ def test_every_plugin_folder_is_registered_documented_and_tested() -> None:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="builds the wheel with pip")
-def test_the_wheel_ships_data_and_readmes_but_no_plugin_tests(tmp_path: Path) -> None:
+def test_the_wheel_builds_without_warnings_and_ships_data_and_readmes_but_no_plugin_tests(tmp_path: Path) -> None:
     source = tmp_path / "source"  # a copy: building in the clone would leave build/ and egg-info there
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "pysched", source / "pysched", ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(tmp_path), str(source)],
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(tmp_path), str(source)],
         check=True,
         capture_output=True,
+        text=True,
         timeout=600,
     )
+    # What `pip install .` shows a newcomer: setuptools' warnings (a data folder it takes for an
+    # undeclared package, a deprecated licence table) print as a block of "!!" banners.
+    assert "Warning" not in built.stdout + built.stderr, built.stdout + built.stderr
     (wheel,) = tmp_path.glob("pysched-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert not [n for n in names if "/tests/" in n or Path(n).name.startswith("test_")]

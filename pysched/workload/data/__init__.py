@@ -1,0 +1,1 @@
+"""The A100 throughput tables the built-in catalogue reads (see README.md here); data only."""
