@@ -10,6 +10,7 @@ CACHE_ROOT := $(or $(PYSCHED_CACHE_DIR),$(HOME)/.cache/pysched)
 # wait on the control plane (alone they leave the 2 cores about 60% idle): two workers sharing the
 # tests by work stealing finish the suite in about 60% of one worker's time.
 TEST_WORKERS ?= 2
+PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 
 .PHONY: install simulate control-plane lint typecheck unit test bench perf clean
 
@@ -41,12 +42,12 @@ typecheck: install
 	$(BIN)/mypy --cache-dir "$(CACHE_ROOT)/mypy-$$($(BIN)/python -c 'import mypy.version as v; print(v.__version__)')" pysched tests perf progress/pysched_progress manifests/examples/training/train.py
 
 unit: install
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal -m "not integration"
+	$(PYTEST) -m "not integration"
 
 # Everything: lint, types, then every test (unit, plugin, property and integration).
 # pytest runs last so that its summary is the closing line.
 test: install control-plane lint typecheck
-	PYSCHED_REQUIRE_CONTROL_PLANE=1 $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
+	PYSCHED_REQUIRE_CONTROL_PLANE=1 $(PYTEST)
 
 bench: install
 	$(BIN)/pysched bench --nodes 5000 --pods 20000
