@@ -358,7 +358,8 @@ async def _serve(
         log.warning("API server version not checked", error=version.message())
     for profile, missing in unchecked_constraints(config, builtin_config(registry)):
         log.warning(
-            "profile leaves out checks of the default profile: pods that need them are placed without them",
+            "profile leaves out filters of the default profile: pods stating what they check are refused, "
+            "the nodes' taints, cordons and room go unchecked",
             profile=profile,
             filters=missing,
         )

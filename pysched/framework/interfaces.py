@@ -128,6 +128,19 @@ class QueuePickPlugin(QueueSortPlugin, Protocol):
 
 
 @runtime_checkable
+class StatedConstraintCheck(Protocol):
+    """A plugin that checks a constraint a pod states in its own spec (host ports, pod affinity,
+    claims, ...). Asked of the class: profile lists are the whole of a profile, so a profile that
+    leaves such a plugin out refuses the pods that state what it checks, rather than place them
+    unchecked (`pysched.scheduler.unchecked`)."""
+
+    @staticmethod
+    def stated_constraint(pod: PodInfo) -> str | None:
+        """What the pod states that this plugin checks ("host ports"), None when nothing."""
+        ...
+
+
+@runtime_checkable
 class RejectionCheckPlugin(Plugin, Protocol):
     """A plugin that can tell, on the cluster as it is now, that it would reject a pod it rejected
     before, on every node. When every rejector of a pod says so, the pod popped after an event let

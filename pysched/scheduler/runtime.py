@@ -38,6 +38,7 @@ from pysched.framework.interfaces import (
 from pysched.framework.registry import ArgsError, Registry
 from pysched.framework.status import SKIP, SUCCESS, Code, Status, error
 from pysched.scheduler.algorithm import ScheduleResult, SchedulingAlgorithm, WeightedScore
+from pysched.scheduler.unchecked import UncheckedConstraints
 
 P = TypeVar("P")
 
@@ -93,6 +94,9 @@ class Framework:
         self.pre_enqueue: list[PreEnqueuePlugin] = at("preEnqueue")
         self.queue_sort: QueueSortPlugin = at("queueSort")[0]
         self.pre_filter: list[PreFilterPlugin] = at("preFilter")
+        unchecked = UncheckedConstraints.of(profile, registry)
+        if unchecked is not None:  # first, so that its words are the ones a refused pod is told
+            self.pre_filter.insert(0, unchecked)
         self.filters: list[FilterPlugin] = at("filter")
         self.post_filter: list[PostFilterPlugin] = at("postFilter")
         self.pre_score: list[PreScorePlugin] = at("preScore")

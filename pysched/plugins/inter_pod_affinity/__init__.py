@@ -162,6 +162,12 @@ class InterPodAffinity:
             return EVERY_POD
         return PodFeatures(POD_AFFINITY | LABELS)
 
+    @staticmethod
+    def stated_constraint(pod: PodInfo) -> str | None:
+        affinity = pod.pod_affinity
+        required = affinity is not None and (affinity.required or bool(affinity.problem))
+        return "required pod affinity or anti-affinity" if required else None
+
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         affinity = pod.pod_affinity
         if affinity is not None and affinity.problem:

@@ -69,6 +69,12 @@ class NodeAffinity:
     NAME: ClassVar[str] = NAME
     added: AddedAffinity = field(default_factory=AddedAffinity)
 
+    @staticmethod
+    def stated_constraint(pod: PodInfo) -> str | None:
+        return (
+            "node selector or required node affinity" if pod.node_selector or pod.required_terms is not None else None
+        )
+
     def mask_key(self, pod: PodInfo) -> Hashable:
         return (pod.node_selector, pod.required_terms)  # the added terms are the profile's, fixed
 

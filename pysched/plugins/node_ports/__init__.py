@@ -82,6 +82,10 @@ class NodePorts:
     def acts_on(self) -> PodFeatures:
         return HOST_PORTS
 
+    @staticmethod
+    def stated_constraint(pod: PodInfo) -> str | None:
+        return "host ports" if pod.host_ports else None
+
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         return SUCCESS if pod.host_ports else SKIP
 

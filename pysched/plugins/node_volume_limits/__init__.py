@@ -149,6 +149,11 @@ class NodeVolumeLimits:
     def acts_on(self) -> PodFeatures:
         return VOLUMES  # a pod without volumes is skipped at PreFilter
 
+    @staticmethod
+    def stated_constraint(pod: PodInfo) -> str | None:
+        volumes = pod.volumes
+        return "volumes" if volumes is not None and (volumes.claims or volumes.csi_inline) else None
+
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         if pod.volumes is None or not (pod.volumes.claims or pod.volumes.csi_inline):
             return SKIP

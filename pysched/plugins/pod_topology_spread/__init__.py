@@ -232,6 +232,11 @@ class PodTopologySpread:
         return SPREAD
 
     # ----- PreFilter / Filter
+    @staticmethod
+    def stated_constraint(pod: PodInfo) -> str | None:
+        hard = any(c.hard or c.problem for c in pod.spread)
+        return "DoNotSchedule topology spread constraints" if hard else None
+
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         if not pod.spread and not self._hard_defaults:
             return SKIP

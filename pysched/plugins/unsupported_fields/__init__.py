@@ -29,6 +29,10 @@ class UnsupportedFields:
     def acts_on(self) -> PodFeatures:
         return REFUSED  # a pod that sets no refused field is skipped
 
+    @staticmethod
+    def stated_constraint(pod: PodInfo) -> str | None:
+        return ", ".join(pod.refused) if pod.refused else None
+
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         if not pod.refused:
             return SKIP

@@ -157,6 +157,10 @@ class VolumeBinding:
     def acts_on(self) -> PodFeatures:
         return VOLUMES  # a pod without volumes is skipped at PreFilter
 
+    @staticmethod
+    def stated_constraint(pod: PodInfo) -> str | None:
+        return "persistent volume claims" if pod.volumes is not None and pod.volumes.claims else None
+
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         if pod.volumes is None or not pod.volumes.claims:
             return SKIP

@@ -72,6 +72,11 @@ class VolumeRestrictions:
     def acts_on(self) -> PodFeatures:
         return VOLUMES  # a pod without volumes is skipped at PreFilter
 
+    @staticmethod
+    def stated_constraint(pod: PodInfo) -> str | None:
+        volumes = pod.volumes
+        return "volumes" if volumes is not None and (volumes.claims or volumes.disks) else None
+
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
         volumes = pod.volumes
         if volumes is None:

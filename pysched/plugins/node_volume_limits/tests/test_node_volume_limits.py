@@ -30,8 +30,11 @@ profiles:
   - schedulerName: vol
     plugins:
       queueSort: [{name: PrioritySort}]
-      preFilter: [{name: NodeVolumeLimits}]
-      filter: [{name: NodeResourcesFit}, {name: NodeVolumeLimits}]
+      # every volume filter: a profile without one refuses pods with claims
+      preFilter: [{name: VolumeRestrictions}, {name: NodeVolumeLimits}, {name: VolumeBinding}, {name: VolumeZone}]
+      filter:
+        [{name: NodeResourcesFit}, {name: VolumeRestrictions}, {name: NodeVolumeLimits}, {name: VolumeBinding},
+         {name: VolumeZone}]
       bind: [{name: DefaultBinder}]
 """
 DRIVERS = ("a.csi", "b.csi")

@@ -15,6 +15,8 @@ from pysched.scheduler.cache import Cache
 from pysched.scheduler.scheduler import Scheduler
 from pysched.testing.simulated import settle
 
+VOLUME_FILTERS = [{"name": n} for n in ("VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone")]
+
 
 def gce(name: str, pd: str, read_only: bool = False) -> dict[str, object]:
     return with_volumes(pod_dict(name), [{"name": "d", "gcePersistentDisk": {"pdName": pd, "readOnly": read_only}}])
@@ -66,8 +68,9 @@ PREEMPTING = {
             "schedulerName": "pysched",
             "plugins": {
                 "queueSort": [{"name": "PrioritySort"}],
-                "preFilter": [{"name": "VolumeRestrictions"}],
-                "filter": [{"name": "NodeResourcesFit"}, {"name": "VolumeRestrictions"}],
+                # every volume filter: a profile without one refuses pods with claims
+                "preFilter": VOLUME_FILTERS,
+                "filter": [{"name": "NodeResourcesFit"}, *VOLUME_FILTERS],
                 "postFilter": [{"name": "DefaultPreemption"}],
                 "score": [{"name": "LeastAllocated", "weight": 1}],
                 "bind": [{"name": "DefaultBinder"}],
