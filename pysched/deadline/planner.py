@@ -335,14 +335,17 @@ def earliest_deadline(candidate: Demand, admitted: Sequence[Demand], capacity: i
     `finish` planned after the admitted jobs (`Admission.finish`): that, unless a deadline that
     early puts it ahead of admitted jobs it then makes miss; then each later admitted deadline is
     tried in turn (a few), the job planned after that one. With a deadline after every admitted one
-    it is planned last and admitted, so what it is told is never a deadline that would be refused."""
+    it is planned last and admitted, so what it is told is never a deadline that would be refused.
+    Each try is a whole second, rounded up: a deadline is written in whole seconds, and one rounded
+    down could be refused."""
     if not math.isfinite(finish):
         return finish
     later = sorted({d.deadline for d in admitted if d.deadline is not None and d.deadline > finish})
-    for deadline in [finish, *(math.nextafter(t, math.inf) for t in later[:MAX_DEADLINE_TRIES])]:
-        if _admit(dataclasses.replace(candidate, deadline=deadline), admitted, capacity, now)[0]:
-            return deadline
-    return math.nextafter(later[-1], math.inf) if later else finish
+    tries = [math.ceil(finish), *(math.floor(t) + 1 for t in later[:MAX_DEADLINE_TRIES])]
+    for deadline in tries:
+        if _admit(dataclasses.replace(candidate, deadline=float(deadline)), admitted, capacity, now)[0]:
+            return float(deadline)
+    return float(math.floor(later[-1]) + 1) if later else float(math.ceil(finish))
 
 
 def _admit(candidate: Demand, admitted: Sequence[Demand], capacity: int, now: float) -> tuple[bool, float]:

@@ -709,16 +709,18 @@ def test_with_wait_the_admission_is_told_on_pods_that_exist() -> None:
     assert admitted == ["sim/w-0-x7k2p"] and all(pod in world.cluster.pods for pod in admitted)
 
 
-def test_a_job_due_before_a_running_one_is_admitted_when_it_can_wait_for_it() -> None:
+@pytest.mark.parametrize("arrives", [60.0, 60.4])
+def test_a_job_due_before_a_running_one_is_admitted_when_it_can_wait_for_it(arrives: float) -> None:
     """A running job is never stopped: a newcomer due before it is planned after it, not ahead of
     it (which took the running job's GPUs and refused the newcomer), and a refused one is told a
-    deadline that would have been admitted."""
+    deadline that would have been admitted, in whole seconds (arriving between two, the deadline
+    of its plan rounded down was refused)."""
 
     async def run(deadline: float) -> _Owned:
         world = _Owned()  # one node of 8 GPUs
         await world.scheduler.start()
         world.job("a", 1, _deadline(3 * 3600, 1000), gpus=8)  # about 1,100 s on all 8, due in 3 h
-        await world.until(60)
+        await world.until(arrives)
         world.job("b", 1, _deadline(deadline, 500), gpus=8)  # about 550 s on all 8
         await world.scheduler.run_until_idle()
         await world.scheduler.stop()
