@@ -202,8 +202,10 @@ def make_job(
                 f" more than {MAX_STEPS:,}"
             )
     run_s = duration if duration is not None else steps * step_s
-    if not run_s <= MAX_JOB_SECONDS:
-        raise _BadRow(f"runs {run_s:.3g} s at its request, more than {_bound(MAX_JOB_SECONDS)} (366 days)")
+    # The steps are what runs: a duration given beside them must not let a longer run through.
+    longest = max(run_s, steps * step_s)
+    if not longest <= MAX_JOB_SECONDS:
+        raise _BadRow(f"runs {longest:.3g} s at its request, more than {_bound(MAX_JOB_SECONDS)} (366 days)")
     if deadline is None and rule is not None:
         deadline = rule.draw(rng, submit, run_s)
     return Job(

@@ -214,6 +214,8 @@ HEADER = "job_id,submission_time,duration,num_gpu,num_iteration,deadline,num_cpu
         ("a,0,600,0,,,,9e18,", "batch_size '9e18'"),
         ("a,0,,0,1000000000000,,,,", "runs"),  # 1e12 steps of a CPU model: beyond 1e10 s
         ("a,0,,0,100000000000,,,,", "more than 31,622,400 (366 days)"),  # 1e11 steps: beyond a year
+        # The steps run, not the duration beside them (which passed the bound, and the run went on for ever).
+        ("a,0,600,0,100000000000,,,,", "more than 31,622,400 (366 days)"),
         ("a,0,600,0,,,,,1e300", "memory '1e300' is not a Kubernetes quantity the scheduler can count"),
     ],
 )
