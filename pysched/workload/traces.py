@@ -141,17 +141,21 @@ def _int(row: Mapping[str, str], key: str, *, minimum: int = 0, maximum: int) ->
     return int(value)
 
 
-def _pick_model(catalogue: Catalogue, gpus: int, rng: random.Random) -> Model:
+def _pick_model(catalogue: Catalogue, gpus: int, batch: int | None, rng: random.Random) -> Model:
     kind = GpuModel if gpus else CpuModel
-    names = [n for n in catalogue.names(kind) if not gpus or offers_gpus(catalogue.models[n], gpus)]
+    names = [n for n in catalogue.names(kind) if not gpus or offers_gpus(catalogue.models[n], gpus, batch)]
     if not names:
-        raise _BadRow(f"no catalogue model offers {gpus} GPUs")
+        measured = "" if batch is None else f" at batch_size {batch}"
+        raise _BadRow(f"no catalogue model offers {gpus} GPUs{measured}")
     return catalogue.models[rng.choice(names)]
 
 
-def offers_gpus(model: Model, gpus: int) -> bool:
-    """The model's table measures a run on `gpus` GPUs."""
-    return isinstance(model, GpuModel) and model.truth(random.Random(0)).rate(gpus) is not None
+def offers_gpus(model: Model, gpus: int, batch: int | None = None) -> bool:
+    """The model's table (of `batch`, measured; its default one when None) measures a run on
+    `gpus` GPUs."""
+    if not isinstance(model, GpuModel) or (batch is not None and batch not in model.tables):
+        return False
+    return model.truth(random.Random(0), batch).rate(gpus) is not None
 
 
 def _truth(model: Model, gpus: int, batch: int | None, rng: random.Random) -> SpeedModel:
@@ -230,8 +234,17 @@ def job_name(index: int) -> str:
 
 
 def _row_job(
-    row: Mapping[str, str], index: int, where: str, catalogue: Catalogue, rule: DeadlineRule | None, seed: int
+    row: Mapping[str, str],
+    index: int,
+    where: str,
+    catalogue: Catalogue,
+    rule: DeadlineRule | None,
+    seed: int,
+    draw: int,
 ) -> Job:
+    """The job of a row, named by `index` (the jobs before it); its draws seeded by `draw`, the
+    row's place among the trace's rows, skipped ones included, so that a bad row does not change
+    the draws of the rows after it."""
     if not (row.get("job_id") or "").strip():
         raise _BadRow("job_id is missing")
     submit = _float(row, "submission_time")
@@ -246,7 +259,7 @@ def _row_job(
     if deadline is not None and deadline < submit:
         raise _BadRow(f"deadline {deadline:g} is before submission_time {submit:g}")
     batch = _int(row, "batch_size", minimum=1, maximum=MAX_BATCH_SIZE)
-    rng = _rng(seed, row["job_id"], index)
+    rng = _rng(seed, row["job_id"], draw)
     name = (row.get("model_name") or "").strip()
     if name:
         found = catalogue.get(name)
@@ -254,7 +267,7 @@ def _row_job(
             raise _BadRow(f"unknown model {clip(name)} (known: {', '.join(catalogue.names())})")
         model = found
     else:
-        model = _pick_model(catalogue, gpus, rng)
+        model = _pick_model(catalogue, gpus, batch, rng)
     cpu = _float(row, "num_cpu", maximum=MAX_JOB_CPUS)
     if cpu is not None and cpu < 0.001:
         raise _BadRow("num_cpu must be at least 0.001")
@@ -332,8 +345,8 @@ def read_csv(
     A file whose first text starts with `;` is read as SWF."""
     lines = _Lines(path)
     head = next(lines, "")
-    if head.lstrip().startswith(";"):
-        return read_swf(path, catalogue, rule, seed)
+    if head.lstrip().startswith(";"):  # read on from the lines read: a pipe cannot be read again
+        return read_swf(path, catalogue, rule, seed, itertools.chain([head], lines))
     reader = csv.DictReader(itertools.chain([head], lines))
     jobs: list[Job] = []
     problems: list[str] = []
@@ -352,7 +365,7 @@ def read_csv(
                 f"(got: {clip(', '.join(header))})"
             )
         first_seen: dict[str, int] = {}  # job_id -> its first line, skipped or not
-        for row in reader:
+        for draw, row in enumerate(reader):
             where = f"{path}:{reader.line_num}"
             job_id = (row.get("job_id") or "").strip()
             if job_id in first_seen:  # a later row of a skipped job is not the job either
@@ -364,7 +377,7 @@ def read_csv(
                     problem = "more cells than header columns"
                 else:
                     try:
-                        jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed))
+                        jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed, draw))
                         continue
                     except _BadRow as err:
                         problem = str(err)
@@ -382,9 +395,14 @@ _SWF_FIELDS = 18
 
 
 def read_swf(
-    path: str | Path, catalogue: Catalogue, rule: DeadlineRule | None = DeadlineRule(), seed: int = 7
+    path: str | Path,
+    catalogue: Catalogue,
+    rule: DeadlineRule | None = DeadlineRule(),
+    seed: int = 7,
+    lines: Iterable[str] | None = None,
 ) -> Trace:
-    """Standard Workload Format: `;` comments, 18 whitespace-separated fields per job.
+    """Standard Workload Format: `;` comments, 18 whitespace-separated fields per job (`lines`:
+    the file's lines, when its start has been read already).
 
     Used: 1 job number, 2 submit time, 4 run time, 8 requested processors (5 allocated when -1).
     Processors become CPUs of a CPU model drawn from the catalogue; -1 means unknown.
@@ -392,11 +410,13 @@ def read_swf(
     jobs: list[Job] = []
     problems: list[str] = []
     first_seen: dict[str, int] = {}  # job number -> its first line, skipped or not
-    for number, line in enumerate(_Lines(path), start=1):
+    draw = -1
+    for number, line in enumerate(_Lines(path) if lines is None else lines, start=1):
         text = line.split(";", 1)[0].strip()
         if not text:
             continue
         where = f"{path}:{number}"
+        draw += 1
         fields = re.split(r"\s+", text)
         if fields[0] in first_seen:
             problems.append(f"{where}: job number {clip(fields[0])} repeats line {first_seen[fields[0]]}")
@@ -412,7 +432,7 @@ def read_swf(
             "num_cpu": fields[7] if fields[7] != "-1" else fields[4],
         }
         try:
-            jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed))
+            jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed, draw))
         except _BadRow as err:
             problems.append(f"{where}: {err}")
     # SWF has no deadline field: a skipped row had one only by the rule.

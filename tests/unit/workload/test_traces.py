@@ -1,4 +1,6 @@
+import os
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -325,3 +327,45 @@ def test_a_job_id_repeating_a_skipped_row_is_reported_too(tmp_path: Path) -> Non
         "submission_time 'inf' is not a number",
         "job number '2' repeats line 3",
     ]
+
+
+def test_an_swf_trace_read_through_a_pipe_loses_no_job(tmp_path: Path) -> None:
+    """The first line is read to tell SWF from CSV: the SWF reader goes on from there, where
+    opening the path again lost the pipe's first block of jobs."""
+    fifo = tmp_path / "trace.swf"
+    os.mkfifo(fifo)
+    text = "; Version: 2.2\n" + "".join(
+        f"{i} {i * 10} 5 600 2 -1 -1 2 600 -1 1 1 1 1 1 1 -1 -1\n" for i in range(1, 3001)
+    )
+
+    def write() -> None:
+        with fifo.open("w") as out:
+            out.write(text)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    trace = read_csv(fifo, CATALOGUE)
+    writer.join()
+    assert (len(trace.jobs), trace.problems) == (3000, ())
+
+
+def test_a_bad_row_changes_no_draw_of_the_rows_after_it(tmp_path: Path) -> None:
+    rows = ["c,0,600,0,,,3,,", "d,10,900,0,,,5,,"]
+    good = read_csv(_write(tmp_path, HEADER + "a,0,600,0,,,,,\nb,5,600,0,,,,,\n" + "\n".join(rows) + "\n"), CATALOGUE)
+    bad = read_csv(_write(tmp_path, HEADER + "a,0,600,0,,,,,\nb,5,-1,0,,,,,\n" + "\n".join(rows) + "\n"), CATALOGUE)
+    assert len(bad.problems) == 1
+
+    def drawn(trace: traces.Trace) -> list[tuple[str, float | None, int]]:
+        return [(j.model, j.deadline, j.steps) for j in trace.jobs if j.cpu_milli in (3000, 5000)]
+
+    assert drawn(bad) == drawn(good) and len(drawn(good)) == 2
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_batch_size_without_a_model_draws_among_the_models_that_measure_it(tmp_path: Path, seed: int) -> None:
+    text = "job_id,submission_time,duration,num_gpu,batch_size\n" + "".join(
+        f"j{i},{i * 10},600,1,32\n" for i in range(10)
+    )
+    trace = read_csv(_write(tmp_path, text), CATALOGUE, seed=seed)
+    assert trace.problems == () and len(trace.jobs) == 10
+    assert all(32 in CATALOGUE.models[j.model].tables for j in trace.jobs)  # type: ignore[union-attr]
