@@ -111,6 +111,8 @@ def read_table(text: str, where: str) -> dict[int, Throughput]:
             tables[batch] = Throughput(tuple(g for g, _ in points), tuple(r for _, r in points))
     except ValueError as err:
         raise CatalogueError(f"{where}: not a throughput table: {brief(err)}") from None
+    if not tables:  # blank lines only under the header
+        raise CatalogueError(f"{where}: a header and at least one row are required")
     return tables
 
 

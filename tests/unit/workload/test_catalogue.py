@@ -96,3 +96,10 @@ def test_unknown_catalogue_keys_are_refused(tmp_path: Path, text: str, needle: s
 def test_a_model_may_be_written_with_json_numbers(tmp_path: Path) -> None:
     text = '{"models": {"m": {"kind": "cpu", "steps": 1e3, "t1": 1e-3, "f": 1, "p_max": 8}}}'
     assert load_catalogue(_catalogue(tmp_path, text)).models["m"] == CpuModel("m", 1000, 0, 0.001, 1.0, 8)
+
+
+def test_a_table_with_only_blank_lines_under_its_header_is_one_line(tmp_path: Path) -> None:
+    """Its model had no batch size to run by: a traceback once a job used it."""
+    (tmp_path / "t.csv").write_text("global_batch_size,1,2\n\n")
+    with pytest.raises(CatalogueError, match=r"models\.g\.table: a header and at least one row are required"):
+        load_catalogue(_catalogue(tmp_path, "models:\n  g: {kind: gpu, table: t.csv}\n"))
