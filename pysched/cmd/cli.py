@@ -85,6 +85,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         number_problem("--horizon", args.horizon, 1, MAX_HORIZON_S) if args.horizon is not None else None,
         output_problem("--json", args.json) if args.json is not None else None,
         output_problem("--plot", args.plot, folder=True) if args.plot is not None else None,
+        *(output_problem(flag, path) for flag, path in _plot_files(args.plot) if path),  # each file too
         extra_problem("--plot", "matplotlib", "matplotlib", "plot") if args.plot else None,
         output_problem("--jobs-csv", args.jobs_csv) if args.jobs_csv is not None else None,
         clash_problem(

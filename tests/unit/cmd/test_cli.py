@@ -299,3 +299,20 @@ def test_identical_jct_curves_are_named_in_the_legend() -> None:
 
     results = {"default": result((3.0, 1.0)), "edf": result((1.0, 3.0)), "seed": result((2.0,)), "x": result(())}
     assert same_curves(results) == {"edf": "default"}
+
+
+def test_a_plot_file_that_cannot_be_written_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found after the run, it cost the run and left the JSON written with exit 2."""
+    (tmp_path / "plots" / "deadline_met.png").mkdir(parents=True)
+    trace = tmp_path / "one.csv"
+    trace.write_text("job_id,submission_time,duration\na,0,600\n")
+    out = tmp_path / "sim.json"
+    argv = ["simulate", "--trace", str(trace), "--policy", "default", "--plot", str(tmp_path / "plots")]
+    assert main([*argv, "--json", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [
+        f"pysched: error: --plot: {tmp_path / 'plots' / 'deadline_met.png'} is a folder"
+    ]
+    assert captured.out == "" and not out.exists()
