@@ -58,10 +58,12 @@ def member_key(member: Member) -> PodKey:
 
 @dataclass(frozen=True, slots=True)
 class JobOutcome:
-    """One job of a run, for `--jobs-csv`: times in seconds from the start of the run (None: it
-    never got there), its request, its resource changes and its CPU allocation segments."""
+    """One job of a run, for `--jobs-csv`: its name and the trace's id for it, times in seconds on
+    the workload's clock (a trace's own; None: it never got there), its request, its resource
+    changes and its CPU allocation segments."""
 
     job: str
+    trace_id: str
     submitted: float
     started: float | None
     finished: float | None
@@ -74,7 +76,7 @@ class JobOutcome:
     cpu_segments: tuple[tuple[float, float, float], ...]  # (start, end, CPUs held), member by member
 
     CSV_FIELDS: ClassVar[tuple[str, ...]] = (
-        "job", "submitted_s", "started_s", "finished_s", "deadline_s", "met", "cpu", "gpu", "members",
+        "job", "trace_id", "submitted_s", "started_s", "finished_s", "deadline_s", "met", "cpu", "gpu", "members",
         "rescales", "cpu_segments",
     )  # fmt: skip
 
@@ -85,7 +87,7 @@ class JobOutcome:
         segments = ";".join(f"{a:.0f}-{b:.0f}:{c:g}" for a, b, c in self.cpu_segments)
         met = "" if self.met is None else str(self.met).lower()
         return [
-            self.job, t(self.submitted), t(self.started), t(self.finished), t(self.deadline), met,
+            self.job, self.trace_id, t(self.submitted), t(self.started), t(self.finished), t(self.deadline), met,
             f"{self.cpu:g}", str(self.gpu), str(self.members), str(self.rescales), segments,
         ]  # fmt: skip
 
@@ -473,6 +475,7 @@ def metrics(
     outcomes = [
         JobOutcome(
             job=job.name,
+            trace_id=job.trace_id or job.name,
             submitted=job.submit,
             started=started[k] - EPOCH if k in started else None,
             finished=finished[k] - EPOCH if k in finished else None,
@@ -487,7 +490,8 @@ def metrics(
         for k, job in jobs.items()
     ]
     outcomes += [
-        JobOutcome(j.name, j.submit, None, None, j.deadline, None if j.deadline is None else False, j.cpu_milli / 1000,
+        JobOutcome(j.name, j.trace_id or j.name, j.submit, None, None, j.deadline,
+                   None if j.deadline is None else False, j.cpu_milli / 1000,
                    j.gpu, len(j.gang.members) if j.gang is not None else 1, 0, ())
         for j in never_run
     ]  # fmt: skip

@@ -30,6 +30,7 @@ class Job:
     priority: int = 0
     model: str = ""
     source: str = ""  # file:line of the trace row, for messages
+    trace_id: str = ""  # the trace row's job_id ("" for a generated job)
     # TF 1.x parameter-server jobs cannot adopt new CPUs live: a CPU resize restarts the
     # container (Kubernetes resizePolicy RestartContainer) and, without checkpoints, loses progress.
     restart_on_resize: bool = True

@@ -189,6 +189,7 @@ def make_job(
     rng: random.Random,
     source: str,
     gang: Gang | None = None,
+    trace_id: str = "",
 ) -> Job:
     """Steps from `duration` at the requested resources (every member at its request, for a
     gang) when not given; deadline from the rule."""
@@ -223,6 +224,7 @@ def make_job(
         deadline=deadline,
         model=model.name,
         source=source,
+        trace_id=trace_id,
         restart_on_resize=gang is None,  # a gang's members resize in place
         gang=gang,
         expected_s=run_s if gpus else None,
@@ -293,6 +295,7 @@ def _row_job(
         rule=rule,
         rng=rng,
         source=where,
+        trace_id=row["job_id"].strip(),
     )
 
 

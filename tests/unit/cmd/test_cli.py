@@ -293,6 +293,20 @@ def test_jobs_csv_has_one_row_per_policy_and_job_agreeing_with_the_json(tmp_path
     assert float(rescaled["finished_s"]) >= float(segments[-1][0].split("-")[1]) - 1
 
 
+def test_jobs_csv_names_each_job_by_the_traces_id(tmp_path: Path) -> None:
+    """Rows were named by their place among the valid rows only, which no trace id matched."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submission_time,duration\nalpha,0,600\nbeta,5,-1\ngamma,10,600\n")
+    table = tmp_path / "jobs.csv"
+    assert main(["simulate", "--trace", str(trace), "--policy", "default", "--jobs-csv", str(table)]) == 0
+    with table.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["job"], r["trace_id"], r["submitted_s"]) for r in rows] == [
+        ("job-00000", "alpha", "0.0"),
+        ("job-00001", "gamma", "10.0"),
+    ]
+
+
 def test_identical_jct_curves_are_named_in_the_legend() -> None:
     def result(jct: tuple[float, ...]) -> PolicyResult:
         return PolicyResult(len(jct), 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, jct=jct)
