@@ -262,14 +262,22 @@ def plan(
     admitted: Sequence[Demand], best_effort: Sequence[Demand], capacity: int, now: float, efficiency: float = 0.0
 ) -> Plan:
     """Reserve the admitted jobs' minimum shares, then hand out what is free now by marginal gain
-    among every job (admitted jobs above their share, at-risk and best-effort jobs from zero). A
+    among every job (admitted jobs above their share, at-risk and best-effort jobs from their
+    floor when running, from zero when not). A
     step up from a count is taken only where the rate it adds per unit is at least `efficiency`
     times the rate per unit the job already has, so units go where they are really used."""
-    _, reserved = reserve_all(admitted, capacity, now)
+    # Running jobs are never stopped for another: the admitted ones' shares are planned around
+    # what the others hold, and each running job without a share now keeps its floor.
+    _, reserved = reserve_all(admitted, capacity, now, holding=[d for d in best_effort if d.held])
     targets = {key: r.units for key, r in reserved.items() if r.start <= now}
-    at_risk = frozenset(d.key for d in admitted if d.deadline is not None and d.key not in reserved)
-    free = capacity - sum(targets.values())
     everyone = [*admitted, *best_effort]
+    free = capacity - sum(targets.values())
+    for demand in everyone:
+        floor = _floor(demand, now)
+        if floor is not None and demand.key not in targets and floor.units <= free:
+            targets[demand.key] = floor.units
+            free -= floor.units
+    at_risk = frozenset(d.key for d in admitted if d.deadline is not None and d.key not in reserved)
     _leftover(everyone, targets, free, efficiency)
     return Plan(reserved, at_risk, targets)
 

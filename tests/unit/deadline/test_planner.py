@@ -143,7 +143,21 @@ def test_a_plan_hands_out_at_most_the_capacity(admitted: list[Demand], others: l
     assert sum(result.targets.values()) <= capacity
     for key, units in result.targets.items():
         job = next(d for d in (*admitted, *others) if d.key == key)
-        assert units in job.counts
+        assert units in job.counts or units == job.held  # a floor is what a gang partly placed holds
+    if sum(min(d.held, d.counts[0]) for d in (*admitted, *others) if d.held and d.counts) <= capacity:
+        for job in (*admitted, *others):  # a running job is never stopped: it keeps at least its floor
+            if job.held and job.counts:
+                assert result.targets.get(job.key, 0) >= min(job.held, job.counts[0]), job.key
+
+
+def test_a_waiting_job_is_planned_beside_what_a_running_best_effort_job_cannot_give_back() -> None:
+    """The refused job runs on 8 units and can shrink to 1, never to 0: the admitted newcomer
+    was given all 8, which could never be free, and waited beside 7 idle units."""
+    refused = Demand(JobKey("a"), {n: 30000.0 / n for n in (1, 2, 4, 8)}, held=8, pause_s=30.0)
+    newcomer = amdahl_demand("b", 4000.0, NOW + 2000.0)
+    result = plan([newcomer], [refused], 8, NOW)
+    assert result.targets[JobKey("a")] == 1
+    assert 1 <= result.targets[JobKey("b")] <= 7
 
 
 @settings(max_examples=300, deadline=None)
