@@ -230,15 +230,18 @@ def workers_of(pod: PodInfo, key: str) -> int | None:
     return count if 1 <= count <= MAX_MEMBERS else None
 
 
-def worker_range_of(pod: PodInfo) -> tuple[int, int] | str | None:
-    """An elastic job's (workers-min, workers-max), a message when the two contradict each other,
-    or None when the pod declares no range (a malformed bound reads as absent)."""
-    lo, hi = workers_of(pod, WORKERS_MIN), workers_of(pod, WORKERS_MAX)
-    if lo is None and hi is None:
+def worker_range_of(pod: PodInfo, submitted: int) -> tuple[int, int] | str | None:
+    """An elastic job's (workers-min, workers-max), a bound not given (or malformed, which reads
+    as absent) being the `submitted` workers; a message when the two contradict each other; None
+    when the pod declares no range."""
+    given_lo, given_hi = workers_of(pod, WORKERS_MIN), workers_of(pod, WORKERS_MAX)
+    if given_lo is None and given_hi is None:
         return None
-    lo, hi = lo or 1, hi or max(lo or 1, 1)
+    lo, hi = given_lo or submitted, given_hi or submitted
     if lo > hi:
-        return f"{WORKERS_MIN} {lo} is above {WORKERS_MAX} {hi}"
+        low = f"{WORKERS_MIN} {lo}" if given_lo else f"the submitted {lo} workers"
+        high = f"{WORKERS_MAX} {hi}" if given_hi else f"the submitted {hi} workers"
+        return f"{low} is above {high}"
     return lo, hi
 
 

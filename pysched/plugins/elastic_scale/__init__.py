@@ -129,6 +129,7 @@ class ElasticScale:
     _last_plan: float = -math.inf
     _capacity: int | None = None  # the cluster's GPUs as of the last reconcile; None until asked
     _told: set[PodKey] = field(default_factory=set)  # pods whose refusal condition was written
+    _told_range: set[PodKey] = field(default_factory=set)  # pods without GPUs told their range is ignored
     # Jobs whose pods all ended without succeeding: when they ended, their owner's uid, the job.
     _ended: OrderedDict[JobKey, tuple[float, str | None, GpuJob]] = field(default_factory=OrderedDict)
 
@@ -188,6 +189,7 @@ class ElasticScale:
         total = total_steps_of(pod)
         if gpus <= 0:
             self._recount(pod)
+            self._tell_range_without_gpus(pod)
             return SUCCESS
         if total is None:
             return SUCCESS
@@ -220,6 +222,18 @@ class ElasticScale:
         self.jobs[key] = job
         self._dirty = True
         return job
+
+    def _tell_range_without_gpus(self, pod: PodInfo) -> None:
+        """A worker range on a pod of an Indexed Job that asks for no GPUs: the Job's pods share
+        one template, so the whole job is CPU-only, and only GPU workers are scaled here."""
+        if pod.key in self._told_range or worker_range_of(pod, 1) is None:
+            return
+        book = self.handle.jobs.of(pod.key)
+        if book is None or book.ref.source is not JobSource.BATCH:
+            return
+        self._told_range.add(pod.key)
+        note = "elastic range ignored: the job's workers ask for no GPUs (a CPU job's CPUs are sized in place)"
+        self.handle.tasks.spawn(self.handle.cluster.emit_event(pod, "Warning", IGNORED_REASON, note))
 
     def _recount(self, pod: PodInfo) -> None:
         """A member without GPUs (a launcher, a parameter server) of a rigid job already known
@@ -262,7 +276,7 @@ class ElasticScale:
         gpus = state.gpus_per_worker
         workers = _gpu_workers(job) if job is not None else 1
         lo = hi = workers
-        declared = worker_range_of(pod)
+        declared = worker_range_of(pod, workers)
         problem = ""
         if isinstance(declared, str):
             problem = declared
@@ -303,6 +317,8 @@ class ElasticScale:
             return
         if now - job.last_scale < self.args.scale_timeout_seconds:
             return
+        if book.lookup(book.ref) is None:
+            return  # its Job is not known (not seen yet, or gone): no parallelism to read
         asked = book.minimum
         if asked != job.workers:
             job.workers = asked
@@ -604,8 +620,11 @@ class ElasticScale:
         job.failed_scales, job.retry_at = 0, -math.inf
         if not status.ok:
             job.ref = None  # cannot be scaled: rigid from now on, told once
+            # Rigid at the workers that run: an owner gone reads as a parallelism of 1.
+            job.workers = job.workers_min = job.workers_max = len(members) or job.workers
             if speaker is not None:
-                note = f"elastic scaling stopped: {status.message()}; the job keeps {job.workers} workers"
+                kept = f"{job.workers} worker{'' if job.workers == 1 else 's'}"
+                note = f"elastic scaling stopped: {status.message()}; the job keeps {kept}"
                 self.handle.tasks.spawn(self.handle.cluster.emit_event(speaker, "Warning", IGNORED_REASON, note))
             return
         self.scales += 1
@@ -718,6 +737,7 @@ class ElasticScale:
         leaves the others)."""
         key = self._job_of.pop(pod.key, None)
         self._told.discard(pod.key)
+        self._told_range.discard(pod.key)
         job = self.jobs.get(key) if key is not None else None
         if job is None:
             return

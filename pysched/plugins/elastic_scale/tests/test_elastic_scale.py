@@ -643,6 +643,72 @@ def test_free_gpus_split_over_nodes_are_no_room_for_a_worker_that_needs_them_on_
     assert world.bound("el") == 2 and world.cluster.scales == []
 
 
+@pytest.mark.parametrize(
+    ("given", "submitted", "expected"),
+    [
+        ({"pysched.io/workers-max": "8"}, 2, (2, 8)),  # the minimum was 1: shrunk below what it asked
+        ({"pysched.io/workers-min": "1"}, 4, (1, 4)),  # the maximum was 1: outside its own range
+        ({"pysched.io/workers-min": "1", "pysched.io/workers-max": "99999"}, 4, (1, 4)),  # past 10000: absent
+    ],
+)
+def test_a_bound_not_given_is_the_submitted_workers(
+    given: Mapping[str, str], submitted: int, expected: tuple[int, int]
+) -> None:
+    notes = {k: v for k, v in ELASTIC.items() if not k.startswith("pysched.io/workers-")} | dict(given)
+
+    async def run() -> _Owned:
+        world = _Owned()
+        await world.scheduler.start()
+        world.job("el", submitted, notes)
+        await world.until(120)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    job = world.plugin.jobs[JobKey("sim/Job/el")]
+    assert (job.workers_min, job.workers_max) == expected and job.elastic
+    assert not [e for e in world.cluster.events if e.reason == IGNORED_REASON]
+
+
+def test_a_range_on_a_job_without_gpus_is_told_once_per_pod_and_ignored() -> None:
+    async def run() -> _Owned:
+        world = _Owned()
+        await world.scheduler.start()
+        world.job("cpu", 2, ELASTIC, gpus=0)
+        await world.until(300)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    told = sorted((e.pod, e.note) for e in world.cluster.events if e.reason == IGNORED_REASON)
+    note = "elastic range ignored: the job's workers ask for no GPUs (a CPU job's CPUs are sized in place)"
+    assert told == [("sim/cpu-0", note), ("sim/cpu-1", note)]
+    assert world.cluster.scales == [] and world.bound("cpu") == 2
+
+
+def test_a_job_whose_owner_is_gone_stays_at_the_workers_that_run() -> None:
+    """The Job deleted with its pods left running reads as a parallelism of 1: the job was told
+    it kept 1 worker, and planned on 1 GPU while it held 2."""
+    notes = {**ELASTIC, "pysched.io/workers-min": "2", DEADLINE: format_rfc3339(EPOCH + 2400)}
+
+    async def run() -> _Owned:
+        world = _Owned()
+        await world.scheduler.start()
+        world.job("el", 2, notes)
+        await world.scheduler.run_until_idle()
+        world.cluster.set_job_minimum(job_key("sim", JobSource.BATCH, "el"), None)  # the Job is gone
+        await world.until(900)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    job = world.plugin.jobs[JobKey("sim/Job/el")]
+    assert job.ref is None and (job.workers, job.workers_min, job.workers_max, job.size()) == (2, 2, 2, 2)
+    (note,) = [e.note for e in world.cluster.events if e.reason == IGNORED_REASON]
+    assert note.startswith("elastic scaling stopped: ") and note.endswith("; the job keeps 2 workers")
+    assert world.bound("el") == 2 and world.cluster.scales == []
+
+
 def test_a_job_whose_parallelism_is_outside_its_range_is_told_and_never_scaled_below_its_minimum() -> None:
     notes = {**ELASTIC, "pysched.io/workers-min": "4", DEADLINE: format_rfc3339(EPOCH + 2500)}
 
