@@ -125,6 +125,7 @@ def _float(
 
 
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_WHOLE = re.compile(r"[+-]?[0-9]{1,40}")
 
 
 def _bound(value: float) -> str:
@@ -133,6 +134,12 @@ def _bound(value: float) -> str:
 
 
 def _int(row: Mapping[str, str], key: str, *, minimum: int = 0, maximum: int) -> int | None:
+    text = (row.get(key) or "").strip()
+    if _WHOLE.fullmatch(text):  # exact: a float holds no more than 15 digits
+        whole = int(text)
+        if not minimum <= whole <= maximum:
+            raise _BadRow(f"{key} {clip(text)} must be a number from {_bound(minimum)} to {_bound(maximum)}")
+        return whole
     value = _float(row, key, minimum=minimum, maximum=maximum)
     if value is None:
         return None

@@ -211,6 +211,9 @@ HEADER = "job_id,submission_time,duration,num_gpu,num_iteration,deadline,num_cpu
         ("a,0,600,1e30,,,,,", "num_gpu '1e30' must be a number from 0 to 4,096"),
         ("a,0,,0,1e300,,,,", "num_iteration '1e300' must be a number from 1 to 9,999,999,999,999,999"),
         ("a,0,,0,99999999999999999999,,,,", "num_iteration"),
+        # 16 digits, the most allowed, read exactly (through a float it was 1e16, "out of range"):
+        # refused only for the years it would run.
+        ("a,0,,0,9999999999999999,,,,", "more than 31,622,400 (366 days)"),
         ("a,0,600,0,,nan,,,", "deadline 'nan'"),
         ("a,0,600,0,,,1e300,,", "num_cpu '1e300'"),
         ("a,0,600,0,,,,9e18,", "batch_size '9e18'"),
