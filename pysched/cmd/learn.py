@@ -10,6 +10,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
+from pysched.api.limits import MAX_SEED
 from pysched.cmd.errors import bad_input
 from pysched.cmd.flags import (
     clash_problem,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:  # the training stack is imported only when training
 ENVS = ("ordering", "allocation")
 MAX_STEPS = 100_000_000
 MAX_SEEDS = 10_000
-SEED_RANGE = re.compile(r"^(\d{1,9})-(\d{1,9})$")
+SEED_RANGE = re.compile(r"([0-9]{1,10})-([0-9]{1,10})")  # ASCII digits: `\d` also takes other scripts'
 
 
 def _fail(message: str) -> int:
@@ -39,10 +40,12 @@ def _fail(message: str) -> int:
 
 def parse_seeds(text: str) -> range | str:
     """`A-B` (inclusive) as a range, or the problem."""
-    match = SEED_RANGE.match(text)
+    match = SEED_RANGE.fullmatch(text)
     if match is None:
         return f"--seeds: FIRST-LAST (e.g. 1000-1099), got {text[:40]!r}"
     first, last = int(match[1]), int(match[2])
+    if last > MAX_SEED:
+        return f"--seeds: seeds from 0 to {MAX_SEED:,}, got {text!r}"
     if last < first or last - first + 1 > MAX_SEEDS:
         return f"--seeds: FIRST <= LAST and at most {MAX_SEEDS:,} seeds, got {text!r}"
     return range(first, last + 1)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from pysched.cmd.cli import main
+from pysched.cmd.learn import parse_seeds
 from pysched.deadline.allocation import FEATURES as ALLOCATION_FEATURES
 from pysched.deadline.scorer import ALLOCATION, body_digest, dump_policy
 from pysched.plugins.learned_queue_sort import BUILTIN_PATH
@@ -23,6 +24,8 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
     [
         (["--seeds", "9-3"], "--seeds: FIRST <= LAST"),
         (["--seeds", "all"], "--seeds: FIRST-LAST"),
+        (["--seeds", "\u0661\u0660\u0660\u0660-\u0661\u0660\u0660\u0660"], "--seeds: FIRST-LAST"),  # Arabic-Indic
+        (["--seeds", "4294967295-4294967296"], "--seeds: seeds from 0 to 4,294,967,295"),
         (["--scenario", "nope"], "--scenario: one of"),
         (["--policy", "nope", "--seeds", "1-1"], "unknown policy 'nope'"),
         (["--weights", "/nonexistent/p.json"], "--weights: /nonexistent/p.json: cannot read"),
@@ -31,6 +34,10 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
 def test_evaluate_refuses_bad_input(args: list[str], problem: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["learn", "evaluate", *args]) == 2
     assert problem in _one_line(capsys)
+
+
+def test_seeds_reach_the_largest_an_environment_takes() -> None:
+    assert parse_seeds("4294967290-4294967295") == range(4294967290, 4294967296)  # refused before: 10 digits
 
 
 def _spoiled(tmp_path: Path, change: dict[str, object]) -> str:
