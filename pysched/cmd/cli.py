@@ -170,7 +170,7 @@ def _results_table(title: str, results: Mapping[str, PolicyResult]) -> Table:
         table.add_row(
             name,
             f"{r.deadline_met}/{r.deadline_jobs}",
-            f"{r.deadline_met_ratio:.1%}",
+            f"{r.deadline_met_ratio:.1%}" if r.deadline_jobs else "-",  # no deadline job: nothing missed
             f"{r.cpu_utilization:.1%}",
             f"{r.mean_jct_s:,.0f}",
             f"{r.mean_queue_s:,.0f}",

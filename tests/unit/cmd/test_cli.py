@@ -330,3 +330,12 @@ def test_a_plot_file_that_cannot_be_written_is_refused_before_the_run(
         f"pysched: error: --plot: {tmp_path / 'plots' / 'deadline_met.png'} is a folder"
     ]
     assert captured.out == "" and not out.exists()
+
+
+def test_a_run_without_deadline_jobs_shows_no_ratio(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """"0/0  0.0%" read as every deadline missed."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submission_time,duration\na,0,600\n")
+    assert main(["simulate", "--trace", str(trace), "--deadline-rule", "none", "--policy", "default"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("default"))
+    assert row.split()[1:3] == ["0/0", "-"]
