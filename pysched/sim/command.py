@@ -68,7 +68,7 @@ def load_scenario(
             return BadInput(_scenario_problem(name, catalogue_file, str(err)))
         return built if nodes is None else replace(built, nodes=nodes)
     try:
-        reader = read_swf if trace.endswith(".swf") else read_csv
+        reader = read_swf if trace.lower().endswith(".swf") else read_csv
         loaded = reader(trace, catalogue, rule, seed)
     except TraceError as err:
         return BadInput(str(err))

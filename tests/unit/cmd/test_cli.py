@@ -339,3 +339,12 @@ def test_a_run_without_deadline_jobs_shows_no_ratio(tmp_path: Path, capsys: pyte
     assert main(["simulate", "--trace", str(trace), "--deadline-rule", "none", "--policy", "default"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("default"))
     assert row.split()[1:3] == ["0/0", "-"]
+
+
+def test_an_swf_trace_is_known_by_its_extension_in_any_case(tmp_path: Path) -> None:
+    """Without a leading `;` comment, `T.SWF` was read as CSV and refused for its header."""
+    trace = tmp_path / "T.SWF"
+    trace.write_text("1 0 5 600 2 -1 -1 2 600 -1 1 1 1 1 1 1 -1 -1\n")
+    out = tmp_path / "sim.json"
+    assert main(["simulate", "--trace", str(trace), "--policy", "default", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["policies"]["default"]["jobs"] == 1
