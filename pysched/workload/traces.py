@@ -444,10 +444,22 @@ def read_swf(
         try:
             jobs.append(_row_job(row, len(jobs), where, catalogue, rule, seed, draw))
         except _BadRow as err:
-            problems.append(f"{where}: {err}")
+            problems.append(f"{where}: {_swf_words(str(err), fields[7] != '-1')}")
     # SWF has no deadline field: a skipped row had one only by the rule.
     lost_deadlines = len(problems) if rule is not None else 0
     return Trace(tuple(sorted(jobs, key=lambda j: j.submit)), tuple(problems), lost_deadlines)
+
+
+def _swf_words(problem: str, requested: bool) -> str:
+    """A row's problem named by its SWF field, not by the CSV column it was read as."""
+    fields = {
+        "job_id": "field 1 (job number)",
+        "submission_time": "field 2 (submit time)",
+        "duration": "field 4 (run time)",
+        "num_cpu": "field 8 (requested processors)" if requested else "field 5 (allocated processors)",
+    }
+    column, _, rest = problem.partition(" ")
+    return f"{fields[column]} {rest}" if column in fields and rest else problem
 
 
 def _weighted(rng: random.Random, mix: Mapping[int, float]) -> int:

@@ -258,7 +258,14 @@ def test_swf_numbers_are_bounded_too(tmp_path: Path) -> None:
         "t.swf",
     )
     trace = read_swf(path, CATALOGUE)
-    assert len(trace.jobs) == 1 and trace.problems[0].startswith(f"{path}:3: submission_time '1e300'")
+    # Named by the SWF field, not by the CSV column it is read as.
+    assert len(trace.jobs) == 1 and trace.problems[0].startswith(f"{path}:3: field 2 (submit time) '1e300'")
+    path.write_text(
+        "; SWF\n1 0 10 -1 -1 -1 -1 -1 7200 -1 1 1 1 -1 1 -1 -1 -1\n2 0 10 60 -1 -1 -1 -3 0 -1 1 1 1 -1 1 -1 -1 -1\n"
+    )
+    problems = read_swf(path, CATALOGUE).problems
+    assert problems[0].startswith(f"{path}:2: field 4 (run time) '-1' must be a number from 0"), problems
+    assert problems[1].startswith(f"{path}:3: field 8 (requested processors) '-3'"), problems
 
 
 def test_the_row_count_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
