@@ -334,7 +334,7 @@ def test_a_job_id_repeating_a_skipped_row_is_reported_too(tmp_path: Path) -> Non
     assert [p.split(": ", 1)[1] for p in trace.problems] == [
         "3 fields, SWF has 18",
         "job number '1' repeats line 1",
-        "submission_time 'inf' is not a number",
+        "field 2 (submit time) 'inf' is not a number",
         "job number '2' repeats line 3",
     ]
 
