@@ -86,6 +86,7 @@ class Verdict(enum.Enum):
     STALE = "Stale"  # observed before the last accepted observation
     BEYOND_TOTAL = "BeyondTotal"  # more steps than the job has
     FUTURE = "Future"  # observed after `now` (beyond the clock-skew tolerance)
+    BEFORE_START = "BeforeStart"  # observed before the run began (beyond the clock-skew tolerance)
     BAD_CPUS = "BadCpus"  # CPU count not positive and finite
 
 
@@ -333,6 +334,9 @@ class JobModel:
         if last is None:
             self._last = current
             return ACCEPTED
+        if last.provisional and at < last.at - FUTURE_TOLERANCE_S:
+            # Not this run's: taken as its anchor, the next report would measure a day-long step.
+            return ObserveResult(Verdict.BEFORE_START, f"progress observed {last.at - at:.0f}s before the run began")
         if last.provisional and at < last.at + FIRST_REPORT_S:
             self._last = current  # the helper's first report, written at once: the better anchor
             return ACCEPTED

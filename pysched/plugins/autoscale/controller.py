@@ -419,7 +419,7 @@ class Controller:
             # run, not a lie. The model keeps the speed it measured.
             model.restarted()
             result = model.observe(stamp.steps, at, job.cpus, now, resolution=stamp.resolution)
-        if result.verdict in (Verdict.FUTURE, Verdict.BEYOND_TOTAL) and report.text != job.warned:
+        if result.verdict in (Verdict.FUTURE, Verdict.BEFORE_START, Verdict.BEYOND_TOTAL) and report.text != job.warned:
             job.warned = report.text
             return model, f"{PROGRESS}: {clip(report.text)} ignored: {result.message}"
         return model, ""
@@ -645,8 +645,10 @@ class Controller:
         predictor extrapolates badly far beyond measured counts); a restarting container loses its
         progress on every step, so it moves straight to its share."""
         if tick.restart_s is not None:
-            return float(math.floor(need))
-        return float(math.floor(min(need, max(tick.current * self.args.max_step_factor, tick.current + 1))))
+            return need
+        # Whole steps, but never past the share: a share of 2.5 CPUs (a cpu-max) floored was 2, not
+        # above the count it had, and the job never got there.
+        return min(need, float(math.floor(max(tick.current * self.args.max_step_factor, tick.current + 1))))
 
     def _share(
         self, ready: Sequence[tuple[Tick, float]], choices: dict[PodKey, Choice | None], downs: set[PodKey]
@@ -703,7 +705,7 @@ class Controller:
             return await self._resize(tick, down, "for jobs its CPUs can still save", DEMOTED_REASON)
         need = choice.cpus
         target = self._target(tick, need, goes_down, grants)
-        if target is None and math.floor(need) > tick.current:
+        if target is None and need > tick.current:
             # A whole CPU more would help (`_step` asks for at least one), and its node has none to spare.
             await self._warn_at_risk(tick, f"{need:g} CPUs needed, none to spare on its node now")
             await self._verdict(tick, AT_RISK_REASON, f"needs {need:g} CPUs, none to spare on its node")
@@ -767,7 +769,9 @@ class Controller:
         )
         if not tick.gang:
             room = min(room, current + (given or 0.0))
-        target = float(math.floor(min(self._step(tick, need), room)))
+        target = min(self._step(tick, need), room)
+        if target < need:  # whole CPUs on the way; the share itself may be a fraction (a cpu-max)
+            target = float(math.floor(target))
         return target if target > current else None
 
     async def _abandon(self, tick: Tick, pod: PodInfo, container: str, desired: float, why: str) -> None:

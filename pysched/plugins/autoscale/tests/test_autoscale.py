@@ -267,6 +267,28 @@ def test_progress_from_the_future_or_beyond_total_is_ignored_with_a_warning() ->
     assert world.cpu() == 2000  # nothing trusted, nothing decided
 
 
+def test_progress_stamped_before_the_run_began_is_ignored_with_a_warning() -> None:
+    """Taken as the run's first report (its anchor), a stamp a day before the bind made the next
+    report measure a day-long step: the job was told DeadlineInfeasible for good."""
+
+    async def run() -> World:
+        world = World()
+        await world.submit("10h")
+        world.clock.advance(60)
+        world.cluster.set_annotations(KEY, {"pysched.io/progress": format_progress(300, T0 - 86400)})
+        await world.scheduler.run_until_idle()
+        for i in range(2, 12):
+            await world.progress(300 * i, 60)
+        return world
+
+    world = asyncio.run(run())
+    notes = [e.note for e in world.cluster.events if e.reason == "InvalidProgress"]
+    assert len(notes) == 1 and "before the run began" in notes[0], notes
+    assert "DeadlineInfeasible" not in world.reasons()
+    measured = world.plugin.predictor.get(KEY).count_stats()  # type: ignore[union-attr]
+    assert measured and all(s.step_seconds < 1.0 for s in measured)  # 300 steps a minute: 0.2 s a step
+
+
 def test_limits_scale_with_requests_so_the_qos_class_stays() -> None:
     async def run(limits: dict[str, str], deadline: str) -> dict[str, Any]:
         world = World(limits=limits)

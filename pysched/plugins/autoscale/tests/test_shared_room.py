@@ -91,7 +91,10 @@ def test_a_job_that_needs_cpus_its_node_does_not_have_says_it_is_at_risk_once() 
     assert message.startswith("needs ") and "none to spare on its node" in message, message
 
 
-def test_a_job_held_below_its_need_by_its_own_cpu_max_is_not_said_to_lack_room() -> None:
+def test_a_job_whose_share_is_its_own_fractional_cpu_max_gets_it() -> None:
+    """Steps are whole CPUs, but not past the share: floored, the 2.5 CPUs it needs were 2, the
+    count it had, and it stayed there, said on track while predicted late."""
+
     async def run() -> Node:
         node = Node(cpu="16")
         capped = {"pysched.io/cpu-max": "2500m"}  # it needs 2.5 CPUs: no whole CPU more
@@ -101,8 +104,9 @@ def test_a_job_held_below_its_need_by_its_own_cpu_max_is_not_said_to_lack_room()
         return node
 
     node = asyncio.run(run())
-    assert node.cpus("capped") == 2 and node.condition("capped")[1] != "DeadlineAtRisk"
-    assert node.notes("capped", "DeadlineAtRisk") == []
+    assert node.cpus("capped") == 2.5 and node.condition("capped") == ("True", "Rescaled")
+    (note,) = node.notes("capped", "Rescaled")
+    assert note.startswith("cpu 2 -> 2.5: ")
 
 
 def test_a_job_above_its_share_gives_the_surplus_to_an_earlier_deadline_and_still_meets_its_own() -> None:
