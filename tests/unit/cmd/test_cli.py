@@ -333,7 +333,7 @@ def test_a_plot_file_that_cannot_be_written_is_refused_before_the_run(
 
 
 def test_a_run_without_deadline_jobs_shows_no_ratio(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """"0/0  0.0%" read as every deadline missed."""
+    """A ratio of "0/0  0.0%" read as every deadline missed."""
     trace = tmp_path / "t.csv"
     trace.write_text("job_id,submission_time,duration\na,0,600\n")
     assert main(["simulate", "--trace", str(trace), "--deadline-rule", "none", "--policy", "default"]) == 0
