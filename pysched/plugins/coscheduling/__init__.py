@@ -124,10 +124,9 @@ class Coscheduling:
         ref = job_of(pod)
         problem = ref.problem if ref is not None else ""
         if ref is not None and not problem and ref.min_members != job.ref.min_members:
-            problem = (
-                f"{MIN_MEMBERS} is {ref.min_members} here but {job.ref.min_members} on the job's first pod; "
-                f"the job needs {job.minimum}"
-            )
+            here = "absent" if ref.min_members is None else ref.min_members
+            first = "absent" if job.ref.min_members is None else job.ref.min_members
+            problem = f"{MIN_MEMBERS} is {here} here but {first} on the job's first pod; the job needs {job.minimum}"
         reason = INVALID_JOB
         if not problem:
             values = (pod.annotations.get(DEADLINE), pod.annotations.get(TOTAL_STEPS))

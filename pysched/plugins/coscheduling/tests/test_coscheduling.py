@@ -280,6 +280,21 @@ def test_members_disagreeing_on_the_minimum_are_told_which_one_counts() -> None:
     asyncio.run(run())
 
 
+def test_a_member_without_the_minimum_is_told_it_is_absent() -> None:
+    async def run() -> None:
+        _, cluster, scheduler = _world(4)
+        await scheduler.start()
+        cluster.create_pod(_member("mix", 0, 2, cpu="1"))
+        bare = _member("mix", 1, 2, cpu="1")
+        del bare["metadata"]["annotations"][MIN_MEMBERS]  # type: ignore[index]
+        cluster.create_pod(bare)
+        await scheduler.run_until_idle()
+        told = [e.note for e in cluster.events if e.reason == INVALID_JOB]
+        assert told == ["pysched.io/min-members is absent here but 2 on the job's first pod; the job needs 2"]
+
+    asyncio.run(run())
+
+
 def test_a_minimum_lowered_on_the_first_pod_applies_to_the_job() -> None:
     async def run() -> None:
         clock, cluster, scheduler = _world(4)
