@@ -320,6 +320,10 @@ class Scheduler:
 
     @_contained("NodeDelete")
     def on_node_deleted(self, node: NodeInfo) -> None:
+        # A pod held at Permit on it could only be bound to a node that is gone: it gives its
+        # room back and is tried again, rather than wait out its Permit timeout.
+        for waiting in [w for w in self.waiting_pods if w.node == node.name]:
+            waiting.reject("", f"node {node.name} was deleted while the pod waited at permit")
         self.cache.remove_node(node)
         self.queue.on_event(ClusterEvent(EventKind.NODE_DELETE, node, None))
 

@@ -142,6 +142,29 @@ def test_deleting_a_waiting_member_releases_its_siblings() -> None:
     asyncio.run(run())
 
 
+def test_deleting_the_node_of_a_waiting_member_releases_the_gang_at_once() -> None:
+    """It waited out its Permit timeout, to be bound to a node that was gone."""
+
+    async def run() -> None:
+        _, cluster, scheduler = _world(4)
+        await scheduler.start()
+        for i in range(2):
+            cluster.create_pod(_member("gone", i, 3))
+        held = _member("gone", 2, 3)
+        held["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]  # type: ignore[index]
+        cluster.create_pod(held)
+        await scheduler.run_until_idle()
+        node = next(iter(scheduler.waiting_pods)).node
+        cluster.delete_node(node)
+        await scheduler.run_until_idle()  # no time passes: not the timeout
+        assert len(scheduler.waiting_pods) == 0
+        assert scheduler.cache.nodes.requested[: scheduler.cache.nodes.size, 0].sum() == 0
+        told = [e.note for e in cluster.events if e.reason == "FailedScheduling"]
+        assert any(f"node {node} was deleted while the pod waited at permit" in note for note in told)
+
+    asyncio.run(run())
+
+
 def test_a_wait_past_the_timeout_rejects_every_waiting_member() -> None:
     async def run() -> None:
         clock, cluster, scheduler = _world(4)
