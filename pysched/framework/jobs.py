@@ -143,6 +143,11 @@ class JobBook:
         job = found if found is not None else self._jobs.setdefault(ref.key, Job(ref, pod.key, lookup=self._minimum))
         if found is not None and found.ref_pod == pod.key and found.ref != ref:
             self._restate(found, ref)
+        elif found is not None and found.ref.min_members is None and ref.min_members is not None and not ref.problem:
+            # The pod spoken for the job states no minimum and this one does: its keys count (a
+            # gang must not become a job of one because a member without them was seen first).
+            found.ref_pod = pod.key
+            self._restate(found, ref)
         job.members[pod.key] = pod
         job.orders[pod.key] = ref.order
         self._job_of[pod.key] = ref.key

@@ -165,6 +165,25 @@ def test_deleting_the_node_of_a_waiting_member_releases_the_gang_at_once() -> No
     asyncio.run(run())
 
 
+def test_a_first_member_without_the_minimum_does_not_unmake_the_gang() -> None:
+    """Its keys counted for the job: a minimum of 1, and 2 of the 3 members bound as single pods."""
+
+    async def run() -> None:
+        _, cluster, scheduler = _world(2)
+        await scheduler.start()
+        bare = _member("w", 0, 3)
+        del bare["metadata"]["annotations"][MIN_MEMBERS]  # type: ignore[index]
+        cluster.create_pod(bare)
+        for i in (1, 2):
+            cluster.create_pod(_member("w", i, 3))
+        await scheduler.run_until_idle()
+        job = scheduler.jobs.of(PodKey("default/w-0"))
+        assert job is not None and job.minimum == 3
+        assert _bound(cluster, "w") == 0  # 3 members of 4 CPUs, 2 nodes of 4: none alone
+
+    asyncio.run(run())
+
+
 def test_a_wait_past_the_timeout_rejects_every_waiting_member() -> None:
     async def run() -> None:
         clock, cluster, scheduler = _world(4)
