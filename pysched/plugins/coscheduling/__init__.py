@@ -355,13 +355,18 @@ def _shortfall(job: Job, pod: PodInfo, needed: int, nodes: NodeTable, reclaimabl
     room, with what lower-priority pods hold (`reclaimable`: preemption may evict them), cannot
     hold the members still to be placed, else None. When every member must be placed, each shape among them
     is counted (a parameter server's small request must not vouch for its workers); otherwise
-    `needed` pods of this member's shape."""
+    `needed` pods of this member's shape when every member still to place has it, and this member
+    alone when they differ (which of them make up the minimum is not known: counting this one's
+    shape `needed` times refused a job of a 3-CPU and two 1-CPU members that fit two of them)."""
     groups: dict[tuple[tuple[str, int], ...], list[PodInfo]] = {}
+    unplaced = list(job.unplaced())
     if needed == len(job.members) - len(job.placed):
-        for member in job.unplaced():
+        for member in unplaced:
             groups.setdefault(tuple(sorted(member.requests.items())), []).append(member)
-    else:
+    elif all(member.requests == pod.requests for member in unplaced):
         groups[()] = [pod] * needed
+    else:
+        groups[()] = [pod]
     for members in groups.values():
         room = room_for(nodes, nodes.request_shape(members[0].requests), reclaimable)
         if room < len(members):

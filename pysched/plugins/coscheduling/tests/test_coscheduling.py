@@ -184,6 +184,22 @@ def test_a_first_member_without_the_minimum_does_not_unmake_the_gang() -> None:
     asyncio.run(run())
 
 
+def test_members_of_unlike_shapes_beyond_the_minimum_are_not_refused_for_the_largest() -> None:
+    """Min 2 of a 3-CPU and two 1-CPU members on one 4-CPU node: the 3-CPU member was told the
+    job needs 2 more of its shape (JobUnschedulable), though it and a 1-CPU member fit."""
+
+    async def run() -> None:
+        _, cluster, scheduler = _world(1)
+        await scheduler.start()
+        for i, cpu in enumerate(("3", "1", "1")):
+            cluster.create_pod(_member("x", i, 2, cpu=cpu))
+        await scheduler.run_until_idle()
+        assert _bound(cluster, "x") == 2
+        assert not [e for e in cluster.events if e.reason == "JobUnschedulable"]
+
+    asyncio.run(run())
+
+
 def test_a_wait_past_the_timeout_rejects_every_waiting_member() -> None:
     async def run() -> None:
         clock, cluster, scheduler = _world(4)
