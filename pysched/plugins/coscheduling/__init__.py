@@ -225,11 +225,13 @@ class Coscheduling:
         if job is None:
             return
         self.release(job, f"{pod.name} of {job.ref.title} was rejected", keep=pod.key)
-        bound = len(job.bound - {pod.key})
+        # Siblings past Permit (bound, or binding beside it: the release gave back only those
+        # still waiting) when its own bind failed: the job runs short until the retry binds it.
+        # Say so now rather than after a timeout.
+        bound = len((job.bound | job.placed) - {pod.key})
         if 0 < bound < job.minimum:
-            # Its siblings are bound already (its own bind failed): the job runs short until the
-            # retry binds it. Say so now rather than after a timeout.
-            note = f"{job.ref.title}: {bound} of the {job.minimum} pods it needs are bound; {pod.name} is retried"
+            needs = f"{bound} of the {job.minimum} pods it needs are bound or binding"
+            note = f"{job.ref.title}: {needs}; {pod.name} is retried"
             self._handle.tasks.spawn(self._handle.cluster.emit_event(pod, "Warning", JOB_INCOMPLETE, note))
 
     # ----- Permit
