@@ -469,12 +469,13 @@ class SimulatedCluster:
         value = pod.annotations.get(PROGRESS)
         return None if value is None else ProgressReport.of_text(value)
 
-    def set_annotations(self, key: PodKey, annotations: Mapping[str, str]) -> PodInfo:
-        """Patch annotations as a client would (a progress annotation replaces `write_progress`'s)."""
+    def set_annotations(self, key: PodKey, annotations: Mapping[str, str | None]) -> PodInfo:
+        """Patch annotations as a client would, a merge patch (None removes one; a progress
+        annotation replaces `write_progress`'s)."""
         if PROGRESS in annotations:
             self._progress.pop(key, None)
         current = self.pods[key]
-        merged = {**current.annotations, **annotations}
+        merged = {k: v for k, v in {**current.annotations, **annotations}.items() if v is not None}
         meta = {**current.raw.get("metadata", {}), "annotations": merged}
         updated = current.evolve(
             annotations=merged, raw={**current.raw, "metadata": meta}, resource_version=str(next(self._versions))

@@ -365,6 +365,7 @@ class Controller:
                     self._gangs_seen[incarnation(pod, gang.key)] = now
                 container = self.eligible(pod)
                 if container is None:
+                    self._slack.pop(pod.key, None)  # no longer ours to predict (its opt-out, its namespace)
                     continue
                 prepared: tuple[Tick, float] | None = None
                 if gang is None:
@@ -435,6 +436,7 @@ class Controller:
         """Observe the job; the tick and its central finish when a decision is due now."""
         total, deadline = total_steps_of(pod), deadline_of(pod)
         if total is None or deadline is None:
+            self._slack.pop(pod.key, None)  # its deadline or steps were taken away: no slack to show
             return None
         # The job runs on what the kubelet actuated; the spec may be ahead of it while a resize
         # is pending (Deferred, or on its way).
@@ -543,7 +545,7 @@ class Controller:
                 learned |= self._ask_agent(more, choices, downs)
                 ready = [*ready, *more]
         grants = self._share(ready, choices, downs)
-        ordered = sorted(ready, key=lambda r: r[0].pod.key not in grants.taken)  # stable
+        ordered = sorted(ready, key=lambda r: r[0].pod.key not in grants.taken and r[0].pod.key not in downs)  # stable
         for tick, here in ordered:
             key = tick.pod.key
             try:
@@ -784,12 +786,13 @@ class Controller:
             job.refused_up = min(job.refused_up, desired)
         elif desired < current:
             job.refused_down = max(job.refused_down, desired)
-        self._count_rescale(current, desired, False)
         back = {CPU: round(current * 1000)}
         memory = actual_request(pod, container, MEMORY)  # memory grown with the CPUs goes back too
         if memory is not None and container_request(pod, container, MEMORY) is not None:
             back[MEMORY] = memory
         status = await self.handle.cluster.resize(pod, {container: container_resize(pod, container, back)})
+        # The refused resize was counted when the API took it; putting it back is a request of its own.
+        self._count_rescale(desired, current, status.ok)
         outcome = f"back to {current:g} CPUs" if status.ok else f"reverting failed too: {status.message()}"
         await self.handle.cluster.emit_event(
             pod, "Warning", "RescaleFailed", f"cpu {current:g} -> {desired:g} refused by the kubelet ({why}); {outcome}"

@@ -289,6 +289,21 @@ def test_progress_stamped_before_the_run_began_is_ignored_with_a_warning() -> No
     assert measured and all(s.step_seconds < 1.0 for s in measured)  # 300 steps a minute: 0.2 s a step
 
 
+def test_a_pod_whose_deadline_is_taken_away_leaves_the_slack_series() -> None:
+    async def run() -> World:
+        world = World()
+        await world.submit("10h")
+        await world.progress(300, 60)
+        assert any(k.startswith("pysched_autoscale_predicted_slack_seconds{") for k in scrape(world))
+        world.cluster.set_annotations(KEY, {"pysched.io/deadline": None})
+        await world.progress(600, 60)
+        return world
+
+    seen = scrape(asyncio.run(run()))
+    assert not any(k.startswith("pysched_autoscale_predicted_slack_seconds{") for k in seen)  # frozen before
+    assert sum(v for k, v in seen.items() if k.startswith("pysched_autoscale_deadline_jobs{")) == 0
+
+
 def test_limits_scale_with_requests_so_the_qos_class_stays() -> None:
     async def run(limits: dict[str, str], deadline: str) -> dict[str, Any]:
         world = World(limits=limits)
@@ -336,12 +351,13 @@ async def _ended(deadline: str, phase: str, late: float = 0.0) -> World:
     return world
 
 
-def test_metrics_count_rescales_slack_and_deadlines_met_and_missed() -> None:
-    def scrape(world: World) -> dict[str, float]:
-        metrics = SchedulerMetrics()
-        metrics.add_source(lambda: plugin_metrics(world.scheduler))
-        return parse_metrics(metrics.render().decode())
+def scrape(world: World) -> dict[str, float]:
+    metrics = SchedulerMetrics()
+    metrics.add_source(lambda: plugin_metrics(world.scheduler))
+    return parse_metrics(metrics.render().decode())
 
+
+def test_metrics_count_rescales_slack_and_deadlines_met_and_missed() -> None:
     at_risk = World()
 
     async def slack() -> None:
@@ -640,6 +656,12 @@ def test_an_infeasible_resize_is_abandoned_with_an_event_and_the_spec_put_back()
     assert len(failed) == 1 and "cpu 2 -> 4 refused by the kubelet (no room); back to 2 CPUs" in failed[0].note
     resources = world.cluster.pods[KEY].raw["spec"]["containers"][0]["resources"]
     assert resources["requests"] == {"cpu": "2", "memory": "1Gi"}
+    # Two requests the API took, each counted once: the refused one up, the put-back down.
+    counted = {k: v for k, v in scrape(world).items() if k.startswith("pysched_autoscale_rescales_total") and v}
+    assert counted == {
+        'pysched_autoscale_rescales_total{direction="up",profile="pysched",result="ok"}': 1,
+        'pysched_autoscale_rescales_total{direction="down",profile="pysched",result="ok"}': 1,
+    }
 
     async def with_memory() -> World:
         world = World(memory="withCpu")

@@ -198,3 +198,19 @@ def test_a_job_whose_speed_is_only_estimated_from_its_bind_gives_nothing() -> No
     node = asyncio.run(run())
     assert node.cpus("resumed") == 6 and node.cpus("urgent") == 2
     assert node.notes("resumed", "Rescaled") == []
+
+
+def test_a_job_going_down_on_its_own_frees_its_cpus_before_a_neighbour_grows() -> None:
+    """On a 4-CPU node, a relaxed job goes 2 -> 1 in the reconcile where an urgent one, first in
+    arrival order, wants more: the urgent one grew a reconcile later."""
+
+    async def run() -> Node:
+        node = Node(cpu="4")
+        await node.submit("urgent", "2", "25m")
+        await node.submit("relaxed", "2", "10h")
+        await node.progress(60, urgent=300, relaxed=300)
+        await node.progress(60, urgent=600, relaxed=600)  # both measured: one reconcile decides both
+        return node
+
+    node = asyncio.run(run())
+    assert (node.cpus("urgent"), node.cpus("relaxed")) == (3, 1)  # in the same reconcile
