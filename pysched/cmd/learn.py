@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the training stack is imported only when training
 ENVS = ("ordering", "allocation")
 MAX_STEPS = 100_000_000
 MAX_SEEDS = 10_000
-SEED_RANGE = re.compile(r"([0-9]{1,10})-([0-9]{1,10})")  # ASCII digits: `\d` also takes other scripts'
+SEED_RANGE = re.compile(r"([0-9]{1,10})-([0-9]{1,10})")  # ASCII: `\d` takes other scripts' digits too
 
 
 def _fail(message: str) -> int:
