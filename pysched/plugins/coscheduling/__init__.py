@@ -170,7 +170,7 @@ class Coscheduling:
             return SUCCESS
         self.release(job, f"{job.ref.title} cannot fit")
         message = f"{job.ref.title} {short}"
-        if self._handle.pods.any_below(pod.priority):
+        if self._handle.pods.any_below(_lowest_priority(job, pod)):
             message += " with every lower-priority pod evicted"
         if job.key not in self._told:
             self._told.add(job.key)
@@ -189,14 +189,17 @@ class Coscheduling:
 
     def _shortfall(self, job: Job, pod: PodInfo, needed: int, nodes: NodeTable) -> str | None:
         """`_shortfall`, reused while the cluster and the job are as they were when counted
-        (only the count over every member still to be placed: it does not depend on `pod`)."""
+        (only the count over every member still to be placed: it does not depend on `pod`).
+        Room is reclaimable only below every member still to place: a member of lower priority
+        cannot preempt what its higher-priority sibling could."""
+        priority = _lowest_priority(job, pod)
         if needed != len(job.members) - len(job.placed):
-            return _shortfall(job, pod, needed, nodes, held_below(nodes, self._handle.pods, pod.priority))
-        state = (nodes.change_seq, len(job.members), len(job.placed), pod.priority)
+            return _shortfall(job, pod, needed, nodes, held_below(nodes, self._handle.pods, priority))
+        state = (nodes.change_seq, len(job.members), len(job.placed), priority)
         counted = self._counted.get(job.key)
         if counted is not None and counted[0] == state:
             return counted[1]
-        short = _shortfall(job, pod, needed, nodes, held_below(nodes, self._handle.pods, pod.priority))
+        short = _shortfall(job, pod, needed, nodes, held_below(nodes, self._handle.pods, priority))
         self._counted[job.key] = (state, short)
         return short
 
@@ -350,6 +353,11 @@ def _split_words(job: Job) -> str | None:
         f"{job.ref.title} has pods of {len(profiles)} scheduler profiles ({', '.join(profiles)}); a gang is "
         "placed by one profile: give all its pods the same schedulerName"
     )
+
+
+def _lowest_priority(job: Job, pod: PodInfo) -> int:
+    """The lowest priority among the job's members still to place (`pod` among them)."""
+    return min((member.priority for member in job.unplaced()), default=pod.priority)
 
 
 def _shortfall(job: Job, pod: PodInfo, needed: int, nodes: NodeTable, reclaimable: np.ndarray | None) -> str | None:

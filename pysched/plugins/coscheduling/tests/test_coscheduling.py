@@ -201,6 +201,31 @@ def test_members_of_unlike_shapes_beyond_the_minimum_are_not_refused_for_the_lar
     asyncio.run(run())
 
 
+def test_a_member_of_higher_priority_does_not_hold_room_its_siblings_cannot_join() -> None:
+    """Room held by priority-0 pods counted as reclaimable for the priority-100 member, not for
+    its priority-0 siblings, which cannot preempt them: that member was placed and held room at
+    Permit, timed out and came back, again and again."""
+
+    async def run() -> None:
+        clock, cluster, scheduler = _world(3)
+        cluster.create_pod(pod_dict("hi", cpu="2", scheduler_name="pysched", priority=100, node_name="n0"))
+        for node in ("n1", "n2"):
+            cluster.create_pod(pod_dict(f"low-{node}", cpu="4", scheduler_name="pysched", node_name=node))
+        await scheduler.start()
+        for i in range(4):
+            member = _member("mixed", i, 4, cpu="1")
+            member["spec"]["priority"] = 100 if i == 3 else 0  # type: ignore[index]
+            cluster.create_pod(member)
+        for _ in range(40):
+            await scheduler.run_until_idle()
+            assert len(scheduler.waiting_pods) == 0
+            clock.advance(5.0)
+        told = [e for e in cluster.events if e.reason == JOB_UNSCHEDULABLE]
+        assert len(told) == 1 and cluster.preempted == []
+
+    asyncio.run(run())
+
+
 def test_a_wait_past_the_timeout_rejects_every_waiting_member() -> None:
     async def run() -> None:
         clock, cluster, scheduler = _world(4)
