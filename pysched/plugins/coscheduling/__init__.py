@@ -293,8 +293,9 @@ class Coscheduling:
         return QueueingHint.QUEUE
 
     def _after_pod_delete(self, pod: PodInfo, event: ClusterEvent) -> QueueingHint:
-        """Room another pod gave back may let the job fit; room its own members give back while
-        the member they were released for still finds no node does not."""
+        """Room another pod gave back may let the job fit; while the member it was released for
+        still finds no node, room its own members give back does not, nor room another pod held
+        only at Permit (another gang's, released: two such gangs woke each other for ever)."""
         if self._unless_split(pod, event) is QueueingHint.SKIP:
             return QueueingHint.SKIP
         job = self._handle.jobs.of(pod.key)
@@ -302,6 +303,8 @@ class Coscheduling:
         gone = event.old if isinstance(event.old, PodInfo) else event.new
         if job is None or failed is None or failed[0] == pod.key or not isinstance(gone, PodInfo):
             return QueueingHint.QUEUE
+        if gone.node_name is None:  # assumed, never bound: released at Permit
+            return QueueingHint.SKIP
         ref = job_of(gone)  # by its keys: a deleted member has already left the job book
         return QueueingHint.SKIP if ref is not None and ref.key == job.key else QueueingHint.QUEUE
 
