@@ -124,15 +124,21 @@ def test_a_gang_of_300_is_released_without_nesting_one_rejection_in_the_next() -
     asyncio.run(run())
 
 
+def _all_but_the_last_waiting(cluster: SimulatedCluster, job: str, size: int) -> None:
+    """A gang of `size` whose last member a queue manager holds back (a scheduling gate): the
+    others are placed and wait at Permit."""
+    for i in range(size - 1):
+        cluster.create_pod(_member(job, i, size))
+    held = _member(job, size - 1, size)
+    held["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]  # type: ignore[index]
+    cluster.create_pod(held)
+
+
 def test_deleting_a_waiting_member_releases_its_siblings() -> None:
     async def run() -> None:
         _, cluster, scheduler = _world(4)
         await scheduler.start()
-        for i in range(2):
-            cluster.create_pod(_member("del", i, 3))
-        held = _member("del", 2, 3)
-        held["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]  # type: ignore[index]
-        cluster.create_pod(held)
+        _all_but_the_last_waiting(cluster, "del", 3)
         await scheduler.run_until_idle()
         assert len(scheduler.waiting_pods) == 2
         cluster.delete_pod(PodKey("default/del-0"))
@@ -149,11 +155,7 @@ def test_deleting_the_node_of_a_waiting_member_releases_the_gang_at_once() -> No
     async def run() -> None:
         _, cluster, scheduler = _world(4)
         await scheduler.start()
-        for i in range(2):
-            cluster.create_pod(_member("gone", i, 3))
-        held = _member("gone", 2, 3)
-        held["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]  # type: ignore[index]
-        cluster.create_pod(held)
+        _all_but_the_last_waiting(cluster, "gone", 3)
         await scheduler.run_until_idle()
         node = next(iter(scheduler.waiting_pods)).node
         cluster.delete_node(node)
@@ -230,10 +232,7 @@ def test_a_wait_past_the_timeout_rejects_every_waiting_member() -> None:
     async def run() -> None:
         clock, cluster, scheduler = _world(4)
         await scheduler.start()
-        cluster.create_pod(_member("part", 0, 2))
-        held = _member("part", 1, 2)  # a queue manager holds the second back: the first waits alone
-        held["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]  # type: ignore[index]
-        cluster.create_pod(held)
+        _all_but_the_last_waiting(cluster, "part", 2)  # the first waits alone
         await scheduler.run_until_idle()
         assert len(scheduler.waiting_pods) == 1
         assert scheduler.cache.nodes.requested[:4, 0].sum() == 4000  # its room is held
