@@ -54,6 +54,7 @@ from pysched.deadline.condition import (
     RESCALED_REASON,
     STATE_CONDITION,
     JobRecord,
+    condition_of,
     forecast_words,
     message_time,
     saved_job,
@@ -838,13 +839,15 @@ class Controller:
         return True
 
     async def _verdict(self, tick: Tick, reason: str, what: str) -> None:
-        """A new reason for the condition; a demotion is also told as a Warning event."""
+        """A new reason for the condition; a demotion is also told as a Warning event, unless
+        the pod's condition already says it was demoted (DeadlineLaxity told it at submission)."""
         job = tick.job
         if reason == ON_TRACK_REASON:
             job.at_risk = False  # the episode is over: a later one is warned of again
         if reason == job.reason and what == job.what:
             return
-        if reason == DEMOTED_REASON and job.reason != reason:
+        told = (condition_of(tick.pod, CONDITION) or {}).get("reason") == DEMOTED_REASON
+        if reason == DEMOTED_REASON and job.reason != reason and not told:
             await self.handle.cluster.emit_event(tick.pod, "Warning", reason, what)
         job.reason, job.what = reason, what
         job.written_finish = math.nan  # the message changes: write it with the next save

@@ -196,6 +196,24 @@ def test_cpu_max_caps_and_an_infeasible_job_is_left_alone() -> None:
     assert world.cluster.conditions[KEY]["pysched.io/Deadline"].status == "False"
 
 
+def test_a_deadline_passed_at_submission_is_told_once() -> None:
+    """DeadlineLaxity demotes it when it is queued; Autoscale, finding it hopeless too once it
+    runs, writes its own words to the condition but does not warn a second time."""
+
+    async def run() -> World:
+        world = World()
+        await world.submit(format_rfc3339(T0 - 60))
+        await world.progress(300, 60)
+        await world.progress(600, 60)
+        return world
+
+    world = asyncio.run(run())
+    assert world.reasons() == ["DeadlineInfeasible"]
+    assert "the deadline passed 1m ago" in world.cluster.events[-1].note
+    condition = world.cluster.conditions[KEY]["pysched.io/Deadline"]
+    assert condition.reason == "DeadlineInfeasible" and condition.status == "False"
+
+
 def test_a_huge_cpu_max_is_capped_by_the_node_before_any_search() -> None:
     async def run() -> World:
         world = World()
