@@ -12,6 +12,7 @@ import collections
 import dataclasses
 import heapq
 import itertools
+import math
 import random
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -163,11 +164,15 @@ _SHOWN_RESOURCES = ((CPU, "CPUs"), (MEMORY, "memory"), (GPU, "GPUs"))
 
 
 def _amount(resource: str, units: int) -> str:
-    """As a message says it: GPUs counted, memory in Gi when not a whole unit, CPUs as quantities."""
+    """As a message says it: GPUs counted, memory that is no whole Ki in the largest binary unit
+    it fills (two decimals, truncated: a node never seems to hold more than it does), CPUs as
+    quantities."""
     if resource == GPU:
         return str(units)
-    if resource == MEMORY and units % 2**20:
-        return f"{units / 2**30:.2f}Gi"
+    if resource == MEMORY and units % 2**10:
+        for suffix, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if units >= size:
+                return f"{math.floor(100 * units / size) / 100:.2f}{suffix}"
     return format_resource(resource, units)
 
 

@@ -227,6 +227,15 @@ def test_a_cpu_job_larger_than_every_node_is_skipped_and_counts_as_missed() -> N
     assert (r.jobs, r.deadline_jobs, r.deadline_met, r.skipped, r.unfinished) == (1, 1, 0, 1, 0)
 
 
+def test_memory_in_a_skip_message_is_shown_in_the_unit_it_fills_never_rounded_up() -> None:
+    job = Job("j", 0.0, 10, 1000, "1Gi", WORKER_TRUTH, deadline=100.0, source="t.csv:2")
+    shown = []
+    for memory in ("1Ki", "1000", "1500000", str(2**30 - 1)):
+        problems = split_fitting((job,), cpu_nodes(1, "4", memory))[2]
+        shown.append(problems[0].split("the largest node has ")[1])
+    assert shown == ["1Ki: skipped", "1000: skipped", "1.43Mi: skipped", "1023.99Mi: skipped"]
+
+
 def test_a_pod_no_node_holds_on_every_resource_or_a_gang_bigger_than_the_cluster_is_skipped() -> None:
     bert = Throughput((1, 2, 4, 8), (1.0, 2.0, 4.0, 8.0))
     hungry = Job("hungry", 0.0, 10, 1000, "100Gi", WORKER_TRUTH, deadline=100.0, source="t.csv:2")
