@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import itertools
 import json
 import os
 import secrets
@@ -154,18 +155,52 @@ def _missing(bin_dir: Path, need: Sequence[str]) -> list[str]:
 ADDRESS_IN_USE = "address already in use"  # how a process that could not bind says so in its log
 
 
+# Ports are picked below the kernel's ephemeral range, where no outgoing connection takes one
+# between its pick and the bind of the process it is for, and each pytest-xdist worker walks its
+# own slice, so two workers never pick the same port.
+PICK_LOW = 10_000
+PICK_SLICE = 1_000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_picked = itertools.count()
+
+
+def _pick_slice() -> range:
+    """This process's ports to pick from; empty when the ephemeral range leaves no room below it."""
+    low = 32_768  # Linux's default when the range cannot be read
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        low = int(_EPHEMERAL_RANGE.read_text().split()[0])
+    slices = (low - PICK_LOW) // PICK_SLICE
+    if slices < 1:
+        return range(0)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else os.getpid()
+    start = PICK_LOW + (index % slices) * PICK_SLICE
+    return range(start, start + PICK_SLICE)
+
+
 def free_port() -> int:
     return free_ports(1)[0]
 
 
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports on 127.0.0.1. They are held open together while picked: two
-    ports picked one after the other may be the same, the first one being free again."""
+    """``count`` distinct free ports on 127.0.0.1, held open together while picked. Each pick
+    moves on through this worker's slice, so a port just picked is not picked again at once."""
+    ports = _pick_slice()
+    picked: list[int] = []
     with contextlib.ExitStack() as stack:
-        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
-        for s in sockets:
+        for _ in ports:
+            if len(picked) == count:
+                break
+            port = ports[next(_picked) % len(ports)]
+            s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            with contextlib.suppress(OSError):
+                s.bind(("127.0.0.1", port))
+                picked.append(port)
+        while len(picked) < count:  # no slice, or all of it taken: the kernel picks
+            s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
+            picked.append(int(s.getsockname()[1]))
+    return picked
 
 
 def port_is_free(port: int) -> bool:

@@ -3,11 +3,11 @@ ports processes are given, and the node heartbeat's Lease writes and pacing agai
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -155,33 +155,28 @@ def test_settings_out_of_range_are_refused() -> None:
 # -- ports -------------------------------------------------------------------------------------
 
 
-class _LowestPortSocket:
-    """A socket whose bind to port 0 gets the lowest port no open one holds, as a kernel may: a
-    port picked and released can be the next one picked."""
-
-    held: ClassVar[set[int]] = set()
-
-    def __init__(self, *_: object) -> None:
-        self.port = 0
-
-    def __enter__(self) -> _LowestPortSocket:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        _LowestPortSocket.held.discard(self.port)
-
-    def bind(self, address: tuple[str, int]) -> None:
-        self.port = min(set(range(40000, 40100)) - _LowestPortSocket.held)
-        _LowestPortSocket.held.add(self.port)
-
-    def getsockname(self) -> tuple[str, int]:
-        return ("127.0.0.1", self.port)
-
-
-def test_ports_picked_together_are_distinct_and_free_again(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ports_picked_together_are_distinct_and_free_again() -> None:
     ports = free_ports(64)
     assert len(set(ports)) == 64
     assert all(port_is_free(port) for port in ports)
-    monkeypatch.setattr(controlplane, "socket", SimpleNamespace(socket=_LowestPortSocket, AF_INET=0, SOCK_STREAM=0))
-    assert [free_port(), free_port()] == [40000, 40000]  # one after the other: the same port
-    assert free_ports(3) == [40000, 40001, 40002]
+    assert free_port() != free_port()  # one after the other: the pick moves on
+
+
+def test_each_test_worker_picks_below_the_ephemeral_range_in_a_slice_of_its_own(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    picks = {}
+    for worker in ("gw0", "gw1"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        picks[worker] = set(free_ports(100))
+    assert not picks["gw0"] & picks["gw1"]
+    assert all(controlplane.PICK_LOW <= port < 32_768 for port in picks["gw0"] | picks["gw1"])
+    # A port something else holds is passed over.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", free_port() + 1))  # the next one this worker would pick
+        assert free_port() != held.getsockname()[1]
+    # No room below the ephemeral range: the kernel picks.
+    (tmp_path / "range").write_text("1024\t65535\n")
+    monkeypatch.setattr(controlplane, "_EPHEMERAL_RANGE", tmp_path / "range")
+    ports = free_ports(3)
+    assert len(set(ports)) == 3 and all(port_is_free(port) for port in ports)
