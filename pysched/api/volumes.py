@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import ROUND_CEILING
 from typing import Any
 
 from pysched.api.labels import selector_matches, selector_problem
 from pysched.api.limits import clip
-from pysched.api.resources import to_scheduler_units
+from pysched.api.resources import QuantityError, parse_quantity
 from pysched.api.selectors import Requirement, SelectorTerm, go_int
 
 MAX_NAME_CHARS = 253  # a DNS subdomain: the longest name of any of these objects
@@ -30,6 +31,17 @@ ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 ANN_BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
 FILESYSTEM = "Filesystem"
+
+
+MAX_STORAGE_BYTES = 2**63 - 1  # what kube's int64 quantity holds: a storage pool may pass any node's size
+
+
+def _storage_bytes(value: str | int | float, what: str) -> int:
+    """A storage quantity in bytes, rounded up; bounded by int64, not by node capacities."""
+    units = int(parse_quantity(value).to_integral_value(rounding=ROUND_CEILING))
+    if not 0 <= units <= MAX_STORAGE_BYTES:
+        raise QuantityError(f"{what} {clip(value)} is not between 0 and {MAX_STORAGE_BYTES} bytes")
+    return units
 
 
 def _name(value: object, what: str) -> str:
@@ -94,11 +106,12 @@ class InlineDisk:
 
 @dataclass(frozen=True, slots=True)
 class PodVolumes:
-    """What the volume plugins read of `spec.volumes`: claim names, inline disks, inline CSI."""
+    """What the volume plugins read of `spec.volumes`: claim names (those of generic ephemeral
+    volumes also in `ephemeral`) and inline disks."""
 
     claims: tuple[str, ...] = ()
     disks: tuple[InlineDisk, ...] = ()
-    csi_inline: tuple[tuple[str, str], ...] = ()  # (driver, volume name)
+    ephemeral: frozenset[str] = frozenset()
 
 
 def _disk(volume: Mapping[str, Any]) -> InlineDisk | None:
@@ -126,7 +139,7 @@ def pod_volumes(spec: Mapping[str, Any], pod_name: str) -> PodVolumes | None:
         return None
     claims: list[str] = []
     disks: list[InlineDisk] = []
-    inline: list[tuple[str, str]] = []
+    ephemeral: list[str] = []
     for volume in _list(raw, "spec.volumes"):
         volume = _map(volume, "spec.volumes entry")
         if "persistentVolumeClaim" in volume:
@@ -134,17 +147,17 @@ def pod_volumes(spec: Mapping[str, Any], pod_name: str) -> PodVolumes | None:
             claims.append(_name(claim.get("claimName"), "persistentVolumeClaim.claimName"))
         elif "ephemeral" in volume:
             # A generic ephemeral volume's claim is named <pod>-<volume> by its controller.
-            claims.append(f"{pod_name}-{_name(volume.get('name'), 'volume name')}")
-        elif "csi" in volume:
-            csi = _map(volume["csi"], "volume csi")
-            inline.append((_name(csi.get("driver"), "csi.driver"), _name(volume.get("name"), "volume name")))
+            ephemeral.append(f"{pod_name}-{_name(volume.get('name'), 'volume name')}")
+            claims.append(ephemeral[-1])
         else:
+            # Inline CSI volumes are not attached (the kubelet publishes them on the node alone):
+            # no filter counts them, as kube-scheduler does not.
             disk = _disk(volume)
             if disk is not None:
                 disks.append(disk)
-    if not claims and not disks and not inline:
+    if not claims and not disks:
         return None
-    return PodVolumes(tuple(claims), tuple(disks), tuple(inline))
+    return PodVolumes(tuple(claims), tuple(disks), frozenset(ephemeral))
 
 
 # ----- node selectors (PV node affinity, StorageClass allowedTopologies)
@@ -215,11 +228,19 @@ class PersistentVolumeClaim:
     phase: str = "Pending"
     deleting: bool = False
     resource_version: str = ""
+    controller_uid: str = ""  # its controller's, from ownerReferences: a generic ephemeral volume's pod
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def not_for(self, pod_namespace: str, pod_name: str, pod_uid: str) -> str | None:
+        """Why this claim may not serve a pod's generic ephemeral volume (kube's
+        VolumeIsForPod): the pod must be its controller, or it is another pod's (or a user's)."""
+        if pod_uid and self.controller_uid == pod_uid:
+            return None
+        return f"PVC {self.key} was not created for pod {pod_namespace}/{pod_name} (pod is not owner)"
 
     @property
     def fully_bound(self) -> bool:
@@ -249,7 +270,7 @@ def pvc_from_dict(obj: Mapping[str, Any]) -> PersistentVolumeClaim:
         storage_class=storage_class,
         volume_name=_name(spec.get("volumeName"), "spec.volumeName"),
         access_modes=_strings(spec.get("accessModes"), "spec.accessModes"),
-        request=to_scheduler_units(STORAGE, storage) if storage is not None else 0,
+        request=_storage_bytes(storage, "spec.resources.requests.storage") if storage is not None else 0,
         selector=selector,
         selector_problem=problem,
         volume_mode=_name(spec.get("volumeMode"), "spec.volumeMode") or FILESYSTEM,
@@ -257,8 +278,17 @@ def pvc_from_dict(obj: Mapping[str, Any]) -> PersistentVolumeClaim:
         phase=_name(status.get("phase"), "status.phase") or "Pending",
         deleting=meta.get("deletionTimestamp") is not None,
         resource_version=_name(meta.get("resourceVersion"), "metadata.resourceVersion"),
+        controller_uid=_controller_uid(meta),
         raw=obj,
     )
+
+
+def _controller_uid(meta: Mapping[str, Any]) -> str:
+    for ref in _list(meta.get("ownerReferences"), "metadata.ownerReferences"):
+        ref = _map(ref, "metadata.ownerReferences entry")
+        if ref.get("controller") is True:
+            return _name(ref.get("uid"), "metadata.ownerReferences.uid")
+    return ""
 
 
 # ----- PersistentVolume
@@ -333,7 +363,7 @@ def pv_from_dict(obj: Mapping[str, Any]) -> PersistentVolume:
     return PersistentVolume(
         name=_name(meta["name"], "metadata.name"),
         storage_class=storage_class,
-        capacity=to_scheduler_units(STORAGE, capacity) if capacity is not None else 0,
+        capacity=_storage_bytes(capacity, "spec.capacity.storage") if capacity is not None else 0,
         access_modes=_strings(spec.get("accessModes"), "spec.accessModes"),
         volume_mode=_name(spec.get("volumeMode"), "spec.volumeMode") or FILESYSTEM,
         claim_ref=claim_ref,
@@ -465,15 +495,14 @@ def csi_storage_capacity_from_dict(obj: Mapping[str, Any]) -> CSIStorageCapacity
         problem = selector_problem(topology)
         if problem is not None:
             raise ValueError(f"nodeTopology: {problem}")
-    limit = obj.get("maximumVolumeSize")
-    if limit is None:
-        limit = obj.get("capacity")
+    field_name = "maximumVolumeSize" if obj.get("maximumVolumeSize") is not None else "capacity"
+    limit = obj.get(field_name)
     return CSIStorageCapacity(
         namespace=_name(meta.get("namespace") or "default", "metadata.namespace"),
         name=_name(meta["name"], "metadata.name"),
         storage_class=_name(obj.get("storageClassName"), "storageClassName"),
         node_topology=topology,
-        limit=to_scheduler_units(STORAGE, limit) if limit is not None else None,
+        limit=_storage_bytes(limit, field_name) if limit is not None else None,
         resource_version=_name(meta.get("resourceVersion"), "metadata.resourceVersion"),
     )
 

@@ -36,7 +36,7 @@ NO_LIMIT = np.iinfo(np.int64).max
 
 def csi_volumes(pod: PodInfo, storage: StorageView) -> dict[str, str]:
     """The pod's CSI volumes: unique volume name -> driver. A bound claim is its PV's handle, an
-    unbound one counts under its StorageClass's provisioner; inline CSI volumes are the pod's own."""
+    unbound one counts under its StorageClass's provisioner."""
     found: dict[str, str] = {}
     volumes = pod.volumes
     if volumes is None:
@@ -53,8 +53,6 @@ def csi_volumes(pod: PodInfo, storage: StorageView) -> dict[str, str]:
         storage_class = storage.storage_class(claim.storage_class) if claim.storage_class else None
         if storage_class is not None and storage_class.provisioner:
             found[f"{storage_class.provisioner}/{claim.key}"] = storage_class.provisioner
-    for driver, volume in volumes.csi_inline:
-        found[f"{driver}/{pod.key}/{volume}"] = driver
     return found
 
 
@@ -152,10 +150,10 @@ class NodeVolumeLimits:
     @staticmethod
     def stated_constraint(pod: PodInfo) -> str | None:
         volumes = pod.volumes
-        return "volumes" if volumes is not None and (volumes.claims or volumes.csi_inline) else None
+        return "persistent volume claims" if volumes is not None and volumes.claims else None
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> Status:
-        if pod.volumes is None or not (pod.volumes.claims or pod.volumes.csi_inline):
+        if pod.volumes is None or not pod.volumes.claims:
             return SKIP
         volumes = csi_volumes(pod, self.handle.cluster.storage)
         if not volumes:

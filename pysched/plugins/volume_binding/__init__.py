@@ -89,6 +89,10 @@ def read_claims(pod: PodInfo, storage: StorageView) -> PodClaims | Status:
             )
         if claim.deleting:
             return unresolvable(f'persistentvolumeclaim "{name}" is being deleted')
+        if name in pod.volumes.ephemeral:
+            why = claim.not_for(pod.namespace, pod.name, pod.uid)
+            if why is not None:
+                return unresolvable(why)
         claims.append(claim)
     bound: list[PersistentVolumeClaim] = []
     delayed: list[PersistentVolumeClaim] = []

@@ -70,7 +70,7 @@ CASES = [
     ("VolumeBinding", _claimed, "persistent volume claims"),
     ("VolumeZone", _claimed, "persistent volume claims"),
     ("VolumeRestrictions", _claimed, "volumes"),
-    ("NodeVolumeLimits", _claimed, "volumes"),
+    ("NodeVolumeLimits", _claimed, "persistent volume claims"),
     ("UnsupportedFields", lambda: _pod(_resource_claim), "spec.resourceClaims"),
 ]
 

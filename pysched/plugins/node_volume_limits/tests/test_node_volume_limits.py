@@ -105,6 +105,17 @@ def test_rejection_message_through_the_scheduler() -> None:
     assert note == f"0/2 nodes are available: 2 {REASON}."
 
 
+def test_inline_csi_volumes_are_not_counted() -> None:
+    """An inline CSI volume is published on the node, never attached: kube-scheduler counts only
+    claims (and migrated in-tree disks), so a driver's limit of 0 does not keep such pods off."""
+    cluster, scheduler, plugin = build(1, {0: {"a.csi": 0}})
+    volume = {"name": "secrets", "csi": {"driver": "a.csi", "readOnly": True}}
+    cluster.create_pod(with_volumes(pod_dict("placed", node_name="n0"), [volume]))
+    assert not plugin.mounts
+    pod = pod_from_dict(with_volumes(pod_dict("new", scheduler_name="vol"), [volume]))
+    assert plugin.pre_filter(CycleState(), pod, scheduler.cache.nodes).code.name == "SKIP"
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.integers(1, 4),

@@ -6,6 +6,7 @@ import yaml
 
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.ids import NodeName, PodKey
+from pysched.api.resources import QuantityError
 from pysched.api.storage_builders import (
     claim_volume,
     csi_driver_dict,
@@ -15,6 +16,7 @@ from pysched.api.storage_builders import (
     storage_class_dict,
     with_volumes,
 )
+from pysched.api.volumes import csi_storage_capacity_from_dict
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import parse_config
@@ -297,6 +299,55 @@ def test_a_csi_driver_that_publishes_capacity_provisions_only_where_the_claim_fi
         scheduler.clock.advance(2.0)  # type: ignore[attr-defined]
         await scheduler.run_until_idle()
         assert cluster.pods[PodKey("default/huge")].node_name in ("n0", "n2")
+
+    loop.run_until_complete(run())
+
+
+def test_storage_pools_and_claims_may_pass_any_nodes_capacity(loop: asyncio.AbstractEventLoop) -> None:
+    """Storage sizes are bounded by int64, as kube's quantities are, not by what a node holds."""
+
+    async def run() -> None:
+        cluster, scheduler = setup()
+        cluster.add_storage_class(storage_class_dict("fast", provisioner="csi.example.com"))
+        cluster.add_csi_driver(csi_driver_dict("csi.example.com"))
+        cluster.add_storage_capacity(storage_capacity_dict("z1-pool", "fast", zone="z1", capacity="10Pi"))
+        cluster.add_pvc(pvc_dict("lake", storage_class="fast", size="9Pi"))
+        await scheduler.start()
+        cluster.create_pod(volume_pod("p", "lake"))
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/p")].node_name == "n1"
+        with pytest.raises(QuantityError, match=r"capacity '8Ei' is not between 0 and 9223372036854775807 bytes"):
+            csi_storage_capacity_from_dict(storage_capacity_dict("sea", "fast", zone="z1", capacity="8Ei"))
+
+    loop.run_until_complete(run())
+
+
+def test_a_generic_ephemeral_volume_takes_only_the_claim_made_for_its_pod(loop: asyncio.AbstractEventLoop) -> None:
+    """kube's VolumeIsForPod: the claim named <pod>-<volume> must be controlled by the pod,
+    else it is someone else's data."""
+
+    async def run() -> None:
+        cluster, scheduler = setup()
+        cluster.add_pv(pv_dict("pv1", node="n1"))
+        stray = cluster.add_pvc(pvc_dict("web-data"))  # a user's claim that happens to bear the name
+        await scheduler.start()
+        template = {"spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local"}}
+        volume = {"name": "data", "ephemeral": {"volumeClaimTemplate": template}}
+        cluster.create_pod(with_volumes(pod_dict("web", scheduler_name="vol"), [volume]))
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/web")].node_name is None
+        assert last_note(cluster, "web") == (
+            "0/3 nodes are available: PVC default/web-data was not created for pod default/web (pod is not owner)."
+        )
+        # The user's claim goes; the ephemeral-volume controller makes the pod's own.
+        cluster.delete_storage(stray)
+        owned = pvc_dict("web-data")
+        owner = {"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "uid-default-web", "controller": True}
+        owned["metadata"]["ownerReferences"] = [owner]
+        cluster.add_pvc(owned)
+        scheduler.clock.advance(2.0)  # type: ignore[attr-defined]
+        await scheduler.run_until_idle()
+        assert cluster.pods[PodKey("default/web")].node_name == "n1"
 
     loop.run_until_complete(run())
 
