@@ -193,13 +193,14 @@ class Coscheduling:
         Room is reclaimable only below every member still to place: a member of lower priority
         cannot preempt what its higher-priority sibling could."""
         priority = _lowest_priority(job, pod)
+        unplaced = [member.key for member in job.unplaced()]
         if needed != len(job.members) - len(job.placed):
-            return _shortfall(job, pod, needed, nodes, held_below(nodes, self._handle.pods, priority))
+            return _shortfall(job, pod, needed, nodes, held_below(nodes, self._handle.pods, priority, unplaced))
         state = (nodes.change_seq, len(job.members), len(job.placed), priority)
         counted = self._counted.get(job.key)
         if counted is not None and counted[0] == state:
             return counted[1]
-        short = _shortfall(job, pod, needed, nodes, held_below(nodes, self._handle.pods, priority))
+        short = _shortfall(job, pod, needed, nodes, held_below(nodes, self._handle.pods, priority, unplaced))
         self._counted[job.key] = (state, short)
         return short
 

@@ -8,10 +8,11 @@ could be placed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import numpy as np
 
+from pysched.api.ids import PodKey
 from pysched.framework.nodetable import POD_COLUMN, NodeTable, RequestShape
 from pysched.framework.placed import PlacedPods
 
@@ -50,13 +51,15 @@ def _free(nodes: NodeTable, reclaimable: np.ndarray | None) -> np.ndarray:
     return free if reclaimable is None else free + reclaimable[: nodes.size]
 
 
-def held_below(nodes: NodeTable, placed: PlacedPods, priority: int) -> np.ndarray | None:
+def held_below(nodes: NodeTable, placed: PlacedPods, priority: int, own: Collection[PodKey] = ()) -> np.ndarray | None:
     """Per row, what the placed pods of a priority below `priority` hold (their requests and pod
-    slots); None when there are none."""
-    if not placed.any_below(priority):
+    slots), and the room nominations of `own` pods hold (a gang's members still to place: the
+    room a member's preemption freed is the gang's); None when there is neither."""
+    mine = {key for key in own if placed.held(key)}
+    if not mine and not placed.any_below(priority):
         return None
     held = np.zeros_like(nodes.requested)
     for pod, row in placed:
-        if pod.priority < priority:
+        if pod.priority < priority or pod.key in mine:
             held[row] += nodes.request_shape(pod.requests).charge
     return held

@@ -444,6 +444,9 @@ def test_a_higher_priority_gang_preempts_the_room_it_needs() -> None:
             await scheduler.run_until_idle()
         assert _bound(cluster, "hi") == 3
         assert sorted(cluster.preempted) == ["default/low-0", "default/low-1", "default/low-2"]
+        # The room a member's preemption freed, held for it while its victim terminates, is the
+        # gang's: its siblings were not told the gang cannot fit.
+        assert [e.note for e in cluster.events if e.reason == JOB_UNSCHEDULABLE] == []
 
     asyncio.run(run())
 
