@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
+
+from pysched.api.labels import label_key_problem, label_value_problem
 
 _GO_INT = re.compile(r"[+-]?[0-9]+")
 _INT64 = 2**63
@@ -35,3 +38,22 @@ class Requirement:
 class SelectorTerm:
     match_expressions: tuple[Requirement, ...] = ()
     match_fields: tuple[Requirement, ...] = ()
+
+
+NODE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")  # a node selector's; labels' lack Gt, Lt
+
+
+@functools.lru_cache(maxsize=4096)
+def requirement_problem(req: Requirement) -> str | None:
+    """Why a matchExpressions requirement is not one kube's labels.NewRequirement builds, or None.
+    The apiserver checks only the operator and the number of values, so a pod may carry a bad
+    key or value; kube-scheduler then matches no node with the term, and so do we."""
+    if req.operator not in NODE_OPERATORS:
+        return f"operator {req.operator!r} is not one of {', '.join(NODE_OPERATORS)}"
+    if req.operator in ("In", "NotIn") and not req.values:
+        return f"{req.operator} needs at least one value"
+    if req.operator in ("Exists", "DoesNotExist") and req.values:
+        return f"{req.operator} takes no values"
+    if req.operator in ("Gt", "Lt") and (len(req.values) != 1 or go_int(req.values[0]) is None):
+        return f"{req.operator} takes exactly one integer value"
+    return label_key_problem(req.key) or next(filter(None, map(label_value_problem, req.values)), None)

@@ -16,7 +16,7 @@ from typing import Any
 from pysched.api.labels import selector_matches, selector_problem
 from pysched.api.limits import clip
 from pysched.api.resources import QuantityError, parse_quantity
-from pysched.api.selectors import Requirement, SelectorTerm, go_int
+from pysched.api.selectors import Requirement, SelectorTerm, go_int, requirement_problem
 
 MAX_NAME_CHARS = 253  # a DNS subdomain: the longest name of any of these objects
 MAX_VOLUMES = 1024  # volumes of one pod, terms of one affinity, drivers of one CSINode
@@ -176,6 +176,8 @@ def _requirements(raw: object, what: str) -> tuple[Requirement, ...]:
 
 
 def requirement_matches(req: Requirement, labels: Mapping[str, str]) -> bool:
+    if requirement_problem(req) is not None:
+        return False
     value = labels.get(req.key)
     if req.operator == "In":
         return value is not None and value in req.values

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pysched.api.objects import PodInfo, Requirement, SelectorTerm, Taint, Toleration
-from pysched.api.selectors import NODE_NAME_FIELD, go_int
+from pysched.api.selectors import NODE_NAME_FIELD, go_int, requirement_problem
 from pysched.framework.interfaces import FilterResult
 from pysched.framework.nodetable import Bools, NodeTable
 
@@ -28,6 +28,8 @@ def _label_ids(nodes: NodeTable, key: str, values: Sequence[str]) -> list[int]:
 
 def requirement_mask(req: Requirement, nodes: NodeTable) -> Bools:
     """Rows whose labels satisfy one matchExpressions requirement (k8s labels.Selector semantics)."""
+    if requirement_problem(req) is not None:
+        return np.zeros(nodes.size, np.bool_)
     column = nodes.label_column(req.key)
     if req.operator == "In":
         return np.isin(column, _label_ids(nodes, req.key, req.values))
@@ -49,7 +51,7 @@ def requirement_mask(req: Requirement, nodes: NodeTable) -> Bools:
             if number is not None:
                 passing[value_id] = number > bound if req.operator == "Gt" else number < bound
         return passing[column]
-    return np.zeros(nodes.size, np.bool_)  # unknown operator: the API would have refused it
+    return np.zeros(nodes.size, np.bool_)  # not reached: requirement_problem refuses other operators
 
 
 def field_mask(req: Requirement, nodes: NodeTable) -> Bools:

@@ -12,7 +12,7 @@ import numpy as np
 
 from pysched.api.features import EVERY_POD, NODE_PREFERENCES, PodFeatures
 from pysched.api.objects import PodInfo
-from pysched.api.selectors import NODE_NAME_FIELD, Requirement, SelectorTerm
+from pysched.api.selectors import NODE_NAME_FIELD, Requirement, SelectorTerm, requirement_problem
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import PLACEMENT_EVENTS, EventRegistration
 from pysched.framework.interfaces import FilterResult, Handle
@@ -57,6 +57,18 @@ def pinned_names(terms: Sequence[SelectorTerm] | None) -> frozenset[str] | None:
     return frozenset(allowed)
 
 
+def unmatchable(terms: Sequence[SelectorTerm] | None) -> str:
+    """Why no required term can match any node, when each holds a requirement kube's
+    labels.NewRequirement refuses (a label value the apiserver let through); else ""."""
+    first = ""
+    for i, term in enumerate(terms or ()):
+        problem = next(filter(None, map(requirement_problem, term.match_expressions)), None)
+        if problem is None:
+            return ""
+        first = first or f"node affinity term {i} can match no node: {problem}"
+    return first
+
+
 def _any_term(terms: Sequence[SelectorTerm], nodes: NodeTable) -> Bools:
     mask = np.zeros(nodes.size, np.bool_)
     for term in terms:
@@ -92,8 +104,8 @@ class NodeAffinity:
         added = self._added_mask(nodes)
         # kube's PreFilter pins a pod whose every term names its nodes to those nodes: the others
         # are never filtered, so the diagnosis tells them apart (the mask excludes them already).
-        left_out, refusal = None, ""
-        pinned = pinned_names(pod.required_terms)
+        left_out, refusal = None, unmatchable(pod.required_terms)  # told why, not that no node matched
+        pinned = None if refusal else pinned_names(pod.required_terms)
         if pinned is not None and not pinned:
             refusal = CONFLICT_REASON
         elif pinned is not None:

@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pysched.api.limits import MAX_VALUE_CHARS, clip
-from pysched.api.selectors import NODE_NAME_FIELD, Requirement, SelectorTerm
+from pysched.api.selectors import NODE_NAME_FIELD, NODE_OPERATORS, Requirement, SelectorTerm, requirement_problem
 
 MAX_TERMS = 100  # terms, requirements per term, values per requirement: far beyond any real profile
 MAX_KEY_CHARS = 317  # a label key: a 253-character prefix, "/", a 63-character name
-OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,18 +57,22 @@ def _requirement(raw: object, what: str, field: bool) -> Requirement:
     entry = _fields(raw, what, ("key", "operator", "values"))
     key = _text(entry.get("key"), f"{what}.key", MAX_KEY_CHARS)
     operator = entry.get("operator")
-    if operator not in OPERATORS:
-        raise ValueError(f"{what}.operator must be one of {', '.join(OPERATORS)}, got {clip(operator)}")
+    if operator not in NODE_OPERATORS:
+        raise ValueError(f"{what}.operator must be one of {', '.join(NODE_OPERATORS)}, got {clip(operator)}")
     values = tuple(_value(v, f"{what}.values") for v in _items(entry.get("values"), f"{what}.values"))
     if operator in ("In", "NotIn") and not values:
         raise ValueError(f"{what}: {operator} needs at least one value")
     if operator in ("Exists", "DoesNotExist") and values:
         raise ValueError(f"{what}: {operator} takes no values")
-    if operator in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
-        raise ValueError(f"{what}: {operator} takes exactly one integer value")
-    if field and (key != NODE_NAME_FIELD or operator not in ("In", "NotIn") or len(values) != 1):
-        raise ValueError(f"{what}: matchFields supports only metadata.name with In or NotIn and one value")
-    return Requirement(key, str(operator), values)
+    if field:
+        if key != NODE_NAME_FIELD or operator not in ("In", "NotIn") or len(values) != 1:
+            raise ValueError(f"{what}: matchFields supports only metadata.name with In or NotIn and one value")
+        return Requirement(key, str(operator), values)
+    requirement = Requirement(key, str(operator), values)
+    problem = requirement_problem(requirement)
+    if problem is not None:
+        raise ValueError(f"{what}: {problem}")
+    return requirement
 
 
 def _term(raw: object, what: str) -> SelectorTerm:

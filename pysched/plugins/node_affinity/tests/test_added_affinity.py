@@ -94,6 +94,14 @@ def test_added_preferences_score_with_the_pods_own() -> None:
             "Gt takes exactly one integer value",
         ),
         (
+            {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [zone("Gt", "-5")]}},
+            "label value '-5' must be empty or at most 63 characters",
+        ),
+        (
+            {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [zone("NotIn", "z 1")]}},
+            "label value 'z 1' must be empty or at most 63 characters",
+        ),
+        (
             {
                 "requiredDuringSchedulingIgnoredDuringExecution": {
                     "nodeSelectorTerms": [{"matchFields": [{"key": "spec.x", "operator": "In", "values": ["a"]}]}]

@@ -25,6 +25,8 @@ VALUES = ["a", "b", "1", "7", "12", "x1"]
 
 def _oracle_requirement(req: Requirement, node: NodeInfo) -> bool:
     """kube's labels.Selector semantics, one node at a time."""
+    if (req.operator in ("In", "NotIn")) != bool(req.values) and req.operator not in ("Gt", "Lt"):
+        return False  # labels.NewRequirement refuses it: the term matches nothing
     has = req.key in node.labels
     value = node.labels.get(req.key, "")
     if req.operator == "In":
@@ -118,6 +120,31 @@ def test_empty_terms_match_nothing() -> None:
     table.add(make_node("a"))
     assert not NodeAffinity().node_mask(make_pod("p", affinity_terms=[]), table).any()
     assert not NodeAffinity().node_mask(make_pod("p", affinity_terms=[{}]), table).any()
+
+
+def test_a_requirement_kube_cannot_build_matches_no_node_and_the_pod_is_told_why() -> None:
+    """The apiserver checks operators and value counts, not label values; kube-scheduler's
+    labels.NewRequirement does, and a term holding such a requirement matches no node."""
+    table = NodeTable()
+    table.add(make_node("a", labels={"pool": "cpu", "gen": "3"}))
+    bad = [
+        {"key": "pool", "operator": "NotIn", "values": ["gpu pool"]},
+        {"key": "gen", "operator": "Gt", "values": ["-1"]},
+        {"key": "gen", "operator": "Lt", "values": ["+9"]},
+        {"key": "pool", "operator": "In", "values": ["cpu", "bad/value"]},
+        {"key": "bad key!", "operator": "DoesNotExist"},
+    ]
+    for requirement in bad:
+        result = NodeAffinity().filter_batch(
+            CycleState(), make_pod("p", affinity_terms=[{"matchExpressions": [requirement]}]), table
+        )
+        assert not result.feasible.any()
+        assert result.pre_filter_refusal.startswith("node affinity term 0 can match no node: label "), requirement
+    # Another term kube can build still places the pod.
+    good = {"key": "pool", "operator": "In", "values": ["cpu"]}
+    pod = make_pod("p", affinity_terms=[{"matchExpressions": [bad[0]]}, {"matchExpressions": [good]}])
+    result = NodeAffinity().filter_batch(CycleState(), pod, table)
+    assert list(result.feasible) == [True] and result.pre_filter_refusal == ""
 
 
 def _preferring(terms: list[tuple[int, dict[str, Any]]]) -> Any:
