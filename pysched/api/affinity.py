@@ -2,10 +2,11 @@
 
 Each `PodAffinityTerm` becomes an `AffinityTerm` (hashable, so equal terms of many pods share one
 count): its label selector with `matchLabelKeys` / `mismatchLabelKeys` merged in from the pod's own
-labels, the namespaces it names (the pod's own when it names none and has no namespaceSelector),
-the namespaceSelector and the topology key. Wrong types and lists beyond the bounds raise one of
-`objects.MALFORMED` (the pod gets an invalid-pod event); a selector or topology key the API would
-refuse is kept as `PodAffinity.problem`, for the plugin to reject the pod with, kube's way.
+labels (unless the apiserver merged them already), the namespaces it names (the pod's own when it
+names none and has no namespaceSelector), the namespaceSelector and the topology key. Wrong types
+and lists beyond the bounds raise one of `objects.MALFORMED` (the pod gets an invalid-pod event); a
+selector or topology key the API would refuse is kept as `PodAffinity.problem`, for the plugin to
+reject the pod with, kube's way.
 """
 
 from __future__ import annotations
@@ -176,10 +177,15 @@ def _term(raw: object, namespace: str, labels: Mapping[str, str], what: str) -> 
     problem = label_key_problem(topology_key) if topology_key else "topologyKey: can not be empty"
     if problem:
         raise _Problem(problem)
+    # The apiserver merges these keys into the selector when the pod is created (the same key in
+    # both is refused then), so a key the selector already holds was merged from the labels of
+    # that time and is not merged again from labels changed since; a pod no apiserver merged
+    # (simulated) is merged here.
     extra: list[Requirement] = []
+    merged_already = {requirement.key for requirement in selector.requirements}
     for field, operator in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn")):
         for key in _strings(term.get(field), f"{what}.{field}"):
-            if key in labels and not selector.nothing:
+            if key in labels and not selector.nothing and key not in merged_already:
                 extra.append(Requirement(key, operator, frozenset((labels[key],))))
     if extra:
         merged = {*selector.requirements, *extra}

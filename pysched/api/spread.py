@@ -167,10 +167,14 @@ class SpreadConstraint:
     problem: str = ""
 
     def selector_for(self, pod_labels: Mapping[str, str]) -> SpreadSelector:
-        """The selector with matchLabelKeys merged from the incoming pod's labels."""
+        """The selector with matchLabelKeys merged from the incoming pod's labels, except keys it
+        holds already: an apiserver that merges them at creation (from the labels of that time)
+        has, and labels changed since must not add a second, contradicting requirement."""
         if not self.match_label_keys:
             return self.selector
-        return self.selector.with_labels({k: pod_labels[k] for k in self.match_label_keys if k in pod_labels})
+        held = {key for key, _ in self.selector.match_labels} | {key for key, _, _ in self.selector.match_expressions}
+        keys = [k for k in self.match_label_keys if k in pod_labels and k not in held]
+        return self.selector.with_labels({k: pod_labels[k] for k in keys})
 
 
 def _int(raw: Mapping[str, Any], key: str, default: int | None) -> int:

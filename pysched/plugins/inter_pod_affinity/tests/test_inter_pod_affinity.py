@@ -150,6 +150,19 @@ def test_match_label_keys_merge_the_pods_own_values() -> None:
     assert not t.selector.matches({"app": "db", "rev": "2", "tier": "t"})
 
 
+def test_keys_the_apiserver_merged_already_are_not_merged_again_from_changed_labels() -> None:
+    """The apiserver merges matchLabelKeys into the stored selector at creation; the pod's labels
+    may change afterwards, and the stored `rev In (1)` stays the term's whole say on `rev`."""
+    stored = term(
+        {"app": "db"}, expressions=[{"key": "rev", "operator": "In", "values": ["1"]}], matchLabelKeys=["rev"]
+    )
+    parsed = parse_pod_affinity(affinity(anti=[stored]), "default", {"rev": "2", "app": "db"})
+    assert parsed is not None
+    (t,) = parsed.required_anti_affinity
+    assert t.selector.matches({"app": "db", "rev": "1"})  # not `rev In (1), rev In (2)`: nothing
+    assert not t.selector.matches({"app": "db", "rev": "2"})
+
+
 def test_topology_key_beyond_hostname(h: Harness) -> None:
     h.node("a", zone="z1")
     h.node("b", zone="z1")

@@ -272,6 +272,19 @@ def test_match_label_keys_split_the_count_by_the_pods_own_value(loop: asyncio.Ab
     loop.run_until_complete(run())
 
 
+def test_a_key_the_apiserver_merged_already_is_not_merged_again_from_changed_labels() -> None:
+    """An apiserver that merges matchLabelKeys at creation stores `rev In (1)`; the pod relabelled
+    to rev=2 keeps counting revision 1, not a selector no pod matches."""
+    constraint = _spread(matchLabelKeys=["rev"])
+    constraint["labelSelector"]["matchExpressions"] = [{"key": "rev", "operator": "In", "values": ["1"]}]
+    (parsed,) = spread_constraints([constraint])
+    selector = parsed.selector_for({"app": "web", "rev": "2"})
+    assert selector.matches({"app": "web", "rev": "1"}) and not selector.matches({"app": "web", "rev": "2"})
+    (unmerged,) = spread_constraints([_spread(matchLabelKeys=["rev"])])  # no apiserver merged it: merged here
+    assert unmerged.selector_for({"app": "web", "rev": "2"}).matches({"app": "web", "rev": "2"})
+    assert not unmerged.selector_for({"app": "web", "rev": "2"}).matches({"app": "web", "rev": "1"})
+
+
 def test_schedule_anyway_prefers_the_emptier_zone(loop: asyncio.AbstractEventLoop) -> None:
     async def run() -> None:
         _, cluster, scheduler = _setup()
