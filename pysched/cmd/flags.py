@@ -131,14 +131,24 @@ def clash_problem(outputs: Sequence[tuple[str, str | None]], inputs: Sequence[tu
                 into.append((flag, resolved))
     for i, (flag, target) in enumerate(given):
         for other, source in read:
-            if target == source:
+            if _same_file(target, source):
                 return f"{flag}: it is the file {other} reads; the run would overwrite it"
         for other, written in given[:i]:
-            if target == written:
+            if _same_file(target, written):
                 return f"{flag}: {other} writes the same file"
             if written in target.parents or target in written.parents:
                 return f"{flag}: {other} writes a file where this one needs a folder, or the other way round"
     return None
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    """One path, or two names (hard links) of one existing file."""
+    if one == other:
+        return True
+    try:
+        return os.path.samefile(one, other)
+    except OSError:  # one of them does not exist yet: names differ, so files do
+        return False
 
 
 def _dead_link(target: Path) -> Path | None:

@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,11 @@ def test_outputs_that_would_overwrite_an_input_or_each_other_are_refused(tmp_pat
     nested = clash_problem([("--json", out), ("--jobs-csv", f"{out}/jobs.csv")], inputs)
     assert nested == "--jobs-csv: --json writes a file where this one needs a folder, or the other way round"
     assert clash_problem([("--json", out), ("--jobs-csv", f"{out}.csv"), ("--plot", None)], inputs) is None
+    # A hard link is the same file under another name.
+    (tmp_path / "t.csv").write_text("")
+    os.link(trace, tmp_path / "linked.csv")
+    linked = clash_problem([("--json", str(tmp_path / "linked.csv"))], inputs)
+    assert linked == "--json: it is the file --trace reads; the run would overwrite it"
 
 
 @pytest.mark.parametrize(
