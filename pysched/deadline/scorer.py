@@ -22,6 +22,7 @@ import hashlib
 import json
 import math
 import os
+import stat
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -526,11 +527,15 @@ def _cached(path: str, kind: PolicyKind, stamp: tuple[int, ...]) -> Scorer:
 
 
 def policy_at(path: str, kind: PolicyKind = QUEUE) -> Scorer:
-    """`load_policy`, read once per version of the file (profiles name the same file many times)."""
+    """`load_policy`, read once per version of the file (profiles name the same file many times);
+    a FIFO or device once per process: reading it changes its times, and a second read would
+    wait for a writer that has gone."""
     try:
-        stat = os.stat(path)
+        found = os.stat(path)
     except OSError as err:
         raise PolicyFileError(f"{path_text(path)}: cannot read: {err.strerror or err}") from None
     except ValueError:  # a NUL byte in the name
         raise PolicyFileError(f"{path_text(path)}: not a file name (it holds a NUL byte)") from None
-    return _cached(path, kind, (stat.st_ino, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size))
+    if not stat.S_ISREG(found.st_mode):
+        return _cached(path, kind, (found.st_dev, found.st_ino))
+    return _cached(path, kind, (found.st_dev, found.st_ino, found.st_mtime_ns, found.st_ctime_ns, found.st_size))

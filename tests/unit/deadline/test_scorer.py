@@ -3,6 +3,7 @@
 import itertools
 import json
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -179,6 +180,20 @@ def test_a_missing_or_binary_file_names_itself(tmp_path: Path, monkeypatch: pyte
     binary.write_bytes(b"PK\x03\x04\0\0torch")
     with pytest.raises(PolicyFileError, match="binary file"):
         load_policy(binary)
+
+
+def test_weights_from_a_fifo_are_read_once_and_served_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile names its weights file more than once (args checked, then the plugin built):
+    a FIFO read changes its times, and a second read would wait for a writer that has gone."""
+    monkeypatch.setattr(inputs, "FIFO_WAIT_S", 2.0)  # what a second read would wait, were it tried
+    fifo = tmp_path / "weights.fifo"
+    os.mkfifo(fifo)
+    text = dump_policy(_layers(), "tanh", 16, {})
+    writer = threading.Thread(target=fifo.write_text, args=(text,))
+    writer.start()
+    first = policy_at(str(fifo))
+    writer.join()
+    assert policy_at(str(fifo)) is first  # served from what was read, nothing written again
 
 
 def test_the_shipped_policy_loads_and_is_small() -> None:
