@@ -16,7 +16,7 @@ that is trained is the one that is deployed.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -125,7 +125,7 @@ class LearnedQueueSort:
         else:
             view = self._room
             view.refresh(self.handle.nodes)
-            index = self._fixed.index(candidates, self._read)
+            index = self._fixed.index(candidates, self._read, self._stamp)
             if index.shape[0] > self._buffers.allowed.shape[0]:  # `window` widened: the compiled pick never checks
                 self._buffers = WindowBuffers.of(index.shape[0])
             chosen = self.scorer.pick_window(
@@ -138,11 +138,17 @@ class LearnedQueueSort:
         node for their CPUs and GPUs), and how many may."""
         view = self._room
         view.refresh(self.handle.nodes)
-        index = self._fixed.index(candidates, self._read)  # first: it may grow the matrix
+        index = self._fixed.index(candidates, self._read, self._stamp)  # first: it may grow the matrix
         return window_rows(self._fixed.matrix, index, view.shares, self.handle.clock.now(), view.most)
 
     def _read(self, pod: PodInfo) -> list[float]:
         return static_values(self._waiting(pod), self.args.prior_step_seconds)
+
+    @property
+    def _stamp(self) -> Callable[[PodInfo], Hashable] | None:
+        """What a pod's row depends on beyond the pod: its deadline, where namespaces' labels
+        decide whether it counts (they may change while it waits)."""
+        return None if self.args.deadline_namespaces is None else self._deadline
 
     def _deadline(self, pod: PodInfo) -> float | None:
         """The pod's deadline, None when it has none, was demoted, or its namespace may not."""

@@ -1,10 +1,11 @@
 """Each waiting pod's fixed feature row (`pysched.deadline.features.static`), read once per
-version of the pod and kept in one matrix, so that a window is a list of row numbers and the
-compiled pick reads the rows in place (no stacking per pick)."""
+version of the pod (and of what else the row was read from: `stamp`) and kept in one matrix, so
+that a window is a list of row numbers and the compiled pick reads the rows in place (no stacking
+per pick)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
@@ -22,12 +23,18 @@ class FixedRows:
 
     def __init__(self) -> None:
         self.matrix = np.zeros((FIRST_ROWS, STATIC_WIDTH))
-        self.slot: dict[PodKey, tuple[PodInfo, int]] = {}
+        self.slot: dict[PodKey, tuple[PodInfo, int, Hashable]] = {}
         self.free = list(range(FIRST_ROWS - 1, -1, -1))
 
-    def index(self, candidates: Sequence[QueuedPod], read: Callable[[PodInfo], Sequence[float]]) -> np.ndarray:
+    def index(
+        self,
+        candidates: Sequence[QueuedPod],
+        read: Callable[[PodInfo], Sequence[float]],
+        stamp: Callable[[PodInfo], Hashable] | None = None,
+    ) -> np.ndarray:
         """The candidates' row numbers (int64), reading with `read` the pods that are new or changed
-        (a demotion, a resize) since their row was written."""
+        (a demotion, a resize) since their row was written, or whose `stamp` changed (what the row
+        also depends on: whether the pod's namespace may use deadlines)."""
         if len(self.slot) >= LIMIT:  # before any row of this window is handed out
             self.slot.clear()
             self.free = list(range(len(self.matrix) - 1, -1, -1))
@@ -35,9 +42,10 @@ class FixedRows:
         rows = []
         for c in candidates:
             pod = c.pod
+            now = None if stamp is None else stamp(pod)
             entry = slot.get(pod.key)
-            if entry is None or entry[0] is not pod:
-                entry = self._write(pod, read(pod), entry)
+            if entry is None or entry[0] is not pod or entry[2] != now:
+                entry = self._write(pod, read(pod), entry, now)
             rows.append(entry[1])
         return np.array(rows, np.int64)
 
@@ -47,7 +55,9 @@ class FixedRows:
         if entry is not None:
             self.free.append(entry[1])
 
-    def _write(self, pod: PodInfo, row: Sequence[float], entry: tuple[PodInfo, int] | None) -> tuple[PodInfo, int]:
+    def _write(
+        self, pod: PodInfo, row: Sequence[float], entry: tuple[PodInfo, int, Hashable] | None, stamp: Hashable
+    ) -> tuple[PodInfo, int, Hashable]:
         if entry is None:
             if not self.free:
                 size = len(self.matrix)
@@ -57,5 +67,5 @@ class FixedRows:
         else:
             number = entry[1]
         self.matrix[number] = row
-        entry = self.slot[pod.key] = (pod, number)
+        entry = self.slot[pod.key] = (pod, number, stamp)
         return entry

@@ -245,6 +245,13 @@ def test_a_deadline_from_a_namespace_that_may_not_use_one_does_not_count(tmp_pat
             "real": 0.0,
             "later": 0.0,
         }
+        # Namespaces' labels change while pods wait: the rows follow (each pod is the same object).
+        cluster.set_namespace("web", {"pysched.io/deadlines": "allowed"})
+        cluster.set_namespace("ml", {})
+        rows, _, _ = plugin.features(queued)
+        assert [float(r[best_effort]) for r in rows] == [0.0 if q.pod.name == "cheat" else 1.0 for q in queued]
+        cluster.set_namespace("web", {})
+        cluster.set_namespace("ml", {"pysched.io/deadlines": "allowed"})
         order: list[str] = []
         for _ in range(3):
             await scheduler.run_until_idle()
