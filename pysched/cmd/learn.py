@@ -77,8 +77,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         return _fail(problem)
     assert scenario is not None  # else first_problem named it
     from pysched.deadline.scorer import PolicyFileError, load_policy
-    from pysched.learn.base import policy_kind
-    from pysched.learn.episodes import ORDERING_ENV
+    from pysched.learn.base import TRAIN_SEEDS, allocation_has_jobs, policy_kind
+    from pysched.learn.episodes import ALLOCATION_ENV, ORDERING_ENV
+    from pysched.learn.ranges import RANGE_SEEDS
+
+    if args.env == ALLOCATION_ENV and not allocation_has_jobs(scenario, TRAIN_SEEDS[:RANGE_SEEDS]):
+        return _fail(
+            f"--scenario {args.scenario}: its workloads hold no CPU job with a deadline, and the allocation "
+            "environment decides only the CPUs of those"
+        )
 
     if args.init:
         try:

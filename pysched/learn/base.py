@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,13 @@ MAX_EMPTY_EPISODES = 100  # reset() skips workloads that need no decision, up to
 def workload_of(scenario: str | Callable[[int], Scenario], seed: int) -> Scenario:
     """The workload of `seed`: a built-in generator's by name, or the given generator's."""
     return builtin_scenario(seed, scenario) if isinstance(scenario, str) else scenario(seed)
+
+
+def allocation_has_jobs(scenario: str | Callable[[int], Scenario], seeds: Iterable[int]) -> bool:
+    """Whether a workload of `seeds` holds a CPU job with a deadline: the allocation environment
+    decides only for those (Autoscale scales CPUs in place), and a scenario without any would
+    have every reset skip workload after workload."""
+    return any(job.deadline is not None and not job.gpu for seed in seeds for job in workload_of(scenario, seed).jobs)
 
 
 @dataclass(frozen=True, slots=True)

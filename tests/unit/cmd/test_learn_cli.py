@@ -92,6 +92,10 @@ def test_train_refuses_bad_numbers_before_it_starts(tmp_path: Path, capsys: pyte
         assert "--scenario: one of" in _one_line(capsys)
     assert main(["learn", "train", "--steps", "10", "--out", str(out), "--curve-json", str(tmp_path)]) == 2
     assert f"--curve-json: {tmp_path} is a folder" in _one_line(capsys)  # not found out after training
+    # GPU jobs alone: nothing for an allocation policy to decide (every reset would skip on and on).
+    allocation = ["learn", "train", "--env", "allocation", "--scenario", "gpu-philly", "--steps", "10"]
+    assert main([*allocation, "--out", str(out)]) == 2
+    assert "--scenario gpu-philly: its workloads hold no CPU job with a deadline" in _one_line(capsys)
     assert not out.exists()
 
 
