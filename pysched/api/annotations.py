@@ -282,15 +282,15 @@ def main_container(pod: PodInfo) -> str | None:
 
 
 def invalid_annotations(pod: PodInfo) -> list[tuple[str, str, str]]:
-    """(key, value, accepted forms) for every malformed `pysched.io/*` value of the contract."""
+    """(key, value, accepted forms) for every malformed `pysched.io/*` value of the contract a
+    queued pod states (its progress, written once it runs, is told by what reads it then:
+    `InvalidProgress`)."""
     notes = pod.annotations
     bad: list[tuple[str, str, str]] = []
     if DEADLINE in notes and deadline_of(pod) is None:
         bad.append((DEADLINE, notes[DEADLINE], DEADLINE_FORMS))
     if TOTAL_STEPS in notes and total_steps_of(pod) is None:
         bad.append((TOTAL_STEPS, notes[TOTAL_STEPS], TOTAL_STEPS_FORMS))
-    if PROGRESS in notes and parse_progress(notes[PROGRESS]) is None:
-        bad.append((PROGRESS, notes[PROGRESS], PROGRESS_FORMS))
     for key in (CPU_MIN, CPU_MAX):
         if key in notes and cpu_milli_of(pod, key) is None:
             bad.append((key, notes[key], CPU_FORMS))

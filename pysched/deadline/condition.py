@@ -44,6 +44,7 @@ ON_TRACK_REASON = "OnTrack"  # the job meets its deadline at the CPUs it has
 # none to add now (the status still follows the central prediction).
 AT_RISK_REASON = "DeadlineAtRisk"
 RESCALED_REASON = "Rescaled"  # the job was resized toward its deadline
+INVALID_PROGRESS_REASON = "InvalidProgress"  # a running job's progress report cannot be used (told once per text)
 MET_REASON = "DeadlineMet"  # final: it Succeeded by its deadline
 MISSED_REASON = "DeadlineMissed"  # final: it ended after its deadline, or Failed
 VERDICT_REASONS = (MET_REASON, MISSED_REASON)

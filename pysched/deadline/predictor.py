@@ -304,6 +304,15 @@ class JobModel:
     def intervals(self) -> tuple[Interval, ...]:
         return tuple(self._intervals)
 
+    def out_of_bounds(self, steps: int, at: float, now: float) -> ObserveResult | None:
+        """The rejection of a report no state of the model accepts (more steps than the job has,
+        a time to come), else None: a reader that observes lazily can tell it at once."""
+        if steps > self.total_steps:
+            return ObserveResult(Verdict.BEYOND_TOTAL, f"progress {steps} steps exceeds total-steps {self.total_steps}")
+        if at > now + FUTURE_TOLERANCE_S:
+            return ObserveResult(Verdict.FUTURE, f"progress observed {at - now:.0f}s in the future")
+        return None
+
     def observe(
         self,
         steps: int,
@@ -325,10 +334,9 @@ class JobModel:
             return ObserveResult(Verdict.BAD_CPUS, f"CPU count {cpus!r} must be positive")
         if steps < 0:
             return ObserveResult(Verdict.MALFORMED, f"progress steps {steps} must not be negative")
-        if steps > self.total_steps:
-            return ObserveResult(Verdict.BEYOND_TOTAL, f"progress {steps} steps exceeds total-steps {self.total_steps}")
-        if at > now + FUTURE_TOLERANCE_S:
-            return ObserveResult(Verdict.FUTURE, f"progress observed {at - now:.0f}s in the future")
+        refused = self.out_of_bounds(steps, at, now)
+        if refused is not None:
+            return refused
         last = self._last
         current = Observation(steps, at, cpus, resolution)
         if last is None:

@@ -48,6 +48,7 @@ from pysched.deadline.condition import (
     AT_RISK_REASON,
     CONDITION,
     DEMOTED_REASON,
+    INVALID_PROGRESS_REASON,
     MET_REASON,
     MISSED_REASON,
     ON_TRACK_REASON,
@@ -459,7 +460,7 @@ class Controller:
             model.restarted()
         model, problem = self._observe(pod, job, total, now)
         if problem:
-            await self.handle.cluster.emit_event(pod, "Warning", "InvalidProgress", problem)
+            await self.handle.cluster.emit_event(pod, "Warning", INVALID_PROGRESS_REASON, problem)
         if current <= 0:
             return None
         # Memory grown with the CPUs restarts the container too when its policy says so (priced

@@ -59,6 +59,7 @@ from pysched.api.resources import GPU
 from pysched.deadline.condition import (
     ADMITTED_REASON,
     CONDITION,
+    INVALID_PROGRESS_REASON,
     REJECTED_REASON,
     condition_of,
     earliest_finish_words,
@@ -515,7 +516,13 @@ class ElasticScale:
                 job.running_since = now if held else None
                 self._dirty = True
             # Read when a plan needs it (`GpuJob.demand`): a rigid job is rarely planned.
-            job.unread = next((v for p in members if (v := self.handle.cluster.progress(p)) is not None), None)
+            found = next(((p, v) for p in members if (v := self.handle.cluster.progress(p)) is not None), None)
+            job.unread = None if found is None else found[1]
+            problem = job.progress_problem(now)
+            if problem and found is not None:
+                self.handle.tasks.spawn(
+                    self.handle.cluster.emit_event(found[0], "Warning", INVALID_PROGRESS_REASON, problem)
+                )
             if job.incomplete:  # its pods may all have passed PreEnqueue before its Job was seen
                 member = members[0] if members else self._member_of(job)
                 if member is not None:

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysched.api.annotations import ProgressReport, ProgressStamp
+from pysched.api.annotations import PROGRESS, PROGRESS_FORMS, ProgressReport, ProgressStamp
 from pysched.api.ids import JobKey, PodKey
 from pysched.api.jobs import JobRef
+from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
 from pysched.deadline.planner import Demand
 from pysched.deadline.predictor import CountStats, JobModel
@@ -50,6 +51,7 @@ class GpuJob:
     # still done while the model waits for the new set's first report.
     steps_done: float = 0.0
     unread: ProgressReport | None = None  # rank 0's progress annotation as of the last reconcile
+    warned: str = ""  # the progress text last told to be unusable
     pods: set[PodKey] = field(default_factory=set)  # its pods not yet ended or deleted
 
     @property
@@ -91,13 +93,31 @@ class GpuJob:
             return
         stamp = report.stamp
         if stamp is None or stamp == self.progress:
-            return  # malformed (DeadlineLaxity warns), or observed already
+            return  # malformed (`progress_problem` tells it), or observed already
         if self.running_since is not None and stamp.middle < self.running_since:
             return  # written before the current worker set ran
         self.progress = stamp
         self.model.observe(stamp.steps, stamp.middle, float(self.held), now, resolution=stamp.resolution)
         if self.model.last is not None:
             self.steps_done = float(self.model.last.steps)
+
+    def progress_problem(self, now: float) -> str:
+        """What to tell of rank 0's progress, once per text, when no model could use it
+        (malformed, more steps than the job has, a time to come); "" otherwise. Checked at each
+        reconcile: the model reads progress only when a plan needs it."""
+        report = self.unread
+        if report is None or report.text == self.warned:
+            return ""
+        stamp = report.stamp
+        if stamp is None:
+            why = f"is not {PROGRESS_FORMS}; ignored"
+        else:
+            refused = self.model.out_of_bounds(stamp.steps, stamp.middle, now)
+            if refused is None:
+                return ""
+            why = f"ignored: {refused.message}"
+        self.warned = report.text
+        return f"{PROGRESS}: {clip(report.text)} {why}"
 
     def demand(self, capacity: int, now: float, band_z: float, pause_s: float, held: int) -> Demand | None:
         """Seconds left at each count at the band's upper edge, holding `held` GPUs now; None

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pysched.api.annotations import DEADLINE, EXPECTED_DURATION, TOTAL_STEPS, ProgressReport
+from pysched.api.annotations import DEADLINE, EXPECTED_DURATION, PROGRESS, TOTAL_STEPS, ProgressReport
 from pysched.api.builders import pod_dict
 from pysched.api.ids import JobKey, PodKey
 from pysched.api.jobs import JOB_LABEL, JobRef, JobSource, job_key
@@ -589,6 +589,31 @@ def test_a_job_that_ended_since_the_last_reconcile_no_longer_blocks_an_arrival(h
 
     world = asyncio.run(run())
     assert world.plugin.jobs[JobKey("sim/Job/b")].admitted and _reasons(world, REJECTED) == []
+
+
+def test_a_gpu_jobs_unusable_progress_is_told_once_per_text() -> None:
+    """Autoscale tells CPU jobs; a GPU job's progress is read only when a plan needs it, so what
+    no model could use is told at the reconcile that sees it."""
+    bad = ("lots", "100@2099-01-01T00:00:00Z", "99999@" + format_rfc3339(EPOCH + 60))
+
+    async def run() -> _Owned:
+        world = _Owned()
+        await world.scheduler.start()
+        world.job("a", 1, _deadline(7200, 3600, steps=10_000), gpus=2)
+        await world.scheduler.run_until_idle()
+        for text in bad:
+            world.cluster.set_annotations(PodKey("sim/a-0"), {PROGRESS: text})
+            for _ in range(3):
+                world.clock.advance(60)
+                await world.scheduler.run_until_idle()
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    told = [e.note for e in world.cluster.events if e.reason == "InvalidProgress"]
+    assert [note.split(" ")[1] for note in told] == [repr(text) for text in bad]
+    assert "is not STEPS@RFC3339" in told[0]
+    assert "in the future" in told[1] and "exceeds total-steps 10000" in told[2]
 
 
 @pytest.mark.parametrize("job_first", [True, False])
