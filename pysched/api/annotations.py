@@ -267,6 +267,14 @@ def cpu_milli_of(pod: PodInfo, key: str) -> int | None:
     return milli if milli > 0 else None
 
 
+def cpu_max_of(pod: PodInfo) -> int | None:
+    """`pysched.io/cpu-max` in millicores; None when absent, malformed, or below `cpu-min` (told
+    as ignored, so it reads as absent)."""
+    ceiling = cpu_milli_of(pod, CPU_MAX)
+    floor = cpu_milli_of(pod, CPU_MIN) if ceiling is not None else None
+    return None if floor is not None and ceiling is not None and ceiling < floor else ceiling
+
+
 def autoscale_enabled(pod: PodInfo) -> bool:
     """Only an explicit `"false"` turns autoscaling off (a malformed value reads as absent: on)."""
     return pod.annotations.get(AUTOSCALE, "").strip().lower() != "false"
@@ -295,7 +303,7 @@ def invalid_annotations(pod: PodInfo) -> list[tuple[str, str, str]]:
         if key in notes and cpu_milli_of(pod, key) is None:
             bad.append((key, notes[key], CPU_FORMS))
     low, high = cpu_milli_of(pod, CPU_MIN), cpu_milli_of(pod, CPU_MAX)
-    if low is not None and high is not None and low > high:  # Autoscale then keeps to cpu-min
+    if low is not None and high is not None and low > high:  # then read as absent (`cpu_max_of`)
         bad.append((CPU_MAX, notes[CPU_MAX], f"at least {CPU_MIN} ({clip(notes[CPU_MIN])})"))
     if AUTOSCALE in notes and notes[AUTOSCALE].strip().lower() not in ("true", "false"):
         bad.append((AUTOSCALE, notes[AUTOSCALE], AUTOSCALE_FORMS))

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pysched.api.annotations import (
-    CPU_MAX,
     CPU_MIN,
     PROGRESS,
     PROGRESS_FORMS,
     autoscale_enabled,
+    cpu_max_of,
     cpu_milli_of,
     deadline_of,
     main_container,
@@ -201,7 +201,7 @@ class Controller:
         annotations are the user's, and `choose` considers every whole count in the range."""
         allocatable = self.handle.nodes.allocatable_and_free(node, CPU)[0]
         lo = cpu_milli_of(pod, CPU_MIN) or int(self.args.cpu_min * 1000)
-        hi = cpu_milli_of(pod, CPU_MAX) or allocatable
+        hi = cpu_max_of(pod) or allocatable
         if allocatable > 0:
             lo, hi = min(lo, allocatable), min(hi, allocatable)
         job = self._jobs.get(pod.key)

@@ -34,8 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pysched.api.annotations import (
-    CPU_MAX,
-    cpu_milli_of,
+    cpu_max_of,
     deadline_of,
     total_steps_of,
 )
@@ -193,7 +192,7 @@ class DeadlineLaxity:
         if deadline is None or self.is_demoted(pod) or not self.deadline_allowed(pod):
             return
         worker, workers = self.pace(pod)
-        cpu_max = cpu_milli_of(worker, CPU_MAX) or worker.requests.get(CPU, 0)
+        cpu_max = cpu_max_of(worker) or worker.requests.get(CPU, 0)
         fastest = self.remaining(worker, max(cpu_max, worker.requests.get(CPU, 0)), workers)
         if now + fastest <= deadline:
             if worker is pod:

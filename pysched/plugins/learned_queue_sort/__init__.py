@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pysched.api.annotations import CPU_MAX, cpu_milli_of, deadline_of, total_steps_of
+from pysched.api.annotations import cpu_max_of, deadline_of, total_steps_of
 from pysched.api.ids import PodKey
 from pysched.api.labels import selector_problem
 from pysched.api.limits import clip
@@ -173,7 +173,7 @@ class LearnedQueueSort:
         deadline = self._deadline(pod)
         gang = self.handle.jobs.gang_of(pod.key)
         cpus = pod.requests.get(CPU, 0) / 1000
-        most = cpu_milli_of(pod, CPU_MAX)
+        most = cpu_max_of(pod)
         return Waiting(
             created=pod.created,
             deadline=deadline,

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from pysched.api.annotations import format_progress
+from pysched.api.annotations import CPU_MAX, CPU_MIN, format_progress
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.containers import ContainerResize, cpu_resize
 from pysched.api.ids import PodKey
@@ -212,6 +212,25 @@ def test_a_deadline_passed_at_submission_is_told_once() -> None:
     assert "the deadline passed 1m ago" in world.cluster.events[-1].note
     condition = world.cluster.conditions[KEY]["pysched.io/Deadline"]
     assert condition.reason == "DeadlineInfeasible" and condition.status == "False"
+
+
+def test_a_cpu_max_below_cpu_min_is_ignored_as_told_not_a_cap() -> None:
+    async def run(**notes: str) -> World:
+        world = World()
+        await world.submit("20m", **notes)
+        for steps in (300, 600, 900):
+            await world.progress(steps, 60)
+        return world
+
+    alone, contradicted = asyncio.run(run(**{CPU_MIN: "4"})), asyncio.run(run(**{CPU_MIN: "4", CPU_MAX: "2"}))
+    assert [e.note for e in contradicted.cluster.events if e.reason == "InvalidAnnotation"] == [
+        "pysched.io/cpu-max: '2' is not at least pysched.io/cpu-min ('4'); ignored"
+    ]
+    # Ignored: the job scales as it would without it (not kept at its cpu-min).
+    assert [e.note for e in contradicted.cluster.events if e.reason != "InvalidAnnotation"] == [
+        e.note for e in alone.cluster.events
+    ]
+    assert "Rescaled" in contradicted.reasons()
 
 
 def test_a_huge_cpu_max_is_capped_by_the_node_before_any_search() -> None:
