@@ -11,7 +11,7 @@ job's pods are scheduled one by one, as pods in no job are.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -94,6 +94,10 @@ class JobBook:
         self._jobs: dict[JobKey, Job] = {}
         self._job_of: dict[PodKey, JobKey] = {}
         self._gangs: set[JobKey] = set()  # gangs, and jobs whose keys have a problem to tell
+        # Pods of a job that another scheduler places (no profile of this process): by job, each
+        # with its schedulerName, so that a gang that waits for them is told why.
+        self._elsewhere: dict[JobKey, dict[PodKey, str]] = {}
+        self._elsewhere_of: dict[PodKey, JobKey] = {}
         self._gangs_changed: list[Callable[[], None]] = []
         self._minimum_changed: list[Callable[[JobKey], None]] = []
         self._listening = False
@@ -171,6 +175,29 @@ class JobBook:
         old = self._job_of.get(pod.key)
         if old is not None:
             self._leave(pod.key, old)
+        self._leave_elsewhere(pod.key)
+
+    def observe_elsewhere(self, pod: PodInfo, old: PodInfo | None = None) -> None:
+        """A pod another scheduler places (`old`: as it was last observed): kept by its job."""
+        if old is not None and not (pod.terminated or pod.deleting) and _same_job(old, pod):
+            return  # most updates: its job, if any, is as it was
+        self._leave_elsewhere(pod.key)
+        ref = None if pod.terminated or pod.deleting else job_of(pod)
+        if ref is not None:
+            self._elsewhere.setdefault(ref.key, {})[pod.key] = pod.scheduler_name
+            self._elsewhere_of[pod.key] = ref.key
+
+    def _leave_elsewhere(self, key: PodKey) -> None:
+        job_key = self._elsewhere_of.pop(key, None)
+        if job_key is not None:
+            pods = self._elsewhere[job_key]
+            del pods[key]
+            if not pods:
+                del self._elsewhere[job_key]
+
+    def elsewhere(self, key: JobKey) -> Mapping[PodKey, str]:
+        """The job's pods that another scheduler places, with their schedulerName."""
+        return self._elsewhere.get(key, {})
 
     def _leave(self, key: PodKey, job_key: JobKey) -> None:
         del self._job_of[key]

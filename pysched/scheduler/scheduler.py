@@ -329,7 +329,11 @@ class Scheduler:
 
     @_contained("PodAdd")
     def on_pod_added(self, pod: PodInfo) -> None:
-        job = self.jobs.observe(pod) if self._ours(pod) else None  # before the cache tells it of placements
+        job = None
+        if self._ours(pod):
+            job = self.jobs.observe(pod)  # before the cache tells it of placements
+        else:
+            self.jobs.observe_elsewhere(pod)
         if pod.node_name is not None:
             self.cache.add_pod(pod)
             self.queue.delete(pod.key)
@@ -346,6 +350,8 @@ class Scheduler:
         ours = new.scheduler_name in self.frameworks
         if ours:
             self.jobs.observe(new, old)
+        else:
+            self.jobs.observe_elsewhere(new, old)
         if new.node_name is None:
             if self._bound_unseen(new):
                 return  # our bind went through; the informer has not seen it yet

@@ -15,7 +15,7 @@ The queue keeps a gang's members together (`JobBook.sort_key`), so they are trie
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -154,7 +154,7 @@ class Coscheduling:
         if present < minimum:
             return unschedulable(
                 f"{job.ref.title} has {_members(present)} of the {minimum} it needs; "
-                f"waiting for {minimum - present} more",
+                f"waiting for {minimum - present} more{_elsewhere_words(self._handle.jobs.elsewhere(job.key))}",
                 plugin=NAME,
             )
         needed = minimum - len(job.placed)
@@ -356,6 +356,19 @@ def _split_words(job: Job) -> str | None:
     return (
         f"{job.ref.title} has pods of {len(profiles)} scheduler profiles ({', '.join(profiles)}); a gang is "
         "placed by one profile: give all its pods the same schedulerName"
+    )
+
+
+def _elsewhere_words(elsewhere: Mapping[PodKey, str]) -> str:
+    """Why members that exist do not count: another scheduler places them (`` (ps-0 names
+    schedulerName default-scheduler ...)``), or "" when none does."""
+    if not elsewhere:
+        return ""
+    first, scheduler = min(elsewhere.items())
+    others = f" and {len(elsewhere) - 1} more of its pods name" if len(elsewhere) > 1 else " names"
+    return (
+        f" ({first.partition('/')[2]}{others} schedulerName {scheduler}: a gang is placed by one scheduler, "
+        "give all its pods this one's)"
     )
 
 

@@ -45,6 +45,32 @@ def _bound(cluster: SimulatedCluster, job: str) -> int:
     return sum(1 for key, pod in cluster.pods.items() if key.startswith(f"default/{job}-") and pod.node_name)
 
 
+def test_a_gang_waiting_for_members_another_scheduler_places_is_told_so() -> None:
+    async def run() -> list[str]:
+        clock, cluster, scheduler = _world(2)
+        await scheduler.start()
+        cluster.create_pod(_member("mpi", 0, 3))
+        for i in (1, 2):  # the launcher and a worker left on the default scheduler
+            other = _member("mpi", i, 3)
+            other["spec"]["schedulerName"] = "default-scheduler"  # type: ignore[index]
+            cluster.create_pod(other)
+        await scheduler.run_until_idle()
+        cluster.delete_pod(PodKey("default/mpi-1"))
+        cluster.delete_pod(PodKey("default/mpi-2"))
+        clock.advance(400)  # the periodic retry of unschedulable pods
+        await scheduler.run_until_idle()
+        await scheduler.stop()
+        return [e.note for e in cluster.events if e.pod == "default/mpi-0" and e.reason == "FailedScheduling"]
+
+    told = asyncio.run(run())
+    assert told[0].startswith(
+        "0/2 nodes are available: pysched.io/job default/mpi has 1 pod of the 3 it needs; waiting for 2 more "
+        "(mpi-1 and 1 more of its pods name schedulerName default-scheduler: a gang is placed by one scheduler, "
+        "give all its pods this one's)."
+    )
+    assert "waiting for 2 more." in told[-1] and "schedulerName" not in told[-1]  # they were deleted
+
+
 def test_a_gang_that_does_not_fit_binds_nothing_and_binds_all_once_a_node_is_added() -> None:
     async def run() -> None:
         clock, cluster, scheduler = _world(3)
