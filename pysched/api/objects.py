@@ -271,6 +271,26 @@ def _string_map(value: object, what: str) -> dict[str, str]:
     return dict(value)
 
 
+# What a placed pod is read without when it cannot be read whole (a list past this scheduler's
+# bounds, a field it cannot parse): the constraints it placed itself by, not what it holds.
+_PLACED_OPTIONAL = ("affinity", "topologySpreadConstraints", "volumes")
+
+
+def placed_pod_from_dict(
+    obj: Mapping[str, Any], owner_times: Mapping[str, float] | None = None
+) -> tuple[PodInfo, str | None]:
+    """A pod bound to a node, and why it was read without its own constraints (None: read
+    whole). Its requests and host ports count on its node whatever else it states: a pod another
+    scheduler placed is there, and dropping it would let its node be overcommitted. Raises one
+    of MALFORMED only when even its requests cannot be read."""
+    try:
+        return pod_from_dict(obj, owner_times), None
+    except MALFORMED as err:
+        problem = str(err)
+    spec = {k: v for k, v in (obj.get("spec") or {}).items() if k not in _PLACED_OPTIONAL}
+    return pod_from_dict({**obj, "spec": spec}, owner_times), problem
+
+
 def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | None = None) -> PodInfo:
     """Build a PodInfo from a Pod as the API serves it (camelCase JSON).
 

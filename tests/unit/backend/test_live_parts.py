@@ -585,6 +585,28 @@ async def test_live_cluster_reports_unreadable_pods_of_its_own_once_and_ignores_
     assert backend.namespace_labels("ns") == {"team": "ml"} and backend.namespace_labels("other") is None
 
 
+async def test_live_cluster_counts_a_placed_pod_it_can_read_only_without_its_constraints() -> None:
+    spread = [
+        {"maxSkew": 1, "topologyKey": f"example.com/k{i}", "whenUnsatisfiable": "ScheduleAnyway"} for i in range(17)
+    ]
+    placed = {
+        "metadata": {"name": "x", "namespace": "ns", "uid": "x", "resourceVersion": "1"},
+        "spec": {
+            "schedulerName": "other",
+            "nodeName": "n",
+            "topologySpreadConstraints": spread,  # past pysched's bounds, not the API server's
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "3"}}}],
+        },
+    }
+    api = ScriptedApi({PODS: [placed]})
+    backend = LiveCluster(api, LiveOptions(scheduler_names=frozenset({"pysched"})))
+    listener = InvalidPods()
+    await backend.start(listener)
+    await backend.stop()
+    assert listener.added == ["x"] and listener.invalid == []
+    assert backend.pods["ns/x"].requests["cpu"] == 3000 and backend.pods["ns/x"].spread == ()
+
+
 async def test_a_pod_that_ended_is_delivered_as_ended_before_it_leaves() -> None:
     class Recorder(InvalidPods):
         def __init__(self) -> None:

@@ -140,3 +140,30 @@ def test_a_string_read_only_flag_is_not_read_as_true() -> None:
 def test_times_beyond_what_rfc3339_writes_are_written_as_its_ends() -> None:
     assert format_rfc3339(1e300) == format_rfc3339(float("nan")) == "9999-12-31T23:59:59Z"
     assert format_rfc3339(-1e300) == "0001-01-01T00:00:00Z"
+
+
+def test_a_placed_pod_past_this_schedulers_bounds_still_counts_on_its_node() -> None:
+    """17 spread constraints pass the API server, not pysched's bounds: a pod another scheduler
+    placed with them is read without its constraints, and its CPUs still fill its node."""
+
+    async def run() -> SimulatedCluster:
+        registry = default_registry()
+        clock = VirtualClock(1000.0)
+        cluster = SimulatedCluster(clock)
+        scheduler = profile_scheduler(builtin_config(registry), "default", cluster, clock, registry)
+        cluster.add_node(node_dict("a", cpu="4", memory="16Gi"))
+        await scheduler.start()
+        running = pod_dict("running", cpu="3", node_name="a", scheduler_name="default-scheduler")
+        running["spec"]["topologySpreadConstraints"] = [
+            {"maxSkew": 1, "topologyKey": f"example.com/k{i}", "whenUnsatisfiable": "ScheduleAnyway"} for i in range(17)
+        ]
+        cluster.create_pod(running)
+        cluster.create_pod(pod_dict("new", cpu="3", scheduler_name="default"))
+        await scheduler.run_until_idle()
+        await scheduler.stop()
+        return cluster
+
+    cluster = asyncio.run(run())
+    assert cluster.pods[PodKey("default/new")].node_name is None
+    assert [(e.pod, e.reason) for e in cluster.events] == [("default/new", "FailedScheduling")]
+    assert "Insufficient cpu" in cluster.events[0].note
