@@ -31,7 +31,8 @@ class _Refused:
     requests: list[np.ndarray] = field(default_factory=list)
 
     def covers(self, seq: int, request: np.ndarray) -> bool:
-        if seq != self.seq:
+        # A new resource name widens the table without a change of rows: older vectors are shorter.
+        if seq != self.seq or (self.requests and self.requests[0].shape != request.shape):
             self.seq, self.requests = seq, []
             return False
         return any(request is r or bool((request >= r).all()) for r in self.requests)

@@ -135,6 +135,12 @@ def test_a_refusal_covers_larger_requests_until_the_nodes_change(monkeypatch: py
         await scheduler.run_until_idle()  # 2 CPUs free on b now
         assert not fit.still_rejects(make_pod("two", cpu="2", scheduler_name="default", priority=5))
         assert looked == 3
+        assert fit.still_rejects(make_pod("four", cpu="4", scheduler_name="default", priority=5))
+        # A resource no pod asked for before widens the table, not its rows: no refusal of
+        # shorter vectors is compared with the new request (that raised, and was an incident).
+        scheduler.cache.nodes.ensure_resources({"example.com/foo": 1})
+        assert fit.still_rejects(make_pod("five", cpu="5", scheduler_name="default", priority=5))
+        assert looked == 5
 
     asyncio.run(run())
 
