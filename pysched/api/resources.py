@@ -139,17 +139,25 @@ def _max_into(total: ResourceMap, other: Mapping[str, int]) -> None:
 
 
 def _effective_requests(
-    desired: Mapping[str, Any] | None, status: Mapping[str, Any] | None, infeasible: bool
+    desired: Mapping[str, Any] | None,
+    status: Mapping[str, Any] | None,
+    infeasible: bool,
+    overhead: Mapping[str, int] | None = None,
 ) -> ResourceMap:
     """What a container (or, with the pod's own status, the pod) counts for, as kube-scheduler's
     `determineEffectiveRequests`: while its status reports resources, the largest of desired,
     allocated and actual, leaving the desired out when the pending resize is Infeasible; else
-    the desired."""
+    the desired. A pod's own status includes its `overhead`, which the caller adds once: taken
+    out of the status here."""
     if status is None or status.get("resources") is None:
         return parse_resource_list(desired)
     requests = {} if infeasible else parse_resource_list(desired)
-    _max_into(requests, parse_resource_list(status.get("allocatedResources")))
-    _max_into(requests, parse_resource_list((status.get("resources") or {}).get("requests")))
+    for reported in (status.get("allocatedResources"), (status.get("resources") or {}).get("requests")):
+        values = parse_resource_list(reported)
+        for name, value in (overhead or {}).items():
+            if name in values:
+                values[name] = max(0, values[name] - value)
+        _max_into(requests, values)
     return requests
 
 
@@ -206,13 +214,14 @@ def pod_requests(pod: Mapping[str, Any]) -> ResourceMap:
 
     pod_desired = (spec.get("resources") or {}).get("requests")
     pod_level = parse_resource_list(pod_desired)
+    overhead = parse_resource_list(spec.get("overhead"))
     if any(_pod_level(name) for name in pod_level):
-        effective = _effective_requests(pod_desired, status, infeasible)  # the pod's own status.resources
+        effective = _effective_requests(pod_desired, status, infeasible, overhead)  # the pod's own status.resources
         for name in pod_level:
             if _pod_level(name):
                 total[name] = effective.get(name, 0)
 
-    _add_into(total, parse_resource_list(spec.get("overhead")))
+    _add_into(total, overhead)
     for name, value in total.items():
         if value > MAX_UNITS:  # each container within bounds, their sum not
             raise QuantityError(f"{name}: the pod requests more than any node's capacity")

@@ -112,6 +112,10 @@ def test_a_sidecar_or_the_pod_level_resources_shrinking_count_their_old_size_unt
     infeasible = {**status, "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]}
     grown = {"containers": [_c("main", "1")], "resources": {"requests": {"cpu": "64", "memory": "1Gi"}}}
     assert pod_requests(_pod(grown, infeasible))["cpu"] == 3000  # refused for good: not the 64 asked
+    # The pod's own status counts its overhead, which is added once.
+    with_overhead = {**pod_level, "overhead": {"cpu": "1"}}
+    settled = {"resources": {"requests": {"cpu": "3", "memory": "1Gi"}}, "allocatedResources": {"cpu": "3"}}
+    assert pod_requests(_pod(with_overhead, settled))["cpu"] == 3000  # 2 + 1, not 3 + 1
 
 
 def test_format_resource_round_trips_common_values() -> None:
