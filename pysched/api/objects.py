@@ -18,7 +18,14 @@ from pysched.api.images import NodeImage, node_images
 from pysched.api.limits import clip
 from pysched.api.podspec import refused_fields
 from pysched.api.ports import HostPort, host_ports
-from pysched.api.resources import PODS, ResourceMap, nonzero_requests, parse_resource_list, pod_requests
+from pysched.api.resources import (
+    PODS,
+    ResourceMap,
+    nonzero_requests,
+    parse_resource_list,
+    pod_nonzero_requests,
+    pod_requests,
+)
 from pysched.api.selectors import Requirement as Requirement  # re-exported: their home was here
 from pysched.api.selectors import SelectorTerm as SelectorTerm
 from pysched.api.spread import SpreadConstraint, spread_constraints
@@ -81,6 +88,9 @@ class PodInfo:
     created: float
     requests: ResourceMap
     node_name: NodeName | None = None
+    # CPU and memory as scoring counts them, where the stand-ins filled in per container differ
+    # from `nonzero_requests(requests)` (api/resources.py `pod_nonzero_requests`); None: they do not.
+    nonzero: tuple[int, int] | None = None
     phase: str = "Pending"
     node_selector: tuple[tuple[str, str], ...] = ()
     required_terms: tuple[SelectorTerm, ...] | None = None
@@ -124,7 +134,7 @@ class PodInfo:
 
     @property
     def nonzero_cpu_memory(self) -> tuple[int, int]:
-        return nonzero_requests(self.requests)
+        return self.nonzero if self.nonzero is not None else nonzero_requests(self.requests)
 
     def evolve(self, **changes: object) -> PodInfo:
         """A copy with some fields changed (cheaper than dataclasses.replace on the hot path)."""
@@ -134,6 +144,8 @@ class PodInfo:
             if name not in _POD_FIELDS:
                 raise TypeError(f"PodInfo has no field {name!r}")
             setter(clone, name, value)
+        if "requests" in changes and "nonzero" not in changes:
+            setter(clone, "nonzero", None)  # read from a pod's containers, which a resize changed
         if not _FEATURE_FIELDS.isdisjoint(changes):
             setter(clone, "features", clone._features())
         return clone
@@ -317,7 +329,8 @@ def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | Non
         scheduler_name=str(spec.get("schedulerName") or DEFAULT_SCHEDULER),
         priority=_int32(spec.get("priority"), "spec.priority"),
         created=parse_time(meta.get("creationTimestamp")),
-        requests=pod_requests(obj),
+        requests=(requests := pod_requests(obj)),
+        nonzero=pod_nonzero_requests(obj, requests),
         node_name=NodeName(node) if node else None,
         phase=str(status.get("phase") or "Pending"),
         node_selector=tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),

@@ -184,16 +184,53 @@ def pod_requests(pod: Mapping[str, Any]) -> ResourceMap:
     largest of desired, allocated and actual (`_effective_requests`), except that an Infeasible
     resize does not count its desired values.
     """
+    total = _pod_total(pod, None)
+    for name, value in total.items():
+        if value > MAX_UNITS:  # each container within bounds, their sum not
+            raise QuantityError(f"{name}: the pod requests more than any node's capacity")
+    return {name: value for name, value in total.items() if value}
+
+
+_STAND_INS = {CPU: DEFAULT_MILLI_CPU_REQUEST, MEMORY: DEFAULT_MEMORY_REQUEST}
+
+
+def pod_nonzero_requests(pod: Mapping[str, Any], requests: Mapping[str, int]) -> tuple[int, int] | None:
+    """CPU and memory as kube-scheduler's scoring counts them when that differs from
+    `nonzero_requests(requests)`: the stand-ins fill in each container that leaves cpu or memory
+    out (not one that asks for 0), not the pod's total. None for most pods (every container
+    states both, and both add up to more than 0): nothing is read twice for them."""
+    spec = pod.get("spec") or {}
+    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    missing = any(
+        name not in ((c.get("resources") or {}).get("requests") or {}) for c in containers for name in _STAND_INS
+    )
+    if not missing and requests.get(CPU, 0) and requests.get(MEMORY, 0):
+        return None
+    filled = _pod_total(pod, _STAND_INS)
+    found = (min(filled.get(CPU, 0), MAX_UNITS), min(filled.get(MEMORY, 0), MAX_UNITS))
+    return None if found == nonzero_requests(requests) else found
+
+
+def _pod_total(pod: Mapping[str, Any], fill: Mapping[str, int] | None) -> ResourceMap:
+    """`pod_requests` before its checks; with `fill`, each container's (and init container's)
+    requests get those values for the names they leave out (kube's NonMissingContainerRequests)."""
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     statuses = {s.get("name"): s for s in status.get("containerStatuses") or ()}
     init_statuses = {s.get("name"): s for s in status.get("initContainerStatuses") or ()}
     infeasible = infeasible_resize(status) is not None
 
+    def filled(requests: ResourceMap, desired: Mapping[str, Any] | None) -> ResourceMap:
+        for name, value in (fill or {}).items():
+            if name not in (desired or {}) and name not in requests:
+                requests[name] = value
+        return requests
+
     total: ResourceMap = {}
     for container in spec.get("containers") or ():
         desired = (container.get("resources") or {}).get("requests")
-        _add_into(total, _effective_requests(desired, statuses.get(container.get("name")), infeasible))
+        effective = _effective_requests(desired, statuses.get(container.get("name")), infeasible)
+        _add_into(total, filled(effective, desired))
 
     # Init containers run in order; sidecars (restartPolicy Always) keep running after they start,
     # so each init container's footprint includes the sidecars started before it.
@@ -202,13 +239,13 @@ def pod_requests(pod: Mapping[str, Any]) -> ResourceMap:
     for init in spec.get("initContainers") or ():
         desired = (init.get("resources") or {}).get("requests")
         if init.get("restartPolicy") == "Always":  # a sidecar is resized in place like a container
-            requests = _effective_requests(desired, init_statuses.get(init.get("name")), infeasible)
+            requests = filled(_effective_requests(desired, init_statuses.get(init.get("name")), infeasible), desired)
             _add_into(total, requests)
             _add_into(sidecars, requests)
             footprint = dict(sidecars)
         else:
             footprint = dict(sidecars)
-            _add_into(footprint, parse_resource_list(desired))
+            _add_into(footprint, filled(parse_resource_list(desired), desired))
         _max_into(init_peak, footprint)
     _max_into(total, init_peak)
 
@@ -222,10 +259,7 @@ def pod_requests(pod: Mapping[str, Any]) -> ResourceMap:
                 total[name] = effective.get(name, 0)
 
     _add_into(total, overhead)
-    for name, value in total.items():
-        if value > MAX_UNITS:  # each container within bounds, their sum not
-            raise QuantityError(f"{name}: the pod requests more than any node's capacity")
-    return {name: value for name, value in total.items() if value}
+    return total
 
 
 def nonzero_requests(requests: Mapping[str, int]) -> tuple[int, int]:

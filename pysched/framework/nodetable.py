@@ -34,7 +34,7 @@ ScoreShape = tuple[int, ...]
 class RequestShape:
     """A pod request in array form. Shared by every pod with the same request: never modify."""
 
-    key: tuple[tuple[str, int], ...]
+    key: tuple[tuple[str, object], ...]  # the requests, and the scoring CPU and memory where they differ
     vector: I64  # per resource column
     columns: I64  # the columns the fit check reads (the pod count is always checked)
     charge: I64  # what placing the pod adds to its node's row: the vector plus one pod
@@ -80,7 +80,7 @@ class NodeTable:
         self._changes: I64 = np.empty(1 << 16, np.int64)
         self._change_count = 0
         self._log_base = 0
-        self._request_memo: dict[tuple[tuple[str, int], ...], RequestShape] = {}
+        self._request_memo: dict[tuple[tuple[str, object], ...], RequestShape] = {}
         # Image name (as nodes report it) -> rows holding it, and its size as first reported
         # (kube-scheduler's image states). Written only for nodes that report images.
         self.image_rows: dict[str, dict[int, None]] = {}
@@ -171,9 +171,10 @@ class NodeTable:
         """A request as a row of the resource columns (shared between equal requests: do not modify)."""
         return self.request_shape(requests).vector
 
-    def request_shape(self, requests: Mapping[str, int]) -> RequestShape:
-        """Everything the cycle derives from a request, built once per distinct request."""
-        key = tuple(requests.items())
+    def request_shape(self, requests: Mapping[str, int], nonzero: tuple[int, int] | None = None) -> RequestShape:
+        """Everything the cycle derives from a request, built once per distinct request; `nonzero`:
+        the pod's scoring CPU and memory where they are not `nonzero_requests(requests)`."""
+        key = tuple(requests.items()) if nonzero is None else (*requests.items(), ("", nonzero))
         found = self._request_memo.get(key)
         if found is None:
             self.ensure_resources(requests)
@@ -182,7 +183,7 @@ class NodeTable:
                 vector[self.column[name]] = value
             charge = vector.copy()
             charge[POD_COLUMN] += 1
-            nz_cpu, nz_mem = nonzero_requests(requests)
+            nz_cpu, nz_mem = nonzero_requests(requests) if nonzero is None else nonzero
             gpu = requests.get(GPU, 0)
             if len(self._request_memo) >= 4096:
                 self._request_memo.clear()

@@ -307,7 +307,7 @@ class SchedulingAlgorithm:
             laps.lap("PreFilter", Code.SUCCESS, then="Filter")
         signature = self._signature(pod)
         mask, candidates = self._node_mask(pod, signature)
-        req = nodes.request_shape(pod.requests)
+        req = nodes.request_shape(pod.requests, pod.nonzero)
         request, columns, shape = req.vector, req.columns, req.score_shape
         key: Hashable = (signature, req.key)
         if self._classify is not None:
@@ -560,7 +560,7 @@ class SchedulingAlgorithm:
         mask, _ = self._node_mask(pod, self._signature(pod))
         if row >= mask.shape[0] or not mask[row]:
             return False
-        if not self._fits_row(row, nodes.request_shape(pod.requests)):
+        if not self._fits_row(row, nodes.request_shape(pod.requests, pod.nonzero)):
             return False
         return all(result.feasible[row] for result in self._verdicts_now(state, pod, self.batch_filters))
 

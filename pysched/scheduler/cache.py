@@ -14,7 +14,6 @@ import numpy as np
 
 from pysched.api.ids import NodeName, PodKey, PodUID
 from pysched.api.objects import NodeInfo, PodInfo
-from pysched.api.resources import nonzero_requests
 from pysched.framework.nodetable import POD_COLUMN, NodeTable, RequestShape
 from pysched.framework.placed import PlacedPods
 from pysched.scheduler.kernel import charge_row
@@ -51,7 +50,7 @@ class Cache:
             if not assumed:  # bound to a node not seen yet: counted when it arrives
                 self._orphans.setdefault(node, {})[pod.key] = pod
             return  # an assumption on a node that is gone holds nothing: its bind will fail
-        entry = _PodEntry(pod, node, assumed, request or self.nodes.request_shape(pod.requests))
+        entry = _PodEntry(pod, node, assumed, request or self.nodes.request_shape(pod.requests, pod.nonzero))
         self._pods[pod.key] = entry
         self._charge(entry, +1)
         self.placed.placed(pod, self.nodes.row[node])
@@ -88,7 +87,7 @@ class Cache:
         node = entry.node
         self._unplace(pod.key)
         table = self.nodes
-        shape = table.request_shape(pod.requests)
+        shape = table.request_shape(pod.requests, pod.nonzero)
         row = table.row[node]
         free = table.allocatable[row] - table.requested[row]
         if (shape.charge > free).any():
@@ -102,7 +101,7 @@ class Cache:
         take the room its preemption made. False when the pod is placed already or the node unknown."""
         if pod.key in self._pods or node not in self.nodes.row:
             return False
-        entry = _PodEntry(pod, node, True, self.nodes.request_shape(pod.requests), nominated=True)
+        entry = _PodEntry(pod, node, True, self.nodes.request_shape(pod.requests, pod.nonzero), nominated=True)
         self._pods[pod.key] = entry
         self._charge(entry, +1)
         self.placed.placed(pod, self.nodes.row[node], held=True)
@@ -223,7 +222,7 @@ class Cache:
             for name, value in entry.pod.requests.items():
                 expected[row, table.column[name]] += value
             expected[row, POD_COLUMN] += 1
-            nonzero[row] += nonzero_requests(entry.pod.requests)
+            nonzero[row] += entry.pod.nonzero_cpu_memory
         if not np.array_equal(expected[: table.size], table.requested[: table.size]):
             raise AssertionError("requested arrays drifted from the pods in the cache")
         if not np.array_equal(nonzero[: table.size], table.nonzero_requested[: table.size]):

@@ -4,7 +4,14 @@ from typing import Any
 
 import pytest
 
-from pysched.api.resources import QuantityError, format_resource, parse_quantity, pod_requests, to_scheduler_units
+from pysched.api.resources import (
+    QuantityError,
+    format_resource,
+    parse_quantity,
+    pod_nonzero_requests,
+    pod_requests,
+    to_scheduler_units,
+)
 
 
 @pytest.mark.parametrize(
@@ -116,6 +123,24 @@ def test_a_sidecar_or_the_pod_level_resources_shrinking_count_their_old_size_unt
     with_overhead = {**pod_level, "overhead": {"cpu": "1"}}
     settled = {"resources": {"requests": {"cpu": "3", "memory": "1Gi"}}, "allocatedResources": {"cpu": "3"}}
     assert pod_requests(_pod(with_overhead, settled))["cpu"] == 3000  # 2 + 1, not 3 + 1
+
+
+def test_scoring_stand_ins_fill_each_container_that_leaves_cpu_or_memory_out() -> None:
+    """kube's NonMissingContainerRequests: 100m and 200Mi per container that omits the name, none
+    for one that asks for 0; None where that is what the pod's totals give anyway."""
+    mi = 1024**2
+
+    def nonzero(spec: dict[str, Any]) -> tuple[int, int] | None:
+        return pod_nonzero_requests(_pod(spec), pod_requests(_pod(spec)))
+
+    assert nonzero({"containers": [_c(f"c{i}") for i in range(4)]}) == (400, 800 * mi)
+    assert nonzero({"containers": [_c("c", "1"), _c("d", memory="1Gi")]}) == (1100, 1024 * mi + 200 * mi)
+    zero = {"name": "z", "resources": {"requests": {"cpu": "0", "memory": "0"}}}
+    assert nonzero({"containers": [zero]}) == (0, 0)
+    assert nonzero({"containers": [_c("c")]}) is None  # one container: the pod's stand-ins are its own
+    assert nonzero({"containers": [_c("c", "1", "1Gi")]}) is None
+    with_init = {"containers": [_c("c", "1", "1Gi")], "initContainers": [_c("i", memory="2Gi")]}
+    assert nonzero(with_init) is None  # the init container's 100m stand-in is below the 1 CPU running after it
 
 
 def test_format_resource_round_trips_common_values() -> None:

@@ -175,3 +175,29 @@ def test_a_pod_the_freed_room_went_to_another_first_is_refused_without_a_cycle()
         assert cluster.pods[PodKey("default/second")].node_name == "a"
 
     asyncio.run(run())
+
+
+def test_pods_without_requests_count_the_stand_ins_per_container_on_their_node() -> None:
+    """A running pod of four containers without requests counts as 400m and 800Mi for scoring,
+    as kube-scheduler counts it: its node is fuller than one running a 150m/300Mi pod, and the
+    default profile's LeastAllocated and BalancedAllocation send the next pod to the other."""
+
+    async def run() -> tuple[str | None, list[list[int]]]:
+        clock = VirtualClock(1000.0)
+        cluster = SimulatedCluster(clock)
+        for name in ("a", "b"):
+            cluster.add_node(node_dict(name, cpu="4", memory="16Gi"))
+        registry = default_registry()
+        scheduler = Scheduler(builtin_config(registry).only("default"), cluster, clock, registry)
+        multi = pod_dict("multi", cpu=None, memory=None, node_name="a", scheduler_name="default")
+        multi["spec"]["containers"] = [{"name": f"c{i}", "image": "x"} for i in range(4)]
+        cluster.create_pod(multi)
+        cluster.create_pod(pod_dict("single", cpu="150m", memory="300Mi", node_name="b", scheduler_name="default"))
+        await scheduler.start()
+        cluster.create_pod(pod_dict("new", cpu="1", memory="1Gi", scheduler_name="default"))
+        await scheduler.run_until_idle()
+        scheduler.cache.check_consistency()
+        return cluster.pods[PodKey("default/new")].node_name, scheduler.cache.nodes.nonzero_requested[:1].tolist()
+
+    node, nonzero = asyncio.run(run())
+    assert node == "b" and nonzero == [[400, 800 * 1024**2]]
