@@ -48,8 +48,11 @@ def close_segment(run: Run, now: float, books: Accounting) -> None:
     """Charge the allocation since `alloc_from` (CPU models only: GPU tables carry no CPU use)."""
     per_step = run.job.truth.cpu_seconds_per_step()
     if per_step is not None and now > run.alloc_from:
-        used = (run.steps_at(now) - run.steps_at(run.alloc_from)) * per_step
-        books.allocated_cpu_s += run.cpu * (now - run.alloc_from)
+        allocated = run.cpu * (now - run.alloc_from)
+        # A step's noise may make it shorter than its a + b CPU-seconds need on one CPU or less:
+        # the CPUs held are all it can have used.
+        used = min(allocated, (run.steps_at(now) - run.steps_at(run.alloc_from)) * per_step)
+        books.allocated_cpu_s += allocated
         books.used_cpu_s += used
         books.usage.append(Usage(run.alloc_from, now, run.cpu, used, run.job.name))
     run.alloc_from = now

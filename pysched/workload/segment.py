@@ -44,6 +44,8 @@ class Run:
     def steps_at(self, t: float) -> int:
         if t <= self.seg_start or math.isinf(self.step_s):
             return self.seg_steps
+        if t >= self.finish_time():  # not by division: on the epoch clock it may fall a step short
+            return self.job.steps
         return min(self.job.steps, self.seg_steps + int((t - self.seg_start) / self.step_s))
 
     def finish_time(self) -> float:

@@ -23,7 +23,7 @@ from pysched.framework.registry import NoArgs, PluginSpec
 from pysched.framework.status import SUCCESS, Code, Status
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
-from pysched.sim.runner import PolicyResult, run_policy
+from pysched.sim.runner import EPOCH, PolicyResult, run_policy
 from pysched.sim.scenario import Scenario, cpu_nodes, parse_cluster
 from pysched.workload.job import Job
 from pysched.workload.segment import start_run
@@ -170,6 +170,20 @@ def test_a_segment_finishes_exactly_when_its_steps_are_done(
     times = sorted(random.Random(seed).uniform(100.0, end) for _ in range(5))
     done = [run.steps_at(t) for t in times]
     assert done == sorted(done) and all(0 <= d <= steps for d in done)
+    # On the simulator's epoch clock too, a segment's own end counts every step.
+    late = start_run(job, float(cpu), EPOCH, random.Random(seed))
+    assert late.steps_at(late.finish_time()) == steps
+
+
+def test_cpu_use_never_exceeds_what_was_held() -> None:
+    """A step's noise may make it shorter than its a + b CPU-seconds on one CPU: what a job used is
+    still at most what it held, and its last step counts."""
+    job = Job("j", 0.0, 1, 1000, "1Gi", Amdahl(0.012, 0.588, 16))
+    ratios = [
+        asyncio.run(run_policy(Scenario("one", cpu_nodes(1, "4", "8Gi"), (job,)), CONFIG, "default", REGISTRY, seed=s))
+        for s in range(1, 7)
+    ]
+    assert all(0.9 < r.cpu_utilization <= 1.0 for r in ratios), [r.cpu_utilization for r in ratios]
 
 
 @dataclass
