@@ -41,6 +41,9 @@ class Job:
     # (`owner_uid`) whose parallelism the scheduler sets; None: the job is rigid.
     elastic: tuple[int, int] | None = None
     expected_s: float | None = None  # what its owner expects it to run at its request (from earlier runs)
+    # Its steps were counted from a trace's duration at its request: a job made a gang later (its
+    # speed then drawn) is recounted at that speed, so that it runs the duration at its request.
+    from_duration: bool = False
 
     @property
     def cpu(self) -> float:

@@ -1,6 +1,7 @@
 """Multi-pod jobs on the simulated cluster: progress only while every member runs."""
 
 import asyncio
+import csv
 import dataclasses
 import json
 import os
@@ -13,6 +14,7 @@ import pytest
 
 from pysched.api.ids import PodKey
 from pysched.backend.simulated import SimulatedCluster
+from pysched.cmd.cli import main
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import SchedulerConfig
 from pysched.plugins import default_registry
@@ -386,3 +388,30 @@ def test_a_replay_gives_the_same_result_whatever_the_processs_string_hashes(tmp_
         assert done.returncode == 0, done.stderr
         results.append(json.loads(out.read_text())["policies"])
     assert results[0] == results[1]
+
+
+def test_a_gpu_job_a_trace_gives_as_a_duration_runs_that_long_at_its_request_as_a_gang(tmp_path: Path) -> None:
+    """Steps from a duration are counted at the job's speed at its request, the factor a gang
+    draws included: made a gang by the cluster (or elastic), it still runs the duration there;
+    steps a trace gives are kept."""
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "job_id,submission_time,duration,num_iteration,model_name,num_gpu,deadline\n"
+        "one,0,3600,,resnet50,1,100000\nwide,0,3600,,resnet50,16,100000\nwider,5000,3600,,vgg16,32,100000\n"
+        "given,0,3600,1000,resnet50,16,100000\n"
+    )
+    rows = tmp_path / "jobs.csv"
+    argv = ["simulate", "--trace", str(trace), "--policy", "default", "--jobs-csv", str(rows)]
+    assert main([*argv, "--cluster", "nodes=4,cpu=64,memory=512Gi,gpu=8"]) == 0
+    runs = {r["trace_id"]: float(r["finished_s"]) - float(r["started_s"]) for r in csv.DictReader(rows.open())}
+    assert all(abs(runs[name] - 3600) < 36 for name in ("one", "wide", "wider")), runs  # the noise, not the factor
+    loaded = read_csv(trace, builtin_catalogue())
+    nodes = parse_cluster("nodes=4,cpu=64,memory=512Gi,gpu=8")
+    for elastic in (False, True):
+        kept = {job.trace_id: job for job in split_fitting(loaded.jobs, nodes, elastic=elastic)[0]}
+        for name in ("wide", "wider"):
+            job = kept[name]
+            assert job.gang is not None
+            rate = job.gang.speed.steps_per_s(job.truth, job.gang.at_request())
+            assert job.steps == round(3600 * rate), (name, elastic)
+        assert kept["given"].steps == 1000
