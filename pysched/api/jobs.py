@@ -105,21 +105,55 @@ def pod_group_minimum(obj: Mapping[str, Any], source: JobSource) -> int:
 
 def indexed_job_minimum(spec: object, status: object = None) -> int | None:
     """A batch/v1 Job's gang size from its spec: an Indexed Job's members all run at once, so its
-    parallelism, at most the completions still to make (`status.succeeded` of them are made: the
-    Job controller runs no more pods than that, so an index that failed and is retried, or the
-    last indexes of a Job of more completions than parallelism, would wait for ever for more);
-    None for any other Job."""
+    parallelism, at most the completions still to make (`status.succeeded` of them are made, and
+    the indexes of `status.failedIndexes` are never run again: the Job controller runs no more pods
+    than that, so an index that failed and is retried, or the last indexes of a Job of more
+    completions than parallelism, would wait for ever for more); None for any other Job, and for
+    one that makes no more pods (all made, or finished: a JobSet keeps such Jobs)."""
     if not isinstance(spec, Mapping) or spec.get("completionMode") != "Indexed":
         return None
+    status = status if isinstance(status, Mapping) else {}
+    if _finished(status):
+        return None
     parallelism, completions = spec.get("parallelism"), spec.get("completions")
-    succeeded = status.get("succeeded") if isinstance(status, Mapping) else None
-    if type(completions) is int and type(succeeded) is int and 0 < succeeded < completions:
-        completions -= succeeded
+    if type(completions) is int:
+        succeeded = status.get("succeeded")
+        completions -= (succeeded if type(succeeded) is int and succeeded > 0 else 0) + _index_count(
+            status.get("failedIndexes")
+        )
+        if completions < 1:
+            return None
     if type(completions) is int and type(parallelism) is int and completions < parallelism:
         parallelism = completions
     if type(parallelism) is int and 1 <= parallelism <= MAX_MEMBERS:
         return parallelism
     return None
+
+
+def _finished(status: Mapping[str, Any]) -> bool:
+    """The Job's `Complete` or `Failed` condition is True."""
+    conditions = status.get("conditions")
+    return isinstance(conditions, list) and any(
+        isinstance(c, Mapping) and c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in conditions
+    )
+
+
+_INDEXES = re.compile(r"([0-9]{1,9})(?:-([0-9]{1,9}))?")
+
+
+def _index_count(value: object) -> int:
+    """How many indexes a `status.failedIndexes` string (`1,3-5`) names; 0 when absent or unreadable."""
+    if not isinstance(value, str) or not value or len(value) > 64 * 1024:
+        return 0
+    count = 0
+    for part in value.split(","):
+        match = _INDEXES.fullmatch(part.strip())
+        if match is None:
+            return 0
+        first, last = int(match[1]), int(match[2] or match[1])
+        count += max(0, last - first + 1)
+    return count
 
 
 def completions_left(job: Mapping[str, Any]) -> int | None:

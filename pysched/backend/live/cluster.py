@@ -547,8 +547,8 @@ class LiveCluster:
         if job.source is JobSource.BATCH:
             return self._indexed_parallelism.get(f"{job.namespace}/{job.name}")
         if job.source is JobSource.JOBSET:
-            if self._watches(JobSource.WORKLOAD):
-                return None  # the Job controller gives each gang-shaped Job of it a PodGroup instead
+            # Even where the Workload API is served: a pod read as a JobSet's names no scheduling
+            # group (that would come first), and the Job controller makes none for a JobSet's Jobs.
             sizes = self._jobset_sizes.get(job.key)
             return min(sum(sizes.values()), MAX_MEMBERS) if sizes else None
         return self._group_minimums.get(job.key)

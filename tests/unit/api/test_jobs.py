@@ -156,8 +156,18 @@ def test_an_indexed_jobs_minimum_is_its_parallelism_at_most_its_completions() ->
     assert indexed_job_minimum({**indexed, "completions": 4}, {"succeeded": 3}) == 1
     assert indexed_job_minimum({**indexed, "completions": 6}, {"succeeded": 4}) == 2
     assert indexed_job_minimum({**indexed, "completions": 6}, {"succeeded": 1}) == 4
-    for odd in ({"succeeded": 6}, {"succeeded": -1}, {"succeeded": "3"}, {"succeeded": True}, "nonsense", None):
+    for odd in ({"succeeded": -1}, {"succeeded": "3"}, {"succeeded": True}, "nonsense", None):
         assert indexed_job_minimum({**indexed, "completions": 6}, odd) == 4, odd
+    # A Job that makes no more pods is no gang (a JobSet keeps its finished Jobs while the others run).
+    assert indexed_job_minimum({**indexed, "completions": 6}, {"succeeded": 6}) is None
+    complete = {"conditions": [{"type": "Complete", "status": "True"}]}
+    assert indexed_job_minimum(indexed, complete) is None
+    assert indexed_job_minimum(indexed, {"conditions": [{"type": "Failed", "status": "True"}]}) is None
+    # Indexes failed for good (backoffLimitPerIndex) are never run again.
+    assert indexed_job_minimum(indexed, {"failedIndexes": "3"}) == 3
+    assert indexed_job_minimum({**indexed, "completions": 8}, {"failedIndexes": "1,3-5", "succeeded": 1}) == 3
+    assert indexed_job_minimum(indexed, {"failedIndexes": "0-3"}) is None
+    assert indexed_job_minimum(indexed, {"failedIndexes": "3-x"}) == 4  # unreadable: counted as none
 
 
 def test_a_long_group_name_is_quoted_cut_in_the_problem() -> None:

@@ -285,6 +285,16 @@ def _ref(source: JobSource, name: str) -> JobRef:
     return JobRef(job_key("ns", source, name), source, "ns", name)
 
 
+async def test_a_jobsets_minimum_holds_where_the_workload_api_is_served() -> None:
+    """A pod read as a JobSet's names no scheduling group (that would come first), and the Job
+    controller makes none for a JobSet's Jobs: the JobSet is still a gang of all its Jobs."""
+    api = ScriptedApi({JOBS: [_indexed("ddp-a-0", 2, jobset="ddp"), _indexed("ddp-b-0", 2, jobset="ddp")]})
+    api.objects["/apis/scheduling.k8s.io/v1alpha2"] = {"kind": "APIResourceList"}
+    backend, _ = await live_backend(Updates(), api)
+    assert backend.job_minimum(_ref(JobSource.JOBSET, "ddp")) == 4
+    await backend.stop()
+
+
 async def test_live_minimums_of_indexed_jobs_jobsets_and_podgroups() -> None:
     groups = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
     api = ScriptedApi({JOBS: [_indexed("solo", 4)]})
@@ -300,6 +310,12 @@ async def test_live_minimums_of_indexed_jobs_jobsets_and_podgroups() -> None:
     await api.send(JOBS, "ADDED", _indexed("train-b-0", 3, jobset="train"))
     assert backend.job_minimum(_ref(JobSource.JOBSET, "train")) == 5  # every Job of the JobSet at once
     await api.send(JOBS, "MODIFIED", _indexed("train-b-0", 1, jobset="train", version="2"))
+    assert backend.job_minimum(_ref(JobSource.JOBSET, "train")) == 3
+    # A JobSet keeps a Job that completed (an initializer run before the trainers): it makes no
+    # more pods, and the gang is the others'.
+    finished = _indexed("train-init-0", 1, jobset="train")
+    finished["status"] = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+    await api.send(JOBS, "ADDED", finished)
     assert backend.job_minimum(_ref(JobSource.JOBSET, "train")) == 3
     await api.send(JOBS, "DELETED", _indexed("train-a-0", 2, jobset="train", version="3"))
     assert backend.job_minimum(_ref(JobSource.JOBSET, "train")) == 1
