@@ -254,6 +254,11 @@ def job_of(pod: PodInfo) -> JobRef | None:
                     f"{MIN_MEMBERS}: {clip(given)} is not {MIN_MEMBERS_FORMS}; the job's pods are scheduled one by one"
                 )
                 minimum = 1
+    elif MIN_MEMBERS in pod.annotations:
+        problems.append(
+            f"{MIN_MEMBERS} is read only with the label {JOB_LABEL}: the pod's job is {source.value} "
+            f"{clip(name)}, whose minimum comes from it"
+        )
     return JobRef(
         key=job_key(pod.namespace, source, name),
         source=source,

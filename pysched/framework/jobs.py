@@ -210,9 +210,12 @@ class JobBook:
             del self._jobs[job_key]
             self._mark(None, job_key)
         elif job.ref_pod == key:
-            heir = next(iter(job.members.values()))
+            # A member stating a minimum speaks for the job before one that states none, as when
+            # the job's members were first seen: the gang must not become a job of one.
+            stating = ((member, ref) for member in job.members.values() if (ref := job_of(member)) and ref.min_members)
+            first = next(iter(job.members.values()))
+            heir, ref = next(stating, (first, job_of(first)))
             job.ref_pod = heir.key
-            ref = job_of(heir)
             if ref is not None:
                 self._restate(job, ref)
 

@@ -91,6 +91,10 @@ def test_min_members_is_bounded_and_a_bad_value_falls_back_to_one_by_one() -> No
         ref = job_of(_pod(labels={JOB_LABEL: "j"}, annotations={MIN_MEMBERS: bad}))
         assert ref is not None and ref.min_members == 1, bad
         assert MIN_MEMBERS in ref.problem and len(ref.problem) < 300
+    # On a pod whose job another source names, it is not read, and the pod is told so.
+    kubeflow = job_of(_pod(labels={KUBEFLOW_JOB_LABEL: "bert"}, annotations={MIN_MEMBERS: "4"}))
+    assert kubeflow is not None and kubeflow.min_members is None
+    assert kubeflow.problem.startswith(f"{MIN_MEMBERS} is read only with the label {JOB_LABEL}: the pod's job is")
 
 
 def test_member_order_reads_each_controllers_index() -> None:

@@ -209,6 +209,14 @@ def test_a_first_member_without_the_minimum_does_not_unmake_the_gang() -> None:
         job = scheduler.jobs.of(PodKey("default/w-0"))
         assert job is not None and job.minimum == 3
         assert _bound(cluster, "w") == 0  # 3 members of 4 CPUs, 2 nodes of 4: none alone
+        # The member that spoke for the job leaves (replaced, evicted): another that states the
+        # minimum speaks for it, not the first one seen, which states none.
+        cluster.create_pod(_member("w", 3, 3))
+        cluster.delete_pod(PodKey("default/w-1"))
+        await scheduler.run_until_idle()
+        job = scheduler.jobs.of(PodKey("default/w-0"))
+        assert job is not None and job.minimum == 3 and job.ref_pod != PodKey("default/w-0")
+        assert _bound(cluster, "w") == 0
 
     asyncio.run(run())
 
