@@ -166,6 +166,19 @@ def _profile(source: str, index: int, raw: Any, registry: Registry) -> ProfileCo
         except ArgsError as err:
             raise ConfigError(source, f"{at}.args.{err.field}", err.message) from None
         args[entry["name"]] = plugin_args
+    # A plugin without pluginConfig runs on its default args: they must hold too (a plugin may
+    # need one, as LearnedAutoscale its weights file), refused here rather than when it is built.
+    enabled = {ref.name for refs in plugins.values() for ref in refs}
+    for plugin in sorted(enabled - set(args)):
+        spec = registry.get(plugin)
+        if spec is None:
+            continue
+        try:
+            parse_args(spec.args_type, {})
+        except ArgsError as err:
+            raise ConfigError(
+                source, f"{where}.pluginConfig.{plugin}.args.{err.field}", f"{err.message} (no pluginConfig gives it)"
+            ) from None
     return ProfileConfig(name, plugins, args)
 
 

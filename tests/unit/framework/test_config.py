@@ -248,6 +248,18 @@ def test_args_of_a_plugin_the_profile_does_not_enable_are_refused(tmp_path: Path
         _load(tmp_path, text)
 
 
+def test_a_plugin_whose_default_args_do_not_hold_is_refused_at_load(tmp_path: Path) -> None:
+    """LearnedAutoscale needs its weights file: enabled without pluginConfig, it is refused when
+    the file is read, not when the scheduler builds it after connecting."""
+    text = (
+        "profiles:\n  - schedulerName: p\n    plugins:\n      queueSort: [{name: PrioritySort}]\n"
+        "      bind: [{name: DefaultBinder}]\n      reconcile: [{name: LearnedAutoscale}]\n"
+    )
+    message = r"profiles\[0\]\.pluginConfig\.LearnedAutoscale\.args\.weights: .* \(no pluginConfig gives it\)$"
+    with pytest.raises(ConfigError, match=message):
+        _load(tmp_path, text)
+
+
 BAD_SELECTORS = [
     ("{matchLabels: {'': x}}", r"matchLabels: label key '': name part must be"),
     ("{matchLabels: {a: 'bad value!'}}", r"matchLabels: label value 'bad value!' must be empty or at most 63"),
