@@ -5,6 +5,7 @@ millions of scheduling cycles never print their debug lines."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from typing import TextIO, cast
@@ -17,10 +18,14 @@ class _Stderr:
     that swaps the stream (a test runner, an embedding program) keeps receiving the lines."""
 
     def write(self, text: str) -> int:
-        return sys.stderr.write(text)
+        try:
+            return sys.stderr.write(text)
+        except OSError:  # stderr closed (a reader gone): a log line must not stop the scheduler
+            return 0
 
     def flush(self) -> None:
-        sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            sys.stderr.flush()
 
 
 def configure_logging(fmt: str, level: str) -> None:

@@ -445,9 +445,9 @@ def _on_leadership(state: RunState, leader: bool) -> None:
 
 
 def _shutdown(state: RunState) -> None:
-    log.info("shutting down")
     state.shutting_down = True
-    state.stop.set()
+    state.stop.set()  # before logging: a signal must stop the run whatever a log write does
+    log.info("shutting down")
 
 
 async def _until(stop: asyncio.Event, task: asyncio.Task[None]) -> None:
