@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import time
 from collections.abc import Callable
@@ -102,7 +103,8 @@ class LeaderElector:
     def _spec(self, acquire: str, transitions: int) -> JSON:
         return {
             "holderIdentity": self.config.identity,
-            "leaseDurationSeconds": max(1, round(self.config.lease_duration)),
+            # Rounded up: standbys wait this long, and the leader writes until its renew deadline.
+            "leaseDurationSeconds": max(1, math.ceil(self.config.lease_duration)),
             "acquireTime": acquire,
             "renewTime": _micro_now(),
             "leaseTransitions": transitions,
@@ -121,6 +123,8 @@ class LeaderElector:
             created = await self._client.request(
                 "POST", f"/apis/coordination.k8s.io/v1/namespaces/{c.namespace}/leases", body=body, rate_limited=False
             )
+            if not created.ok and created.status != 409:  # 409: another replica created it first
+                log.warning("lease not created", lease=c.name, namespace=c.namespace, error=created.message())
             return created.ok
         if not resp.ok:
             log.warning("lease not readable", lease=c.name, error=resp.message())
@@ -141,6 +145,8 @@ class LeaderElector:
             new_spec = self._spec(_micro_now(), transitions + 1)
         body = {**lease, "spec": new_spec}  # carries metadata.resourceVersion: optimistic concurrency
         updated = await self._client.request("PUT", self._path, body=body, rate_limited=False)
+        if not updated.ok and updated.status != 409:  # 409: another replica wrote it first
+            log.warning("lease not written", lease=c.name, namespace=c.namespace, error=updated.message())
         if updated.ok:
             spec = updated.body.get("spec") or {}
             self._observed = (

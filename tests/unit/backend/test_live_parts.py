@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
+import structlog.testing
 import yaml
 
 from pysched.api.jobs import JobRef, JobSource, job_key
@@ -248,6 +250,26 @@ def test_an_elector_refuses_an_identity_that_names_no_replica(identity: str) -> 
     with pytest.raises(ValueError, match="identity: must"):
         LeaderElector(FakeClient(), LeaseConfig("ns", "l", identity), lambda v: None)
     LeaderElector(FakeClient(), LeaseConfig("ns", "l", "a" * 253), lambda v: None)
+
+
+async def test_a_lease_the_api_refuses_to_create_is_told_and_its_duration_is_rounded_up() -> None:
+    class Refusing(FakeClient):
+        def _lease(self, method: str, path: str, body: Any) -> ApiResponse:
+            if method == "POST":
+                return ApiResponse(403, {"message": "leases.coordination.k8s.io is forbidden: cannot create"})
+            return super()._lease(method, path, body)
+
+    elector = LeaderElector(Refusing(), LeaseConfig("nope", "l", "a"), lambda v: None)
+    with structlog.testing.capture_logs() as logs:
+        assert not await elector.try_acquire_or_renew()
+    assert [(r["event"], r["namespace"]) for r in logs] == [("lease not created", "nope")]
+    assert "forbidden" in logs[0]["error"]
+    # Standbys wait the written duration, the leader writes until its renew deadline: never less.
+    client = FakeClient()
+    assert await LeaderElector(
+        client, LeaseConfig("n", "l", "a", 10.4, 10.2, 2.0), lambda v: None
+    ).try_acquire_or_renew()
+    assert client.objects["lease"]["spec"]["leaseDurationSeconds"] == 11
 
 
 def test_lease_timings_are_checked() -> None:
