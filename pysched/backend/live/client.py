@@ -253,9 +253,13 @@ async def connect(
         raise KubeConfigError(f"{where}: {message}") from err
     finally:
         loader_log.setLevel(level)
-    server = urllib.parse.urlsplit(str(configuration.host or ""))
+    shown = clip(str(configuration.host or ""))
+    try:
+        server = urllib.parse.urlsplit(str(configuration.host or ""))
+        server.port  # noqa: B018 -- reading it checks it: a port out of range or not a number raises
+    except ValueError:
+        raise KubeConfigError(f"{where}: the server {shown} is not an http(s) URL") from None
     if server.scheme not in ("http", "https") or not server.hostname:
-        shown = clip(str(configuration.host or ""))
         raise KubeConfigError(f"{where}: the server {shown} is not an http(s) URL")
     configuration.connection_pool_maxsize = pool_size
     return AsyncKubeClient(k8s_client.ApiClient(configuration), TokenBucket(qps, burst))

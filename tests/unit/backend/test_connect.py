@@ -41,7 +41,14 @@ def _connect(path: str) -> None:
 
 def test_a_server_that_is_no_url_is_refused_at_once(tmp_path: Path) -> None:
     _connect(_kubeconfig(tmp_path))  # the well-formed one connects (lazily: no request yet)
-    for server in ('"not a url"', '"ftp://host"', '"https://"'):
+    for server in (
+        '"not a url"',
+        '"ftp://host"',
+        '"https://"',
+        '"https://[::1"',
+        '"https://h:99999"',
+        '"https://h:abc"',
+    ):
         with pytest.raises(KubeConfigError, match="is not an http\\(s\\) URL"):
             _connect(_kubeconfig(tmp_path, server))
 
