@@ -145,6 +145,9 @@ def test_a_bad_value_is_refused_with_its_name(helm: Path) -> None:
         ("metrics.serviceMonitorInterval=soon", "serviceMonitorInterval"),
         ("tls.secretName=Not_A_Name", "secretName"),
         ("replica=2", "replica"),  # a misspelt key is not silently ignored
+        ("profiles[0].pluginconfig=x", "pluginconfig"),  # in a profile too
+        ("profiles[0].schedulerName=a.-b", "schedulerName"),  # DNS-1123 subdomains, label by label
+        ("leaseName=a..b", "leaseName"),
     )
     for value, named in bad:
         rendered = _run(helm, "template", "x", CHART, "--set", value)
