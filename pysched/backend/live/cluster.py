@@ -547,8 +547,11 @@ class LiveCluster:
         if job.source is JobSource.BATCH:
             return self._indexed_parallelism.get(f"{job.namespace}/{job.name}")
         if job.source is JobSource.JOBSET:
-            # Even where the Workload API is served: a pod read as a JobSet's names no scheduling
-            # group (that would come first), and the Job controller makes none for a JobSet's Jobs.
+            if self._watches(JobSource.WORKLOAD):
+                # The Job controller gives each gang-shaped Job of it a PodGroup instead (a real
+                # 1.36 control plane does, for a JobSet's Jobs too): the pods left to this source
+                # are its one-pod Jobs', which are no gang.
+                return None
             sizes = self._jobset_sizes.get(job.key)
             return min(sum(sizes.values()), MAX_MEMBERS) if sizes else None
         return self._group_minimums.get(job.key)

@@ -285,16 +285,6 @@ def _ref(source: JobSource, name: str) -> JobRef:
     return JobRef(job_key("ns", source, name), source, "ns", name)
 
 
-async def test_a_jobsets_minimum_holds_where_the_workload_api_is_served() -> None:
-    """A pod read as a JobSet's names no scheduling group (that would come first), and the Job
-    controller makes none for a JobSet's Jobs: the JobSet is still a gang of all its Jobs."""
-    api = ScriptedApi({JOBS: [_indexed("ddp-a-0", 2, jobset="ddp"), _indexed("ddp-b-0", 2, jobset="ddp")]})
-    api.objects["/apis/scheduling.k8s.io/v1alpha2"] = {"kind": "APIResourceList"}
-    backend, _ = await live_backend(Updates(), api)
-    assert backend.job_minimum(_ref(JobSource.JOBSET, "ddp")) == 4
-    await backend.stop()
-
-
 async def test_live_minimums_of_indexed_jobs_jobsets_and_podgroups() -> None:
     groups = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
     api = ScriptedApi({JOBS: [_indexed("solo", 4)]})
