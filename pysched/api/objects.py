@@ -288,19 +288,21 @@ def _string_map(value: object, what: str) -> dict[str, str]:
 _PLACED_OPTIONAL = ("affinity", "topologySpreadConstraints", "volumes")
 
 
-def placed_pod_from_dict(
-    obj: Mapping[str, Any], owner_times: Mapping[str, float] | None = None
-) -> tuple[PodInfo, str | None]:
-    """A pod bound to a node, and why it was read without its own constraints (None: read
-    whole). Its requests and host ports count on its node whatever else it states: a pod another
-    scheduler placed is there, and dropping it would let its node be overcommitted. Raises one
-    of MALFORMED only when even its requests cannot be read."""
+def read_pod(obj: Mapping[str, Any], owner_times: Mapping[str, float] | None = None) -> tuple[PodInfo, str | None]:
+    """`pod_from_dict`, and for a pod bound to a node that cannot be read whole, the pod read
+    without its own constraints and why (None: read whole). Its requests and host ports count on
+    its node whatever else it states: a pod another scheduler placed is there, and dropping it
+    would let its node be overcommitted. Raises one of MALFORMED for a pod not bound, and for a
+    bound one whose requests cannot be read."""
     try:
         return pod_from_dict(obj, owner_times), None
     except MALFORMED as err:
+        spec = obj.get("spec") or {}
+        if not isinstance(spec, Mapping) or not spec.get("nodeName"):
+            raise
         problem = str(err)
-    spec = {k: v for k, v in (obj.get("spec") or {}).items() if k not in _PLACED_OPTIONAL}
-    return pod_from_dict({**obj, "spec": spec}, owner_times), problem
+    stripped = {k: v for k, v in spec.items() if k not in _PLACED_OPTIONAL}
+    return pod_from_dict({**obj, "spec": stripped}, owner_times), problem
 
 
 def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | None = None) -> PodInfo:

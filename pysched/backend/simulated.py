@@ -22,7 +22,7 @@ from pysched.api.containers import ContainerResize
 from pysched.api.disruption import DisruptionBudget, budget_from_dict
 from pysched.api.ids import JobKey, NodeName, PodKey, PodUID
 from pysched.api.jobs import JobRef, JobSource
-from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, placed_pod_from_dict, pod_from_dict
+from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict, read_pod
 from pysched.api.times import format_rfc3339
 from pysched.api.volumes import (
     ANN_BIND_COMPLETED,
@@ -445,12 +445,9 @@ class SimulatedCluster:
     def create_pod(self, raw: Mapping[str, Any]) -> PodInfo | None:
         """Create a pod as the API would; None (and a listener warning) when it cannot be read."""
         try:
-            if (raw.get("spec") or {}).get("nodeName"):
-                pod, problem = placed_pod_from_dict(raw, self.owners)
-                if problem is not None:
-                    log.warning("placed pod read without its constraints", pod=pod.key, problem=problem)
-            else:
-                pod = pod_from_dict(raw, self.owners)
+            pod, problem = read_pod(raw, self.owners)
+            if problem is not None:
+                log.warning("placed pod read without its constraints", pod=pod.key, problem=problem)
         except MALFORMED as err:
             if self._listener is not None:
                 self._listener.on_invalid_pod(raw, str(err))

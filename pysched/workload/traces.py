@@ -205,7 +205,7 @@ def make_job(
     else:
         rate = gang.speed.steps_per_s(truth, gang.at_request())
         step_s = 1.0 / rate if rate > 0 else math.inf
-    given_steps = steps
+    from_duration = steps is None
     if steps is None:
         assert duration is not None
         steps = max(1, round(duration / step_s))
@@ -236,7 +236,7 @@ def make_job(
         restart_on_resize=gang is None,  # a gang's members resize in place
         gang=gang,
         expected_s=run_s if gpus else None,
-        from_duration=given_steps is None,
+        from_duration=from_duration,
     )
 
 

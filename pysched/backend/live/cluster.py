@@ -35,7 +35,7 @@ from pysched.api.jobs import (
     job_of,
     pod_group_minimum,
 )
-from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, placed_pod_from_dict, pod_from_dict
+from pysched.api.objects import MALFORMED, NodeInfo, PodInfo, node_from_dict, pod_from_dict, read_pod
 from pysched.api.times import format_micro_time, format_rfc3339, parse_rfc3339, parse_time
 from pysched.api.volumes import (
     ANN_BOUND_BY_CONTROLLER,
@@ -632,12 +632,9 @@ class LiveCluster:
         if old is None and not bound and not self._ours(raw):
             return  # another scheduler's pending pod: nothing to account or schedule
         try:
-            if bound:
-                pod, problem = placed_pod_from_dict(raw, self.job_created)
-                if problem is not None and old is None:  # told once, when first seen
-                    log.warning("placed pod read without its constraints", pod=key, problem=problem)
-            else:
-                pod = pod_from_dict(raw, self.job_created)
+            pod, problem = read_pod(raw, self.job_created)
+            if problem is not None and old is None:  # told once, when first seen
+                log.warning("placed pod read without its constraints", pod=key, problem=problem)
         except MALFORMED as err:
             if old is not None:
                 self._pod_delete(key, None)
