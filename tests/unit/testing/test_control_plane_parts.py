@@ -3,6 +3,7 @@ ports processes are given, and the node heartbeat's Lease writes and pacing agai
 
 from __future__ import annotations
 
+import itertools
 import socket
 import threading
 import time
@@ -171,10 +172,12 @@ def test_each_test_worker_picks_below_the_ephemeral_range_in_a_slice_of_its_own(
         picks[worker] = set(free_ports(100))
     assert not picks["gw0"] & picks["gw1"]
     assert all(controlplane.PICK_LOW <= port < 32_768 for port in picks["gw0"] | picks["gw1"])
-    # A port something else holds is passed over.
+    # A port something else holds is passed over: the next pick is the one after it.
+    monkeypatch.setattr(controlplane, "_picked", itertools.count())  # the walk restarts at the slice's start
+    first = controlplane._pick_slice()[0]
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
-        held.bind(("127.0.0.1", free_port() + 1))  # the next one this worker would pick
-        assert free_port() != held.getsockname()[1]
+        held.bind(("127.0.0.1", first))
+        assert free_port() == first + 1
     # No room below the ephemeral range: the kernel picks.
     (tmp_path / "range").write_text("1024\t65535\n")
     monkeypatch.setattr(controlplane, "_EPHEMERAL_RANGE", tmp_path / "range")
