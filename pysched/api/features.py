@@ -20,6 +20,7 @@ CONTROLLER: Final = PodFeatures(32)  # a controlling owner (default spread const
 LABELS: Final = PodFeatures(64)  # any label (a Service, or another pod's term, may select it)
 NODE_PREFERENCES: Final = PodFeatures(128)  # preferred node affinity
 REFUSED: Final = PodFeatures(256)  # a PodSpec field pysched refuses (`pysched.api.podspec`)
+NODE_FEATURES: Final = PodFeatures(512)  # features its node must declare (`pysched.api.node_features`)
 
 
 def features_of(
@@ -32,6 +33,7 @@ def features_of(
     labels: bool,
     node_preferences: bool,
     refused: bool,
+    node_features: bool,
 ) -> PodFeatures:
     return PodFeatures(
         EVERY_POD
@@ -43,4 +45,5 @@ def features_of(
         | (LABELS if labels else 0)
         | (NODE_PREFERENCES if node_preferences else 0)
         | (REFUSED if refused else 0)
+        | (NODE_FEATURES if node_features else 0)
     )

@@ -67,3 +67,20 @@ def container_images(pod: Mapping[str, Any]) -> tuple[list[str], int] | None:
             if isinstance(image, str) and 0 < len(image) <= MAX_IMAGE_NAME_CHARS:
                 images.append(normalized_image_name(image))
     return (images, count) if count else None
+
+
+def volume_images(pod: Mapping[str, Any]) -> list[str]:
+    """The normalized images of the pod's image volumes (`spec.volumes[].image.reference`), which
+    ImageLocality scores as it scores containers' images (they add nothing to the container count
+    its thresholds scale with)."""
+    spec = pod.get("spec")
+    volumes = spec.get("volumes") if isinstance(spec, Mapping) else None
+    if not isinstance(volumes, list):
+        return []
+    images: list[str] = []
+    for volume in volumes:
+        image = volume.get("image") if isinstance(volume, Mapping) else None
+        reference = image.get("reference") if isinstance(image, Mapping) else None
+        if isinstance(reference, str) and 0 < len(reference) <= MAX_IMAGE_NAME_CHARS:
+            images.append(normalized_image_name(reference))
+    return images

@@ -16,6 +16,7 @@ from pysched.api.features import PodFeatures, features_of
 from pysched.api.ids import NodeName, OwnerUID, PodKey, PodUID, pod_key
 from pysched.api.images import NodeImage, node_images
 from pysched.api.limits import clip
+from pysched.api.node_features import NO_NODE_FEATURES, declared_features, required_features
 from pysched.api.podspec import refused_fields
 from pysched.api.ports import HostPort, host_ports
 from pysched.api.resources import (
@@ -109,6 +110,7 @@ class PodInfo:
     pod_affinity: PodAffinity | None = None  # spec.affinity.podAffinity / podAntiAffinity
     spread: tuple[SpreadConstraint, ...] = ()  # spec.topologySpreadConstraints
     refused: tuple[str, ...] = ()  # the refused PodSpec paths it sets (api/podspec.py); immutable in the API
+    required_features: frozenset[str] = NO_NODE_FEATURES  # what its node must declare (api/node_features.py)
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     # Derived from the fields above (api/features.py), never given: plugins gate on it per cycle.
     features: PodFeatures = field(init=False, compare=False, repr=False)
@@ -126,6 +128,7 @@ class PodInfo:
             labels=bool(self.labels),
             node_preferences=bool(self.preferred_terms),
             refused=bool(self.refused),
+            node_features=bool(self.required_features),
         )
 
     @property
@@ -168,7 +171,17 @@ def _slot_copier() -> Callable[[PodInfo], PodInfo]:
 
 _copy_pod = _slot_copier()
 _FEATURE_FIELDS: frozenset[str] = frozenset(
-    {"pod_affinity", "spread", "host_ports", "volumes", "controller", "labels", "preferred_terms", "refused"}
+    {
+        "pod_affinity",
+        "spread",
+        "host_ports",
+        "volumes",
+        "controller",
+        "labels",
+        "preferred_terms",
+        "refused",
+        "required_features",
+    }
 )  # what `_features` reads
 
 
@@ -182,6 +195,7 @@ class NodeInfo:
     unschedulable: bool = False
     resource_version: str = ""
     images: tuple[NodeImage, ...] = ()  # status.images, bounded (api/images.py)
+    declared_features: frozenset[str] = NO_NODE_FEATURES  # status.declaredFeatures, bounded (api/node_features.py)
 
 
 def _requirements(raw: Any) -> tuple[Requirement, ...]:
@@ -350,6 +364,7 @@ def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | Non
         pod_affinity=parse_pod_affinity(spec.get("affinity"), namespace, meta.get("labels")),
         spread=spread_constraints(spec.get("topologySpreadConstraints")),
         refused=refused_fields(obj),
+        required_features=required_features(spec),
         raw=obj,
     )
 
@@ -373,4 +388,5 @@ def node_from_dict(obj: Mapping[str, Any]) -> NodeInfo:
         unschedulable=bool(spec.get("unschedulable")),
         resource_version=str(meta.get("resourceVersion") or ""),
         images=node_images(status),
+        declared_features=declared_features(status),
     )

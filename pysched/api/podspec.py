@@ -40,8 +40,13 @@ FIELDS: Final[Mapping[str, str]] = {
     "spec.priority": "PrioritySort, DefaultPreemption",
     "spec.preemptionPolicy": "DefaultPreemption",
     "spec.topologySpreadConstraints": "PodTopologySpread",
-    "spec.volumes": "VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits",
+    "spec.volumes": "VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits, ImageLocality (image volumes)",
     "spec.schedulingGates": "SchedulingGates",
+    "spec.containers[].restartPolicyRules": "NodeDeclaredFeatures",
+    "spec.initContainers[].restartPolicyRules": "NodeDeclaredFeatures",
+    "spec.hostUsers": "NodeDeclaredFeatures (with hostNetwork)",
+    # with hostUsers: false; its ports arrive as containers[].ports[].hostPort
+    "spec.hostNetwork": "NodeDeclaredFeatures (with hostUsers)",
     # read by default plugins, not implemented by pysched
     "spec.resourceClaims": REFUSED,  # DynamicResources
     "spec.containers[].resources.claims": REFUSED,  # DynamicResources
@@ -59,7 +64,6 @@ FIELDS: Final[Mapping[str, str]] = {
     "spec.serviceAccountName": NOT_READ,
     "spec.serviceAccount": NOT_READ,
     "spec.automountServiceAccountToken": NOT_READ,
-    "spec.hostNetwork": NOT_READ,  # its ports arrive as containers[].ports[].hostPort
     "spec.hostPID": NOT_READ,
     "spec.hostIPC": NOT_READ,
     "spec.shareProcessNamespace": NOT_READ,
@@ -75,7 +79,6 @@ FIELDS: Final[Mapping[str, str]] = {
     "spec.runtimeClassName": NOT_READ,
     "spec.enableServiceLinks": NOT_READ,
     "spec.os": NOT_READ,
-    "spec.hostUsers": NOT_READ,
     "spec.schedulingGroup": "Coscheduling (the pod's gang; job identity)",
 }
 

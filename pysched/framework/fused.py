@@ -41,7 +41,16 @@ class UrgencyParams:
     headroom_factor: int = 2
 
 
-FusedParams = ResourceWeights | UrgencyParams | None
+@dataclass(frozen=True, slots=True)
+class BalanceParams:
+    """Parameters of BALANCED_ALLOCATION: it scores how much the pod improves a node's balance of
+    cpu and memory (kube-scheduler v1.36), or with `after` the balance once the pod is placed
+    (kube-scheduler up to v1.35)."""
+
+    after: bool = False
+
+
+FusedParams = ResourceWeights | UrgencyParams | BalanceParams | None
 
 URGENT_CLASS = 1  # the pod class URGENCY_PLACEMENT treats as urgent; 0 is relaxed
 
@@ -52,7 +61,7 @@ class FusedTerm(enum.Enum):
     RESOURCE_FIT = "NodeResourcesFit"  # filter: each requested resource and one more pod fit
     LEAST_ALLOCATED = "LeastAllocated"  # score, ResourceWeights
     MOST_ALLOCATED = "MostAllocated"  # score, ResourceWeights
-    BALANCED_ALLOCATION = "BalancedAllocation"  # score, no parameters
+    BALANCED_ALLOCATION = "BalancedAllocation"  # score, BalanceParams
     URGENCY_PLACEMENT = "UrgencyPlacement"  # score, UrgencyParams; reads the pod's class and GPUs
 
     @property
@@ -75,6 +84,7 @@ _PARAMS: dict[FusedTerm, type] = {
     FusedTerm.LEAST_ALLOCATED: ResourceWeights,
     FusedTerm.MOST_ALLOCATED: ResourceWeights,
     FusedTerm.URGENCY_PLACEMENT: UrgencyParams,
+    FusedTerm.BALANCED_ALLOCATION: BalanceParams,
 }
 
 

@@ -279,14 +279,15 @@ class NodeTable:
 
     def update(self, node: NodeInfo) -> None:
         """A node changed. Status heartbeats change nothing the scheduler reads and cost nothing;
-        only label, taint or cordon changes invalidate the cached node masks."""
+        only label, taint, cordon or declared-feature changes invalidate the cached node masks."""
         row = self.row[node.name]
         old = self.infos[row]
         assert old is not None
-        placement_changed = (old.labels, old.taints, old.unschedulable) != (
+        placement_changed = (old.labels, old.taints, old.unschedulable, old.declared_features) != (
             node.labels,
             node.taints,
             node.unschedulable,
+            node.declared_features,
         )
         if not placement_changed and (old.allocatable, old.capacity) == (node.allocatable, node.capacity):
             if old.images != node.images:

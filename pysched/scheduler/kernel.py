@@ -39,6 +39,7 @@ def score_rows(  # pragma: no cover - compiled; covered through the parity tests
     w_least, w_most, w_balanced, cpu_weight, memory_weight = params[0], params[1], params[2], params[3], params[4]
     nz_cpu, nz_mem, cpu, mem = shape[0], shape[1], shape[2], shape[3]
     balanced_on = w_balanced != 0 and (cpu != 0 or mem != 0)
+    balance_after = params[10] != 0
     # URGENCY_PLACEMENT (its plugin's reference.py defines it): the weighted mean of the cpu term
     # (urgent: headroom to grow, relaxed: best fit) and, for GPU pods, the GPU best fit.
     w_urgency = params[5]
@@ -82,12 +83,23 @@ def score_rows(  # pragma: no cover - compiled; covered through the parity tests
             if weight_sum != 0:
                 total += w_least * _floor_div(least, weight_sum) + w_most * _floor_div(most, weight_sum)
         if balanced_on:
-            std = 0.0
+            # The balance with the pod; kube-scheduler v1.36 scores how much the pod improves it,
+            # 50..100 (75: no change), unless the profile asks for the balance after alone.
+            with_pod = np.int64(MAX_NODE_SCORE)
+            without_pod = np.int64(MAX_NODE_SCORE)
             if cap_cpu != 0 and cap_mem != 0:
                 f_cpu = min((requested[i, 0] + cpu) / cap_cpu, 1.0)
                 f_mem = min((requested[i, 1] + mem) / cap_mem, 1.0)
-                std = abs(f_cpu - f_mem) / 2.0
-            total += w_balanced * np.int64((1.0 - std) * MAX_NODE_SCORE)
+                with_pod = np.int64((1.0 - abs(f_cpu - f_mem) / 2.0) * MAX_NODE_SCORE)
+                if not balance_after:
+                    f_cpu = min(requested[i, 0] / cap_cpu, 1.0)
+                    f_mem = min(requested[i, 1] / cap_mem, 1.0)
+                    without_pod = np.int64((1.0 - abs(f_cpu - f_mem) / 2.0) * MAX_NODE_SCORE)
+            if balance_after:
+                total += w_balanced * with_pod
+            else:
+                half = np.int64(MAX_NODE_SCORE // 2)
+                total += w_balanced * (half + _floor_div(half + with_pod - without_pod, np.int64(2)))
         if urgency_on:
             acc = np.int64(0)
             if w_cpu_term != 0 and cap_cpu != 0:

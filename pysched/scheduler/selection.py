@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pysched.framework.fused import FusedParams, FusedTerm, ResourceWeights, UrgencyParams
+from pysched.framework.fused import BalanceParams, FusedParams, FusedTerm, ResourceWeights, UrgencyParams
 from pysched.framework.nodetable import I64, Bools, NodeTable, ScoreShape
 from pysched.scheduler.kernel import (
     build_tree,
@@ -41,6 +41,7 @@ class KernelWeights:
     pack_weight: int = 1
     gpu_fragment_weight: int = 1
     headroom_factor: int = 2
+    balance_after: bool = False  # BALANCED_ALLOCATION scores the balance after the pod, not its improvement
 
     @classmethod
     def from_terms(cls, resource_fit: bool, terms: Mapping[FusedTerm, tuple[int, FusedParams]]) -> KernelWeights:
@@ -62,6 +63,7 @@ class KernelWeights:
         _, urgency = terms.get(FusedTerm.URGENCY_PLACEMENT, (0, None))
         if not isinstance(urgency, UrgencyParams):
             urgency = UrgencyParams()
+        _, balance = terms.get(FusedTerm.BALANCED_ALLOCATION, (0, None))
         return cls(
             resource_fit=resource_fit,
             least_allocated=weight(FusedTerm.LEAST_ALLOCATED),
@@ -74,6 +76,7 @@ class KernelWeights:
             pack_weight=urgency.pack,
             gpu_fragment_weight=urgency.gpu_fragment,
             headroom_factor=urgency.headroom_factor,
+            balance_after=isinstance(balance, BalanceParams) and balance.after,
         )
 
     def params(self) -> I64:
@@ -89,6 +92,7 @@ class KernelWeights:
                 self.pack_weight,
                 self.gpu_fragment_weight,
                 self.headroom_factor,
+                int(self.balance_after),
             ],
             np.int64,
         )

@@ -1,5 +1,5 @@
-"""ImageLocality: favour nodes that already hold the pod's container images, kube-scheduler's
-formula: each image found on the node adds its size scaled by the share of nodes holding it;
+"""ImageLocality: favour nodes that already hold the pod's container and image-volume images,
+kube-scheduler's formula: each image found on the node adds its size scaled by the share of nodes holding it;
 the sum, clamped to [23 MiB, 1000 MiB x containers], maps linearly onto 0..100.
 
 The node table keeps image name -> rows (`NodeTable.image_rows`), so PreScore returns Skip at
@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 
 from pysched.api.features import EVERY_POD, NO_FEATURES, PodFeatures
-from pysched.api.images import container_images
+from pysched.api.images import container_images, volume_images
 from pysched.api.objects import PodInfo
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interfaces import Handle
@@ -30,7 +30,7 @@ _STATE = "ImageLocality/images"
 
 @dataclass(frozen=True, slots=True)
 class _PodImages:
-    present: tuple[str, ...]  # the pod's images some node holds, one entry per container
+    present: tuple[str, ...]  # the pod's images some node holds, one entry per container and image volume
     containers: int
 
 
@@ -63,7 +63,7 @@ class ImageLocality:
         if read is None:
             return SKIP
         images, containers = read
-        present = tuple(image for image in images if image in held)
+        present = tuple(image for image in (*images, *volume_images(pod.raw)) if image in held)
         if not present:
             return SKIP
         state.write(_STATE, _PodImages(present, containers))

@@ -80,25 +80,44 @@ def most_allocated(
     )
 
 
-def balanced_allocation(
-    cpu: int, memory: int, allocatable: npt.NDArray[np.int64], requested: npt.NDArray[np.int64]
+def balance_score(
+    cpu_fraction: npt.NDArray[np.float64], memory_fraction: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.int64]:
-    """Per node: (1 - spread of the cpu and memory fractions after placing the pod) * 100.
+    """kube's balancedResourceScore for two resources: `(1 - |f_cpu - f_mem| / 2) * 100`, truncated."""
+    return ((1.0 - np.abs(cpu_fraction - memory_fraction) / 2.0) * MAX_NODE_SCORE).astype(np.int64)
 
-    Uses the pod's actual requests (not the non-zero defaults); fractions are capped at 1; with
-    two resources the spread is |f_cpu - f_mem| / 2; a resource the node lacks is left out.
-    A pod that requests neither cpu nor memory is skipped (every node scores 0).
+
+def balanced_allocation(
+    cpu: int,
+    memory: int,
+    allocatable: npt.NDArray[np.int64],
+    requested: npt.NDArray[np.int64],
+    after: bool = False,
+) -> npt.NDArray[np.int64]:
+    """Per node, how much placing the pod improves the balance of cpu and memory use (kube-scheduler
+    v1.36's balancedResourceScorer): `50 + (50 + with - without) // 2`, where `with` and `without`
+    are the balance scores (`balance_score`, 50..100) with and without the pod, so 75 when the pod
+    changes nothing, towards 100 when it evens the node out, towards 50 when it skews it. With
+    `after`, the balance score with the pod alone (kube-scheduler up to v1.35).
+
+    Uses the pod's actual requests (not the non-zero defaults); fractions are capped at 1; a node
+    lacking cpu or memory has nothing to balance (both scores 100). A pod that requests neither cpu
+    nor memory is skipped (every node scores 0).
     """
     n = allocatable.shape[0]
     if cpu == 0 and memory == 0:
         return np.zeros(n, np.int64)
-    fractions = []
-    present = []
-    for column, request in ((0, cpu), (1, memory)):
-        cap = allocatable[:, column]
-        has = cap != 0
-        fractions.append(np.where(has, np.minimum((requested[:, column] + request) / np.where(has, cap, 1), 1.0), 0.0))
-        present.append(has)
-    both = present[0] & present[1]
-    std = np.where(both, np.abs(fractions[0] - fractions[1]) / 2.0, 0.0)
-    return ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
+    both = (allocatable[:, 0] != 0) & (allocatable[:, 1] != 0)
+    caps = np.where(both[:, None], allocatable[:, :2], 1)
+
+    def score(cpu_used: npt.NDArray[np.int64], memory_used: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        cpu_fraction = np.minimum(cpu_used / caps[:, 0], 1.0)
+        memory_fraction = np.minimum(memory_used / caps[:, 1], 1.0)
+        return np.where(both, balance_score(cpu_fraction, memory_fraction), MAX_NODE_SCORE)
+
+    with_pod = score(requested[:, 0] + cpu, requested[:, 1] + memory)
+    if after:
+        return with_pod.astype(np.int64)
+    without_pod = score(requested[:, 0], requested[:, 1])
+    half = MAX_NODE_SCORE // 2
+    return (half + (half + with_pod - without_pod) // 2).astype(np.int64)

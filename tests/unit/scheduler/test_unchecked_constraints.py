@@ -57,6 +57,12 @@ def _resource_claim(spec: dict[str, Any]) -> None:
     spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu"}]
 
 
+def _restart_all(spec: dict[str, Any]) -> None:
+    spec["containers"][0]["restartPolicyRules"] = [
+        {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}
+    ]
+
+
 def _claimed() -> dict[str, Any]:
     return with_volumes(_pod(), [claim_volume("data")])
 
@@ -72,6 +78,7 @@ CASES = [
     ("VolumeRestrictions", _claimed, "volumes"),
     ("NodeVolumeLimits", _claimed, "persistent volume claims"),
     ("UnsupportedFields", lambda: _pod(_resource_claim), "spec.resourceClaims"),
+    ("NodeDeclaredFeatures", lambda: _pod(_restart_all), "node features RestartAllContainersOnContainerExits"),
 ]
 
 

@@ -74,7 +74,7 @@ def test_seed_ps_pysched_beats_seed_edf_and_default() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="laxity order alone meets 29 against default's 41 on seed-ps: with no prior step time it is EDF, "
+    reason="laxity order alone meets 31 against default's 42 on seed-ps: with no prior step time it is EDF, "
     "which under overload starts the jobs nearest their deadline and then misses them; needs admission control",
 )
 def test_seed_ps_ordering_meets_more_deadlines_than_default() -> None:

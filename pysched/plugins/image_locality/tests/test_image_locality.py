@@ -27,11 +27,15 @@ def imaged(name: str, *images: tuple[list[str], int], **kw: Any) -> dict[str, An
     return raw
 
 
-def with_images(name: str, *images: str, init: tuple[str, ...] = (), **kw: Any) -> dict[str, Any]:
+def with_images(
+    name: str, *images: str, init: tuple[str, ...] = (), volumes: tuple[str, ...] = (), **kw: Any
+) -> dict[str, Any]:
     raw = pod_dict(name, **kw)
     raw["spec"]["containers"] = [{"name": f"c{i}", "image": image} for i, image in enumerate(images)]
     if init:
         raw["spec"]["initContainers"] = [{"name": f"i{i}", "image": image} for i, image in enumerate(init)]
+    if volumes:
+        raw["spec"]["volumes"] = [{"name": f"v{i}", "image": {"reference": ref}} for i, ref in enumerate(volumes)]
     return raw
 
 
@@ -66,6 +70,21 @@ def test_kube_formula_on_a_known_cluster() -> None:
     assert list(plugin.score_batch(state, pod, table, feasible)) == [a, b, 0, 0]
 
 
+def test_image_volumes_count_as_kube_counts_them() -> None:
+    """An image volume's image held by a node scores as a container's does (kube-scheduler v1.36's
+    sumImageScores), without raising the container count the thresholds scale with."""
+    table = NodeTable()
+    table.add(node_from_dict(node_dict("a")))
+    table.add(node_from_dict(imaged("b", (["registry.io/model:v1"], 900 * MB))))
+    table.add(node_from_dict(node_dict("c")))
+    pod = pod_from_dict(with_images("p", "trainer", volumes=("registry.io/model:v1",)))
+    plugin, state = ImageLocality(), CycleState()
+    feasible = np.ones(3, np.bool_)
+    assert plugin.pre_score(state, pod, table, feasible).ok
+    b = 100 * (300 * MB - 23 * MB) // (1000 * MB - 23 * MB)  # 900 MB x 1/3 nodes; one container
+    assert list(plugin.score_batch(state, pod, table, feasible)) == [0, b, 0] and b == 28
+
+
 def test_skip_when_no_node_holds_any_of_the_pods_images() -> None:
     table = NodeTable()
     table.add(node_from_dict(node_dict("a")))
@@ -92,9 +111,10 @@ node_images_st = st.lists(
     st.lists(node_images_st, min_size=1, max_size=6),
     st.lists(st.sampled_from(POD_IMAGES), min_size=1, max_size=3),
     st.lists(st.sampled_from(POD_IMAGES), max_size=2),
+    st.lists(st.sampled_from(POD_IMAGES), max_size=2),
 )
 def test_indexed_scores_equal_the_direct_formula(
-    per_node: list[list[tuple[list[str], int]]], images: list[str], init: list[str]
+    per_node: list[list[tuple[list[str], int]]], images: list[str], init: list[str], volumes: list[str]
 ) -> None:
     table = NodeTable()
     nodes: list[NodeInfo] = []
@@ -102,7 +122,7 @@ def test_indexed_scores_equal_the_direct_formula(
         node = node_from_dict(imaged(f"n{i}", *held))
         nodes.append(node)
         table.add(node)
-    raw = with_images("p", *images, init=tuple(init))
+    raw = with_images("p", *images, init=tuple(init), volumes=tuple(volumes))
     pod = pod_from_dict(raw)
     plugin, state = ImageLocality(), CycleState()
     feasible = np.ones(len(nodes), np.bool_)

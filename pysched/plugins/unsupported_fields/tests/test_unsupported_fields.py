@@ -64,7 +64,7 @@ PODSPEC_V1_36 = [
 # (pkg/scheduler/framework/plugins/*: schedulinggates, queuesort, nodename, nodeaffinity,
 # tainttoleration, nodeports, noderesources, imagelocality, volumebinding, volumezone,
 # volumerestrictions, nodevolumelimits, podtopologyspread, interpodaffinity, defaultpreemption,
-# dynamicresources).
+# dynamicresources, nodedeclaredfeatures).
 READ_BY_DEFAULT_PLUGINS = [
     "spec.schedulingGates",
     "spec.priority",
@@ -90,6 +90,10 @@ READ_BY_DEFAULT_PLUGINS = [
     "spec.resourceClaims",
     "spec.containers[].resources.claims",
     "spec.initContainers[].resources.claims",
+    "spec.containers[].restartPolicyRules",
+    "spec.initContainers[].restartPolicyRules",
+    "spec.hostNetwork",
+    "spec.hostUsers",
 ]
 
 
@@ -165,6 +169,11 @@ def _sample(path: str) -> tuple[str, Any]:
         "spec.os": {"name": "linux"},
         "spec.hostUsers": False,
         "spec.schedulingGroup": {"podGroupName": "g"},
+        # a rule that needs no declared feature (RestartAllContainers does: the profile lacks its check)
+        "spec.containers[].restartPolicyRules": [{"action": "Restart", "exitCodes": {"operator": "In", "values": [3]}}],
+        "spec.initContainers[].restartPolicyRules": [
+            {"action": "Restart", "exitCodes": {"operator": "In", "values": [3]}}
+        ],
     }
     return path, samples[path]
 
