@@ -15,7 +15,7 @@ from pysched.framework.fused import FusedTerm
 from pysched.framework.interfaces import FilterResult, Handle
 from pysched.framework.nodetable import NodeTable
 from pysched.framework.registry import NoArgs, PluginSpec
-from pysched.plugins.node_resources.reference import fits, insufficient
+from pysched.plugins.node_resources.reference import beyond_allocatable, fits, insufficient
 
 NAME = "NodeResourcesFit"
 MAX_REFUSED_SHAPES = 8  # each a comparison per check: a few shapes cover the crowds met in practice
@@ -58,11 +58,14 @@ class NodeResourcesFit:
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeTable) -> FilterResult:
         request = nodes.vector(pod.requests)
         size = nodes.size
-        reasons = insufficient(request, nodes.allocatable[:size], nodes.requested[:size], nodes.resources.names)
+        allocatable = nodes.allocatable[:size]
+        reasons = insufficient(request, allocatable, nodes.requested[:size], nodes.resources.names)
         feasible = np.ones(size, np.bool_)
         for rows in reasons.values():
             feasible &= ~rows
-        return FilterResult(feasible, reasons)
+        # A node whose whole allocatable is short of the request: no preemption can make room
+        # there (kube-scheduler v1.36's InsufficientResource.Unresolvable).
+        return FilterResult(feasible, reasons, beyond_allocatable(request, allocatable))
 
     def events_to_register(self) -> Sequence[EventRegistration]:
         return (

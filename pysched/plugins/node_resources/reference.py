@@ -32,6 +32,17 @@ def insufficient(
     return out
 
 
+def beyond_allocatable(request: npt.NDArray[np.int64], allocatable: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Rows where some resource the pod asks for (the pod count aside) exceeds the node's whole
+    allocatable: refused there whatever runs on it."""
+    asked = request.copy()
+    asked[POD_COLUMN] = 0
+    beyond = np.zeros(allocatable.shape[0], np.bool_)
+    for column in np.flatnonzero(asked):
+        beyond |= allocatable[:, column] < asked[column]
+    return beyond
+
+
 def fits(
     request: npt.NDArray[np.int64],
     allocatable: npt.NDArray[np.int64],

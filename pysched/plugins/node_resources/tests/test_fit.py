@@ -201,3 +201,27 @@ def test_pods_without_requests_count_the_stand_ins_per_container_on_their_node()
 
     node, nonzero = asyncio.run(run())
     assert node == "b" and nonzero == [[400, 800 * 1024**2]]
+
+
+def test_a_node_whose_whole_allocatable_is_short_is_not_offered_to_preemption() -> None:
+    """kube-scheduler v1.36 refuses a node unresolvably when the request exceeds its allocatable
+    (no eviction can make room there): the 4-CPU node is "not helpful" for a 100-CPU pod, while
+    the 200-CPU node holding an equal-priority pod has no victims."""
+
+    async def run() -> list[str]:
+        clock = VirtualClock(1000.0)
+        cluster = SimulatedCluster(clock)
+        cluster.add_node(node_dict("small", cpu="4", memory="8Gi"))
+        cluster.add_node(node_dict("large", cpu="200", memory="8Gi"))
+        registry = default_registry()
+        scheduler = Scheduler(builtin_config(registry).only("default"), cluster, clock, registry)
+        cluster.create_pod(pod_dict("held", cpu="150", memory="1Gi", node_name="large", scheduler_name="default"))
+        await scheduler.start()
+        cluster.create_pod(pod_dict("big", cpu="100", memory="1Gi", scheduler_name="default"))
+        await scheduler.run_until_idle()
+        return [e.note for e in cluster.events if e.pod == "default/big" and e.reason == "FailedScheduling"]
+
+    assert asyncio.run(run()) == [
+        "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: "
+        "1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
+    ]
