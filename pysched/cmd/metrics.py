@@ -6,6 +6,7 @@ leadership are read when scraped, so the hot path pays nothing for them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ SLI_BUCKETS = tuple(0.01 * 2**i for i in range(20))  # kube-scheduler: Exponenti
 POINT_BUCKETS = tuple(0.0001 * 2**i for i in range(12))  # kube-scheduler: ExponentialBuckets(0.0001, 2, 12)
 PLUGIN_BUCKETS = tuple(0.00001 * 1.5**i for i in range(20))  # kube-scheduler: ExponentialBuckets(0.00001, 1.5, 20)
 ATTEMPTS_BUCKETS = (1.0, 2.0, 4.0, 8.0, 16.0)  # kube-scheduler: ExponentialBuckets(1, 2, 5)
+MAX_ATTEMPTS_LABEL = 15  # the SLI's attempts label stops at "15+" (kube-scheduler's getAttemptsLabel)
 # The `status` label as kube-scheduler's framework writes a code.
 CODE_NAMES = {
     Code.SUCCESS: "Success",
@@ -67,7 +69,7 @@ class SchedulerMetrics:
         )
         self.sli = Histogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
-            "E2e latency for a pod being scheduled, from the time the pod enters the queue.",
+            "E2e latency for a pod being scheduled, from the time it first passed PreEnqueue.",
             ["attempts"],
             buckets=SLI_BUCKETS,
             registry=self.registry,
@@ -110,7 +112,9 @@ class SchedulerMetrics:
         self.attempt_duration.labels(result, profile).observe(seconds)
 
     def bound(self, queued: QueuedPod, now: float) -> None:
-        self.sli.labels(str(min(queued.attempts, 15))).observe(max(now - queued.added, 0.0))
+        start = queued.added if math.isnan(queued.first_active) else queued.first_active
+        attempts = "15+" if queued.attempts >= MAX_ATTEMPTS_LABEL else str(queued.attempts)  # kube's cap
+        self.sli.labels(attempts).observe(max(now - start, 0.0))
         self.attempts_needed.observe(queued.attempts)
 
     def add_source(self, source: MetricSource) -> None:

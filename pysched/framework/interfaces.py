@@ -40,6 +40,9 @@ class QueuedPod:
 
     pod: PodInfo
     added: float  # first time it entered the queue
+    # First time it passed PreEnqueue into the active queue (kube's InitialAttemptTimestamp, which
+    # the scheduling SLI is measured from: a gated pod's wait is not scheduling latency).
+    first_active: float = math.nan
     attempts: int = 0  # times popped
     backoff_until: float = 0.0
     # When it last came into the queue: added, or after a failed attempt (kube's queue

@@ -23,6 +23,7 @@ import collections
 import contextlib
 import heapq
 import itertools
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -177,6 +178,8 @@ class SchedulingQueue:
             return
         if status.ok:
             qp.gated_by = ""
+            if math.isnan(qp.first_active):
+                qp.first_active = self._clock.now()
             self._push_active(qp)
         else:
             qp.gated_by = status.plugin or "PreEnqueue"

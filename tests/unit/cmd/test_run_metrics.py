@@ -25,6 +25,7 @@ from pysched.testing.scripted import ScriptedApi
 
 if TYPE_CHECKING:
     from pysched.backend.live.client import AsyncKubeClient
+    from pysched.framework.interfaces import QueuedPod
 
 NODES, PODS = "/api/v1/nodes", "/api/v1/pods"
 
@@ -204,3 +205,31 @@ async def test_a_pod_refused_without_a_cycle_counts_as_an_unschedulable_attempt(
     attempts = {k: v for k, v in found.items() if k.startswith("scheduler_schedule_attempts_total")}
     total = sum(attempts.values())
     assert found["scheduler_pod_scheduling_attempts_sum"] == total == 7.0, attempts  # 2 scheduled, 5 refused
+
+
+async def test_the_sli_runs_from_the_first_pass_of_pre_enqueue_and_caps_attempts_at_15_plus() -> None:
+    """A pod held an hour behind a scheduling gate is scheduled at once when the gate goes: its
+    SLI is that instant, not the hour (kube measures from InitialAttemptTimestamp); a pod bound
+    at its 15th attempt or later is labelled "15+", as kube's getAttemptsLabel labels it."""
+    clock = VirtualClock(1000.0)
+    cluster = SimulatedCluster(clock)
+    cluster.add_node(node_dict("a", cpu="4", memory="8Gi"))
+    registry = default_registry()
+    metrics = SchedulerMetrics()
+    scheduler = Scheduler(builtin_config(registry).only("default"), cluster, clock, registry, observer=metrics)
+    await scheduler.start()
+    gated = pod_dict("gated", scheduler_name="default")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+    cluster.create_pod(gated)
+    await scheduler.run_until_idle()
+    clock.advance(3600.0)
+    cluster.set_scheduling_gates(PodKey("default/gated"), [])
+    await scheduler.run_until_idle()
+    assert cluster.pods[PodKey("default/gated")].node_name == "a"
+    values = parse_metrics(metrics.render().decode())
+    assert values['scheduler_pod_scheduling_sli_duration_seconds_sum{attempts="1"}'] == 0.0
+    queued = SimpleNamespace(attempts=15, added=0.0, first_active=5.0)
+    metrics.bound(cast("QueuedPod", queued), 10.0)
+    values = parse_metrics(metrics.render().decode())
+    assert values['scheduler_pod_scheduling_sli_duration_seconds_sum{attempts="15+"}'] == 5.0
+    await scheduler.stop()
