@@ -976,14 +976,17 @@ class LiveCluster:
             return None if failed else ""
         return name
 
-    async def _patch_event(self, event: EventRecord, series: Series) -> None:
+    async def _patch_event(self, event: EventRecord, series: Series) -> bool:
         body = {"series": {"count": series.count, "lastObservedTime": format_micro_time(series.last_seen_wall)}}
         path = f"/apis/events.k8s.io/v1/namespaces/{event.namespace}/events/{series.name}"
         resp = await self.client.request(
             "PATCH", path, body=body, content_type=MERGE_PATCH, rate_limited=False, only_if=self.writable
         )
+        if resp.status == 404:
+            return False  # deleted, or past its TTL: the sink creates it again
         if not resp.ok:
             log.warning("event series not updated", reason=event.reason, pod=event.pod_name, error=resp.message())
+        return True
 
 
 def event_name(pod_name: str, suffix: str) -> str:

@@ -72,7 +72,9 @@ class _Patch:
 # The created event's name; "" when the API refused this event (it answered: the event is lost,
 # the others are still written); None when the write failed (no answer, an overloaded server).
 CreateFn = Callable[[EventRecord, float], Awaitable[str | None]]
-PatchFn = Callable[[EventRecord, Series], Awaitable[None]]
+# Whether the series' event is still there: False when the API says it is gone (deleted, or its
+# TTL ran out within the series window), and the next repeat must create it again.
+PatchFn = Callable[[EventRecord, Series], Awaitable[bool]]
 
 
 class EventSink:
@@ -196,9 +198,11 @@ class EventSink:
                     series = self._series.get(job.record)
                     if series is not None and name:
                         series.name = name
-                else:
-                    await self._patch(job.record, job.series)
+                elif await self._patch(job.record, job.series):
                     self.patched += 1
+                else:  # its event is gone: created again, as client-go's recorder does
+                    job.series.name = ""
+                    self._jobs.appendleft(_Create(job.record, self._wall()))
             except Exception as err:  # I/O boundary: an event lost is logged, never fatal
                 written = False
                 log.warning("event not written", reason=job.record.reason, error=str(err))

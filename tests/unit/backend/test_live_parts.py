@@ -286,8 +286,9 @@ async def test_event_sink_folds_repeats_into_a_series_and_drops_past_the_memory_
         created.append(event)
         return f"e{len(created)}"
 
-    async def patch(event: EventRecord, series: Series) -> None:
+    async def patch(event: EventRecord, series: Series) -> bool:
         patched.append(series.count)
+        return True
 
     sink = EventSink(create, patch, qps=0, burst=1, max_pending=2, max_backlog=3, patch_interval=0.05)
     event = EventRecord("ns", "p", "uid", "Warning", "FailedScheduling", "Scheduling", "x" * 5000, "pysched")
@@ -304,6 +305,46 @@ async def test_event_sink_folds_repeats_into_a_series_and_drops_past_the_memory_
     assert len(created) == 4
 
 
+async def test_a_series_whose_event_is_gone_creates_it_again() -> None:
+    """The Event object of a series is deleted (or its TTL ran out) while the pod keeps repeating:
+    the next patch finds it gone and the event is created again, as client-go's recorder does;
+    before, every later repeat was lost uncounted."""
+    created: list[str] = []
+    patched: list[tuple[str, int]] = []
+    gone = {"e1"}
+
+    async def create(event: EventRecord, when: float) -> str | None:
+        created.append(event.pod_name)
+        return f"e{len(created)}"
+
+    async def patch(event: EventRecord, series: Series) -> bool:
+        if series.name in gone:
+            return False
+        patched.append((series.name, series.count))
+        return True
+
+    sink = EventSink(create, patch, qps=0, burst=1, max_pending=5, patch_interval=0.02)
+    event = EventRecord("ns", "p", "uid", "Warning", "FailedScheduling", "Scheduling", "no room", "pysched")
+    sink.start()
+    sink.record(event)
+    for _ in range(200):
+        if created:
+            break
+        await asyncio.sleep(0.005)
+    sink.record(event)  # a repeat: its patch finds e1 gone
+    for _ in range(200):
+        if len(created) == 2:
+            break
+        await asyncio.sleep(0.005)
+    sink.record(event)  # a repeat of the event created again: patched on e2
+    for _ in range(200):
+        if patched:
+            break
+        await asyncio.sleep(0.005)
+    await sink.stop(drain_timeout=0.1)
+    assert created == ["p", "p"] and patched == [("e2", 3)] and sink.dropped == 0
+
+
 async def test_event_sink_drops_nothing_while_the_api_takes_events_and_sheds_only_when_it_fails() -> None:
     refusing = False
     created: list[str] = []
@@ -314,8 +355,8 @@ async def test_event_sink_drops_nothing_while_the_api_takes_events_and_sheds_onl
         created.append(event.pod_name)
         return f"e{len(created)}"
 
-    async def patch(event: EventRecord, series: Series) -> None:
-        pass
+    async def patch(event: EventRecord, series: Series) -> bool:
+        return True
 
     def burst(prefix: str, n: int) -> None:
         for i in range(n):
@@ -351,8 +392,8 @@ async def test_event_sink_loses_only_the_event_the_api_refuses() -> None:
         created.append(event.pod_name)
         return f"e{len(created)}"
 
-    async def patch(event: EventRecord, series: Series) -> None:
-        pass
+    async def patch(event: EventRecord, series: Series) -> bool:
+        return True
 
     sink = EventSink(create, patch, qps=0, burst=1, max_pending=5, patch_interval=60)
     for name in ["forbidden", *(f"p{i}" for i in range(100))]:
@@ -376,8 +417,8 @@ async def test_an_event_no_answer_came_for_is_tried_again_then_counted_as_droppe
         tried.append(event.pod_name)
         return answers[event.pod_name].pop(0)
 
-    async def patch(event: EventRecord, series: Series) -> None:
-        pass
+    async def patch(event: EventRecord, series: Series) -> bool:
+        return True
 
     sink = EventSink(create, patch, qps=0, burst=1, max_pending=5, workers=1, retry_delay=0.001, max_tries=3)
     for name in ("back", "gone"):
