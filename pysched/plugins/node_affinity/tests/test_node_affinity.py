@@ -232,14 +232,16 @@ def test_a_pod_whose_every_term_names_nodes_is_pinned_to_them() -> None:
 
 def _failure_of(terms: list[dict[str, Any]], nominated: str = "") -> str:
     """The FailedScheduling message of a 4-CPU pod with these required terms, on a tainted node
-    `a`, a 2-CPU node `b` and a free node `c` (the built-in default profile)."""
+    `a`, a 6-CPU node `b` with 2 free (an equal-priority pod holds the rest: nothing to preempt,
+    but not beyond its allocatable) and a free node `c` (the built-in default profile)."""
 
     async def run() -> str:
         clock = VirtualClock(1000.0)
         cluster = SimulatedCluster(clock)
         cluster.add_node(node_dict("a", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]))
-        cluster.add_node(node_dict("b", cpu="2"))
+        cluster.add_node(node_dict("b", cpu="6"))
         cluster.add_node(node_dict("c"))
+        cluster.create_pod(pod_dict("held", cpu="4", node_name="b", scheduler_name="default"))
         registry = default_registry()
         scheduler = Scheduler(builtin_config(registry).only("default"), cluster, clock, registry)
         await scheduler.start()
