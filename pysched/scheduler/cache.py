@@ -37,6 +37,10 @@ class Cache:
         self._pods: dict[PodKey, _PodEntry] = {}
         # Pods seen bound to a node we do not know yet; replayed when the node arrives.
         self._orphans: dict[NodeName, dict[PodKey, PodInfo]] = {}
+        # Pods assumed on a node that left before their bind was confirmed or forgotten: the bind
+        # can still succeed (the API does not check that the node exists), so they count again if
+        # the node comes back under its name, as kube-scheduler's cache keeps them.
+        self._assumed_orphans: dict[NodeName, dict[PodKey, PodInfo]] = {}
 
     # ----- accounting
     def _charge(self, entry: _PodEntry, sign: int) -> None:
@@ -46,10 +50,9 @@ class Cache:
         table.touch(row)
 
     def _place(self, pod: PodInfo, node: NodeName, assumed: bool, request: RequestShape | None = None) -> None:
-        if node not in self.nodes.row:
-            if not assumed:  # bound to a node not seen yet: counted when it arrives
-                self._orphans.setdefault(node, {})[pod.key] = pod
-            return  # an assumption on a node that is gone holds nothing: its bind will fail
+        if node not in self.nodes.row:  # counted when the node arrives
+            (self._assumed_orphans if assumed else self._orphans).setdefault(node, {})[pod.key] = pod
+            return
         entry = _PodEntry(pod, node, assumed, request or self.nodes.request_shape(pod.requests, pod.nonzero))
         self._pods[pod.key] = entry
         self._charge(entry, +1)
@@ -76,6 +79,7 @@ class Cache:
         entry = self._pods.get(pod.key)
         if entry is not None and entry.assumed and entry.pod.uid == pod.uid:
             self._unplace(pod.key)
+        self._drop_assumed_orphan(pod)
 
     def reassume(self, pod: PodInfo) -> bool:
         """The assumed pod's requests changed before its bind (a resize during its binding
@@ -151,6 +155,7 @@ class Cache:
             return
         self._unplace(pod.key)
         self._orphans.get(pod.node_name, {}).pop(pod.key, None)
+        self._drop_assumed_orphan(pod)
         self._place(pod, pod.node_name, assumed=False)
 
     def update_pod(self, pod: PodInfo) -> None:
@@ -172,11 +177,24 @@ class Cache:
             orphan = orphans.get(pod.key)
             if orphan is not None and orphan.uid == pod.uid:
                 del orphans[pod.key]
+        self._drop_assumed_orphan(pod)
+
+    def _drop_assumed_orphan(self, pod: PodInfo) -> None:
+        """That very pod's assumption on a node that left (bound, ended or gone since; a pod
+        deleted before its bind names no node)."""
+        nodes = [pod.node_name] if pod.node_name is not None else list(self._assumed_orphans)
+        for node in nodes:
+            pods = self._assumed_orphans.get(node)
+            if pods is not None:
+                _drop(self._assumed_orphans, node, pods, pod)
 
     def add_node(self, node: NodeInfo) -> None:
         self.nodes.add(node)
         for pod in self._orphans.pop(node.name, {}).values():
             self._place(pod, node.name, assumed=False)
+        for pod in self._assumed_orphans.pop(node.name, {}).values():
+            if pod.key not in self._pods:  # not placed meanwhile (a bind seen before the node)
+                self._place(pod, node.name, assumed=True)
 
     def update_node(self, node: NodeInfo) -> None:
         if node.name in self.nodes.row:
@@ -191,9 +209,10 @@ class Cache:
         for pod in list(self.placed.on_row(row)):
             entry = self._pods.pop(pod.key)
             self.placed.removed(entry.pod, row)
-            # A bound pod stays known so it is counted if the node comes back.
-            if not entry.assumed:
-                self._orphans.setdefault(node.name, {})[pod.key] = entry.pod
+            # A bound or assumed pod stays known so it is counted if the node comes back.
+            if not entry.nominated:
+                orphans = self._assumed_orphans if entry.assumed else self._orphans
+                orphans.setdefault(node.name, {})[pod.key] = entry.pod
         self.nodes.remove(node.name)
 
     # ----- reads
@@ -227,3 +246,14 @@ class Cache:
             raise AssertionError("requested arrays drifted from the pods in the cache")
         if not np.array_equal(nonzero[: table.size], table.nonzero_requested[: table.size]):
             raise AssertionError("non-zero requested arrays drifted from the pods in the cache")
+
+
+def _drop(
+    orphans: dict[NodeName, dict[PodKey, PodInfo]], node: NodeName, pods: dict[PodKey, PodInfo], pod: PodInfo
+) -> None:
+    """Remove that very pod (not one recreated under its name) from a node's orphans."""
+    orphan = pods.get(pod.key)
+    if orphan is not None and orphan.uid == pod.uid:
+        del pods[pod.key]
+        if not pods:
+            del orphans[node]

@@ -71,6 +71,34 @@ def test_pods_seen_before_their_node_are_counted_when_it_arrives() -> None:
     cache.check_consistency()
 
 
+def test_a_pod_assumed_on_a_node_that_leaves_and_comes_back_counts_again() -> None:
+    """A node deleted and re-created under its name (a kubelet re-registering) while a bind to it
+    is in flight: the bind can still succeed, so the assumed pod counts again when the node is
+    back, until its bind is confirmed or forgotten; before, its room was given away twice."""
+    cache = Cache()
+    cache.add_node(make_node("n", cpu="4"))
+    a, b = make_pod("a", cpu="3"), make_pod("b", cpu="2")
+    cache.assume(a, NodeName("n"))
+    cache.assume(b, NodeName("n"))
+    cache.remove_node(make_node("n", cpu="4"))
+    cache.add_node(make_node("n", cpu="4"))
+    assert cache.is_assumed(a.key) and cache.is_assumed(b.key) and _cpu(cache, "n") == 5000
+    cache.forget(b)  # its bind failed
+    cache.add_pod(make_pod("a", cpu="3", node_name="n"))  # a's bind is confirmed
+    assert not cache.is_assumed(a.key) and _cpu(cache, "n") == 3000
+    cache.check_consistency()
+    # Forgotten, or confirmed, while the node is away: never counted twice, nor left behind.
+    c, d = make_pod("c", cpu="1"), make_pod("d", cpu="1")
+    cache.assume(c, NodeName("n"))
+    cache.assume(d, NodeName("n"))
+    cache.remove_node(make_node("n", cpu="4"))
+    cache.forget(c)
+    cache.add_pod(make_pod("d", cpu="1", node_name="n"))
+    cache.add_node(make_node("n", cpu="4"))
+    assert _cpu(cache, "n") == 3000 + 1000 and cache.pod_node(c.key) is None and not cache.is_assumed(d.key)
+    cache.check_consistency()
+
+
 def test_new_extended_resources_widen_the_arrays() -> None:
     cache = Cache()
     cache.add_node(make_node("n", extended={"example.com/fpga": "2"}))
