@@ -39,10 +39,19 @@ ACTIVE, BACKOFF, UNSCHEDULABLE, GATED, PARKED, IN_FLIGHT = (
     "active", "backoff", "unschedulable", "gated", "parked", "in-flight"
 )  # fmt: skip
 DORMANT = "dormant"  # counted as active: where the pod goes once the replica leads
-# Why a pod came into a queue, as kube-scheduler's scheduler_queue_incoming_pods_total names it
-# (a cluster event that moved it is named by its kind).
-POD_ADD, POD_UPDATE, ATTEMPT_FAILED = "PodAdd", "PodUpdate", "ScheduleAttemptFailure"
+# Why a pod came into a queue, as kube-scheduler v1.36's scheduler_queue_incoming_pods_total names
+# it: its own add or update as an unscheduled pod's, a cluster event that moved it by kube's label
+# for that event (its resource and action) where the kind has one, else by the kind.
+POD_ADD, POD_UPDATE, ATTEMPT_FAILED = "UnschedulablePodAdd", "UnschedulablePodUpdate", "ScheduleAttemptFailure"
 BACKOFF_COMPLETE, UNSCHEDULABLE_TIMEOUT, FORCE_ACTIVATE = "BackoffComplete", "UnschedulableTimeout", "ForceActivate"
+EVENT_LABELS: dict[EventKind, str] = {
+    EventKind.POD_DELETE: "AssignedPodDelete",
+    EventKind.POD_RESIZE_DOWN: "AssignedPodUpdatePodScaleDown",
+    EventKind.ASSIGNED_POD_UPDATE: "AssignedPodUpdatePodLabel",
+    EventKind.UNSCHEDULED_POD_ADD: "UnschedulablePodAdd",
+}
+# kube keeps gated pods among its unschedulable ones, and labels them so.
+QUEUE_LABELS = {GATED: UNSCHEDULABLE}
 MAX_DOUBLINGS = 64  # the backoff's exponent is capped before the power: 2.0 ** 1025 overflows
 # Events kept while pods are in flight (a gang's members wait at Permit for minutes): past this,
 # the oldest are forgotten and a pod in flight since before them backs off as if one had helped.
@@ -126,7 +135,7 @@ class SchedulingQueue:
         gated or a plugin's bug parked counts there)."""
         where = self._where.get(qp.pod.key)
         if where is not None:
-            self.incoming[(where, event)] += 1
+            self.incoming[(QUEUE_LABELS.get(where, where), event)] += 1
 
     # ----- placement helpers
     def _push_active(self, qp: QueuedPod) -> None:
@@ -316,7 +325,7 @@ class SchedulingQueue:
                 continue
             if hint is QueueingHint.QUEUE:
                 self._leave_unschedulable(qp)
-                self._came(qp, event.kind.value)
+                self._came(qp, EVENT_LABELS.get(event.kind, event.kind.value))
                 moved += 1
         return moved
 

@@ -150,7 +150,7 @@ async def test_kube_scheduler_families_follow_the_queue_the_extension_points_and
         cluster.create_pod(pod_dict(name, cpu="3" if name == "big" else "1", memory="1Gi", scheduler_name="default"))
     await scheduler.run_until_idle()
     values = scrape()
-    assert values['scheduler_queue_incoming_pods_total{event="PodAdd",queue="active"}'] == 3.0
+    assert values['scheduler_queue_incoming_pods_total{event="UnschedulablePodAdd",queue="active"}'] == 3.0
     assert values['scheduler_queue_incoming_pods_total{event="ScheduleAttemptFailure",queue="unschedulable"}'] == 1.0
     assert values['scheduler_unschedulable_pods{plugin="NodeResourcesFit",profile="default"}'] == 1.0
     point = (
