@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,6 +22,7 @@ from pysched.cmd.flags import (
     empty_problem,
     extra_problem,
     first_problem,
+    not_a_file,
     number_problem,
     output_problem,
     parse_seed,
@@ -43,6 +45,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _fail(message: str) -> int:
     return bad_input("pysched", message)
+
+
+INTERRUPTED = 130  # the shell's exit code for a process ended by SIGINT
 
 
 def _write_json(path: str, data: Any) -> None:
@@ -128,9 +133,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if err.finished:
             console.print(_results_table(title, err.finished))
         return _fail(f"{err} (it was accepted when the run began: did the file change since?)")
-    console.print(_results_table(title, results))
-    console.print(f"simulated in {elapsed:.1f} s wall time")
-    try:
+    written: list[Path] = []
+    try:  # the files first: a reader of the table that stops early (`| head`) must not lose them
         if args.json:
             _write_json(
                 args.json,
@@ -151,10 +155,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             from pysched.sim.plots import write_plots
 
             capacity = cluster_summary(scenario)["cpu"]
-            for path in write_plots(results, args.plot, title, capacity):
-                console.print(f"wrote {path}")
+            written = list(write_plots(results, args.plot, title, capacity))
     except OSError as err:  # a full disk, a folder removed during the run
         return _fail(write_problem(err))
+    console.print(_results_table(title, results))
+    console.print(f"simulated in {elapsed:.1f} s wall time")
+    for path in written:
+        console.print(f"wrote {path}")
     return 0
 
 
@@ -208,12 +215,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if problem:
         return _fail(problem)
     result = bench(args.nodes, args.pods, args.seed, args.mix)
-    print(json.dumps(result))
     if args.json:
         try:
             _write_json(args.json, result)
         except OSError as err:
             return _fail(write_problem(err))
+    print(json.dumps(result))
     return 0
 
 
@@ -233,8 +240,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if problem:
         return _fail(problem)
     kubeconfig = args.kubeconfig or default_kubeconfig()
-    if kubeconfig and not Path(kubeconfig).is_file():
-        return bad_input("pysched status", f"kubeconfig {kubeconfig}: no such file")
+    if kubeconfig and (wrong := not_a_file(kubeconfig)):
+        return bad_input("pysched status", f"kubeconfig {kubeconfig}: {wrong}")
     namespace = None if args.all_namespaces else args.namespace or context_namespace(kubeconfig, args.context)
     problem = dns_problem("the kubeconfig context's namespace", namespace) if namespace is not None else None
     if problem:
@@ -246,8 +253,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
     except StatusError as err:
         return bad_input("pysched status", str(err))
-    except KeyboardInterrupt:
-        return 0
+    except KeyboardInterrupt:  # how --watch is ended; before a one-off answer, an interruption
+        if args.watch:
+            return 0
+        print("pysched status: interrupted", file=sys.stderr)
+        return INTERRUPTED
 
 
 def _client_flags_problem(args: argparse.Namespace) -> str | None:
@@ -272,8 +282,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if problem:
         return bad_input("pysched explain", problem)
     kubeconfig = args.kubeconfig or default_kubeconfig()
-    if kubeconfig and not Path(kubeconfig).is_file():
-        return bad_input("pysched explain", f"kubeconfig {kubeconfig}: no such file")
+    if kubeconfig and (wrong := not_a_file(kubeconfig)):
+        return bad_input("pysched explain", f"kubeconfig {kubeconfig}: {wrong}")
     namespace = args.namespace or context_namespace(kubeconfig, args.context)
     problem = dns_problem("the kubeconfig context's namespace", namespace)
     if problem:
@@ -415,6 +425,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if sys.stdout is None:  # started with stdout closed (`>&-`): what it prints goes nowhere
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the whole process
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:  # bare `pysched`: what it can do
@@ -422,7 +434,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command != "run":  # `run` has its own --log-level and --log-format
         configure_logging("auto", "warning")
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's code for SIGINT, no traceback
+        print(f"pysched {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:  # the reader of stdout left (`| head`): the files were written first
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - so the exit's flush does not fail again
+        return 1  # as rich's console ends then
     return code
 
 

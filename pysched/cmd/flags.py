@@ -58,6 +58,17 @@ def extra_problem(what: str, module: str, package: str, extra: str) -> str | Non
     return None
 
 
+def not_a_file(path: str) -> str | None:
+    """Why `path` is not a regular file to read (None when it is): missing, a folder, or another
+    kind (a FIFO, a device)."""
+    found = Path(path)
+    if found.is_file():
+        return None
+    if not found.exists():
+        return "no such file"
+    return "is a folder, not a file" if found.is_dir() else "is not a regular file"
+
+
 def first_problem(*problems: str | None) -> str | None:
     return next((p for p in problems if p is not None), None)
 
@@ -72,7 +83,7 @@ def output_file(path: str) -> Path:
 def write_output(path: str, text: str) -> None:
     """`text` into `path`; an OSError names the path (a write to a full disk does not)."""
     try:
-        output_file(path).write_text(text)
+        output_file(path).write_text(text, encoding="utf-8")  # traces are UTF-8 whatever the locale
     except OSError as err:
         raise OSError(err.errno, err.strerror, path) from None
 

@@ -201,17 +201,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     except PolicyStartError as err:  # each seed builds the profiles again, reading --weights again
         at = seeds[len(done)]
         return _fail(f"seed {at}: {err} (--weights was accepted when the run began: did it change since?)")
+    if args.json:  # before the table: a reader of it that stops early (`| head`) must not lose the file
+        try:
+            write_output(args.json, json.dumps(result.as_json(), indent=1) + "\n")
+        except OSError as err:
+            return _fail(write_problem(err))
     print(f"{args.scenario}, seeds {seeds.start}-{seeds.stop - 1}: median deadline-met ratio")
     for policy in policies:
         print(f"  {policy:<20} {result.median(policy):.3f}")
     if LEARNED_PROFILE in policies and {"edf", "pysched-noscale"} <= set(policies):
         reached = f"{result.seeds_at_bar()}/{len(seeds)}"
         print(f"  learned reaches the better of edf and pysched-noscale + {MARGIN} on {reached} seeds")
-    if args.json:
-        try:
-            write_output(args.json, json.dumps(result.as_json(), indent=1) + "\n")
-        except OSError as err:
-            return _fail(write_problem(err))
     return 0
 
 

@@ -243,6 +243,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         dns_problem,
         empty_problem,
         first_problem,
+        not_a_file,
         number_problem,
     )
     from pysched.framework.config import ConfigError, load_config
@@ -277,8 +278,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if names:
         return _fail(names)
     if args.kubeconfig:
-        if not Path(args.kubeconfig).is_file():
-            return _fail(f"--kubeconfig: {args.kubeconfig}: no such file")
+        if wrong := not_a_file(args.kubeconfig):
+            return _fail(f"--kubeconfig: {args.kubeconfig}: {wrong}")
         try:  # bounded here: the client library would read any file whole
             load_yaml(args.kubeconfig)
         except InputError as err:
