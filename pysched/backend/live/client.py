@@ -171,7 +171,11 @@ class AsyncKubeClient:
         try:
             decoded = json.loads(raw) if raw else {}
         except ValueError:
-            decoded = {"message": raw[:300].decode("utf-8", "replace")}
+            snippet = raw[:300].decode("utf-8", "replace")
+            if 200 <= resp.status < 300:  # a proxy's sign-in page, say: no answer of the API's (never "no items")
+                self._transport_error = f"the answer ({resp.status}) is not JSON: {snippet}"
+                return ApiResponse(0, {"message": self._transport_error})
+            decoded = {"message": snippet}
         return ApiResponse(resp.status, decoded if isinstance(decoded, dict) else {"items": decoded})
 
     async def watch(self, path: str, query: Mapping[str, str], inactivity: float) -> AsyncIterator[JSON]:

@@ -150,3 +150,37 @@ def test_the_kubeconfig_named_is_read_whole_and_its_relative_files_are_found_bes
             await client.close()
 
     assert asyncio.run(run()) == str(folder / "ca.crt")
+
+
+def test_a_success_answer_that_is_not_json_is_an_error_not_an_empty_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An auth proxy's sign-in page answered with 200: `pysched status` said "No pysched jobs
+    found." and exit 0; kubectl calls such an answer an error, and so does pysched now."""
+    import http.server
+    import threading
+
+    from pysched.cmd.cli import main
+
+    class SignIn(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<html><body>Please sign in</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SignIn)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        kubeconfig = _kubeconfig(tmp_path, server=f'"http://127.0.0.1:{server.server_address[1]}"')
+        assert main(["status", "--kubeconfig", kubeconfig, "-n", "default"]) == 2
+    finally:
+        server.shutdown()
+    err = capsys.readouterr().err
+    assert "cannot list pods: the answer (200) is not JSON: <html><body>Please sign in" in err
