@@ -162,7 +162,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     console.print(f"simulated in {elapsed:.1f} s wall time")
     for path in written:
         console.print(f"wrote {path}")
-    return 0
+    failed = {name: r.internal_errors for name, r in results.items() if r.internal_errors}
+    for name, count in failed.items():
+        print(
+            f"pysched simulate: policy {name} hit {count} internal error{'s' if count > 1 else ''} (logged above), "
+            "each contained to its pod: its figures are not to be trusted",
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
 
 
 def _results_table(title: str, results: Mapping[str, PolicyResult]) -> Table:

@@ -109,6 +109,8 @@ class PolicyResult:
     usage: tuple[Usage, ...] = field(default=(), repr=False, compare=False)  # for the CPU chart
     jct: tuple[float, ...] = field(default=(), repr=False, compare=False)  # for the JCT CDF
     outcomes: tuple[JobOutcome, ...] = field(default=(), repr=False, compare=False)  # for --jobs-csv
+    # Bugs the scheduler contained during the run (logged each): its figures are not to be trusted.
+    internal_errors: int = field(default=0, compare=False)
 
     def as_json(self) -> dict[str, float | int]:
         """The simulate JSON fields (docs/architecture.md, "Simulation")."""
@@ -558,7 +560,8 @@ async def run_policy(
     await replay.run(on_tick, horizon, min((job.submit for job in scenario.jobs), default=None))
     await scheduler.stop()
     bad_rows = len(scenario.problems)
-    return metrics(replay, len(problems) + bad_rows, skipped, bad_rows, scenario.skipped_deadlines)
+    result = metrics(replay, len(problems) + bad_rows, skipped, bad_rows, scenario.skipped_deadlines)
+    return dataclasses.replace(result, internal_errors=scheduler.incidents.total)
 
 
 class PolicyStartError(Exception):

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,3 +79,28 @@ def test_an_interrupted_one_off_status_is_not_a_success(
 def test_a_kubeconfig_that_is_a_folder_is_told_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["status", "--kubeconfig", str(tmp_path)]) == 2
     assert f"kubeconfig {tmp_path}: is a folder, not a file" in capsys.readouterr().err
+
+
+def test_a_run_that_contained_internal_errors_exits_1_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A bug contained to its pod lets the run finish, but its figures are not a result: the
+    command says which policy hit how many, and ends with 1 (it ended with 0, the figures shown
+    as any others)."""
+    from pysched.plugins.autoscale import controller
+
+    original = controller.Controller._decide
+    planted: list[int] = []
+
+    async def flaky(self: controller.Controller, *args: Any, **kwargs: Any) -> bool:
+        if not planted:
+            planted.append(1)
+            raise ValueError("a planted bug")
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(controller.Controller, "_decide", flaky)
+    out = tmp_path / "out.json"
+    assert cli.main(["simulate", "--policy", "default", "--policy", "pysched", "--json", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "pysched simulate: policy pysched hit 1 internal error (logged above)" in err
+    assert "policy default" not in err and json.loads(out.read_text())["policies"]["pysched"]["jobs"] == 200
