@@ -171,9 +171,12 @@ class ApiCredentials:
         return cls(server, lambda: _read(root / "token"), _read(root / "ca.crt"))
 
     @classmethod
-    def from_kubeconfig(cls, config: Mapping[str, Any], context: str | None = None) -> ApiCredentials:
+    def from_kubeconfig(
+        cls, config: Mapping[str, Any], context: str | None = None, base: Path | None = None
+    ) -> ApiCredentials:
         """From a kubeconfig as JSON (`kubectl config view --raw -o json`); ValueError when it
-        names no usable cluster."""
+        names no usable cluster. Relative file names in it are read from `base`, the kubeconfig's
+        folder, as kubectl reads them (else from the current folder)."""
 
         def named(kind: str, name: object) -> Mapping[str, Any]:
             for entry in config.get(f"{kind}s") or ():
@@ -186,16 +189,20 @@ class ApiCredentials:
         server = cluster.get("server")
         if not isinstance(server, str) or not server.startswith(("https://", "http://")):
             raise ValueError("the kubeconfig's current context names no cluster server")
-        ca = _data_or_file(cluster, "certificate-authority")
+        ca = _data_or_file(cluster, "certificate-authority", base)
         if user.get("exec") or user.get("auth-provider"):
             logger.warning("pysched_progress: the kubeconfig's user runs a credential plugin, which is not run here; "
                            "writing without credentials")  # fmt: skip
         token = user.get("token")
         token_file = user.get("tokenFile")
-        cert, key = _data_or_file(user, "client-certificate"), _data_or_file(user, "client-key")
+        cert, key = _data_or_file(user, "client-certificate", base), _data_or_file(user, "client-key", base)
         return cls(
             server,
-            (lambda: str(token)) if token else (lambda: _read(Path(str(token_file)))) if token_file else (lambda: None),
+            (lambda: str(token))
+            if token
+            else (lambda: _read(_beside(base, str(token_file))))
+            if token_file
+            else (lambda: None),
             ca,
             (_private_file(cert), _private_file(key)) if cert and key else None,
             bool(cluster.get("insecure-skip-tls-verify")),
@@ -216,16 +223,22 @@ class ApiCredentials:
             config = _kubectl_config(path)
         if not isinstance(config, Mapping):
             raise ValueError(f"no service account and no readable kubeconfig ({config_file})")
-        return cls.from_kubeconfig(config)
+        return cls.from_kubeconfig(config, base=config_file.parent)
 
 
-def _data_or_file(section: Mapping[str, Any], key: str) -> str | None:
+def _beside(base: Path | None, name: str) -> Path:
+    """A file a kubeconfig names: a relative name is beside the kubeconfig (client-go's rule)."""
+    path = Path(name).expanduser()
+    return path if base is None or path.is_absolute() else base / path
+
+
+def _data_or_file(section: Mapping[str, Any], key: str, base: Path | None = None) -> str | None:
     """A PEM given inline (`KEY-data`, base64) or as a file (`KEY`)."""
     data = section.get(f"{key}-data")
     if isinstance(data, str) and data:
         return base64.b64decode(data).decode()
     path = section.get(key)
-    return _read(Path(path)) if isinstance(path, str) and path else None
+    return _read(_beside(base, path)) if isinstance(path, str) and path else None
 
 
 def _private_file(pem: str) -> str:

@@ -4,6 +4,7 @@ the one-line rate-limited warning, and its progress stamp matching pysched's."""
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import math
 import os
@@ -51,6 +52,22 @@ def test_kubeconfig_credentials_token_or_client_certificate(caplog: pytest.LogCa
     assert "credential plugin" in caplog.text
     with pytest.raises(ValueError, match="no cluster server"):
         ApiCredentials.from_kubeconfig({"current-context": "none"})
+
+
+def test_relative_files_in_a_kubeconfig_are_read_beside_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """client-go reads a kubeconfig's relative file names from the kubeconfig's folder; read from
+    the current folder, the token was not found and writes went out without credentials."""
+    folder = tmp_path / "kube"
+    folder.mkdir()
+    (folder / "token.txt").write_text("secret")
+    (folder / "ca.pem").write_text(PEM)
+    config = _config({"tokenFile": "token.txt"}, {"certificate-authority": "ca.pem"})
+    (folder / "config").write_text(json.dumps(config))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    found = ApiCredentials.from_environment({"KUBECONFIG": str(folder / "config")})
+    assert found.token() == "secret" and (found.ca_pem or "").strip() == PEM.strip()
 
 
 def test_in_a_pod_the_service_account_token_is_read_at_every_write(tmp_path: Path) -> None:
