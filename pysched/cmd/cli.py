@@ -246,9 +246,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     )
     if problem:
         return _fail(problem)
-    kubeconfig = args.kubeconfig or default_kubeconfig()
-    if kubeconfig and (wrong := not_a_file(kubeconfig)):
-        return bad_input("pysched status", f"kubeconfig {kubeconfig}: {wrong}")
+    kubeconfig = (args.kubeconfig,) if args.kubeconfig else default_kubeconfig()
+    for path in kubeconfig:
+        if wrong := not_a_file(path):
+            return bad_input("pysched status", f"kubeconfig {path}: {wrong}")
     namespace = None if args.all_namespaces else args.namespace or context_namespace(kubeconfig, args.context)
     problem = dns_problem("the kubeconfig context's namespace", namespace) if namespace is not None else None
     if problem:
@@ -288,9 +289,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     )
     if problem:
         return bad_input("pysched explain", problem)
-    kubeconfig = args.kubeconfig or default_kubeconfig()
-    if kubeconfig and (wrong := not_a_file(kubeconfig)):
-        return bad_input("pysched explain", f"kubeconfig {kubeconfig}: {wrong}")
+    kubeconfig = (args.kubeconfig,) if args.kubeconfig else default_kubeconfig()
+    for path in kubeconfig:
+        if wrong := not_a_file(path):
+            return bad_input("pysched explain", f"kubeconfig {path}: {wrong}")
     namespace = args.namespace or context_namespace(kubeconfig, args.context)
     problem = dns_problem("the kubeconfig context's namespace", namespace)
     if problem:

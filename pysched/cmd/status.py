@@ -40,7 +40,6 @@ import yaml
 from pysched.api.annotations import deadline_of, progress_of, total_steps_of
 from pysched.api.containers import actual_cpus, container_cpus, container_names
 from pysched.api.ids import JobKey
-from pysched.api.inputs import load_yaml
 from pysched.api.jobs import (
     POD_GROUP_APIS,
     POD_GROUP_LABEL,
@@ -375,22 +374,24 @@ def _group_sources(raw_pods: Sequence[Mapping[str, Any]]) -> set[JobSource]:
     return found
 
 
-def default_kubeconfig() -> str | None:
-    """As kubectl: `$KUBECONFIG` (its first file), else `~/.kube/config`, else in-cluster (None)."""
-    env = os.environ.get("KUBECONFIG", "")
-    first = next((p for p in env.split(os.pathsep) if p), "")
-    if first:
-        return first
+def default_kubeconfig() -> tuple[str, ...]:
+    """As kubectl: the files of `$KUBECONFIG` (merged; missing ones skipped, the first named when
+    none is there, so that it is told missing), else `~/.kube/config`, else in-cluster (none)."""
+    named = list(dict.fromkeys(p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p))
+    if named:
+        return tuple(p for p in named if os.path.exists(p)) or (named[0],)
     home = Path.home() / ".kube" / "config"
-    return str(home) if home.is_file() else None
+    return (str(home),) if home.is_file() else ()
 
 
-def context_namespace(kubeconfig: str | None, context: str | None) -> str:
+def context_namespace(kubeconfig: str | Sequence[str], context: str | None) -> str:
     """The namespace of the kubeconfig's context (kubectl's default), else `default`."""
     if not kubeconfig:
         return "default"
+    from pysched.backend.live.client import read_kubeconfig
+
     try:
-        config = load_yaml(kubeconfig)
+        config = read_kubeconfig(kubeconfig)
     except (OSError, ValueError):
         return "default"
     if not isinstance(config, Mapping):
@@ -405,7 +406,7 @@ def context_namespace(kubeconfig: str | None, context: str | None) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _client(kubeconfig: str | None, context: str | None) -> AsyncIterator[Any]:
+async def _client(kubeconfig: Sequence[str], context: str | None) -> AsyncIterator[Any]:
     """The live client, closed afterwards; a kubeconfig it cannot use is a StatusError."""
     from pysched.backend.live.client import KubeConfigError, connect
 
@@ -420,7 +421,7 @@ async def _client(kubeconfig: str | None, context: str | None) -> AsyncIterator[
 
 
 async def status(
-    kubeconfig: str | None, context: str | None, namespace: str | None, schedulers: frozenset[str], output: str,
+    kubeconfig: Sequence[str], context: str | None, namespace: str | None, schedulers: frozenset[str], output: str,
     watch_s: float | None,
 ) -> int:  # fmt: skip
     async with _client(kubeconfig, context) as client:
@@ -483,7 +484,7 @@ def explain_text(raw_pod: Mapping[str, Any], raw_pods: Sequence[Mapping[str, Any
     return "\n".join(lines)
 
 
-async def explain(kubeconfig: str | None, context: str | None, namespace: str, name: str) -> int:
+async def explain(kubeconfig: Sequence[str], context: str | None, namespace: str, name: str) -> int:
     async with _client(kubeconfig, context) as client:
         resp = await client.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
         if not resp.ok:

@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -108,6 +108,47 @@ def _exec_problems(node: dict[Any, Any], at: str) -> Iterator[str]:
     for i, var in enumerate(node.get("env") or ()):
         if not (isinstance(var, dict) and isinstance(var.get("name"), str) and isinstance(var.get("value"), str)):
             yield f"{at}env[{i}]: must be a mapping {{name, value}} of two strings, got {clip(var)}"
+
+
+# The file names a kubeconfig's entries may give, relative to the kubeconfig (client-go's
+# ResolveLocalPaths), by list.
+_LOCAL_FILES = {"clusters": ("certificate-authority",), "users": ("client-certificate", "client-key", "tokenFile")}
+
+
+def read_kubeconfig(paths: str | Sequence[str]) -> Any:
+    """One kubeconfig file as read (bounded), or a `KUBECONFIG` list merged as client-go merges it:
+    the first file to name a cluster, user or context (or to set current-context) wins, empty
+    files are skipped, and each file's relative file names are made absolute from its folder.
+    KubeConfigError names the file whose shape the client cannot use; InputError one that cannot
+    be read."""
+    if isinstance(paths, str):
+        paths = (paths,)
+    if len(paths) == 1:
+        return load_yaml(paths[0])
+    merged: dict[str, Any] = {"clusters": [], "contexts": [], "users": []}
+    for path in paths:
+        config = load_yaml(path)
+        if config is None:
+            continue
+        problem = _kubeconfig_problem(config)
+        if problem is not None:
+            raise KubeConfigError(f"kubeconfig {path_text(path)}: {problem}")
+        if not merged.get("current-context") and config.get("current-context"):
+            merged["current-context"] = config["current-context"]
+        folder = os.path.dirname(os.path.abspath(path))
+        for key, inner in _NAMED_LISTS.items():
+            taken = {entry["name"] for entry in merged[key]}
+            for entry in config.get(key) or ():
+                if entry["name"] in taken:
+                    continue
+                taken.add(entry["name"])
+                body = dict(entry.get(inner) or {})
+                for field in _LOCAL_FILES.get(key, ()):
+                    named = body.get(field)
+                    if isinstance(named, str) and named and not os.path.isabs(os.path.expanduser(named)):
+                        body[field] = os.path.join(folder, named)
+                merged[key].append({**entry, inner: body})
+    return merged
 
 
 class AsyncKubeClient:
@@ -219,27 +260,34 @@ class AsyncKubeClient:
 
 
 async def connect(
-    kubeconfig: str | None, *, qps: float, burst: int, context: str | None = None, pool_size: int = 128
+    kubeconfig: str | Sequence[str] | None,
+    *,
+    qps: float,
+    burst: int,
+    context: str | None = None,
+    pool_size: int = 128,
 ) -> AsyncKubeClient:
-    """A client from a kubeconfig file, or the in-cluster service account when none is given."""
+    """A client from a kubeconfig file (or a `KUBECONFIG` list of them, merged), or the in-cluster
+    service account when none is given."""
+    paths = (kubeconfig,) if isinstance(kubeconfig, str) else tuple(kubeconfig or ())
     configuration = k8s_client.Configuration()
     # The loader logs an exec plugin's failure before raising it: while loading, the caller's one
     # line says it (later refreshes still log).
     loader_log = logging.getLogger("kubernetes_asyncio.config")
     level = loader_log.level
     loader_log.setLevel(logging.CRITICAL)
-    where = f"kubeconfig {path_text(kubeconfig)}" if kubeconfig else "in-cluster config"
+    where = f"kubeconfig {', '.join(path_text(p) for p in paths)}" if paths else "in-cluster config"
     try:
-        if kubeconfig:
+        if paths:
             # Bounded first (size, nesting), and its shape checked: the library reads any file whole
             # and fails on a list or a number where it expects a mapping with Python's own words.
-            loaded = load_yaml(kubeconfig)
+            loaded = read_kubeconfig(paths)
             problem = _kubeconfig_problem(loaded)
             if problem is not None:
                 raise KubeConfigError(f"{where}: {problem}")
-            # The one file the flag names, as kubectl's --kubeconfig reads it: the library's own
-            # loader splits a path at ':' (a KUBECONFIG list) and would read another file, or none.
-            base = os.path.dirname(os.path.abspath(kubeconfig))  # where its relative file paths start
+            # Read here, not by the library's own loader: it splits a path at ':' and would read
+            # another file, or none.
+            base = os.path.dirname(os.path.abspath(paths[0]))  # where the first file's relative paths start
             loader = k8s_config.kube_config.KubeConfigLoader(loaded, active_context=context, config_base_path=base)
             await loader.load_and_set(configuration)
         else:

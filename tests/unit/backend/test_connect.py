@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -184,3 +185,44 @@ def test_a_success_answer_that_is_not_json_is_an_error_not_an_empty_list(
         server.shutdown()
     err = capsys.readouterr().err
     assert "cannot list pods: the answer (200) is not JSON: <html><body>Please sign in" in err
+
+
+def test_a_kubeconfig_list_is_merged_as_kubectl_merges_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`KUBECONFIG=a:b` with the cluster and context in one file and the user (a token file named
+    relative to its own folder) in the other, and a missing file between them: kubectl merges
+    them; `pysched status` read only the first file and refused it."""
+    from pysched.backend.live.client import read_kubeconfig
+    from pysched.cmd.status import default_kubeconfig
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    (first / "config").write_text(
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:6443'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u, namespace: team-b}}]\ncurrent-context: c\n"
+    )
+    (second / "config").write_text(
+        "users: [{name: u, user: {tokenFile: token}}, {name: u2, user: {token: x}}]\n"
+        "contexts: [{name: c, context: {cluster: other, user: u2}}]\ncurrent-context: other\n"
+    )
+    (second / "token").write_text("secret")
+    files = [str(first / "config"), str(tmp_path / "missing"), str(second / "config")]
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join(files))
+    found = default_kubeconfig()
+    assert found == (files[0], files[2])
+    merged = read_kubeconfig(found)
+    assert merged["current-context"] == "c"  # the first file to set it
+    assert [c["context"]["cluster"] for c in merged["contexts"]] == ["c"]  # the first to name it
+    assert merged["users"][0]["user"]["tokenFile"] == str(second / "token")  # beside its own file
+    assert context_namespace(found, None) == "team-b"
+
+    async def token() -> str:
+        client = await connect(found, qps=1, burst=1)
+        try:
+            return str(client._api.configuration.api_key.get("BearerToken") or client._api.configuration.api_key)
+        finally:
+            await client.close()
+
+    assert "secret" in asyncio.run(token())
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    assert default_kubeconfig() == (str(tmp_path / "missing"),)  # none there: the first is told missing
