@@ -141,6 +141,9 @@ class LiveCluster:
         # A JobSet's Indexed Jobs: its job key -> {"ns/name" of a Job: parallelism}, and back.
         self._jobset_sizes: dict[JobKey, dict[str, int]] = {}
         self._jobset_of_job: dict[str, JobKey] = {}
+        # "ns/name" of Jobs whose pods name a Workload API scheduling group: the Job controller
+        # gave them a PodGroup (its WorkloadWithJob gate), so they are gangs of their own.
+        self._grouped_jobs: set[str] = set()
         self._group_minimums: dict[JobKey, int] = {}  # PodGroups (both APIs) -> their minimum
         # PodGroup informers, for the APIs this cluster serves (found at start: both are optional).
         self.group_informers: dict[JobSource, Informer] = {}
@@ -547,13 +550,12 @@ class LiveCluster:
         if job.source is JobSource.BATCH:
             return self._indexed_parallelism.get(f"{job.namespace}/{job.name}")
         if job.source is JobSource.JOBSET:
-            if self._watches(JobSource.WORKLOAD):
-                # The Job controller gives each gang-shaped Job of it a PodGroup instead (a real
-                # 1.36 control plane does, for a JobSet's Jobs too): the pods left to this source
-                # are its one-pod Jobs', which are no gang.
-                return None
-            sizes = self._jobset_sizes.get(job.key)
-            return min(sum(sizes.values()), MAX_MEMBERS) if sizes else None
+            # Its Jobs that the Job controller gave a PodGroup are gangs of their own (seen once
+            # their pods name it; whether it does is its WorkloadWithJob gate, not whether the
+            # API is served): the JobSet's gang is the rest of its Jobs.
+            sizes = self._jobset_sizes.get(job.key) or {}
+            total = sum(size for key, size in sizes.items() if key not in self._grouped_jobs)
+            return min(total, MAX_MEMBERS) if total else None
         return self._group_minimums.get(job.key)
 
     def job_failed(self, job: JobRef) -> bool:
@@ -568,6 +570,7 @@ class LiveCluster:
 
     def _job_delete(self, key: str, raw: JSON | None) -> None:
         self._note_parallelism(key, {})
+        self._grouped_jobs.discard(key)
         namespace, _, name = key.partition("/")
         self._failed_jobs.discard(job_key(namespace, JobSource.BATCH, name))
         self._completions_left.pop(job_key(namespace, JobSource.BATCH, name), None)
@@ -590,6 +593,20 @@ class LiveCluster:
                     del self._pods_by_job[was]
         if now is not None and pod is not None:
             self._pods_by_job.setdefault(now, set()).add(pod.key)
+
+    def _note_grouped(self, pod: PodInfo) -> None:
+        """A Job's pod naming a Workload API scheduling group: the Job is a gang of its own, no
+        longer counted in its JobSet's (which is told its minimum changed)."""
+        controller = pod.controller
+        if controller is None or not controller.is_job or not (pod.raw.get("spec") or {}).get("schedulingGroup"):
+            return
+        key = f"{pod.namespace}/{controller.name}"
+        if key in self._grouped_jobs:
+            return
+        self._grouped_jobs.add(key)
+        owner = self._jobset_of_job.get(key)
+        if owner is not None and self._listener is not None:
+            self._listener.on_job_minimum_changed(owner)
 
     def _node_upsert(self, raw: JSON) -> None:
         assert self._listener is not None
@@ -647,6 +664,7 @@ class LiveCluster:
             pod = _keep_owner_time(old, pod)
         self.pods[key] = pod
         self._index_pod(old, pod)
+        self._note_grouped(pod)
         if old is None:
             self._listener.on_pod_added(pod)
         elif old.uid != pod.uid:  # deleted and recreated while we were not watching

@@ -309,6 +309,20 @@ async def test_live_minimums_of_indexed_jobs_jobsets_and_podgroups() -> None:
     assert backend.job_minimum(_ref(JobSource.JOBSET, "train")) == 3
     await api.send(JOBS, "DELETED", _indexed("train-a-0", 2, jobset="train", version="3"))
     assert backend.job_minimum(_ref(JobSource.JOBSET, "train")) == 1
+    # Where the Job controller gives a gang-shaped Job a Workload API PodGroup, its pods name it
+    # and are that group's gang: the JobSet's is the rest of its Jobs (whether the API is served
+    # says nothing: the controller's WorkloadWithJob gate decides).
+    await api.send(JOBS, "ADDED", _indexed("train-c-0", 4, jobset="train"))
+    assert backend.job_minimum(_ref(JobSource.JOBSET, "train")) == 5
+    member = pod_dict("train-c-0-0", namespace="ns")
+    member["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train-c-0", "uid": "u-train-c-0", "controller": True}
+    ]
+    member["spec"]["schedulingGroup"] = {"podGroupName": "train-c-0"}
+    listener.minimums.clear()
+    await api.send(PODS, "ADDED", member)
+    assert backend.job_minimum(_ref(JobSource.JOBSET, "train")) == 1
+    assert _ref(JobSource.JOBSET, "train").key in listener.minimums
     group = {"metadata": {"name": "g", "namespace": "ns", "resourceVersion": "1"}, "spec": {"minMember": 6}}
     await api.send(groups, "ADDED", group)
     assert backend.job_minimum(_ref(JobSource.POD_GROUP, "g")) == 6
