@@ -126,6 +126,12 @@ class GpuJob:
         done = self.model.steps_at(now)
         if done is None:
             done = float(self.model.last.steps) if self.model.last is not None else self.steps_done
+            if self.model.last is None and self.running_since is not None and self.held > 0:
+                # Running, no report yet: the steps its expected speed made since it started
+                # (counted from none, it needed its whole run time again at every plan).
+                est = self.model.step_estimate(float(self.held))
+                if est is not None and est.step_seconds > 0:
+                    done += max(0.0, now - self.running_since) / est.step_seconds
         left = max(0.0, self.total_steps - done)
         seconds: dict[int, float] = {}
         for units in self.counts(capacity):

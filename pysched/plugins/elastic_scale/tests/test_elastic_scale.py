@@ -5,6 +5,7 @@ import asyncio
 import dataclasses
 import math
 import random
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -17,7 +18,7 @@ from pysched.api.ids import JobKey, PodKey
 from pysched.api.jobs import JOB_LABEL, JobRef, JobSource, job_key
 from pysched.api.objects import PodInfo
 from pysched.api.resources import GPU
-from pysched.api.times import format_rfc3339
+from pysched.api.times import format_rfc3339, parse_time
 from pysched.backend.simulated import SimulatedCluster
 from pysched.deadline.condition import earliest_finish_of
 from pysched.deadline.predictor import JobModel
@@ -358,6 +359,40 @@ def test_a_job_whose_pod_its_owner_replaces_keeps_its_admission() -> None:
         JobKey("sim/Job/a"): True,
         JobKey("sim/Job/b"): True,
     }
+
+
+def test_the_earliest_deadline_told_is_admitted_when_asked_for_a_little_later() -> None:
+    """A job refused is told the earliest deadline it would be admitted with; submitted again
+    with that deadline a little later (before the running job's first progress report), it is
+    admitted. The running job's run time so far was not credited: it needed its whole expected
+    run time again at every plan, and the deadline told moved on with the clock."""
+
+    def notes(deadline: float, expected: float) -> dict[str, str]:
+        return {TOTAL_STEPS: "1000", DEADLINE: format_rfc3339(EPOCH + deadline), EXPECTED_DURATION: f"{expected}s"}
+
+    async def run() -> tuple[_Owned, float]:
+        world = _Owned()
+        await world.scheduler.start()
+        world.job("a", 1, notes(5000, 600), gpus=8)
+        await world.scheduler.run_until_idle()
+        world.clock.advance(100)
+        world.job("b", 1, notes(700, 600), gpus=8)
+        await world.scheduler.run_until_idle()
+        told = [e.note for e in world.cluster.events if e.reason == REJECTED and e.pod == "sim/b-0"]
+        assert len(told) == 1, told
+        match = re.search(r"\((\d{4}-\d\d-\d\dT[\d:]+Z)\)", told[0])
+        assert match is not None, told[0]
+        earliest = parse_time(match[1])
+        world.clock.advance(20)
+        world.job("c", 1, notes(earliest + 2 - EPOCH, 600), gpus=8)
+        await world.scheduler.run_until_idle()
+        await world.scheduler.stop()
+        return world, earliest
+
+    world, earliest = asyncio.run(run())
+    assert earliest < EPOCH + 2000  # after a, b fits: not "never"
+    assert [e.pod for e in world.cluster.events if e.reason == REJECTED] == ["sim/b-0"]
+    assert world.plugin.jobs[JobKey("sim/Job/c")].admitted is True
 
 
 class _Owned:
