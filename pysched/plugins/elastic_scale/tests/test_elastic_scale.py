@@ -334,20 +334,17 @@ def test_with_wait_a_job_judged_only_once_it_runs_is_not_held_back() -> None:
 def test_a_job_whose_pod_its_owner_replaces_keeps_its_admission() -> None:
     # The first job is admitted before the second takes the plan's other slot; its pod then fails
     # and the Job controller makes another: that is the same job, not an arrival to judge again.
-    def notes(deadline: float, expected: float) -> dict[str, str]:
-        return {TOTAL_STEPS: "1000", DEADLINE: format_rfc3339(EPOCH + deadline), EXPECTED_DURATION: f"{expected}s"}
-
     async def run() -> _Owned:
         world = _Owned()
         await world.scheduler.start()
-        world.job("a", 1, notes(1300, 1000), gpus=8)
+        world.job("a", 1, _deadline(1300, 1000), gpus=8)
         await world.scheduler.run_until_idle()
         world.clock.advance(10)
-        world.job("b", 1, notes(1600, 400), gpus=8)
+        world.job("b", 1, _deadline(1600, 400), gpus=8)
         await world.scheduler.run_until_idle()
         world.clock.advance(90)
         world.cluster.finish_pod(PodKey("sim/a-0"), "Failed")
-        world.pod("a-1", notes(1300, 1000), gpus=8, job="a")
+        world.pod("a-1", _deadline(1300, 1000), gpus=8, job="a")
         await world.scheduler.run_until_idle()
         await world.scheduler.stop()
         return world
@@ -367,16 +364,13 @@ def test_the_earliest_deadline_told_is_admitted_when_asked_for_a_little_later() 
     admitted. The running job's run time so far was not credited: it needed its whole expected
     run time again at every plan, and the deadline told moved on with the clock."""
 
-    def notes(deadline: float, expected: float) -> dict[str, str]:
-        return {TOTAL_STEPS: "1000", DEADLINE: format_rfc3339(EPOCH + deadline), EXPECTED_DURATION: f"{expected}s"}
-
     async def run() -> tuple[_Owned, float]:
         world = _Owned()
         await world.scheduler.start()
-        world.job("a", 1, notes(5000, 600), gpus=8)
+        world.job("a", 1, _deadline(5000, 600), gpus=8)
         await world.scheduler.run_until_idle()
         world.clock.advance(100)
-        world.job("b", 1, notes(700, 600), gpus=8)
+        world.job("b", 1, _deadline(700, 600), gpus=8)
         await world.scheduler.run_until_idle()
         told = [e.note for e in world.cluster.events if e.reason == REJECTED and e.pod == "sim/b-0"]
         assert len(told) == 1, told
@@ -384,7 +378,7 @@ def test_the_earliest_deadline_told_is_admitted_when_asked_for_a_little_later() 
         assert match is not None, told[0]
         earliest = parse_time(match[1])
         world.clock.advance(20)
-        world.job("c", 1, notes(earliest + 2 - EPOCH, 600), gpus=8)
+        world.job("c", 1, _deadline(earliest + 2 - EPOCH, 600), gpus=8)
         await world.scheduler.run_until_idle()
         await world.scheduler.stop()
         return world, earliest
