@@ -126,9 +126,10 @@ class GpuJob:
         done = self.model.steps_at(now)
         if done is None:
             done = float(self.model.last.steps) if self.model.last is not None else self.steps_done
-            if self.model.last is None and self.running_since is not None and self.held > 0:
-                # Running, no report yet: the steps its expected speed made since it started
-                # (counted from none, it needed its whole run time again at every plan).
+            if self.model.last is None and self.running_since is not None and 0 < self.size() <= self.held:
+                # Running whole, no report yet: the steps its expected speed made since it started
+                # (counted from none, it needed its whole run time again at every plan; a gang
+                # still short of members trains not at all).
                 est = self.model.step_estimate(float(self.held))
                 if est is not None and est.step_seconds > 0:
                     done += max(0.0, now - self.running_since) / est.step_seconds
