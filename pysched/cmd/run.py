@@ -295,6 +295,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _fail(str(err))
     except OSError as err:
         return _fail(f"--config: {err}")
+    from pysched.sim.command import profile_problem
+
+    if (problem := profile_problem(config, registry)) is not None:
+        return _fail(problem)  # before connecting: a crash loop in a Deployment otherwise
     lease = LeaseConfig(
         namespace=_lease_namespace(args),
         name=args.lease_name,

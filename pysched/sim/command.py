@@ -27,6 +27,23 @@ class BadInput:
     message: str
 
 
+def profile_problem(config: SchedulerConfig, registry: Registry, names: list[str] | None = None) -> str | None:
+    """What keeps a profile from being built (its plugins together: LeastAllocated and
+    MostAllocated with unlike resource weights), found by building each on an empty simulated
+    cluster before anything runs; None when every one builds."""
+    from pysched.backend.simulated import SimulatedCluster
+    from pysched.framework.clock import VirtualClock
+    from pysched.sim.runner import profile_scheduler
+
+    clock = VirtualClock(0.0)
+    for name in names or [p.scheduler_name for p in config.profiles]:
+        try:
+            profile_scheduler(config, name, SimulatedCluster(clock), clock, registry)
+        except ConfigError as err:
+            return str(err)
+    return None
+
+
 def load_policies(registry: Registry, config_file: str | None, wanted: list[str] | None) -> SchedulerConfig | BadInput:
     from pysched.plugins.builtin import builtin_config
 
@@ -40,7 +57,8 @@ def load_policies(registry: Registry, config_file: str | None, wanted: list[str]
     for policy in wanted or ():
         if policy not in known:
             return BadInput(f"--policy: unknown policy {policy!r} (known: {', '.join(known)})")
-    return config
+    problem = profile_problem(config, registry, wanted)
+    return config if problem is None else BadInput(problem)
 
 
 def load_scenario(

@@ -348,3 +348,34 @@ def test_an_swf_trace_is_known_by_its_extension_in_any_case(tmp_path: Path) -> N
     out = tmp_path / "sim.json"
     assert main(["simulate", "--trace", str(trace), "--policy", "default", "--json", str(out)]) == 0
     assert json.loads(out.read_text())["policies"]["default"]["jobs"] == 1
+
+
+UNLIKE_WEIGHTS = """
+profiles:
+  - schedulerName: a
+    plugins:
+      queueSort: [{name: PrioritySort}]
+      filter: [{name: NodeResourcesFit}]
+      score: [{name: LeastAllocated, weight: 1}, {name: MostAllocated, weight: 1}]
+      bind: [{name: DefaultBinder}]
+    pluginConfig:
+      - {name: MostAllocated, args: {cpuWeight: 2, memoryWeight: 1}}
+"""
+
+
+def test_a_profile_whose_plugins_cannot_be_built_together_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """LeastAllocated and MostAllocated with unlike resource weights pass each plugin's own
+    checks: `simulate` ran every other policy first and then blamed a file change, `pysched run`
+    connected and crashed with a traceback (a Deployment in a crash loop)."""
+    profile = tmp_path / "profiles.yaml"
+    profile.write_text(UNLIKE_WEIGHTS)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    told = "a: pluginConfig: LeastAllocated and MostAllocated: must use the same resource weights"
+    assert main(["simulate", "--config", str(profile), "--policy", "default", "--policy", "a"]) == 2
+    out, err = capsys.readouterr()
+    assert told in err and "default" not in out  # nothing ran
+    assert main(["run", "--config", str(profile), "--kubeconfig", str(kubeconfig)]) == 2
+    assert capsys.readouterr().err.strip() == f"pysched run: error: {told}"
