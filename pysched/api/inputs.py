@@ -64,7 +64,8 @@ def out_of_range(value: float, low: float, high: float, *, above: bool = False, 
     every other non-finite value are never within: the one range check of flags and args."""
     if (value > low if above else value >= low) and (value < high if below else value <= high):
         return None
-    return f"must be {'>' if above else '>='} {low:g} and {'<' if below else '<='} {high:g}, got {value:g}"
+    # The refused value in full (`:g` keeps 6 digits: 3600.4 would read as the bound it exceeds).
+    return f"must be {'>' if above else '>='} {low:g} and {'<' if below else '<='} {high:g}, got {value!r}"
 
 
 def key_text(key: object) -> str:

@@ -371,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "--jobs-csv", metavar="OUT",
         help="write one row per policy and job: submitted, started, finished, deadline, met, request, "
-        "rescales, CPU segments (start-end:CPUs, seconds from the start)",
+        "rescales, CPU segments (start-end:CPUs, seconds on the workload's clock, a trace's own)",
     )  # fmt: skip
     simulate.add_argument(
         "--seed", type=parse_seed, default=7, help="seed of the workload draws, 0 to 2**32-1 (default 7)"

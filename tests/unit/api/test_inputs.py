@@ -293,6 +293,9 @@ def test_out_of_range_refuses_non_finite_and_outside(value: float) -> None:
     assert out_of_range(value, 0, 100) is not None
     assert out_of_range(50, 0, 100) is None
     assert out_of_range(0, 0, 100, above=True) == "must be > 0 and <= 100, got 0"
+    # The refused value in full: six digits showed 3600.4 as 3600, the very bound it exceeds.
+    assert out_of_range(3600.4, 1, 3600) == "must be >= 1 and <= 3600, got 3600.4"
+    assert out_of_range(31622400.5, 0, 31622400) == "must be >= 0 and <= 3.16224e+07, got 31622400.5"
 
 
 @settings(max_examples=200, deadline=None)
