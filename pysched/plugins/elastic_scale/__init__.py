@@ -196,7 +196,7 @@ class ElasticScale:
             return SUCCESS
         key = self.job_key(pod)
         self._job_of[pod.key] = key
-        known = self.jobs.get(key) or self._returning(key, pod)
+        known = self.jobs.get(key) or self._returning(key, pod) or self._adopt_running(key, pod)
         if known is None:
             known = self._learn(key, pod, gpus, total)
             self._dirty = True
@@ -222,6 +222,23 @@ class ElasticScale:
         job.gated.clear()
         self.jobs[key] = job
         self._dirty = True
+        return job
+
+    def _adopt_running(self, key: JobKey, pod: PodInfo) -> GpuJob | None:
+        """The job of a pending pod whose other members already run here (this scheduler
+        restarted, or took over, and a member was replaced before its first reconcile): taken
+        over as reconcile takes it, with the verdict it was told, rather than judged as an
+        arrival against a cluster its own running members seem to fill."""
+        book = self.handle.jobs.of(pod.key)
+        if book is None:
+            return None
+        for member in book.members.values():
+            if member.key != pod.key and member.node_name is not None and member.requests.get(GPU, 0) > 0:
+                self._adopt(key, member)
+        job = self.jobs.get(key)
+        if job is not None:
+            self._capacity = None  # its members' GPUs are the plan's now, not held outside it
+            self._admitted = None
         return job
 
     def _tell_range_without_gpus(self, pod: PodInfo) -> None:
@@ -478,6 +495,11 @@ class ElasticScale:
                 return  # its worker count is its Job's: taken at a later reconcile
             job = GpuJob(key, None, total, deadline_of(pod), pod.requests.get(GPU, 0), 1, 1, 1, JobModel(total))
             self._size(job, book, pod)
+            running = sum(1 for m in book.members.values() if m.node_name is not None) if book is not None else 1
+            if job.elastic and running < job.workers:
+                # A scale the old leader made whose new members do not all run yet: from here
+                # they have the scale timeout to, before the scale is taken back.
+                job.settled, job.last_scale = False, self.handle.clock.now()
             told = condition_of(pod, CONDITION)
             refused = told is not None and told.get("reason") == REJECTED_REASON
             job.admitted = job.deadline is not None and not refused

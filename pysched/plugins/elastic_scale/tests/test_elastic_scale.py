@@ -403,6 +403,7 @@ class _Owned:
             profile = config.profiles[0]
             plugin_args = {**profile.plugin_args, NAME: {**profile.plugin_args.get(NAME, {}), **args}}
             config = SchedulerConfig((dataclasses.replace(profile, plugin_args=plugin_args),), config.source)
+        self.config = config
         self.lead(config)
         self.templates: dict[str, dict[str, str]] = {}
         self.cluster.scale_hooks.append(self._scaled)
@@ -963,3 +964,61 @@ def test_a_gang_of_unlike_pods_is_planned_at_the_sum_of_their_gpus(first: int) -
     demand = world.plugin._demand(job, world.clock.now(), world.plugin.capacity())
     assert demand is not None and list(demand.seconds) == [8]
     assert job.admitted is True and world.bound("mix") == 2
+
+
+def test_a_member_replaced_while_the_leader_changed_keeps_its_jobs_admission() -> None:
+    """Six one-GPU workers of an admitted job run on an 8-GPU node; one is replaced while no
+    scheduler leads. The new leader sees the replacement pending before its first reconcile: its
+    running members are the job's, not GPUs held outside the plan, and the job is not refused
+    ("never", though it fits easily)."""
+    notes = _deadline(1200, 600)
+
+    async def run() -> _Owned:
+        world = _Owned()
+        await world.scheduler.start()
+        world.job("train", 6, notes)
+        await world.scheduler.run_until_idle()
+        await world.scheduler.stop()
+        world.cluster.finish_pod(PodKey("sim/train-5"), "Failed")
+        world.pod("train-6", notes, job="train", index=5)
+        world.lead(CONFIG.only("pysched"))
+        await world.scheduler.start()
+        await world.scheduler.run_until_idle()
+        await world.until(60)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    assert [e.note for e in world.cluster.events if e.reason == REJECTED] == []
+    assert world.plugin.rejected == 0 and world.plugin.jobs[JobKey("sim/Job/train")].admitted is True
+    assert world.cluster.pods[PodKey("sim/train-6")].node_name is not None  # the replacement runs
+
+
+def test_a_scale_the_old_leader_made_is_taken_back_when_its_new_members_cannot_run() -> None:
+    """The old leader scaled a job from 2 to 6 workers and stopped leading; another pod took the
+    free GPUs before the new members bound. The new leader takes the job over and, once the scale
+    timeout passes with the new members still pending, scales it back to the workers that run (a
+    new leader kept the scale for good: 4 pods pending, the gang's training stopped)."""
+    notes = {**ELASTIC, DEADLINE: format_rfc3339(EPOCH + 20000), EXPECTED_DURATION: "3000s"}
+
+    async def run() -> _Owned:
+        world = _Owned(args={"scaleTimeoutSeconds": 60})
+        await world.scheduler.start()
+        world.job("el", 2, notes)
+        await world.scheduler.run_until_idle()
+        await world.scheduler.stop()
+        assert world.bound("el") == 2
+        world.cluster.set_job_minimum(job_key("sim", JobSource.BATCH, "el"), 6)  # the old leader's scale
+        for index in range(2, 6):
+            world.pod(f"el-{index}", notes, job="el", index=index)
+        hog = pod_dict("hog", namespace="sim", cpu="1", memory="1Gi", node_name="node-0", extended={GPU: "6"})
+        world.cluster.create_pod(hog)
+        world.lead(world.config)
+        await world.scheduler.start()
+        await world.until(200)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    assert world.cluster.scales == [("sim/Job/el", 2)]  # taken back to the two that run
+    assert world.plugin.jobs[JobKey("sim/Job/el")].workers == 2
