@@ -339,6 +339,16 @@ class ElasticScale:
             return  # its Job is not known (not seen yet, or gone): no parallelism to read
         asked = book.minimum
         if asked != job.workers:
+            if job.ref is not None and not job.workers_min <= asked <= job.workers_max:
+                # Set by hand outside its range: rigid from here, as a Job submitted so is (told once).
+                member = self._member_of(job)
+                if member is not None:
+                    note = (
+                        f"elastic range ignored: its Job now runs {asked} workers, outside workers-min "
+                        f"{job.workers_min} to workers-max {job.workers_max}; the job runs at that size"
+                    )
+                    self.handle.tasks.spawn(self.handle.cluster.emit_event(member, "Warning", IGNORED_REASON, note))
+                job.ref = None
             job.workers = asked
             if job.ref is None:  # rigid: its size is its count
                 job.workers_min = job.workers_max = asked

@@ -1022,3 +1022,31 @@ def test_a_scale_the_old_leader_made_is_taken_back_when_its_new_members_cannot_r
     world = asyncio.run(run())
     assert world.cluster.scales == [("sim/Job/el", 2)]  # taken back to the two that run
     assert world.plugin.jobs[JobKey("sim/Job/el")].workers == 2
+
+
+def test_a_parallelism_set_by_hand_outside_the_range_is_told_and_the_job_kept_at_it() -> None:
+    """A user sets an elastic job's parallelism to 6, above its workers-max of 4: told once, as a
+    Job submitted outside its range is, and the job runs rigid at 6 from then on (it was kept
+    silently, and still scaled as if elastic)."""
+    notes = {**ELASTIC, "pysched.io/workers-max": "4"}
+
+    async def run() -> _Owned:
+        world = _Owned()
+        await world.scheduler.start()
+        world.job("el", 2, notes)
+        await world.until(60)
+        world.cluster.set_job_minimum(job_key("sim", JobSource.BATCH, "el"), 6)  # the user's edit
+        for index in range(world.bound("el"), 6):
+            world.pod(f"el-{index}", notes, job="el", index=index)
+        scales = len(world.cluster.scales)
+        await world.until(1200)
+        await world.scheduler.stop()
+        assert len(world.cluster.scales) == scales  # not scaled since
+        return world
+
+    world = asyncio.run(run())
+    told = [e.note for e in world.cluster.events if e.reason == IGNORED_REASON]
+    assert told == ["elastic range ignored: its Job now runs 6 workers, outside workers-min 1 to workers-max 4; "
+                    "the job runs at that size"]  # fmt: skip
+    job = world.plugin.jobs[JobKey("sim/Job/el")]
+    assert job.ref is None and job.workers == 6 and world.bound("el") == 6
