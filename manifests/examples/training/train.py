@@ -6,7 +6,7 @@ steps, asks how many CPUs the container has now (`granted_cpus()`: the cgroup's 
 request behind its `cpu.weight`, both rewritten by the kubelet on an in-place resize) and sets its
 thread count to match, so a scale-up is used at once and a scale-down does not oversubscribe.
 
-    python train.py --steps 2000            # in the pod of job.yaml, or locally against a cluster
+    python train.py --steps 300000          # in the pod of job.yaml, or locally against a cluster
 
 PyTorch when it is installed (`--framework torch`); otherwise the same model in numpy, so the
 example also runs where torch is not (`--framework numpy`). Multi-rank jobs report from rank 0
