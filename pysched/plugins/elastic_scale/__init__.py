@@ -507,8 +507,8 @@ class ElasticScale:
             self._size(job, book, pod)
             running = sum(1 for m in book.members.values() if m.node_name is not None) if book is not None else 1
             if job.elastic and running < job.workers:
-                # A scale the old leader made whose new members do not all run yet: from here
-                # they have the scale timeout to, before the scale is taken back.
+                # A scale the old leader made whose new members do not all run yet: they get the
+                # scale timeout from here to run, or the scale is taken back.
                 job.settled, job.last_scale = False, self.handle.clock.now()
             told = condition_of(pod, CONDITION)
             refused = told is not None and told.get("reason") == REJECTED_REASON
