@@ -247,6 +247,8 @@ class Controller:
             return None
         if not namespace_selected(self.handle.cluster, self.args.deadline_namespaces, pod.namespace):
             return None
+        if _pod_level_cpu(pod):
+            return None  # a container resize must stay within the pod-level resources, which are not ours
         return main_container(pod)
 
     # ----- gangs: the job is the unit
@@ -294,6 +296,8 @@ class Controller:
         if model is None:
             return
         current = container_cpus(pod, container)
+        if current <= 0:
+            return  # no CPU request: adding one would change the pod's QoS class, which the API refuses
         lo, hi = self._bounds(pod, node)
         hi = min(hi, self._room(pod, container, node, current))
         choice = choose(
@@ -1101,3 +1105,13 @@ class Controller:
 
 def _wants_more(tick: Tick, choice: Choice | None) -> bool:
     return choice is not None and choice.cpus is not None and choice.cpus > tick.current
+
+
+def _pod_level_cpu(pod: PodInfo) -> bool:
+    """The pod states pod-level CPU resources (`spec.resources`): its containers' requests must
+    stay within them, so a container resize alone is refused by the API."""
+    resources = pod.raw.get("spec", {}).get("resources")
+    if not isinstance(resources, Mapping):
+        return False
+    parts = (resources.get("requests"), resources.get("limits"))
+    return any(isinstance(part, Mapping) and CPU in part for part in parts)

@@ -1,12 +1,13 @@
 import asyncio
 import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 
 from pysched.api.annotations import CPU_MAX, CPU_MIN, format_progress
 from pysched.api.builders import node_dict, pod_dict
-from pysched.api.containers import ContainerResize, cpu_resize
+from pysched.api.containers import ContainerResize, container_cpus, cpu_resize
 from pysched.api.ids import PodKey
 from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, ROLE_LABEL, JobSource, job_key
 from pysched.api.objects import PodInfo, pod_from_dict
@@ -68,6 +69,7 @@ class World:
         self, node_cpu: str = "16", limits: dict[str, str] | None = None, node_memory: str = "64Gi", **args: Any
     ) -> None:
         self.limits = limits  # the container's limits (none by default)
+        self.edit: Callable[[dict[str, Any]], None] | None = None  # changes to the pod's spec at submit
         self.clock = VirtualClock(T0)
         self.cluster = SimulatedCluster(self.clock)
         self.scheduler = pysched_scheduler(self.cluster, self.clock, **args)
@@ -90,6 +92,8 @@ class World:
         raw: dict[str, Any] = pod_dict("job", cpu="2", created=T0, annotations=annotations, scheduler_name="pysched")
         if self.limits is not None:
             raw["spec"]["containers"][0]["resources"]["limits"] = self.limits
+        if self.edit is not None:
+            self.edit(raw["spec"])
         self.cluster.create_pod(raw)
         await self.scheduler.run_until_idle()
         assert self.cluster.pods[KEY].node_name == "n"
@@ -1251,3 +1255,45 @@ def test_a_job_predicted_to_finish_past_year_9999_gets_its_conditions_not_an_int
     assert dict(world.scheduler.incidents.counts) == {}
     condition = world.cluster.conditions[KEY]["pysched.io/Deadline"]
     assert condition.reason == "DeadlineInfeasible" and "(after 9999)" in condition.message
+
+
+def test_pods_whose_cpus_a_container_resize_cannot_change_are_never_resized() -> None:
+    """What the API refuses is not sent: a BestEffort pod's container given a CPU request before
+    its bind (its QoS class would change), a container under pod-level CPU resources (the sum
+    would pass them); and a main container without a CPU request is not read as holding its
+    pod's other containers' CPUs (a loader's 3 CPUs were read as the main one's, then 3 more
+    added on top)."""
+
+    def best_effort(spec: dict[str, Any]) -> None:
+        spec["containers"][0]["resources"] = {}
+
+    def pod_level(spec: dict[str, Any]) -> None:
+        spec["resources"] = {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}
+
+    def loader_beside(spec: dict[str, Any]) -> None:
+        spec["containers"][0]["resources"] = {"requests": {"memory": "1Gi"}}
+        spec["containers"].append({"name": "loader", "image": "x", "resources": {"requests": {"cpu": "3"}}})
+
+    sent: list[Mapping[str, ContainerResize]] = []
+
+    async def run(edit: Callable[[dict[str, Any]], None], **args: Any) -> World:
+        world = World(**args)
+        resize = world.cluster.resize
+
+        async def recorded(pod: PodInfo, containers: Mapping[str, ContainerResize]) -> Status:
+            sent.append(containers)
+            return await resize(pod, containers)
+
+        world.cluster.resize = recorded  # type: ignore[method-assign]
+        world.edit = edit
+        await world.submit("20m")
+        await world.progress(300, 60)
+        await world.progress(600, 60)
+        return world
+
+    for edit, args in ((best_effort, {"prior_step_seconds": 0.2}), (pod_level, {}), (loader_beside, {})):
+        world = asyncio.run(run(edit, **args))
+        assert "Rescaled" not in world.reasons(), (edit.__name__, world.cluster.events)
+        assert sent == [], edit.__name__
+    pod = asyncio.run(run(loader_beside)).cluster.pods[KEY]
+    assert container_cpus(pod, "main") == 0.0 and pod.requests["cpu"] == 3000
