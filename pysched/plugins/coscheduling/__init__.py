@@ -22,6 +22,7 @@ from typing import ClassVar
 import numpy as np
 
 from pysched.api.annotations import DEADLINE, INVALID_ANNOTATION, TOTAL_STEPS
+from pysched.api.disruption import PREEMPT_NEVER, preemption_policy
 from pysched.api.features import EVERY_POD, PodFeatures
 from pysched.api.ids import JobKey, NodeName, PodKey, PodUID
 from pysched.api.jobs import MIN_MEMBERS, job_of
@@ -77,7 +78,7 @@ class Coscheduling:
         # Each gang's last room count with the state it was made in (the node table's change
         # count, members, placed): its siblings, tried back to back on the same cluster, reuse
         # it instead of counting every member again each (a 64-member gang would count 64 x 64).
-        self._counted: dict[JobKey, tuple[tuple[int, int, int, int], str | None]] = {}
+        self._counted: dict[JobKey, tuple[tuple[int, int, int, int, bool], str | None]] = {}
         # Each gang's member that last found no node, with the node table's change count once
         # its siblings were released, until it is placed or leaves: while it cannot go, a sibling
         # reaching Permit does not call back the others, and on an unchanged cluster the released
@@ -170,7 +171,7 @@ class Coscheduling:
             return SUCCESS
         self.release(job, f"{job.ref.title} cannot fit")
         message = f"{job.ref.title} {short}"
-        if self._handle.pods.any_below(_lowest_priority(job, pod)):
+        if _may_preempt(job, pod) and self._handle.pods.any_below(_lowest_priority(job, pod)):
             message += " with every lower-priority pod evicted"
         if job.key not in self._told:
             self._told.add(job.key)
@@ -194,13 +195,18 @@ class Coscheduling:
         cannot preempt what its higher-priority sibling could."""
         priority = _lowest_priority(job, pod)
         unplaced = [member.key for member in job.unplaced()]
+        preempts = _may_preempt(job, pod)  # a member with preemptionPolicy Never reclaims nothing
+
+        def reclaimable() -> np.ndarray | None:
+            return held_below(nodes, self._handle.pods, priority, unplaced) if preempts else None
+
         if needed != len(job.members) - len(job.placed):
-            return _shortfall(job, pod, needed, nodes, held_below(nodes, self._handle.pods, priority, unplaced))
-        state = (nodes.change_seq, len(job.members), len(job.placed), priority)
+            return _shortfall(job, pod, needed, nodes, reclaimable())
+        state = (nodes.change_seq, len(job.members), len(job.placed), priority, preempts)
         counted = self._counted.get(job.key)
         if counted is not None and counted[0] == state:
             return counted[1]
-        short = _shortfall(job, pod, needed, nodes, held_below(nodes, self._handle.pods, priority, unplaced))
+        short = _shortfall(job, pod, needed, nodes, reclaimable())
         self._counted[job.key] = (state, short)
         return short
 
@@ -370,6 +376,12 @@ def _elsewhere_words(elsewhere: Mapping[PodKey, str]) -> str:
         f" ({first.partition('/')[2]}{others} schedulerName {scheduler}: a gang is placed by one scheduler, "
         "give all its pods this one's)"
     )
+
+
+def _may_preempt(job: Job, pod: PodInfo) -> bool:
+    """Every member still to place may preempt (none says `preemptionPolicy: Never`): only then
+    is what lower-priority pods hold room the gang can count on."""
+    return all(preemption_policy(member) != PREEMPT_NEVER for member in (pod, *job.unplaced()))
 
 
 def _lowest_priority(job: Job, pod: PodInfo) -> int:

@@ -855,3 +855,40 @@ def test_members_waiting_at_permit_give_their_room_back_when_a_member_of_another
         assert told == ["default/split-0", "default/split-1", "default/split-3"]
 
     asyncio.run(run())
+
+
+def test_a_gang_that_may_not_preempt_counts_no_room_lower_priority_pods_hold() -> None:
+    """A priority-1000 gang of two 4-CPU members with `preemptionPolicy: Never`, on four 4-CPU
+    nodes three of which priority-0 pods fill: it has room for 1, not 4 "with every lower-priority
+    pod evicted". Refused at once and told so once; counting that room, it passed its PreFilter and
+    its members took turns at Permit for the whole hour (724 FailedScheduling events)."""
+
+    async def run() -> SimulatedCluster:
+        clock = VirtualClock(1000.0)
+        cluster = SimulatedCluster(clock)
+        for i in range(4):
+            cluster.add_node(node_dict(f"n{i}", cpu="4", memory="16Gi"))
+        registry = default_registry()
+        scheduler = Scheduler(builtin_config(registry).only("pysched"), cluster, clock, registry)
+        for i in range(3):
+            cluster.create_pod(pod_dict(f"low-{i}", cpu="4", memory="1Gi", node_name=f"n{i}", scheduler_name="pysched"))
+        await scheduler.start()
+        for i in range(2):
+            raw = pod_dict(
+                f"g-{i}", cpu="4", memory="1Gi", scheduler_name="pysched", priority=1000,
+                labels={JOB_LABEL: "g"}, annotations={MIN_MEMBERS: "2"},
+            )  # fmt: skip
+            raw["spec"]["preemptionPolicy"] = "Never"
+            cluster.create_pod(raw)
+        for _ in range(720):
+            clock.advance(5)
+            await scheduler.run_until_idle()
+        await scheduler.stop()
+        return cluster
+
+    cluster = asyncio.run(run())
+    told = [e.note for e in cluster.events if e.reason == JOB_UNSCHEDULABLE]
+    assert len(told) == 1 and told[0].endswith("the cluster has room for 1"), told
+    # the periodic retry's, every 5 minutes: no loop
+    assert sum(1 for e in cluster.events if e.reason == "FailedScheduling") <= 2 * 12 + 2
+    assert not any(p.node_name for k, p in cluster.pods.items() if k.startswith("default/g-"))
