@@ -237,8 +237,10 @@ class Coscheduling:
         self.release(job, f"{pod.name} of {job.ref.title} was rejected", keep=pod.key)
         # Siblings past Permit (bound, or binding beside it: the release gave back only those
         # still waiting) when its own bind failed: the job runs short until the retry binds it.
-        # Say so now rather than after a timeout.
-        bound = len((job.bound | job.placed) - {pod.key})
+        # Say so now rather than after a timeout. Those still waiting at Permit (being released
+        # with it) bound nothing.
+        waiting = self._handle.waiting_pods
+        bound = sum(1 for key in (job.bound | job.placed) - {pod.key} if waiting.get(key) is None)
         if 0 < bound < job.minimum:
             needs = f"{bound} of the {job.minimum} pods it needs are bound or binding"
             note = f"{job.ref.title}: {needs}; {pod.name} is retried"

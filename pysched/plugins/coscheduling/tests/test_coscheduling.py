@@ -892,3 +892,33 @@ def test_a_gang_that_may_not_preempt_counts_no_room_lower_priority_pods_hold() -
     # the periodic retry's, every 5 minutes: no loop
     assert sum(1 for e in cluster.events if e.reason == "FailedScheduling") <= 2 * 12 + 2
     assert not any(p.node_name for k, p in cluster.pods.items() if k.startswith("default/g-"))
+
+
+def test_a_gang_released_at_permit_is_not_told_incomplete() -> None:
+    """Three members of a gang of four wait at Permit and the fourth fits no node: the gang is
+    released and nothing was bound, so no member is told JobIncomplete ("2 of the 4 pods it
+    needs are bound or binding" was told of members still waiting, released with it)."""
+
+    async def run() -> SimulatedCluster:
+        clock = VirtualClock(1000.0)
+        cluster = SimulatedCluster(clock)
+        for i in range(4):
+            cluster.add_node(node_dict(f"n{i}", cpu="4", memory="16Gi"))
+        registry = default_registry()
+        scheduler = Scheduler(builtin_config(registry).only("pysched"), cluster, clock, registry)
+        await scheduler.start()
+        for i in range(4):
+            raw = pod_dict(
+                f"ddp-{i}", cpu="4", memory="1Gi", scheduler_name="pysched",
+                labels={JOB_LABEL: "ddp"}, annotations={MIN_MEMBERS: "4"},
+            )  # fmt: skip
+            if i == 3:
+                raw["spec"]["nodeSelector"] = {"example.com/pool": "none"}
+            cluster.create_pod(raw)
+        await scheduler.run_until_idle()
+        await scheduler.stop()
+        return cluster
+
+    cluster = asyncio.run(run())
+    assert not any(p.node_name for p in cluster.pods.values())
+    assert [e.note for e in cluster.events if e.reason == JOB_INCOMPLETE] == []
