@@ -857,6 +857,16 @@ def test_members_waiting_at_permit_give_their_room_back_when_a_member_of_another
     asyncio.run(run())
 
 
+def _four_nodes() -> tuple[VirtualClock, SimulatedCluster, Scheduler]:
+    """Four 4-CPU nodes under the `pysched` profile."""
+    clock = VirtualClock(1000.0)
+    cluster = SimulatedCluster(clock)
+    for i in range(4):
+        cluster.add_node(node_dict(f"n{i}", cpu="4", memory="16Gi"))
+    registry = default_registry()
+    return clock, cluster, Scheduler(builtin_config(registry).only("pysched"), cluster, clock, registry)
+
+
 def test_a_gang_that_may_not_preempt_counts_no_room_lower_priority_pods_hold() -> None:
     """A priority-1000 gang of two 4-CPU members with `preemptionPolicy: Never`, on four 4-CPU
     nodes three of which priority-0 pods fill: it has room for 1, not 4 "with every lower-priority
@@ -864,12 +874,7 @@ def test_a_gang_that_may_not_preempt_counts_no_room_lower_priority_pods_hold() -
     its members took turns at Permit for the whole hour (724 FailedScheduling events)."""
 
     async def run() -> SimulatedCluster:
-        clock = VirtualClock(1000.0)
-        cluster = SimulatedCluster(clock)
-        for i in range(4):
-            cluster.add_node(node_dict(f"n{i}", cpu="4", memory="16Gi"))
-        registry = default_registry()
-        scheduler = Scheduler(builtin_config(registry).only("pysched"), cluster, clock, registry)
+        clock, cluster, scheduler = _four_nodes()
         for i in range(3):
             cluster.create_pod(pod_dict(f"low-{i}", cpu="4", memory="1Gi", node_name=f"n{i}", scheduler_name="pysched"))
         await scheduler.start()
@@ -900,12 +905,7 @@ def test_a_gang_released_at_permit_is_not_told_incomplete() -> None:
     needs are bound or binding" was told of members still waiting, released with it)."""
 
     async def run() -> SimulatedCluster:
-        clock = VirtualClock(1000.0)
-        cluster = SimulatedCluster(clock)
-        for i in range(4):
-            cluster.add_node(node_dict(f"n{i}", cpu="4", memory="16Gi"))
-        registry = default_registry()
-        scheduler = Scheduler(builtin_config(registry).only("pysched"), cluster, clock, registry)
+        clock, cluster, scheduler = _four_nodes()
         await scheduler.start()
         for i in range(4):
             raw = pod_dict(
