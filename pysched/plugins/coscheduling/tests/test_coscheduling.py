@@ -905,7 +905,7 @@ def test_a_gang_released_at_permit_is_not_told_incomplete() -> None:
     needs are bound or binding" was told of members still waiting, released with it)."""
 
     async def run() -> SimulatedCluster:
-        clock, cluster, scheduler = _four_nodes()
+        _, cluster, scheduler = _four_nodes()
         await scheduler.start()
         for i in range(4):
             raw = pod_dict(
