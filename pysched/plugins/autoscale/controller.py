@@ -117,6 +117,9 @@ class JobState:
     written_steps: dict[tuple[float, bool], float] = field(default_factory=dict)
     written_finish: float = math.nan
     written_deadline: float = math.nan  # the deadline the conditions say (the user may change it)
+    # Memory per CPU when first resized with `memory: withCpu`: memory is never taken back, so
+    # after a step down the spec's own ratio is inflated, and growing by it would ratchet up.
+    memory_per_cpu: float = math.nan
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,20 +225,34 @@ class Controller:
         value = container_request(pod, container, MEMORY)
         return 0 if value is None else to_scheduler_units(MEMORY, value)
 
+    def _memory_per_cpu(self, pod: PodInfo, memory: int, current: float) -> float:
+        """The memory a CPU brings when memory grows with CPUs: the job's ratio when first resized,
+        never more (memory is never taken back, so the spec's own ratio grows on a step down)."""
+        ratio = memory / current
+        job = self._jobs.get(pod.key)
+        if job is None:
+            return ratio
+        if math.isnan(job.memory_per_cpu):
+            job.memory_per_cpu = ratio
+        return min(ratio, job.memory_per_cpu)
+
     def _room(self, pod: PodInfo, container: str, node: NodeName | None, current: float) -> float:
         """The most CPUs the pod could hold on its node now (memory too, when it grows with CPUs)."""
         nodes = self.handle.nodes
         room = current + nodes.allocatable_and_free(node, CPU)[1] / 1000
         memory = self._memory_bytes(pod, container)
         if memory > 0 and current > 0:
-            room = min(room, current + nodes.allocatable_and_free(node, MEMORY)[1] * current / memory)
+            per_cpu = self._memory_per_cpu(pod, memory, current)
+            room = min(room, max(current, (memory + nodes.allocatable_and_free(node, MEMORY)[1]) / per_cpu))
         return room
 
     def _change(self, pod: PodInfo, container: str, current: float, target: float) -> ContainerResize:
         wanted = {CPU: round(target * 1000)}
         memory = self._memory_bytes(pod, container)
         if memory > 0 and current > 0 and target > current:
-            wanted[MEMORY] = math.ceil(memory * target / current)
+            grown = math.ceil(self._memory_per_cpu(pod, memory, current) * target)
+            if grown > memory:
+                wanted[MEMORY] = grown
         return container_resize(pod, container, wanted)
 
     def eligible(self, pod: PodInfo) -> str | None:

@@ -1297,3 +1297,32 @@ def test_pods_whose_cpus_a_container_resize_cannot_change_are_never_resized() ->
         assert sent == [], edit.__name__
     pod = asyncio.run(run(loader_beside)).cluster.pods[KEY]
     assert container_cpus(pod, "main") == 0.0 and pod.requests["cpu"] == 3000
+
+
+def test_memory_grown_with_cpus_keeps_the_jobs_first_ratio_after_a_step_down() -> None:
+    """`memory: withCpu` grows memory in proportion to CPUs and never takes it back. After a step
+    down the spec's own ratio is inflated; growing by it again ratcheted memory up (2 CPUs / 1Gi
+    went to 18Gi at 6 CPUs after one cycle down and up). The job's first ratio, 0.5Gi a CPU, caps it."""
+
+    async def run() -> World:
+        world = World(memory="withCpu", cooldown_seconds=0, review_max_seconds=0)
+        await world.submit("20m")
+        steps = 0
+        for _ in range(2):
+            steps += 300
+            await world.progress(steps, 60)
+        world.cluster.set_annotations(KEY, {"pysched.io/deadline": format_rfc3339(T0 + 86400)})
+        for _ in range(4):
+            steps += 600
+            await world.progress(steps, 60)
+        world.cluster.set_annotations(KEY, {"pysched.io/deadline": format_rfc3339(T0 + 24 * 60)})
+        for _ in range(3):
+            steps += 300
+            await world.progress(steps, 60)
+        return world
+
+    world = asyncio.run(run())
+    grown = [e.note for e in world.cluster.events if e.reason == "Rescaled"]
+    assert any(" -> 1" in note for note in grown), grown  # it did step down, then up again
+    assert grown[-1].startswith("cpu 4 -> 6:")  # back at 6 CPUs: 3Gi, as the first time
+    assert world.cluster.pods[KEY].requests == {"cpu": 6000, "memory": 3 * 2**30}
