@@ -730,7 +730,10 @@ class Controller:
             return await self._resize(tick, down, "for jobs its CPUs can still save", DEMOTED_REASON)
         need = choice.cpus
         target = self._target(tick, need, goes_down, grants)
-        if target is None and need > tick.current:
+        # Below its floor (a cpu-min above the count it runs on) but on time where it is: raised
+        # to the floor as its bounds say, not at risk.
+        floor_only = need > tick.current and self._on_time_as_it_runs(tick)
+        if target is None and need > tick.current and not floor_only:
             # A whole CPU more would help (`_step` asks for at least one), and its node has none to spare.
             await self._warn_at_risk(tick, f"{need:g} CPUs needed, none to spare on its node now")
             await self._verdict(tick, AT_RISK_REASON, f"needs {need:g} CPUs, none to spare on its node")
@@ -738,10 +741,21 @@ class Controller:
         if target is None:
             await self._verdict(tick, ON_TRACK_REASON, "on track")
             return False
-        if target > tick.current:
+        if target > tick.current and not floor_only:
             await self._warn_at_risk(tick, f"{need:g} CPUs needed")
         why = "for a job with an earlier deadline" if key in grants.taken and not goes_down else ""
-        return await self._resize(tick, target, why)
+        return await self._resize(tick, target, why or ("up to its cpu-min" if floor_only else ""))
+
+    def _on_time_as_it_runs(self, tick: Tick) -> bool:
+        """The job ends by its deadline on the count it runs on (band and margin as `choose`)."""
+        done = tick.model.steps_at(tick.now)
+        if done is None:
+            return False
+        finish = predicted_finish(
+            tick.model, tick.now, done, tick.current, current=tick.current, margin=self.args.safety_margin,
+            band_z=self.args.band_z, restart_s=tick.restart_s,
+        )  # fmt: skip
+        return finish <= tick.deadline
 
     async def _decide_learned(self, tick: Tick, choice: Choice, own: Choice, goes_down: bool, grants: Grants) -> bool:
         """Act on an allocation policy's target. The condition keeps Autoscale's own verdict (a

@@ -1326,3 +1326,25 @@ def test_memory_grown_with_cpus_keeps_the_jobs_first_ratio_after_a_step_down() -
     assert any(" -> 1" in note for note in grown), grown  # it did step down, then up again
     assert grown[-1].startswith("cpu 4 -> 6:")  # back at 6 CPUs: 3Gi, as the first time
     assert world.cluster.pods[KEY].requests == {"cpu": 6000, "memory": 3 * 2**30}
+
+
+def test_a_job_below_its_cpu_min_but_on_time_is_raised_without_a_risk_warning() -> None:
+    """A job on 2 CPUs with `cpu-min: 4` and ten hours to spare: raised to its floor as its bounds
+    say ("up to its cpu-min"), or left on track when its node has no room; never told it would
+    miss its deadline (DeadlineAtRisk "at 2 CPUs the job would miss", 9h 26m early)."""
+
+    async def run(filler: str | None) -> World:
+        world = World()
+        if filler is not None:
+            world.cluster.create_pod(pod_dict("filler", cpu=filler, node_name="n", scheduler_name="other"))
+        await world.submit("10h", **{CPU_MIN: "4"})
+        await world.progress(300, 60)
+        await world.progress(600, 60)
+        return world
+
+    roomy = asyncio.run(run(None))
+    assert "DeadlineAtRisk" not in roomy.reasons(), roomy.cluster.events
+    assert any(e.note.startswith("cpu 2 -> 4 up to its cpu-min:") for e in roomy.cluster.events), roomy.cluster.events
+    full = asyncio.run(run("14"))
+    assert "DeadlineAtRisk" not in full.reasons(), full.cluster.events
+    assert full.cluster.conditions[KEY]["pysched.io/Deadline"].reason == "OnTrack"
