@@ -498,6 +498,13 @@ class Controller:
             retried = [r for r in refused if r[2] != job.abandoned or cooled]  # decided before any put-back
             for member, member_container, wanted, why in retried:
                 await self._abandon(tick, member, member_container, wanted, why)
+            if not retried:
+                # Meanwhile (a Deferred resize may wait for long) its slack and conditions say what
+                # the count it runs on gives, not what the resize promised.
+                waiting = central_finish(model, now, current, current=current)
+                if math.isfinite(waiting):
+                    self._slack[pod.key] = deadline - waiting
+                    await self._save(tick, waiting)
             return None  # a resize is in flight: decide again once the whole job runs on what it got
         here = central_finish(model, now, current, current=current)
         if not math.isfinite(here):

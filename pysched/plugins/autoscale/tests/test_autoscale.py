@@ -1348,3 +1348,31 @@ def test_a_job_below_its_cpu_min_but_on_time_is_raised_without_a_risk_warning() 
     full = asyncio.run(run("14"))
     assert "DeadlineAtRisk" not in full.reasons(), full.cluster.events
     assert full.cluster.conditions[KEY]["pysched.io/Deadline"].reason == "OnTrack"
+
+
+def test_a_deferred_resize_leaves_the_forecast_on_the_count_the_job_runs_on() -> None:
+    """Asked to go from 2 to 4 CPUs, the kubelet defers the resize and the job keeps running on 2:
+    its Deadline condition and slack follow what 2 CPUs give (a miss), where they kept saying the
+    job was on time at 4 for as long as the resize waited."""
+
+    async def run() -> World:
+        world = World()
+        await world.submit("20m")
+        await world.progress(300, 60)  # 2 -> 4 asked for
+        assert world.cpu() == 4000
+        deferred = {
+            "phase": "Running",
+            "containerStatuses": [{"name": "main", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}],
+            "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Deferred", "message": "cpu"}],
+        }
+        world.cluster.set_status(KEY, deferred)
+        steps = 300
+        for _ in range(10):
+            steps += 300
+            await world.progress(steps, 60)
+        return world
+
+    world = asyncio.run(run())
+    condition = world.cluster.conditions[KEY]["pysched.io/Deadline"]
+    assert condition.status == "False" and "after the deadline, at 2 CPUs" in condition.message, condition
+    assert world.plugin.controller._slack[KEY] < 0
