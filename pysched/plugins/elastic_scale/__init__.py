@@ -600,6 +600,7 @@ class ElasticScale:
             job.settled = True
         target_units = result.targets.get(job.key, 0)
         target = max(job.workers_min, min(job.workers_max, target_units // job.gpus_per_worker))
+        why = "toward the deadline plan"
         if (
             not job.settled
             and bound
@@ -607,6 +608,7 @@ class ElasticScale:
             and now - job.last_scale >= self.args.scale_timeout_seconds
         ):
             target = max(job.workers_min, bound)  # the new members of its last scale never all ran
+            why = f"back: its new workers did not all run within {self.args.scale_timeout_seconds:g}s"
         elif target > job.workers:
             if bound:  # up only into GPUs free now, within its range, and only when it pays for its pause
                 target = min(target, job.workers + free.workers(job.gpus_per_worker))
@@ -622,7 +624,7 @@ class ElasticScale:
         if target == job.workers or now < job.retry_at:
             return wanted
         change = (target - job.workers) * job.gpus_per_worker
-        await self._scale(job, target, members, now)
+        await self._scale(job, target, members, now, why)
         if bound and job.workers == target:  # the scale was accepted
             if change > 0:
                 free.take(change // job.gpus_per_worker, job.gpus_per_worker)
@@ -642,7 +644,9 @@ class ElasticScale:
         before, after = demand.duration(job.held), demand.duration(target * job.gpus_per_worker)
         return after <= before * (1 - self.args.min_gain)
 
-    async def _scale(self, job: GpuJob, workers: int, members: Sequence[PodInfo], now: float) -> None:
+    async def _scale(
+        self, job: GpuJob, workers: int, members: Sequence[PodInfo], now: float, why: str = "toward the deadline plan"
+    ) -> None:
         if job.ref is None:
             return
         speaker = members[0] if members else self._member_of(job)  # who the job's events are told on
@@ -668,7 +672,7 @@ class ElasticScale:
             return
         self.scales += 1
         if speaker is not None:
-            note = f"workers {job.workers} -> {workers} toward the deadline plan"
+            note = f"workers {job.workers} -> {workers} {why}"
             self.handle.tasks.spawn(self.handle.cluster.emit_event(speaker, "Normal", SCALED_REASON, note))
         job.settled = job.settled and workers < job.workers
         job.workers = workers

@@ -1022,6 +1022,8 @@ def test_a_scale_the_old_leader_made_is_taken_back_when_its_new_members_cannot_r
     world = asyncio.run(run())
     assert world.cluster.scales == [("sim/Job/el", 2)]  # taken back to the two that run
     assert world.plugin.jobs[JobKey("sim/Job/el")].workers == 2
+    told = [e.note for e in world.cluster.events if e.reason == "Scaled"]
+    assert told == ["workers 6 -> 2 back: its new workers did not all run within 60s"], told
 
 
 def test_a_parallelism_set_by_hand_outside_the_range_is_told_and_the_job_kept_at_it() -> None:
