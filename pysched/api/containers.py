@@ -50,11 +50,9 @@ def container_request(pod: PodInfo, container: str, resource: str) -> str | int 
 
 def container_cpus(pod: PodInfo, container: str) -> float:
     """The container's desired CPU request (spec), in CPUs: 0 when it asks none (its pod's other
-    containers' CPUs are not its own); the pod's total only for a record without containers."""
+    containers' CPUs are not its own)."""
     value = container_request(pod, container, CPU)
-    if value is not None:
-        return to_scheduler_units(CPU, value) / 1000
-    return 0.0 if pod.raw.get("spec", {}).get("containers") else pod.requests.get(CPU, 0) / 1000
+    return 0.0 if value is None else to_scheduler_units(CPU, value) / 1000
 
 
 def actual_cpus(pod: PodInfo, container: str) -> float | None:
