@@ -754,15 +754,9 @@ class Controller:
         return await self._resize(tick, target, why or ("up to its cpu-min" if floor_only else ""))
 
     def _on_time_as_it_runs(self, tick: Tick) -> bool:
-        """The job ends by its deadline on the count it runs on (band and margin as `choose`)."""
-        done = tick.model.steps_at(tick.now)
-        if done is None:
-            return False
-        finish = predicted_finish(
-            tick.model, tick.now, done, tick.current, current=tick.current, margin=self.args.safety_margin,
-            band_z=self.args.band_z, restart_s=tick.restart_s,
-        )  # fmt: skip
-        return finish <= tick.deadline
+        """The job ends by its deadline on the count it runs on (`choose` over that one count)."""
+        here = self._choice(tick, lo=tick.current, hi=tick.current)
+        return here is not None and here.cpus is not None
 
     async def _decide_learned(self, tick: Tick, choice: Choice, own: Choice, goes_down: bool, grants: Grants) -> bool:
         """Act on an allocation policy's target. The condition keeps Autoscale's own verdict (a
