@@ -8,14 +8,12 @@ from hypothesis import strategies as st
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.ids import PodKey
 from pysched.api.resources import nonzero_requests
-from pysched.backend.simulated import SimulatedCluster
-from pysched.framework.clock import VirtualClock
 from pysched.framework.registry import ArgsError
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.plugins.node_resources.balanced_allocation import BalancedAllocationArgs
 from pysched.plugins.node_resources.reference import balanced_allocation
-from pysched.scheduler.scheduler import Scheduler
+from pysched.plugins.node_resources.tests.world import default_world
 from pysched.scheduler.selection import KernelWeights, score_all
 from pysched.testing.strategies import Arrays, node_arrays, pod_request
 
@@ -39,12 +37,7 @@ def test_default_profile_follows_the_improvement_not_the_balance_after() -> None
     it. Scored on the balance after the pod alone, b (perfectly even afterwards) won 162 to 161."""
 
     async def run() -> str | None:
-        clock = VirtualClock(1000.0)
-        cluster = SimulatedCluster(clock)
-        for name in ("a", "b"):
-            cluster.add_node(node_dict(name, cpu="8", memory="8Gi"))
-        registry = default_registry()
-        scheduler = Scheduler(builtin_config(registry).only("default"), cluster, clock, registry)
+        _, cluster, scheduler = default_world(*(node_dict(name, cpu="8", memory="8Gi") for name in ("a", "b")))
         cluster.create_pod(pod_dict("on-a", cpu="1", memory="2Gi", node_name="a", scheduler_name="default"))
         cluster.create_pod(pod_dict("on-b", cpu="2", memory="2Gi", node_name="b", scheduler_name="default"))
         await scheduler.start()

@@ -11,11 +11,10 @@ from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.nodetable import NodeTable
-from pysched.plugins import default_registry
-from pysched.plugins.builtin import builtin_config
 from pysched.plugins.node_resources import fit as fit_module
 from pysched.plugins.node_resources.fit import NodeResourcesFit
 from pysched.plugins.node_resources.reference import fits, insufficient
+from pysched.plugins.node_resources.tests.world import default_world
 from pysched.scheduler.kernel import select_node
 from pysched.scheduler.scheduler import Scheduler
 from pysched.testing.strategies import Arrays, node_arrays, pod_request
@@ -68,12 +67,7 @@ def test_kernel_fit_matches_reference(nodes: Arrays, request: np.ndarray) -> Non
 
 
 def _world() -> tuple[VirtualClock, SimulatedCluster, Scheduler]:
-    clock = VirtualClock(1000.0)
-    cluster = SimulatedCluster(clock)
-    cluster.add_node(node_dict("a", cpu="4", memory="16Gi"))
-    cluster.add_node(node_dict("b", cpu="2", memory="16Gi"))
-    registry = default_registry()
-    return clock, cluster, Scheduler(builtin_config(registry).only("default"), cluster, clock, registry)
+    return default_world(node_dict("a", cpu="4", memory="16Gi"), node_dict("b", cpu="2", memory="16Gi"))
 
 
 def _refusals(cluster: SimulatedCluster, name: str) -> int:
@@ -183,12 +177,7 @@ def test_pods_without_requests_count_the_stand_ins_per_container_on_their_node()
     default profile's LeastAllocated and BalancedAllocation send the next pod to the other."""
 
     async def run() -> tuple[str | None, list[list[int]]]:
-        clock = VirtualClock(1000.0)
-        cluster = SimulatedCluster(clock)
-        for name in ("a", "b"):
-            cluster.add_node(node_dict(name, cpu="4", memory="16Gi"))
-        registry = default_registry()
-        scheduler = Scheduler(builtin_config(registry).only("default"), cluster, clock, registry)
+        _, cluster, scheduler = default_world(*(node_dict(name, cpu="4", memory="16Gi") for name in ("a", "b")))
         multi = pod_dict("multi", cpu=None, memory=None, node_name="a", scheduler_name="default")
         multi["spec"]["containers"] = [{"name": f"c{i}", "image": "x"} for i in range(4)]
         cluster.create_pod(multi)
@@ -209,12 +198,9 @@ def test_a_node_whose_whole_allocatable_is_short_is_not_offered_to_preemption() 
     the 200-CPU node holding an equal-priority pod has no victims."""
 
     async def run() -> list[str]:
-        clock = VirtualClock(1000.0)
-        cluster = SimulatedCluster(clock)
-        cluster.add_node(node_dict("small", cpu="4", memory="8Gi"))
-        cluster.add_node(node_dict("large", cpu="200", memory="8Gi"))
-        registry = default_registry()
-        scheduler = Scheduler(builtin_config(registry).only("default"), cluster, clock, registry)
+        _, cluster, scheduler = default_world(
+            node_dict("small", cpu="4", memory="8Gi"), node_dict("large", cpu="200", memory="8Gi")
+        )
         cluster.create_pod(pod_dict("held", cpu="150", memory="1Gi", node_name="large", scheduler_name="default"))
         await scheduler.start()
         cluster.create_pod(pod_dict("big", cpu="100", memory="1Gi", scheduler_name="default"))
