@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
+from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_config
 from pysched.scheduler.scheduler import Scheduler
 
 PAST_BACKOFF_S = 11.0  # past a pod's backoff after its first refusals
@@ -22,3 +26,13 @@ def settle(scheduler: Scheduler) -> None:
         await scheduler.run_until_idle()
 
     asyncio.run(go())
+
+
+def default_world(*nodes: dict[str, Any]) -> tuple[VirtualClock, SimulatedCluster, Scheduler]:
+    """The given nodes under the built-in `default` profile, on a virtual clock at 1000 s."""
+    clock = VirtualClock(1000.0)
+    cluster = SimulatedCluster(clock)
+    for node in nodes:
+        cluster.add_node(node)
+    registry = default_registry()
+    return clock, cluster, Scheduler(builtin_config(registry).only("default"), cluster, clock, registry)

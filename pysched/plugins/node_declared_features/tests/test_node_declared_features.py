@@ -11,12 +11,8 @@ from pysched.api.node_features import (
     required_features,
 )
 from pysched.api.objects import pod_from_dict
-from pysched.backend.simulated import SimulatedCluster
-from pysched.framework.clock import VirtualClock
-from pysched.plugins import default_registry
-from pysched.plugins.builtin import builtin_config
 from pysched.plugins.node_declared_features import REASON
-from pysched.scheduler.scheduler import Scheduler
+from pysched.testing.simulated import default_world
 
 RESTART_RULE = {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}
 
@@ -60,22 +56,13 @@ def test_declared_features_are_bounded_and_bad_entries_skipped() -> None:
     assert len(declared_features(many)) == MAX_DECLARED_FEATURES
 
 
-def _world(*nodes: dict[str, Any]) -> tuple[VirtualClock, SimulatedCluster, Scheduler]:
-    clock = VirtualClock(1000.0)
-    cluster = SimulatedCluster(clock)
-    for node in nodes:
-        cluster.add_node(node)
-    registry = default_registry()
-    return clock, cluster, Scheduler(builtin_config(registry).only("default"), cluster, clock, registry)
-
-
 def test_a_pod_needing_a_feature_goes_only_to_a_node_declaring_it() -> None:
     """The default profile would spread the pod to the empty node; only the fuller one declares
     what the pod needs, so it goes there, as kube-scheduler v1.36 places it. A plain pod still
     goes to the empty node."""
 
     async def run() -> tuple[str | None, str | None]:
-        _, cluster, scheduler = _world(declaring("old"), declaring("new", RESTART_ALL_CONTAINERS, "Other"))
+        _, cluster, scheduler = default_world(declaring("old"), declaring("new", RESTART_ALL_CONTAINERS, "Other"))
         cluster.create_pod(pod_dict("filler", cpu="4", memory="8Gi", node_name="new", scheduler_name="default"))
         await scheduler.start()
         cluster.create_pod(restarting("p", cpu="1", memory="1Gi"))
@@ -88,7 +75,7 @@ def test_a_pod_needing_a_feature_goes_only_to_a_node_declaring_it() -> None:
 
 def test_without_such_a_node_the_pod_waits_and_is_placed_once_a_node_declares_it() -> None:
     async def run() -> tuple[list[str], str | None, str | None]:
-        clock, cluster, scheduler = _world(declaring("old"), declaring("other", USER_NAMESPACES_HOST_NETWORK))
+        clock, cluster, scheduler = default_world(declaring("old"), declaring("other", USER_NAMESPACES_HOST_NETWORK))
         await scheduler.start()
         cluster.create_pod(restarting("p"))
         await scheduler.run_until_idle()

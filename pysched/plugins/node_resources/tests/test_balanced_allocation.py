@@ -13,8 +13,8 @@ from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
 from pysched.plugins.node_resources.balanced_allocation import BalancedAllocationArgs
 from pysched.plugins.node_resources.reference import balanced_allocation
-from pysched.plugins.node_resources.tests.world import default_world
 from pysched.scheduler.selection import KernelWeights, score_all
+from pysched.testing.simulated import default_world
 from pysched.testing.strategies import Arrays, node_arrays, pod_request
 
 

@@ -14,9 +14,9 @@ from pysched.framework.nodetable import NodeTable
 from pysched.plugins.node_resources import fit as fit_module
 from pysched.plugins.node_resources.fit import NodeResourcesFit
 from pysched.plugins.node_resources.reference import fits, insufficient
-from pysched.plugins.node_resources.tests.world import default_world
 from pysched.scheduler.kernel import select_node
 from pysched.scheduler.scheduler import Scheduler
+from pysched.testing.simulated import default_world
 from pysched.testing.strategies import Arrays, node_arrays, pod_request
 
 NAMES = ("cpu", "memory", "pods", "ephemeral-storage", "nvidia.com/gpu")
