@@ -218,14 +218,19 @@ class EventSink:
         if job.tries + 1 < self._max_tries:
             self._jobs.appendleft(dataclasses.replace(job, tries=job.tries + 1))
             return
-        self.dropped += 1
-        series = self._series.get(job.record)
-        if series is not None and not series.name:
-            del self._series[job.record]  # a repeat is a new event, not a count on a lost one
+        self._drop(job)
 
     def _shed(self) -> None:
         """Writes fail: hold the backlog to max_pending, dropping (and counting) the oldest, so
         that an API in trouble is not met with a flood when it comes back."""
         while len(self._jobs) > self._max_pending:
-            self._jobs.popleft()
-            self.dropped += 1
+            self._drop(self._jobs.popleft())
+
+    def _drop(self, job: _Create | _Patch) -> None:
+        """Count a write given up; a create's series is forgotten, so that a repeat is a new event
+        rather than a count on one that was never written."""
+        self.dropped += 1
+        if isinstance(job, _Create):
+            series = self._series.get(job.record)
+            if series is not None and not series.name:
+                del self._series[job.record]

@@ -433,6 +433,48 @@ async def test_an_event_no_answer_came_for_is_tried_again_then_counted_as_droppe
     assert sink.created == 1 and sink.dropped == 1 and sink.backlog == 0
 
 
+async def test_an_event_shed_while_the_api_failed_is_written_when_it_happens_again() -> None:
+    """Shed from the backlog, an event was never written: its next occurrence is a new event, not
+    a count on the lost one (which nothing would ever patch)."""
+    up = False
+    created: list[str] = []
+
+    async def create(event: EventRecord, when: float) -> str | None:
+        if not up:
+            return None
+        created.append(event.pod_name)
+        return f"e{len(created)}"
+
+    async def patch(event: EventRecord, series: Series) -> bool:
+        return True
+
+    def failed(name: str) -> EventRecord:
+        return EventRecord("ns", name, "u", "Warning", "FailedScheduling", "Scheduling", "no room", "pysched")
+
+    sink = EventSink(create, patch, qps=0, burst=1, max_pending=1, workers=1, retry_delay=0.001)
+    sink.start()
+    for name in ("a", "b", "c"):
+        sink.record(failed(name))
+    for _ in range(200):
+        if sink.dropped >= 2:
+            break
+        await asyncio.sleep(0.005)
+    assert sink.dropped >= 2
+    up = True
+    for _ in range(200):
+        if not sink.backlog:
+            break
+        await asyncio.sleep(0.005)
+    for name in ("a", "b", "c"):
+        sink.record(failed(name))
+    for _ in range(200):
+        if {"a", "b", "c"} <= set(created):
+            break
+        await asyncio.sleep(0.005)
+    await sink.stop(drain_timeout=0.1)
+    assert {"a", "b", "c"} <= set(created), created
+
+
 async def test_an_event_the_api_refuses_is_told_apart_from_a_write_that_failed() -> None:
     client = FakeClient()
     backend = LiveCluster(client)
