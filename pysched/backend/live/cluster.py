@@ -153,7 +153,7 @@ class LiveCluster:
         # default constraints select the pods of the workloads a pod belongs to.
         self.services: dict[str, dict[str, dict[str, str]]] = {}
         self.controllers: dict[tuple[str, str, str], Mapping[str, Any]] = {}
-        self._invalid: set[str] = set()
+        self._invalid: dict[str, str] = {}  # "ns/name" -> uid of the unreadable pod told about
         self.budgets: dict[str, DisruptionBudget] = {}  # "ns/name" -> policy/v1 PodDisruptionBudget
         self._listener: ClusterListener | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -656,10 +656,11 @@ class LiveCluster:
             if old is not None:
                 self._pod_delete(key, None)
             uid = str(meta.get("uid") or key)
-            if self._ours(raw) and uid not in self._invalid:
-                self._invalid.add(uid)
+            if self._ours(raw) and self._invalid.get(key) != uid:
+                self._invalid[key] = uid
                 self._listener.on_invalid_pod(raw, str(err))
             return
+        self._invalid.pop(key, None)
         if old is not None and pod.owner_created is None and old.owner_created is not None:
             pod = _keep_owner_time(old, pod)
         self.pods[key] = pod
@@ -675,6 +676,7 @@ class LiveCluster:
 
     def _pod_delete(self, key: str, raw: JSON | None) -> None:
         assert self._listener is not None
+        self._invalid.pop(key, None)  # an unreadable pod was never in `pods`
         old = self.pods.pop(key, None)
         if old is None:
             return
@@ -688,7 +690,6 @@ class LiveCluster:
             # succeeded or failed (deadline met or missed), not merely that it went away.
             self._reads.spawn(self._read_end(old))
         self._index_pod(old, None)
-        self._invalid.discard(old.uid)
         self._listener.on_pod_deleted(old)
 
     def _ended(self, old: PodInfo, raw: JSON | None) -> PodInfo | None:

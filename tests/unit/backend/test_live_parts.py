@@ -683,9 +683,16 @@ async def test_live_cluster_reports_unreadable_pods_of_its_own_once_and_ignores_
     listener = InvalidPods()
     await backend.start(listener)
     await api.send(PODS, "MODIFIED", pod("bad", "pysched", "lots", version="2"))  # changed, still unreadable
+    assert len(listener.invalid) == 1 and "lots" in listener.invalid[0]
+    # Deleted, it is forgotten (a scheduler runs for months); one made again under its name is told.
+    await api.send(PODS, "DELETED", pod("bad", "pysched", "lots", version="3"))
+    assert backend._invalid == {}
+    again = pod("bad", "pysched", "heaps", version="4")
+    again["metadata"]["uid"] = "bad-2"
+    await api.send(PODS, "ADDED", again)
     await backend.stop()
     assert listener.added == ["good"]
-    assert len(listener.invalid) == 1 and "lots" in listener.invalid[0]
+    assert len(listener.invalid) == 2 and "heaps" in listener.invalid[1]
     # Namespaces are listed first, for DeadlineLaxity's deadlineNamespaces selector.
     assert backend.namespace_labels("ns") == {"team": "ml"} and backend.namespace_labels("other") is None
 
