@@ -13,6 +13,10 @@ of the profile that ended while no replica of it led, listed once from the API (
 active pods only), so that a verdict missed in between is given and counts are rebuilt. Until then
 `leading` is False on a standby replica: it sees pods end but gives no verdicts (its writes would
 be refused, and its counts would double what it finds at take-over).
+
+The last is a QueueSort's: profiles run together share one queue, ordered by the first profile's
+QueueSort, so that plugin keeps state for the other profiles' pods as well; it hears when one of
+those ended or was deleted (`on_sorted_gone`), their own profile's plugins apart.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class PodLifecycle:
         self._terminated: list[PodHandler] = []
         self._deleted: list[PodHandler] = []
         self._taken_over: list[TakeOverHandler] = []
+        self._sorted_gone: list[PodHandler] = []
         self.leading = leading
 
     def on_terminated(self, handler: PodHandler) -> None:
@@ -41,6 +46,10 @@ class PodLifecycle:
     def on_taken_over(self, handler: TakeOverHandler) -> None:
         self._taken_over.append(handler)
 
+    def on_sorted_gone(self, handler: PodHandler) -> None:
+        """For a QueueSort: a pod of another profile it ordered ended or was deleted."""
+        self._sorted_gone.append(handler)
+
     # The engine's side.
     def terminated(self, pod: PodInfo) -> None:
         for handler in self._terminated:
@@ -48,6 +57,10 @@ class PodLifecycle:
 
     def deleted(self, pod: PodInfo) -> None:
         for handler in self._deleted:
+            handler(pod)
+
+    def sorted_gone(self, pod: PodInfo) -> None:
+        for handler in self._sorted_gone:
             handler(pod)
 
     def taken_over(self, ended: Sequence[PodInfo]) -> None:

@@ -199,7 +199,8 @@ class Scheduler:
             raise ConfigError(
                 config.source, "profiles", f"profiles run together must share one queueSort plugin, got {sorted(sorts)}"
             )
-        queue_sort = next(iter(self.frameworks.values())).queue_sort
+        self._sorting = next(iter(self.frameworks.values()))  # whose QueueSort orders the queue
+        queue_sort = self._sorting.queue_sort
         self.queue = SchedulingQueue(
             clock,
             self.jobs.sort_key(queue_sort.sort_key),
@@ -393,6 +394,12 @@ class Scheduler:
         framework = self.frameworks.get(pod.scheduler_name)
         if framework is not None:
             framework.handle.pod_lifecycle.terminated(pod)
+            self._sorted_gone(framework, pod)
+
+    def _sorted_gone(self, framework: Framework, pod: PodInfo) -> None:
+        """The queue's order is the first profile's QueueSort: tell it of another profile's pod."""
+        if framework is not self._sorting:
+            self._sorting.handle.pod_lifecycle.sorted_gone(pod)
 
     @_contained("PodDelete")
     def on_pod_deleted(self, pod: PodInfo) -> None:
@@ -413,6 +420,7 @@ class Scheduler:
         framework = self.frameworks.get(pod.scheduler_name)
         if framework is not None:
             framework.handle.pod_lifecycle.deleted(pod)
+            self._sorted_gone(framework, pod)
 
     @_contained("StorageChange")
     def on_storage_changed(self, kind: EventKind, old: Storage | None, new: Storage | None) -> None:

@@ -101,6 +101,7 @@ class LearnedQueueSort:
         # A picked pod may be refused and come back: its row is kept until the pod ends.
         self.handle.pod_lifecycle.on_terminated(self._forget)
         self.handle.pod_lifecycle.on_deleted(self._forget)
+        self.handle.pod_lifecycle.on_sorted_gone(self._forget)
 
     def _forget(self, pod: PodInfo) -> None:
         self._fixed.drop(pod.key)

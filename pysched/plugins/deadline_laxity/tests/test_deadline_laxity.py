@@ -304,6 +304,74 @@ def test_what_it_remembers_of_a_pod_goes_when_the_pod_ends_or_is_deleted() -> No
     asyncio.run(run())
 
 
+TWO_PROFILES = """
+profiles:
+  - schedulerName: first
+    plugins:
+      queueSort: [{name: DeadlineLaxity}]
+      filter: [{name: NodeResourcesFit}]
+      bind: [{name: DefaultBinder}]
+    pluginConfig:
+      - name: DeadlineLaxity
+        args: {deadlineNamespaces: {matchLabels: {pysched.io/deadlines: allowed}}}
+  - schedulerName: second
+    plugins:
+      queueSort: [{name: DeadlineLaxity}]
+      filter: [{name: NodeResourcesFit}]
+      bind: [{name: DefaultBinder}]
+    pluginConfig:
+      - name: DeadlineLaxity
+        args: {deadlineNamespaces: {matchLabels: {pysched.io/deadlines: allowed}}}
+"""
+
+
+def test_the_shared_queue_order_forgets_another_profiles_pods_when_they_go() -> None:
+    """Profiles run together share the first one's QueueSort, which judges the other profiles'
+    pods too: it forgets them when they end or are deleted (it used to keep them for good, and the
+    same pods made again were not told)."""
+
+    async def run() -> None:
+        clock = VirtualClock(T0 + 7200)
+        cluster = SimulatedCluster(clock)
+        cluster.set_namespace("ml", {"pysched.io/deadlines": "allowed"})
+        cluster.set_namespace("web", {})
+        cluster.add_node(node_dict("n", cpu="4", memory="64Gi"))
+        registry = default_registry()
+        scheduler = Scheduler(parse_config(yaml.safe_load(TWO_PROFILES), "t", registry), cluster, clock, registry)
+        await scheduler.start()
+        raws = [
+            pod_dict(
+                f"p{i}",
+                namespace=("ml", "web")[i % 2],
+                cpu="1",
+                created=T0 + i,
+                annotations={"pysched.io/deadline": "1h"},  # passed an hour ago
+                scheduler_name="second",
+            )
+            for i in range(8)
+        ]
+        once = {"DeadlineInfeasible": 4, "DeadlineNotAllowed": 4}
+        for rounds in range(2):
+            for raw in raws:
+                cluster.create_pod(raw)
+            await scheduler.run_until_idle()
+            told = collections.Counter(e.reason for e in cluster.events if e.reason in once)
+            assert told == once, f"round {rounds}: {told}"
+            for key in [k for k, p in cluster.pods.items() if p.node_name is not None]:
+                cluster.finish_pod(key)
+            await scheduler.run_until_idle()
+            for key in list(cluster.pods):
+                cluster.delete_pod(key)
+            await scheduler.run_until_idle()
+            cluster.events.clear()
+        first = scheduler.frameworks["first"].plugins[NAME]
+        assert isinstance(first, DeadlineLaxity)
+        assert not first._feasible and not first._demoted and not first._refused
+        await scheduler.stop()
+
+    asyncio.run(run())
+
+
 def test_deleting_an_old_pod_keeps_a_demotion_of_the_pod_recreated_under_its_name() -> None:
     plugin, _ = _plugin(now=T0 + 7200)
     old = make_pod("job-0", created=T0, uid="old", annotations={"pysched.io/deadline": "1h"})

@@ -2,6 +2,7 @@
 priority and never splitting a gang; a bad weights file or window is refused when the profile loads."""
 
 import asyncio
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from pysched.deadline.scorer import dump_policy
 from pysched.framework.clock import VirtualClock
 from pysched.framework.config import ConfigError, parse_config
 from pysched.plugins import default_registry
+from pysched.plugins.builtin import builtin_profiles
 from pysched.plugins.learned_queue_sort import NAME, LearnedQueueSort
 from pysched.scheduler.scheduler import Scheduler
 
@@ -325,3 +327,38 @@ def test_a_pod_refused_after_its_pick_keeps_its_row_until_it_ends(
 
     asyncio.run(run())
     assert len(reads) == len(set(reads)) and len(reads) >= 4
+
+
+def test_it_forgets_the_pods_of_another_profile_it_ordered_when_they_go() -> None:
+    """Profiles run together share the first one's queue order; what it keeps for the other
+    profile's pods goes when they end or are deleted, not only its own profile's."""
+
+    async def run() -> LearnedQueueSort:
+        shipped = {p["schedulerName"]: p for p in builtin_profiles()}["learned"]
+        other = copy.deepcopy(shipped)
+        other["schedulerName"] = "learned-b"
+        registry = default_registry()
+        clock = VirtualClock(T0)
+        cluster = SimulatedCluster(clock)
+        cluster.add_node(node_dict("n", cpu="4", memory="8Gi"))
+        config = parse_config({"profiles": [shipped, other]}, "t", registry)
+        scheduler = Scheduler(config, cluster, clock, registry)
+        first = scheduler.frameworks["learned"].queue_sort
+        assert isinstance(first, LearnedQueueSort)
+        await scheduler.start()
+        for i in range(6):
+            notes = {"pysched.io/deadline": "1h", "pysched.io/total-steps": "1000"}
+            cluster.create_pod(pod_dict(f"p{i}", cpu="2", created=T0, annotations=notes, scheduler_name="learned-b"))
+        await scheduler.run_until_idle()
+        assert first._deadlines  # it ordered them
+        while cluster.pods:
+            for key in [k for k, p in cluster.pods.items() if p.node_name is not None]:
+                cluster.finish_pod(key)
+                cluster.delete_pod(key)
+            clock.advance_to(clock.now() + 60)
+            await scheduler.run_until_idle()
+        await scheduler.stop()
+        return first
+
+    first = asyncio.run(run())
+    assert not first._deadlines and not first._fixed.slot
