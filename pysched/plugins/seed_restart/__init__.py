@@ -74,6 +74,11 @@ class SeedRestart:
         self._started[pod.key] = self.handle.clock.now()
         self._judged.discard(pod.key)
 
+    def forget(self, pod: PodInfo) -> None:
+        """The pod ended or is gone: its run is over (a pod made again under its name is bound anew)."""
+        self._started.pop(pod.key, None)
+        self._judged.discard(pod.key)
+
     def _room(self, pod: PodInfo) -> int:
         """CPU millis still free on the pod's node: a restart must fit where the pod runs."""
         return self.handle.nodes.allocatable_and_free(pod.node_name, CPU)[1]
@@ -120,7 +125,10 @@ class SeedRestart:
 
 
 def factory(args: SeedArgs, handle: Handle) -> SeedRestart:
-    return SeedRestart(args, handle)
+    plugin = SeedRestart(args, handle)
+    handle.pod_lifecycle.on_terminated(plugin.forget)
+    handle.pod_lifecycle.on_deleted(plugin.forget)
+    return plugin
 
 
 SPEC = PluginSpec(NAME, SeedArgs, factory, SeedRestart)

@@ -10,7 +10,7 @@ from pysched.framework.config import ConfigError, parse_config
 from pysched.framework.registry import ArgsError, parse_args
 from pysched.plugins import default_registry
 from pysched.plugins.builtin import builtin_config
-from pysched.plugins.seed_restart import SeedArgs, decide
+from pysched.plugins.seed_restart import SeedArgs, SeedRestart, decide
 from pysched.scheduler.scheduler import Scheduler
 
 
@@ -79,3 +79,27 @@ def test_sane_intervals_and_factors_load() -> None:
     for factor in (float("inf"), float("nan"), 1e300):
         with pytest.raises(ArgsError, match="factor"):
             parse_args(SeedArgs, {"factor": factor})
+
+
+def test_it_forgets_a_pod_once_it_ended_or_was_deleted() -> None:
+    async def run() -> SeedRestart:
+        clock = VirtualClock(0.0)
+        cluster = SimulatedCluster(clock)
+        registry = default_registry()
+        scheduler = Scheduler(builtin_config(registry).only("seed"), cluster, clock, registry)
+        plugin = scheduler.frameworks["seed"].plugins["SeedRestart"]
+        assert isinstance(plugin, SeedRestart)
+        cluster.add_node(node_dict("n", cpu="16", memory="64Gi"))
+        await scheduler.start()
+        for name in ("ends", "deleted"):
+            cluster.create_pod(pod_dict(name, cpu="1", scheduler_name="seed"))
+        await scheduler.run_until_idle()
+        assert set(plugin._started) == {"default/ends", "default/deleted"}
+        cluster.finish_pod(PodKey("default/ends"))
+        cluster.delete_pod(PodKey("default/deleted"))
+        await scheduler.run_until_idle()
+        await scheduler.stop()
+        return plugin
+
+    plugin = asyncio.run(run())
+    assert not plugin._started and not plugin._judged
