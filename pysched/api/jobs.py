@@ -39,6 +39,7 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET_JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 KUBEFLOW_JOB_LABEL = "training.kubeflow.org/job-name"
 KUBEFLOW_REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 KUBEFLOW_REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
@@ -174,6 +175,15 @@ def completions_left(job: Mapping[str, Any]) -> int | None:
     succeeded = status.get("succeeded")
     made = succeeded if type(succeeded) is int and succeeded > 0 else 0
     return max(0, min(completions, MAX_MEMBERS * MAX_MEMBERS) - made)
+
+
+def run_uid(pod: PodInfo) -> str:
+    """The uid that tells one run of the pod's job from a later one under the same names: its
+    JobSet's (a JobSet's pods are controlled by its Jobs, one or more per replicated job), else its
+    controller's; "" for a pod without one."""
+    if pod.labels.get(JOBSET_LABEL) and (jobset := pod.labels.get(JOBSET_UID_LABEL)):
+        return jobset
+    return pod.controller.uid if pod.controller is not None else ""
 
 
 def job_key(namespace: str, source: JobSource, name: str) -> JobKey:

@@ -39,7 +39,7 @@ from pysched.api.containers import (
     running_cpus,
 )
 from pysched.api.ids import JobKey, NodeName, PodKey, PodUID
-from pysched.api.jobs import NO_ORDER, ROLE_LABEL, JobSource, job_of
+from pysched.api.jobs import NO_ORDER, ROLE_LABEL, JobSource, job_of, run_uid
 from pysched.api.limits import clip
 from pysched.api.objects import PodInfo
 from pysched.api.resources import CPU, GPU, MEMORY, to_scheduler_units
@@ -78,13 +78,13 @@ from pysched.framework.interfaces import Handle, MetricFamily
 from pysched.framework.jobs import Job
 from pysched.plugins.autoscale.args import AutoscaleArgs
 
-# One run of a gang: its job and its controller's uid, so that a job recreated under the same name
-# is judged again. Bare pods have no controller: their runs are told apart by creation (`_resubmitted`).
+# One run of a gang: its job and its owner's uid (`run_uid`), so that a job recreated under the same
+# name is judged again. Bare pods have no controller: their runs are told apart by creation (`_resubmitted`).
 GangIncarnation = tuple[JobKey, str]
 
 
 def incarnation(pod: PodInfo, job: JobKey) -> GangIncarnation:
-    return job, pod.controller.uid if pod.controller is not None else ""
+    return job, run_uid(pod)
 
 
 REFRESH_FINISH_SHARE = 0.05  # rewrite the condition when the finish moves by this share of the time left

@@ -7,7 +7,17 @@ import pytest
 
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.ids import PodKey
-from pysched.api.jobs import COMPLETION_INDEX, JOB_LABEL, MIN_MEMBERS, JobSource, job_key
+from pysched.api.jobs import (
+    COMPLETION_INDEX,
+    JOB_LABEL,
+    JOBSET_JOB_INDEX_LABEL,
+    JOBSET_LABEL,
+    JOBSET_UID_LABEL,
+    MIN_MEMBERS,
+    REPLICATED_JOB_LABEL,
+    JobSource,
+    job_key,
+)
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
 from pysched.plugins.autoscale import Autoscale
@@ -206,3 +216,47 @@ def test_a_job_of_several_waves_is_judged_once_at_its_last_completion(status_lag
     assert _deadlines(scheduler) == {("met",): 0.0, ("missed",): 1.0}
     verdicts = [(e.pod, e.reason) for e in cluster.events if e.reason in ("DeadlineMet", "DeadlineMissed")]
     assert verdicts == [("default/waves-c", "DeadlineMissed")]
+
+
+def test_a_jobset_of_several_jobs_is_judged_once() -> None:
+    """A JobSet's pods are controlled by its Jobs (here a driver Job and a workers Job): one run of
+    the JobSet, told by the uid its controller labels every pod with, is one verdict."""
+
+    def member(name: str, replicated: str, index: int, job_uid: str) -> dict[str, Any]:
+        raw = pod_dict(
+            name,
+            cpu="2",
+            created=T0,
+            annotations={"pysched.io/deadline": "2h", "pysched.io/total-steps": "1000"},
+            labels={
+                JOBSET_LABEL: "js",
+                JOBSET_UID_LABEL: "uid-js",
+                REPLICATED_JOB_LABEL: replicated,
+                JOBSET_JOB_INDEX_LABEL: "0",
+                COMPLETION_INDEX: str(index),
+            },
+        )
+        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": f"js-{replicated}-0", "uid": job_uid}
+        raw["metadata"]["ownerReferences"] = [{**owner, "controller": True}]
+        return raw
+
+    async def run() -> Scheduler:
+        clock, cluster, scheduler = _world()
+        for uid in ("uid-driver", "uid-workers"):
+            cluster.add_owner(uid, T0)
+        cluster.set_job_minimum(job_key("default", JobSource.JOBSET, "js"), 3)
+        await scheduler.start()
+        cluster.create_pod(member("js-driver-0-0", "driver", 0, "uid-driver"))
+        for i in range(2):
+            cluster.create_pod(member(f"js-workers-0-{i}", "workers", i, "uid-workers"))
+        await scheduler.run_until_idle()
+        assert all(pod.node_name == "n" for pod in cluster.pods.values())
+        clock.advance(600)
+        for key in list(cluster.pods):
+            cluster.finish_pod(key, "Succeeded")
+            clock.advance(1)
+            await scheduler.run_until_idle()
+        return scheduler
+
+    scheduler = asyncio.run(run())
+    assert _deadlines(scheduler) == {("met",): 1.0, ("missed",): 0.0}  # one per child Job before
