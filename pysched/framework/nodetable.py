@@ -23,6 +23,7 @@ I32 = npt.NDArray[np.int32]
 Bools = npt.NDArray[np.bool_]
 
 POD_COLUMN = 2  # index of "pods" in ResourceNames' fixed prefix
+MIN_COMPACT_AT = 4096  # interned label values and taint sets kept before unused ones are dropped
 MAX_NODE_SCORE = 100  # kube-scheduler's framework.MaxNodeScore
 
 # A pod's score shape: (nz cpu, nz memory, cpu, memory), followed by (gpu, gpu column or -1,
@@ -76,6 +77,11 @@ class NodeTable:
         self._taint_set_ids: dict[tuple[Taint, ...], int] = {(): 0}
         self.labels: dict[str, I32] = {}  # label key -> value id per row, -1 when absent
         self.label_values: dict[str, dict[str, int]] = {}
+        # Label values and taint sets interned (every node ever seen would keep its hostname and a
+        # cluster autoscaler's timestamped taint): `_forget_unused` drops those no node holds
+        # once their number has grown past this.
+        self._interned = 1
+        self._compact_at = MIN_COMPACT_AT
         # Rows whose resources changed, in order: lets score caches rescore only those rows.
         self._changes: I64 = np.empty(1 << 16, np.int64)
         self._change_count = 0
@@ -206,6 +212,7 @@ class NodeTable:
             found = len(self.taint_sets)
             self.taint_sets.append(key)
             self._taint_set_ids[key] = found
+            self._interned += 1
         return found
 
     def _index_images(self, row: int, old: NodeInfo | None, new: NodeInfo | None) -> None:
@@ -250,11 +257,48 @@ class NodeTable:
                 self.labels[label] = np.full(len(self.present), -1, np.int32)
                 self.label_values[label] = {}
             ids = self.label_values[label]
-            self.labels[label][row] = ids.setdefault(value, len(ids))
+            found = ids.get(value)
+            if found is None:
+                found = ids[value] = len(ids)
+                self._interned += 1
+            self.labels[label][row] = found
         self.infos[row] = node
         if placement_changed:
             self.generation += 1
         self.touch(row)
+        if self._interned > self._compact_at:
+            self._forget_unused()
+
+    def _forget_unused(self) -> None:
+        """Renumber the label values and taint sets the present nodes hold, in their old order
+        (ties broken by id stay as they were), and drop the rest. Ids are read within a cycle
+        only, and masks are cached per generation, which this moves."""
+        size = self.size
+        present = self.present[:size]
+        self.taint_set[:size][~present] = 0
+        used = np.union1d([0], self.taint_set[:size])
+        renumber = np.zeros(len(self.taint_sets), np.int32)
+        renumber[used] = np.arange(len(used), dtype=np.int32)
+        self.taint_set[:size] = renumber[self.taint_set[:size]]
+        self.taint_sets = [self.taint_sets[i] for i in used]
+        self._taint_set_ids = {taints: i for i, taints in enumerate(self.taint_sets)}
+        interned = len(self.taint_sets)
+        for label in list(self.labels):
+            column = self.labels[label][:size]
+            column[~present] = -1
+            held = np.unique(column[column >= 0])
+            if not held.size:
+                del self.labels[label], self.label_values[label]
+                continue
+            renumber = np.full(len(self.label_values[label]) + 1, -1, np.int32)  # the last: absent (-1)
+            renumber[held] = np.arange(len(held), dtype=np.int32)
+            column[:] = renumber[column]
+            value_of = {i: value for value, i in self.label_values[label].items()}
+            self.label_values[label] = {value_of[int(i)]: n for n, i in enumerate(held)}
+            interned += len(held)
+        self._interned = interned
+        self._compact_at = max(MIN_COMPACT_AT, 2 * interned)
+        self.generation += 1
 
     def add(self, node: NodeInfo) -> int:
         if node.name in self.row:
