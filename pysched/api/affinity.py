@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pysched.api.labels import label_key_problem, label_value_problem
-from pysched.api.limits import clip
+from pysched.api.limits import PLACED_LIST_LIMIT, clip
 
 MAX_TERMS = 64  # terms per list (required / preferred, affinity / anti-affinity)
 MAX_REQUIREMENTS = 64  # matchLabels + matchExpressions of one selector
@@ -124,22 +124,24 @@ def _map(value: object, what: str) -> Mapping[str, Any]:
     return value
 
 
-def _strings(value: object, what: str) -> list[str]:
-    items = _list(value, what, MAX_VALUES)
+def _strings(value: object, what: str, placed: bool = False) -> list[str]:
+    items = _list(value, what, PLACED_LIST_LIMIT if placed else MAX_VALUES)
     if not all(isinstance(v, str) for v in items):
         raise TypeError(f"{what} must be a list of strings")
     return items
 
 
-def parse_selector(raw: object, what: str) -> Selector:
-    """metav1.LabelSelectorAsSelector: None -> matches nothing, {} -> everything."""
+def parse_selector(raw: object, what: str, placed: bool = False) -> Selector:
+    """metav1.LabelSelectorAsSelector: None -> matches nothing, {} -> everything. `placed`: a
+    placed pod's, read within PLACED_LIST_LIMIT."""
     if raw is None:
         return NOTHING
+    limit = PLACED_LIST_LIMIT if placed else MAX_REQUIREMENTS
     selector = _map(raw, what)
     labels = _map(selector.get("matchLabels"), f"{what}.matchLabels")
-    expressions = _list(selector.get("matchExpressions"), f"{what}.matchExpressions", MAX_REQUIREMENTS)
-    if len(labels) + len(expressions) > MAX_REQUIREMENTS:
-        raise ValueError(f"{what} has more than {MAX_REQUIREMENTS} requirements")
+    expressions = _list(selector.get("matchExpressions"), f"{what}.matchExpressions", limit)
+    if len(labels) + len(expressions) > limit:
+        raise ValueError(f"{what} has more than {limit} requirements")
     requirements: list[Requirement] = []
     for key, value in labels.items():
         if not isinstance(key, str) or not isinstance(value, str):
@@ -154,7 +156,7 @@ def parse_selector(raw: object, what: str) -> Selector:
         if not isinstance(raw_key, str) or not isinstance(operator, str):
             raise TypeError(f"{what}.matchExpressions entries need a string key and operator")
         key = raw_key
-        values = _strings(entry.get("values"), f"{what}.matchExpressions[].values")
+        values = _strings(entry.get("values"), f"{what}.matchExpressions[].values", placed)
         if operator not in OPERATORS:
             raise _Problem(f"{clip(operator)} is not a valid label selector operator")
         if operator in ("In", "NotIn") and not values:
@@ -168,9 +170,9 @@ def parse_selector(raw: object, what: str) -> Selector:
     return Selector(tuple(sorted(requirements, key=lambda r: (r.key, r.operator, sorted(r.values)))))
 
 
-def _term(raw: object, namespace: str, labels: Mapping[str, str], what: str) -> AffinityTerm:
+def _term(raw: object, namespace: str, labels: Mapping[str, str], what: str, placed: bool) -> AffinityTerm:
     term = _map(raw, what)
-    selector = parse_selector(term.get("labelSelector"), f"{what}.labelSelector")
+    selector = parse_selector(term.get("labelSelector"), f"{what}.labelSelector", placed)
     topology_key = term.get("topologyKey")
     if not isinstance(topology_key, str):
         raise TypeError(f"{what}.topologyKey must be a string")
@@ -184,31 +186,35 @@ def _term(raw: object, namespace: str, labels: Mapping[str, str], what: str) -> 
     extra: list[Requirement] = []
     merged_already = {requirement.key for requirement in selector.requirements}
     for field, operator in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn")):
-        for key in _strings(term.get(field), f"{what}.{field}"):
+        for key in _strings(term.get(field), f"{what}.{field}", placed):
             if key in labels and not selector.nothing and key not in merged_already:
                 extra.append(Requirement(key, operator, frozenset((labels[key],))))
     if extra:
         merged = {*selector.requirements, *extra}
         selector = Selector(tuple(sorted(merged, key=lambda r: (r.key, r.operator, sorted(r.values)))))
-    names = _strings(term.get("namespaces"), f"{what}.namespaces")
+    names = _strings(term.get("namespaces"), f"{what}.namespaces", placed)
     raw_ns_selector = term.get("namespaceSelector")
-    ns_selector = parse_selector(raw_ns_selector, f"{what}.namespaceSelector")
+    ns_selector = parse_selector(raw_ns_selector, f"{what}.namespaceSelector", placed)
     namespaces = frozenset(names) if names or raw_ns_selector is not None else frozenset((namespace,))
     return AffinityTerm(selector, namespaces, ns_selector, topology_key)
 
 
-def _weighted(raw: object, namespace: str, labels: Mapping[str, str], what: str) -> WeightedTerm:
+def _weighted(raw: object, namespace: str, labels: Mapping[str, str], what: str, placed: bool) -> WeightedTerm:
     entry = _map(raw, what)
     weight = entry.get("weight")
     if not isinstance(weight, int) or isinstance(weight, bool):
         raise TypeError(f"{what}.weight must be an integer")
     if not 1 <= weight <= MAX_WEIGHT:
         raise _Problem(f"weight: {clip(weight)} must be in the range 1-{MAX_WEIGHT}")
-    return WeightedTerm(weight, _term(entry.get("podAffinityTerm"), namespace, labels, f"{what}.podAffinityTerm"))
+    term = _term(entry.get("podAffinityTerm"), namespace, labels, f"{what}.podAffinityTerm", placed)
+    return WeightedTerm(weight, term)
 
 
-def parse_pod_affinity(affinity: object, namespace: str, raw_labels: object) -> PodAffinity | None:
-    """The pod's inter-pod affinity, or None when it has none (most pods: one dict lookup)."""
+def parse_pod_affinity(
+    affinity: object, namespace: str, raw_labels: object, placed: bool = False
+) -> PodAffinity | None:
+    """The pod's inter-pod affinity, or None when it has none (most pods: one dict lookup).
+    `placed`: a placed pod's, its lists read within PLACED_LIST_LIMIT."""
     if not affinity:
         return None
     spec = _map(affinity, "spec.affinity")
@@ -223,15 +229,16 @@ def parse_pod_affinity(affinity: object, namespace: str, raw_labels: object) -> 
     problem = ""
     for source, name, kind in ((pod_affinity, "podAffinity", "Affinity"), (anti, "podAntiAffinity", "AntiAffinity")):
         what = f"spec.affinity.{name}"
-        hard = _list(source.get(required), f"{what}.{required}")
-        soft = _list(source.get(preferred), f"{what}.{preferred}")
+        limit = PLACED_LIST_LIMIT if placed else MAX_TERMS
+        hard = _list(source.get(required), f"{what}.{required}", limit)
+        soft = _list(source.get(preferred), f"{what}.{preferred}", limit)
         try:
-            parts.append(tuple(_term(t, namespace, labels, f"{what}.{required}[]") for t in hard))
+            parts.append(tuple(_term(t, namespace, labels, f"{what}.{required}[]", placed) for t in hard))
         except _Problem as err:
             parts.append(())
             problem = problem or f"required{kind}Terms: {err}"
         try:
-            parts.append(tuple(_weighted(t, namespace, labels, f"{what}.{preferred}[]") for t in soft))
+            parts.append(tuple(_weighted(t, namespace, labels, f"{what}.{preferred}[]", placed) for t in soft))
         except _Problem as err:
             parts.append(())
             problem = problem or f"preferred{kind}Terms: {err}"

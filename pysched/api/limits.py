@@ -16,6 +16,11 @@ MIN_EPOCH = -62135596800.0  # 0001-01-01T00:00:00Z, the first
 MAX_VALUE_CHARS = 64  # one quantity, time, duration, step count or progress value
 MAX_SEED = 2**32 - 1  # numpy's global seeding (Stable-Baselines3), gymnasium's spaces and torch take no more
 MAX_EXPONENT = 40  # 1e40 of anything is beyond MAX_UNITS; smaller exponents round to one unit
+# A pod bound to a node is read with this bound on its lists (host ports, volumes, inter-pod
+# affinity terms, selector requirements and values) in place of the tighter ones pysched places pods
+# under: what a pod another scheduler placed holds and forbids counts on its node whatever its
+# size, and no object the apiserver stores (etcd keeps at most 1.5 MiB) has a longer list.
+PLACED_LIST_LIMIT = 1 << 20
 
 
 SHOWN_CHARS = 80  # a value quoted in a message is cut to this

@@ -306,24 +306,31 @@ def read_pod(obj: Mapping[str, Any], owner_times: Mapping[str, float] | None = N
     """`pod_from_dict`, and for a pod bound to a node that cannot be read whole, the pod read
     without its own constraints and why (None: read whole). Its requests and host ports count on
     its node whatever else it states: a pod another scheduler placed is there, and dropping it
-    would let its node be overcommitted. Raises one of MALFORMED for a pod not bound, and for a
-    bound one whose requests cannot be read."""
+    would let its node be overcommitted. A bound pod's lists are read within PLACED_LIST_LIMIT, not
+    the bounds pysched places pods under: its host ports, volumes and anti-affinity count. Raises
+    one of MALFORMED for a pod not bound, and for a bound one whose requests cannot be read."""
     try:
         return pod_from_dict(obj, owner_times), None
-    except MALFORMED as err:
+    except MALFORMED:
         spec = obj.get("spec") or {}
         if not isinstance(spec, Mapping) or not spec.get("nodeName"):
             raise
+    try:
+        return pod_from_dict(obj, owner_times, placed=True), None
+    except MALFORMED as err:
         problem = str(err)
     stripped = {k: v for k, v in spec.items() if k not in _PLACED_OPTIONAL}
-    return pod_from_dict({**obj, "spec": stripped}, owner_times), problem
+    return pod_from_dict({**obj, "spec": stripped}, owner_times, placed=True), problem
 
 
-def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | None = None) -> PodInfo:
+def pod_from_dict(
+    obj: Mapping[str, Any], owner_times: Mapping[str, float] | None = None, placed: bool = False
+) -> PodInfo:
     """Build a PodInfo from a Pod as the API serves it (camelCase JSON).
 
     `owner_times` (owner uid -> creation time, as the backend knows them) fills `owner_created`
-    when the pod's controller is among them.
+    when the pod's controller is among them. `placed`: a bound pod, whose lists are read within
+    PLACED_LIST_LIMIT (`read_pod`).
 
     Raises ValueError (QuantityError included) for a pod whose requests cannot be read; the
     caller turns that into an event on the pod instead of crashing.
@@ -359,9 +366,9 @@ def pod_from_dict(obj: Mapping[str, Any], owner_times: Mapping[str, float] | Non
         deleting=meta.get("deletionTimestamp") is not None,
         controller=controller,
         owner_created=owner_created,
-        host_ports=host_ports(spec),
-        volumes=pod_volumes(spec, name) if "volumes" in spec else None,
-        pod_affinity=parse_pod_affinity(spec.get("affinity"), namespace, meta.get("labels")),
+        host_ports=host_ports(spec, placed),
+        volumes=pod_volumes(spec, name, placed) if "volumes" in spec else None,
+        pod_affinity=parse_pod_affinity(spec.get("affinity"), namespace, meta.get("labels"), placed),
         spread=spread_constraints(spec.get("topologySpreadConstraints")),
         refused=refused_fields(obj),
         required_features=required_features(spec),

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pysched.api.limits import clip
+from pysched.api.limits import PLACED_LIST_LIMIT, clip
 
 WILDCARD_IP = "0.0.0.0"  # kube-scheduler's "bind all" address; it does not treat "::" so
 DEFAULT_PROTOCOL = "TCP"
@@ -42,7 +42,7 @@ def _string(value: object, what: str, default: str) -> str:
     return value
 
 
-def _container_ports(container: object, ports: list[HostPort]) -> None:
+def _container_ports(container: object, ports: list[HostPort], limit: int) -> None:
     if not isinstance(container, Mapping):
         raise TypeError("a container must be an object")
     for entry in container.get("ports") or ():
@@ -58,16 +58,18 @@ def _container_ports(container: object, ports: list[HostPort]) -> None:
         ip = _string(entry.get("hostIP"), "hostIP", WILDCARD_IP)
         protocol = _string(entry.get("protocol"), "protocol", DEFAULT_PROTOCOL)
         ports.append(HostPort(ip, protocol, raw))
-        if len(ports) > MAX_HOST_PORTS:
-            raise ValueError(f"a pod may bind at most {MAX_HOST_PORTS} host ports")
+        if len(ports) > limit:
+            raise ValueError(f"a pod may bind at most {limit} host ports")
 
 
-def host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
-    """The host ports of a pod's spec, sidecars first (ValueError / TypeError when malformed)."""
+def host_ports(spec: Mapping[str, Any], placed: bool = False) -> tuple[HostPort, ...]:
+    """The host ports of a pod's spec, sidecars first (ValueError / TypeError when malformed).
+    `placed`: a placed pod's, read within PLACED_LIST_LIMIT."""
+    limit = PLACED_LIST_LIMIT if placed else MAX_HOST_PORTS
     ports: list[HostPort] = []
     for container in spec.get("initContainers") or ():
         if isinstance(container, Mapping) and container.get("restartPolicy") == "Always":
-            _container_ports(container, ports)
+            _container_ports(container, ports, limit)
     for container in spec.get("containers") or ():
-        _container_ports(container, ports)
+        _container_ports(container, ports, limit)
     return tuple(ports)

@@ -14,7 +14,7 @@ from decimal import ROUND_CEILING
 from typing import Any
 
 from pysched.api.labels import selector_matches, selector_problem
-from pysched.api.limits import clip
+from pysched.api.limits import PLACED_LIST_LIMIT, clip
 from pysched.api.resources import QuantityError, parse_quantity
 from pysched.api.selectors import Requirement, SelectorTerm, go_int, requirement_problem
 
@@ -54,13 +54,13 @@ def _name(value: object, what: str) -> str:
     return value
 
 
-def _list(value: object, what: str) -> list[Any]:
+def _list(value: object, what: str, limit: int = MAX_VOLUMES) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list | tuple):
         raise TypeError(f"{what} must be a list, got {clip(value)}")
-    if len(value) > MAX_VOLUMES:
-        raise ValueError(f"{what} has {len(value)} entries (at most {MAX_VOLUMES})")
+    if len(value) > limit:
+        raise ValueError(f"{what} has {len(value)} entries (at most {limit})")
     return list(value)
 
 
@@ -132,15 +132,16 @@ def _disk(volume: Mapping[str, Any]) -> InlineDisk | None:
     return None
 
 
-def pod_volumes(spec: Mapping[str, Any], pod_name: str) -> PodVolumes | None:
-    """The pod's volumes of interest, or None when it has none (most pods: no cost later)."""
+def pod_volumes(spec: Mapping[str, Any], pod_name: str, placed: bool = False) -> PodVolumes | None:
+    """The pod's volumes of interest, or None when it has none (most pods: no cost later).
+    `placed`: a placed pod's, read within PLACED_LIST_LIMIT."""
     raw = spec.get("volumes")
     if not raw:
         return None
     claims: list[str] = []
     disks: list[InlineDisk] = []
     ephemeral: list[str] = []
-    for volume in _list(raw, "spec.volumes"):
+    for volume in _list(raw, "spec.volumes", PLACED_LIST_LIMIT if placed else MAX_VOLUMES):
         volume = _map(volume, "spec.volumes entry")
         if "persistentVolumeClaim" in volume:
             claim = _map(volume["persistentVolumeClaim"], "persistentVolumeClaim")

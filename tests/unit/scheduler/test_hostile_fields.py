@@ -9,6 +9,7 @@ import pytest
 
 from pysched.api.builders import node_dict, pod_dict
 from pysched.api.ids import PodKey
+from pysched.api.objects import pod_from_dict
 from pysched.api.times import format_rfc3339
 from pysched.backend.simulated import SimulatedCluster
 from pysched.framework.clock import VirtualClock
@@ -167,3 +168,53 @@ def test_a_placed_pod_past_this_schedulers_bounds_still_counts_on_its_node() -> 
     assert cluster.pods[PodKey("default/new")].node_name is None
     assert [(e.pod, e.reason) for e in cluster.events] == [("default/new", "FailedScheduling")]
     assert "Insufficient cpu" in cluster.events[0].note
+
+
+def _placed_beside(running: dict[str, Any], new: dict[str, Any]) -> SimulatedCluster:
+    """`running`, placed on node a by another scheduler, then `new` for the default profile."""
+
+    async def run() -> SimulatedCluster:
+        registry = default_registry()
+        clock = VirtualClock(1000.0)
+        cluster = SimulatedCluster(clock)
+        scheduler = profile_scheduler(builtin_config(registry), "default", cluster, clock, registry)
+        cluster.add_node(node_dict("a", cpu="32", memory="64Gi"))
+        await scheduler.start()
+        cluster.create_pod(running)
+        cluster.create_pod(new)
+        await scheduler.run_until_idle()
+        await scheduler.stop()
+        return cluster
+
+    return asyncio.run(run())
+
+
+def test_a_placed_pod_with_more_host_ports_than_pysched_places_pods_with_still_counts() -> None:
+    """A hostNetwork media server lists 1,100 UDP host ports (the API takes them; pysched places
+    no pod with more than 1,024): placed by another scheduler, its CPUs and ports count on its node."""
+    running = pod_dict("media", cpu="30", node_name="a", scheduler_name="default-scheduler")
+    ports = [{"containerPort": p, "hostPort": p, "protocol": "UDP"} for p in range(40_000, 41_100)]
+    running["spec"]["containers"][0]["ports"] = ports
+    cluster = _placed_beside(running, pod_dict("trainer", cpu="8", scheduler_name="default"))
+    assert len(cluster.pods[PodKey("default/media")].host_ports) == 1_100
+    assert cluster.pods[PodKey("default/trainer")].node_name is None
+    assert "Insufficient cpu" in cluster.events[-1].note
+    pending = pod_dict("pending", cpu="1", scheduler_name="default")
+    pending["spec"]["containers"][0]["ports"] = ports
+    with pytest.raises(ValueError, match="at most 1024 host ports"):
+        pod_from_dict(pending)
+
+
+def test_a_placed_pods_anti_affinity_past_pysched_bounds_still_keeps_pods_away() -> None:
+    """300 values in one expression of a running pod's required anti-affinity (the API takes
+    them): a pod it matches is not placed beside it, as kube-scheduler does not place it."""
+    guard = pod_dict("guard", cpu="1", node_name="a", scheduler_name="default-scheduler", labels={"app": "db"})
+    values = ["web", *(f"v{i}" for i in range(299))]
+    term = {
+        "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": values}]},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    guard["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    cluster = _placed_beside(guard, pod_dict("web", cpu="1", scheduler_name="default", labels={"app": "web"}))
+    assert cluster.pods[PodKey("default/web")].node_name is None
+    assert "anti-affinity" in cluster.events[-1].note
