@@ -146,39 +146,25 @@ def test_times_beyond_what_rfc3339_writes_are_written_as_its_ends() -> None:
 def test_a_placed_pod_past_this_schedulers_bounds_still_counts_on_its_node() -> None:
     """17 spread constraints pass the API server, not pysched's bounds: a pod another scheduler
     placed with them is read without its constraints, and its CPUs still fill its node."""
-
-    async def run() -> SimulatedCluster:
-        registry = default_registry()
-        clock = VirtualClock(1000.0)
-        cluster = SimulatedCluster(clock)
-        scheduler = profile_scheduler(builtin_config(registry), "default", cluster, clock, registry)
-        cluster.add_node(node_dict("a", cpu="4", memory="16Gi"))
-        await scheduler.start()
-        running = pod_dict("running", cpu="3", node_name="a", scheduler_name="default-scheduler")
-        running["spec"]["topologySpreadConstraints"] = [
-            {"maxSkew": 1, "topologyKey": f"example.com/k{i}", "whenUnsatisfiable": "ScheduleAnyway"} for i in range(17)
-        ]
-        cluster.create_pod(running)
-        cluster.create_pod(pod_dict("new", cpu="3", scheduler_name="default"))
-        await scheduler.run_until_idle()
-        await scheduler.stop()
-        return cluster
-
-    cluster = asyncio.run(run())
+    running = pod_dict("running", cpu="3", node_name="a", scheduler_name="default-scheduler")
+    running["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": f"example.com/k{i}", "whenUnsatisfiable": "ScheduleAnyway"} for i in range(17)
+    ]
+    cluster = _placed_beside(running, pod_dict("new", cpu="3", scheduler_name="default"), cpu="4")
     assert cluster.pods[PodKey("default/new")].node_name is None
     assert [(e.pod, e.reason) for e in cluster.events] == [("default/new", "FailedScheduling")]
     assert "Insufficient cpu" in cluster.events[0].note
 
 
-def _placed_beside(running: dict[str, Any], new: dict[str, Any]) -> SimulatedCluster:
-    """`running`, placed on node a by another scheduler, then `new` for the default profile."""
+def _placed_beside(running: dict[str, Any], new: dict[str, Any], cpu: str = "32") -> SimulatedCluster:
+    """`running`, placed on node a (`cpu` CPUs) by another scheduler, then `new` for the default profile."""
 
     async def run() -> SimulatedCluster:
         registry = default_registry()
         clock = VirtualClock(1000.0)
         cluster = SimulatedCluster(clock)
         scheduler = profile_scheduler(builtin_config(registry), "default", cluster, clock, registry)
-        cluster.add_node(node_dict("a", cpu="32", memory="64Gi"))
+        cluster.add_node(node_dict("a", cpu=cpu, memory="64Gi"))
         await scheduler.start()
         cluster.create_pod(running)
         cluster.create_pod(new)
