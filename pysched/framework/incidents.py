@@ -19,7 +19,9 @@ from pysched.api.objects import PodInfo
 
 log = structlog.get_logger("pysched.incidents")
 
-REASON = "InternalError"  # the reason of the pod's PodScheduled condition (its event: FailedScheduling)
+# The reason of a pending pod's PodScheduled condition (its event: FailedScheduling), and of a
+# running pod's event (its PodScheduled condition is left as it is).
+REASON = "InternalError"
 
 Notify = Callable[[PodInfo, str], None]
 

@@ -302,6 +302,9 @@ class Scheduler:
 
     # ----- contained bugs
     def _notify_incident(self, pod: PodInfo, message: str) -> None:
+        if pod.node_name is not None:  # running (a reconcile's bug): its scheduling did not fail
+            self._side_tasks.spawn(self.backend.emit_event(pod, "Warning", INCIDENT_REASON, truncate_note(message)))
+            return
         self._side_tasks.spawn(self._report_failure(pod, INCIDENT_REASON, message))
 
     def _queue_contained(self, queued: QueuedPod, stage: str, err: Exception) -> None:
