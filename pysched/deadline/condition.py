@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pysched.api.limits import MAX_EPOCH, MIN_EPOCH
+from pysched.api.limits import MAX_EPOCH, MAX_STEPS, MIN_EPOCH
 from pysched.api.objects import PodInfo
 from pysched.api.times import format_rfc3339, parse_rfc3339
 from pysched.deadline.predictor import CountStats
@@ -49,6 +49,12 @@ MET_REASON = "DeadlineMet"  # final: it Succeeded by its deadline
 MISSED_REASON = "DeadlineMissed"  # final: it ended after its deadline, or Failed
 VERDICT_REASONS = (MET_REASON, MISSED_REASON)
 MAX_COUNTS = 4  # the counts with the most measured time: keeps the state short
+# The ranges a kept summary's numbers are read within: a millicore to a million CPUs, a microsecond
+# to four months a step, a relative spread up to 100, up to 30 years measured.
+STATE_CPUS = (0.001, 1e6)
+STATE_STEP_SECONDS = (1e-6, 1e7)
+STATE_REL_SIGMA = (0.0, 100.0)
+STATE_SECONDS = (1e-6, 1e9)
 
 
 def message_time(t: float) -> str:
@@ -187,19 +193,25 @@ def _time_field(body: Mapping[str, Any], key: str) -> float | None:
     return parse_rfc3339(value) if isinstance(value, str) else None
 
 
-def _number(value: object) -> float | None:
+def _number(value: object, low: float = -math.inf, high: float = math.inf) -> float | None:
+    """A number within [low, high]; None for anything else (NaN and infinities included)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    return float(value) if math.isfinite(value) and low <= value <= high else None
 
 
 def _counts(raw: object) -> tuple[CountStats, ...]:
+    """What a previous leader measured; a summary out of the ranges any real job has (another
+    writer's, or a corrupted one) is dropped, as the predictor could not compute with it."""
     found: list[CountStats] = []
     for item in raw[: 4 * MAX_COUNTS] if isinstance(raw, list) else ():
         if not isinstance(item, dict):
             continue
-        cpus, step, sigma = _number(item.get("cpus")), _number(item.get("stepSeconds")), _number(item.get("relSigma"))
-        steps, seconds = _number(item.get("steps")), _number(item.get("seconds"))
+        cpus = _number(item.get("cpus"), *STATE_CPUS)
+        step = _number(item.get("stepSeconds"), *STATE_STEP_SECONDS)
+        sigma = _number(item.get("relSigma"), *STATE_REL_SIGMA)
+        steps = _number(item.get("steps"), 0.0, MAX_STEPS)
+        seconds = _number(item.get("seconds"), *STATE_SECONDS)
         if None in (cpus, step, sigma, steps, seconds):
             continue
         estimate = item.get("estimate") is True
@@ -227,13 +239,13 @@ def parse_state(message: str) -> JobRecord | None:
         what=what,
         deadline=_time_field(body, "deadline"),
         finish=_time_field(body, "finish"),
-        cpus=_number(body.get("cpus")),
+        cpus=_number(body.get("cpus"), *STATE_CPUS),
         last_rescale=-math.inf if last_rescale is None else last_rescale,
         counts=_counts(body.get("measured")),
         verdict=verdict,
         ended_at=_time_field(body, "endedAt"),
         counted=body.get("counted") is True,
-        finish_sigma=_number(body.get("finishSigmaSeconds")),
+        finish_sigma=_number(body.get("finishSigmaSeconds"), 0.0, STATE_SECONDS[1]),
     )
 
 

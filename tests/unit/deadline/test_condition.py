@@ -22,7 +22,7 @@ from pysched.deadline.condition import (
     state_message,
     verdict_words,
 )
-from pysched.deadline.predictor import CountStats, JobModel
+from pysched.deadline.predictor import CountStats, JobModel, central_finish, choose
 
 NOW = 1_796_000_000.0  # 2026-11-29T...Z
 DAY = NOW - NOW % 86400  # midnight UTC
@@ -156,3 +156,35 @@ def test_a_rejected_jobs_earliest_finish_reads_back_from_its_words() -> None:
     assert earliest_finish_of(earliest_finish_words(math.inf, now) + ": waits") == math.inf
     assert earliest_finish_of("not admitted") is None
     assert earliest_finish_of("the earliest finish alongside the admitted jobs is in 5m (yesterday)") is None
+
+
+def test_a_kept_measurement_out_of_any_real_range_is_dropped() -> None:
+    """Another writer's or a corrupted State: numbers the predictor could not compute with (a
+    denormal CPU count, a step of 1e-300 s) are not believed; the sane ones beside them are."""
+    sane = {"cpus": 2, "stepSeconds": 0.5, "relSigma": 0.05, "steps": 1000, "seconds": 500}
+    good = json.loads(state_message(JobRecord("OnTrack", "on track", NOW)))
+    for field, value in (("cpus", 5e-324), ("stepSeconds", 1e-300), ("seconds", 1.7e308), ("stepSeconds", 1e300)):
+        record = parse_state(json.dumps({**good, "measured": [{**sane, field: value}, {**sane, "cpus": 4}]}))
+        assert record is not None and [c.cpus for c in record.counts] == [4.0], (field, value)
+
+
+@given(
+    st.floats(0.001, 1e6),
+    st.floats(1e-6, 1e7),
+    st.floats(0.0, 100.0),
+    st.floats(1e-6, 1e9),
+    st.floats(0.001, 64.0),
+)
+def test_any_kept_measurement_read_back_predicts_without_error(
+    cpus: float, step: float, sigma: float, seconds: float, now_cpus: float
+) -> None:
+    good = json.loads(state_message(JobRecord("OnTrack", "on track", NOW)))
+    item = {"cpus": cpus, "stepSeconds": step, "relSigma": sigma, "steps": seconds / step, "seconds": seconds}
+    record = parse_state(json.dumps({**good, "measured": [item]}))
+    assert record is not None and len(record.counts) == 1
+    model = JobModel(10**16 - 1)
+    model.restore(record.counts)
+    model.observe(0, NOW - 60, now_cpus, NOW)
+    finish = central_finish(model, NOW, now_cpus, current=now_cpus)
+    assert not math.isnan(finish)
+    choose(model, NOW + 3600, NOW, 0.001, 64.0, current=now_cpus, margin=0.1, band_z=2.0, restart_s=None)
