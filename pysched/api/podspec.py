@@ -51,6 +51,8 @@ FIELDS: Final[Mapping[str, str]] = {
     "spec.resourceClaims": REFUSED,  # DynamicResources
     "spec.containers[].resources.claims": REFUSED,  # DynamicResources
     "spec.initContainers[].resources.claims": REFUSED,  # DynamicResources
+    # v1.35's alpha gang scheduling (GangScheduling): v1.36 names the pod's gang spec.schedulingGroup
+    "spec.workloadRef": REFUSED,
     # no default plugin reads these (admission turns priorityClassName into priority and
     # runtimeClassName into overhead and a node selector before the scheduler sees the pod)
     "spec.containers": NOT_READ,  # beyond the container fields above
