@@ -103,6 +103,13 @@ class JobObjects:
     names: Mapping[JobKey, str] = field(default_factory=dict)
 
 
+def shown_minimum(job: Mapping[str, Any]) -> int | None:
+    """An Indexed Job's gang as a row shows it: what it still runs together, or once it finished
+    (it makes no more pods) the workers it ran with, so that its row does not read 2/1."""
+    spec = job.get("spec")
+    return indexed_job_minimum(spec, job.get("status")) or indexed_job_minimum(spec)
+
+
 def _minimum(pods: Sequence[PodInfo], minimums: Mapping[JobKey, int]) -> int:
     """The members that must run together: as the pods declare it (`pysched.io/min-members`), else
     as their PodGroup or Indexed Job does."""
@@ -344,7 +351,7 @@ async def _job_objects(
             created = parse_rfc3339(str(meta.get("creationTimestamp") or ""))
             if meta.get("uid") and created is not None:
                 owner_times[str(meta["uid"])] = created
-            if (gang := indexed_job_minimum(job.get("spec"), job.get("status"))) is not None:
+            if (gang := shown_minimum(job)) is not None:
                 minimums[job_key(str(meta.get("namespace") or ""), JobSource.BATCH, str(meta.get("name") or ""))] = gang
     for source in _group_sources(pods):
         for group in await _list(client, f"{POD_GROUP_APIS[source][0]}{scope}/podgroups", served_only=True):

@@ -6,7 +6,7 @@ from typing import Any
 
 from pysched.api.builders import pod_dict
 from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, JobSource, job_key
-from pysched.cmd.status import JobObjects, explain_text, job_rows, render, render_table
+from pysched.cmd.status import JobObjects, explain_text, job_rows, render, render_table, shown_minimum
 from pysched.deadline.condition import JobRecord, state_message
 
 DEADLINE = "2026-12-01T00:00:00Z"
@@ -153,3 +153,11 @@ def test_explain_reads_past_a_count_of_infinite_seconds_in_an_old_condition() ->
     }]  # fmt: skip
     text = explain_text(raw, [raw], [], NOW)
     assert "OnTrack" in text and "measured at" not in text
+
+
+def test_a_finished_indexed_job_shows_the_workers_it_ran_with() -> None:
+    spec = {"completionMode": "Indexed", "parallelism": 2, "completions": 2}
+    running = {"spec": spec, "status": {"active": 2}}
+    done = {"spec": spec, "status": {"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]}}
+    assert shown_minimum(running) == shown_minimum(done) == 2  # done, it read 2/1
+    assert shown_minimum({"spec": {"parallelism": 2}}) is None  # not Indexed: no gang
