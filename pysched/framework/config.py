@@ -5,7 +5,7 @@ Every problem is reported as one line naming the file, the field and what is acc
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -212,7 +212,31 @@ def parse_config(data: Any, source: str, registry: Registry) -> SchedulerConfig:
                 f"profiles[{i}].pluginConfig",
                 f"all profiles share one queue and must give {profile.queue_sort} the same args as profiles[0]",
             )
+    _one_plan_each(source, profiles, registry)
     return SchedulerConfig(profiles, source)
+
+
+def _one_plan_each(source: str, profiles: Sequence[ProfileConfig], registry: Registry) -> None:
+    """A plugin that plans the cluster's room for its profile's jobs (`CLUSTER_PLAN`) sees no
+    other profile's: two such plans would promise the same CPUs or GPUs twice, so profiles run
+    together may enable one planner of each kind, in one profile."""
+    planned: dict[str, tuple[int, str]] = {}
+    for i, profile in enumerate(profiles):
+        names = dict.fromkeys(ref.name for refs in profile.plugins.values() for ref in refs)
+        for name in names:
+            spec = registry.get(name)
+            kind = getattr(spec.plugin_class, "CLUSTER_PLAN", "") if spec is not None else ""
+            if not kind:
+                continue
+            if kind in planned and planned[kind][0] != i:
+                first, other = planned[kind]
+                raise ConfigError(
+                    source,
+                    f"profiles[{i}].plugins",
+                    f"{name} plans the cluster's {kind} for its own profile's jobs, as {other} of "
+                    f"profiles[{first}] does: profiles run together may plan them in one profile only",
+                )
+            planned.setdefault(kind, (i, name))
 
 
 def unchecked_constraints(config: SchedulerConfig, builtin: SchedulerConfig) -> list[tuple[str, list[str]]]:

@@ -85,6 +85,7 @@ class Autoscale:
     """preBind, postBind and reconcile, with metrics and the pod lifecycle notices it subscribes to."""
 
     NAME: ClassVar[str] = NAME
+    CLUSTER_PLAN: ClassVar[str] = "CPUs"  # shares nodes' room among its profile's jobs: one profile only
 
     def __init__(self, args: AutoscaleArgs, handle: Handle) -> None:
         self.args = args

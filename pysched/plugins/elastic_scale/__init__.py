@@ -116,6 +116,7 @@ class ElasticScaleArgs:
 @dataclass(slots=True)
 class ElasticScale:
     NAME: ClassVar[str] = NAME
+    CLUSTER_PLAN: ClassVar[str] = "GPUs"  # admits against a plan of its profile's jobs: one profile only
     args: ElasticScaleArgs
     handle: Handle
     jobs: dict[JobKey, GpuJob] = field(default_factory=dict)

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from pysched.framework.config import ConfigError, load_config
+from pysched.framework.config import ConfigError, load_config, parse_config
 from pysched.plugins import default_registry
 from pysched.testing.hostile import alias_bomb
 
@@ -133,6 +133,30 @@ def test_profiles_must_give_their_shared_queue_sort_the_same_args(tmp_path: Path
     message = r"profiles\[1\]\.pluginConfig: all profiles share one queue and must give DeadlineLaxity the same args"
     with pytest.raises(ConfigError, match=message):
         _load(tmp_path, laxity)
+
+
+def _planning(name: str, *reconcile: str) -> dict[str, object]:
+    return {
+        "schedulerName": name,
+        "plugins": {
+            "queueSort": [{"name": "PrioritySort"}],
+            "bind": [{"name": "DefaultBinder"}],
+            "reconcile": [{"name": plugin} for plugin in reconcile],
+        },
+    }
+
+
+@pytest.mark.parametrize(("planner", "kind"), [("Autoscale", "CPUs"), ("ElasticScale", "GPUs")])
+def test_profiles_run_together_plan_cpus_and_gpus_in_one_profile(planner: str, kind: str) -> None:
+    """Each planner plans its own profile's jobs only: two would admit or grow jobs against the
+    same GPUs or CPUs (both admitted, one then missing its deadline)."""
+    registry = default_registry()
+    profiles = [_planning("a", planner), _planning("b", planner)]
+    message = rf"profiles\[1\]\.plugins: {planner} plans the cluster's {kind} .* in one profile only"
+    with pytest.raises(ConfigError, match=message):
+        parse_config({"profiles": profiles}, "f.yaml", registry)
+    apart = [_planning("a", "Autoscale"), _planning("b", "ElasticScale"), _planning("c")]
+    assert len(parse_config({"profiles": apart}, "f.yaml", registry).profiles) == 3
 
 
 def test_a_profile_that_leaves_out_default_filters_is_told() -> None:
