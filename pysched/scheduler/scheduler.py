@@ -30,7 +30,14 @@ from pysched.framework.cycle_state import CycleState
 from pysched.framework.events import ClusterEvent, EventKind, QueueingHint
 from pysched.framework.incidents import REASON as INCIDENT_REASON
 from pysched.framework.incidents import Incidents
-from pysched.framework.interfaces import MIN_RECONCILE_INTERVAL_S, Diagnosis, Handle, QueuedPod, QueuePickPlugin
+from pysched.framework.interfaces import (
+    MIN_RECONCILE_INTERVAL_S,
+    Diagnosis,
+    Handle,
+    QueuedPod,
+    QueuePickPlugin,
+    ReconcilePlugin,
+)
 from pysched.framework.jobs import JobBook
 from pysched.framework.lifecycle import PodLifecycle
 from pysched.framework.preemption import PreemptionSupport
@@ -81,6 +88,16 @@ class SchedulerStats:
     errors: int = 0
     bind_failures: int = 0
     cycle_seconds: list[float] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Reconciler:
+    """A profile's reconcile plugin, its interval and when it next runs."""
+
+    framework: Framework
+    plugin: ReconcilePlugin
+    interval: float
+    due: float
 
 
 # How long a stopping scheduler lets its binding cycles finish: an API bind takes milliseconds;
@@ -225,10 +242,15 @@ class Scheduler:
         self._binds: BindPipeline[_BindJob] = BindPipeline(self._run_binding_cycle, max_binds_in_flight)
         self._stopping = False
         self._stop_grace = stop_grace
-        intervals = [p.reconcile_interval for f in self.frameworks.values() for p in f.reconcile]
-        # Clamped so that a plugin outside pysched cannot make the clock stand still (args are checked).
-        self._reconcile_interval = max(min(intervals), MIN_RECONCILE_INTERVAL_S) if intervals else None
-        self._next_reconcile = clock.now() + (self._reconcile_interval or 0.0)
+        # Each reconcile plugin at its own interval, clamped so that a plugin outside pysched
+        # cannot make the clock stand still (args are checked), and when it is next due.
+        self._reconcilers = [
+            _Reconciler(f, p, max(p.reconcile_interval, MIN_RECONCILE_INTERVAL_S), clock.now())
+            for f in self.frameworks.values()
+            for p in f.reconcile
+        ]
+        for reconciler in self._reconcilers:
+            reconciler.due += reconciler.interval
         self.last_tick = clock.now()  # the live loop's heartbeat (liveness)
 
     # ----- wiring
@@ -721,29 +743,30 @@ class Scheduler:
     # ----- reconcile: plugins acting on running pods on a clock interval
     def next_reconcile(self) -> float | None:
         """When reconcile plugins next run; None when no profile has any."""
-        return None if self._reconcile_interval is None else self._next_reconcile
+        return min((r.due for r in self._reconcilers), default=None)
 
     async def reconcile_if_due(self) -> None:
-        if self._reconcile_interval is None or self.clock.now() < self._next_reconcile:
+        now = self.clock.now()
+        due = [r for r in self._reconcilers if now >= r.due]
+        if not due:
             return
-        self._next_reconcile = self.clock.now() + self._reconcile_interval
         running: dict[str, list[PodInfo]] = {}
         for pod in self.cache.bound_pods():
             running.setdefault(pod.scheduler_name, []).append(pod)
-        for framework in self.frameworks.values():
-            for plugin in framework.reconcile:
-                try:
-                    await plugin.reconcile(running.get(framework.name, []))
-                except Exception as err:  # the plugin should contain it per pod; the loop goes on regardless
-                    self.incidents.report(f"{plugin.NAME} reconcile", None, err)
+        for reconciler in due:
+            reconciler.due = now + reconciler.interval
+            plugin = reconciler.plugin
+            try:
+                await plugin.reconcile(running.get(reconciler.framework.name, []))
+            except Exception as err:  # the plugin should contain it per pod; the loop goes on regardless
+                self.incidents.report(f"{plugin.NAME} reconcile", None, err)
 
     def skip_reconciles_before(self, until: float) -> None:
-        """Move the next reconcile to the last time of its grid at or before `until`: the
-        simulator skips the reconciles of a stretch with no pod placed or pending."""
-        interval = self._reconcile_interval
-        if interval is None or self._next_reconcile >= until:
-            return
-        self._next_reconcile += math.floor((until - self._next_reconcile) / interval) * interval
+        """Move each plugin's next reconcile to the last time of its grid at or before `until`:
+        the simulator skips the reconciles of a stretch with no pod placed or pending."""
+        for reconciler in self._reconcilers:
+            if reconciler.due < until:
+                reconciler.due += math.floor((until - reconciler.due) / reconciler.interval) * reconciler.interval
 
     def next_wakeup(self) -> float | None:
         """When the scheduler next has work without any new event: a backoff expiring, the

@@ -1,4 +1,5 @@
 import asyncio
+import functools
 import logging
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field
@@ -407,6 +408,51 @@ def test_a_reconcile_interval_below_the_minimum_is_clamped_so_virtual_time_advan
     scheduler = Scheduler(parse_config(profile, "t", registry), SimulatedCluster(clock), clock, registry)
     wakeup = scheduler.next_wakeup()
     assert wakeup is not None and wakeup - clock.now() == pytest.approx(MIN_RECONCILE_INTERVAL_S)
+
+
+class Counting:
+    """A reconcile plugin that counts its calls, at the interval its name says."""
+
+    NAME: ClassVar[str] = "Counting"
+
+    def __init__(self, interval: float) -> None:
+        self.reconcile_interval = interval
+        self.calls = 0
+
+    async def reconcile(self, pods: object) -> None:
+        self.calls += 1
+
+
+def _counting(interval: float, args: NoArgs, handle: Handle) -> Counting:
+    return Counting(interval)
+
+
+def test_each_reconcile_plugin_runs_at_its_own_interval(loop: asyncio.AbstractEventLoop) -> None:
+    """Another profile's (or plugin's) shorter interval does not make a plugin run more often."""
+    registry = default_registry()
+    for name, interval in (("Often", 10.0), ("Seldom", 600.0)):
+        registry.register(PluginSpec(name, NoArgs, functools.partial(_counting, interval), Counting))
+
+    def profile(name: str, plugin: str) -> dict[str, object]:
+        return {
+            "schedulerName": name,
+            "plugins": {
+                "queueSort": [{"name": "PrioritySort"}],
+                "bind": [{"name": "DefaultBinder"}],
+                "reconcile": [{"name": plugin}],
+            },
+        }
+
+    clock = VirtualClock(1000.0)
+    config = parse_config({"profiles": [profile("a", "Seldom"), profile("b", "Often")]}, "t", registry)
+    scheduler = Scheduler(config, SimulatedCluster(clock), clock, registry)
+    (seldom,), (often,) = scheduler.frameworks["a"].reconcile, scheduler.frameworks["b"].reconcile
+    assert isinstance(seldom, Counting) and isinstance(often, Counting)
+    for _ in range(120):
+        clock.advance(10.0)
+        loop.run_until_complete(scheduler.reconcile_if_due())
+    assert (often.calls, seldom.calls) == (120, 2)
+    assert scheduler.next_reconcile() == clock.now() + 10.0
 
 
 @pytest.mark.parametrize("log_decisions", [False, True])
