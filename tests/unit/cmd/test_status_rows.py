@@ -1,12 +1,14 @@
 """`pysched status`'s rows from pods as the API serves them: a gang is one row, what speaks for it."""
 
+import asyncio
 import sys
 from importlib.metadata import entry_points
 from typing import Any
 
 from pysched.api.builders import pod_dict
 from pysched.api.jobs import JOB_LABEL, MIN_MEMBERS, JobSource, job_key
-from pysched.cmd.status import JobObjects, explain_text, job_rows, render, render_table, shown_minimum
+from pysched.backend.live.kubeclient import ApiResponse
+from pysched.cmd.status import JobObjects, explain_text, job_rows, read_rows, render, render_table, shown_minimum
 from pysched.deadline.condition import JobRecord, state_message
 
 DEADLINE = "2026-12-01T00:00:00Z"
@@ -161,3 +163,30 @@ def test_a_finished_indexed_job_shows_the_workers_it_ran_with() -> None:
     done = {"spec": spec, "status": {"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]}}
     assert shown_minimum(running) == shown_minimum(done) == 2  # done, it read 2/1
     assert shown_minimum({"spec": {"parallelism": 2}}) is None  # not Indexed: no gang
+
+
+class _Answers:
+    """The API's answers to `pysched status`'s lists, by path."""
+
+    def __init__(self, answers: dict[str, ApiResponse]) -> None:
+        self.answers = answers
+
+    async def request(self, method: str, path: str, query: Any = None) -> ApiResponse:
+        return self.answers[path]
+
+
+def test_a_podgroup_list_the_user_may_not_read_leaves_the_rows_without_gang_sizes() -> None:
+    """The `view` role reads pods, events and Jobs but not scheduler-plugins' PodGroups: status
+    still shows its rows (it stopped with "cannot list podgroups")."""
+    pod = pod_dict("g-0", cpu="1", labels={"scheduling.x-k8s.io/pod-group": "g"}, node_name="n1")
+    pod["status"] = {"phase": "Running"}
+    forbidden = ApiResponse(403, {"message": 'podgroups.scheduling.x-k8s.io is forbidden: User "viewer" ...'})
+    client = _Answers(
+        {
+            "/api/v1/namespaces/ml/pods": ApiResponse(200, {"items": [pod]}),
+            "/apis/events.k8s.io/v1/namespaces/ml/events": ApiResponse(200, {"items": []}),
+            "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups": forbidden,
+        }
+    )
+    rows = asyncio.run(read_rows(client, "ml", frozenset({"pysched"})))
+    assert [(r.job, r.bound) for r in rows] == [("g", 1)]
