@@ -300,7 +300,11 @@ class ElasticScale:
         if isinstance(declared, str):
             problem = declared
         elif declared is not None:
-            if ref is None or ref.source is not JobSource.BATCH:
+            if ref is not None and ref.source is JobSource.WORKLOAD:
+                # Made by the Job controller (WorkloadWithJob), the apiserver refuses any change
+                # of the Job's parallelism; made by hand, its size is the PodGroup's.
+                problem = "its pods are in a Workload API gang, whose size is its PodGroup's, not its owner's"
+            elif ref is None or ref.source is not JobSource.BATCH:
                 problem = "its owner is not an Indexed batch/v1 Job, the one pysched can scale"
             elif gpus > self.largest_node():
                 problem = f"{gpus} GPUs per worker is more than any node has"

@@ -1052,3 +1052,42 @@ def test_a_parallelism_set_by_hand_outside_the_range_is_told_and_the_job_kept_at
                     "the job runs at that size"]  # fmt: skip
     job = world.plugin.jobs[JobKey("sim/Job/el")]
     assert job.ref is None and job.workers == 6 and world.bound("el") == 6
+
+
+def test_a_range_on_a_workload_api_gang_is_told_why_it_is_ignored() -> None:
+    """The Job controller (WorkloadWithJob) made the Indexed Job's gang a PodGroup: the apiserver
+    refuses a change of its parallelism, and the note says so, not that the owner is no Job."""
+
+    async def run() -> _Owned:
+        world = _Owned()
+        world.cluster.add_owner("uid-wl", world.clock.now())
+        world.cluster.set_job_minimum(job_key("sim", JobSource.WORKLOAD, "wl-group"), 2)
+        await world.scheduler.start()
+        for index in range(2):
+            raw = pod_dict(
+                f"wl-{index}",
+                namespace="sim",
+                cpu="1",
+                memory="1Gi",
+                scheduler_name="pysched",
+                created=world.clock.now(),
+                extended={GPU: "1"},
+                labels={"batch.kubernetes.io/job-completion-index": str(index)},
+                annotations=dict(ELASTIC),
+            )
+            raw["metadata"]["ownerReferences"] = [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "wl", "uid": "uid-wl", "controller": True}
+            ]
+            raw["spec"]["schedulingGroup"] = {"podGroupName": "wl-group"}
+            world.cluster.create_pod(raw)
+        await world.until(300)
+        await world.scheduler.stop()
+        return world
+
+    world = asyncio.run(run())
+    told = {e.note for e in world.cluster.events if e.reason == IGNORED_REASON}
+    assert told == {
+        "elastic range ignored: its pods are in a Workload API gang, whose size is its PodGroup's, not its "
+        "owner's; the job runs at its submitted size"
+    }
+    assert world.cluster.scales == []
