@@ -93,6 +93,9 @@ class Handle:
     activator: PodActivator = field(default_factory=PodActivator)
     # When each bound pod's CPUs last changed (shared by every profile; its own when made alone).
     resizes: ResizeLog = field(default_factory=ResizeLog)
+    # The profile's scheduler name ("" for a Handle made alone): profiles run together share the
+    # first one's QueueSort, which orders the other profiles' pods too.
+    profile: str = ""
 
 
 @runtime_checkable

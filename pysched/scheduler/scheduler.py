@@ -198,6 +198,7 @@ class Scheduler:
                     self._side_tasks,
                     jobs=self.jobs,
                     resizes=self.resizes,
+                    profile=profile.scheduler_name,
                 ),
             )
             for profile in config.profiles

@@ -161,13 +161,26 @@ class DeadlineLaxity:
 
     def sort_key(self, queued: QueuedPod) -> tuple[Any, ...]:
         pod = queued.pod
-        self.judge(pod)  # a deadline may have become infeasible while the pod waited
+        judges = self._judges(pod)
+        if judges:
+            self.judge(pod)  # a deadline may have become infeasible while the pod waited
         deadline = deadline_of(pod)
-        if deadline is None or self.is_demoted(pod) or not self.deadline_allowed(pod):
+        allowed = (
+            self.deadline_allowed(pod)
+            if judges
+            else namespace_selected(self.handle.cluster, self.args.deadline_namespaces, pod.namespace)
+        )
+        if deadline is None or self.is_demoted(pod) or not allowed:
             return (-pod.priority, BEST_EFFORT_CLASS, 0.0, pod.created, queued.added, pod.key)
         worker, workers = self.pace(pod)
         key = deadline - self.remaining(worker, worker.requests.get(CPU, 0), workers)
         return (-pod.priority, DEADLINE_CLASS, key, pod.created, queued.added, pod.key)
+
+    def _judges(self, pod: PodInfo) -> bool:
+        """Whether this instance judges the pod: its own profile's. Sharing the queue, it orders
+        the other profiles' pods too; those are judged by their own profile's DeadlineLaxity
+        (at PreEnqueue, with that profile's run history), and told once."""
+        return not self.handle.profile or pod.scheduler_name == self.handle.profile
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         self.warnings.check(pod)

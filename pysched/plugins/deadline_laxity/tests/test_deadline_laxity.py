@@ -309,6 +309,7 @@ profiles:
   - schedulerName: first
     plugins:
       queueSort: [{name: DeadlineLaxity}]
+      preEnqueue: [{name: DeadlineLaxity}]
       filter: [{name: NodeResourcesFit}]
       bind: [{name: DefaultBinder}]
     pluginConfig:
@@ -317,6 +318,7 @@ profiles:
   - schedulerName: second
     plugins:
       queueSort: [{name: DeadlineLaxity}]
+      preEnqueue: [{name: DeadlineLaxity}]
       filter: [{name: NodeResourcesFit}]
       bind: [{name: DefaultBinder}]
     pluginConfig:
@@ -325,10 +327,11 @@ profiles:
 """
 
 
-def test_the_shared_queue_order_forgets_another_profiles_pods_when_they_go() -> None:
-    """Profiles run together share the first one's QueueSort, which judges the other profiles'
-    pods too: it forgets them when they end or are deleted (it used to keep them for good, and the
-    same pods made again were not told)."""
+def test_the_shared_queue_order_tells_another_profiles_pods_once_and_keeps_nothing_of_them() -> None:
+    """Profiles run together share the first one's QueueSort, which orders the other profiles'
+    pods too: they are judged and told once, by their own profile's DeadlineLaxity (the sort
+    judged them again, with its own run history, and told each twice), and the same pods made
+    again are told again."""
 
     async def run() -> None:
         clock = VirtualClock(T0 + 7200)
