@@ -247,18 +247,24 @@ profiles:
 """
 
 
+def _two_namespaces(config: dict[str, Any]) -> tuple[SimulatedCluster, Scheduler]:
+    """One 4-CPU node, namespace `ml` that may use deadlines and `web` that may not, two hours
+    after T0."""
+    clock = VirtualClock(T0 + 7200)
+    cluster = SimulatedCluster(clock)
+    cluster.set_namespace("ml", {"pysched.io/deadlines": "allowed"})
+    cluster.set_namespace("web", {})
+    cluster.add_node(node_dict("n", cpu="4", memory="64Gi"))
+    registry = default_registry()
+    return cluster, Scheduler(parse_config(config, "t", registry), cluster, clock, registry)
+
+
 def test_what_it_remembers_of_a_pod_goes_when_the_pod_ends_or_is_deleted() -> None:
     """Each pod is told once (a demotion, a malformed value, a namespace that may not use deadlines);
     once the pod has ended or is gone the plugin has forgotten it: the same pod again is told again."""
 
     async def run() -> None:
-        clock = VirtualClock(T0 + 7200)
-        cluster = SimulatedCluster(clock)
-        cluster.set_namespace("ml", {"pysched.io/deadlines": "allowed"})
-        cluster.set_namespace("web", {})
-        cluster.add_node(node_dict("n", cpu="4", memory="64Gi"))
-        registry = default_registry()
-        scheduler = Scheduler(parse_config(yaml.safe_load(FORGETTING), "t", registry), cluster, clock, registry)
+        cluster, scheduler = _two_namespaces(yaml.safe_load(FORGETTING))
         plugin = scheduler.frameworks["d"].plugins[NAME]
         assert isinstance(plugin, DeadlineLaxity)
         await scheduler.start()
@@ -304,43 +310,17 @@ def test_what_it_remembers_of_a_pod_goes_when_the_pod_ends_or_is_deleted() -> No
     asyncio.run(run())
 
 
-TWO_PROFILES = """
-profiles:
-  - schedulerName: first
-    plugins:
-      queueSort: [{name: DeadlineLaxity}]
-      preEnqueue: [{name: DeadlineLaxity}]
-      filter: [{name: NodeResourcesFit}]
-      bind: [{name: DefaultBinder}]
-    pluginConfig:
-      - name: DeadlineLaxity
-        args: {deadlineNamespaces: {matchLabels: {pysched.io/deadlines: allowed}}}
-  - schedulerName: second
-    plugins:
-      queueSort: [{name: DeadlineLaxity}]
-      preEnqueue: [{name: DeadlineLaxity}]
-      filter: [{name: NodeResourcesFit}]
-      bind: [{name: DefaultBinder}]
-    pluginConfig:
-      - name: DeadlineLaxity
-        args: {deadlineNamespaces: {matchLabels: {pysched.io/deadlines: allowed}}}
-"""
-
-
 def test_the_shared_queue_order_tells_another_profiles_pods_once_and_keeps_nothing_of_them() -> None:
     """Profiles run together share the first one's QueueSort, which orders the other profiles'
     pods too: they are judged and told once, by their own profile's DeadlineLaxity (the sort
     judged them again, with its own run history, and told each twice), and the same pods made
     again are told again."""
 
+    (profile,) = yaml.safe_load(FORGETTING)["profiles"]
+    two = {"profiles": [{**profile, "schedulerName": "first"}, {**profile, "schedulerName": "second"}]}
+
     async def run() -> None:
-        clock = VirtualClock(T0 + 7200)
-        cluster = SimulatedCluster(clock)
-        cluster.set_namespace("ml", {"pysched.io/deadlines": "allowed"})
-        cluster.set_namespace("web", {})
-        cluster.add_node(node_dict("n", cpu="4", memory="64Gi"))
-        registry = default_registry()
-        scheduler = Scheduler(parse_config(yaml.safe_load(TWO_PROFILES), "t", registry), cluster, clock, registry)
+        cluster, scheduler = _two_namespaces(two)
         await scheduler.start()
         raws = [
             pod_dict(
