@@ -275,7 +275,6 @@ def factory(args: DeadlineLaxityArgs, handle: Handle) -> DeadlineLaxity:
         plugin.history = RunHistory(handle.clock, args.history_samples)
     handle.pod_lifecycle.on_terminated(plugin.pod_terminated)
     handle.pod_lifecycle.on_deleted(plugin.pod_deleted)
-    handle.pod_lifecycle.on_sorted_gone(plugin.pod_deleted)  # judged and ordered for another profile
     return plugin
 
 
