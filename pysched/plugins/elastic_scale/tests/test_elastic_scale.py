@@ -430,8 +430,10 @@ class _Owned:
         job: str | None = None,
         index: int = 0,
         labels: Mapping[str, str] | None = None,
+        group: str | None = None,
     ) -> None:
-        """A pod of `gpus` GPUs (none: a launcher), of the Indexed Job `job` when given."""
+        """A pod of `gpus` GPUs (none: a launcher), of the Indexed Job `job` when given, in the
+        Workload API PodGroup `group` when given."""
         labels = dict(labels or {}) if job is None else {"batch.kubernetes.io/job-completion-index": str(index)}
         raw = pod_dict(
             name,
@@ -448,6 +450,8 @@ class _Owned:
             raw["metadata"]["ownerReferences"] = [
                 {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": f"uid-{job}", "controller": True}
             ]
+        if group is not None:
+            raw["spec"]["schedulingGroup"] = {"podGroupName": group}
         self.cluster.create_pod(raw)
 
     def _scaled(self, ref: JobRef, workers: int) -> None:
@@ -1064,22 +1068,7 @@ def test_a_range_on_a_workload_api_gang_is_told_why_it_is_ignored() -> None:
         world.cluster.set_job_minimum(job_key("sim", JobSource.WORKLOAD, "wl-group"), 2)
         await world.scheduler.start()
         for index in range(2):
-            raw = pod_dict(
-                f"wl-{index}",
-                namespace="sim",
-                cpu="1",
-                memory="1Gi",
-                scheduler_name="pysched",
-                created=world.clock.now(),
-                extended={GPU: "1"},
-                labels={"batch.kubernetes.io/job-completion-index": str(index)},
-                annotations=dict(ELASTIC),
-            )
-            raw["metadata"]["ownerReferences"] = [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": "wl", "uid": "uid-wl", "controller": True}
-            ]
-            raw["spec"]["schedulingGroup"] = {"podGroupName": "wl-group"}
-            world.cluster.create_pod(raw)
+            world.pod(f"wl-{index}", ELASTIC, job="wl", index=index, group="wl-group")
         await world.until(300)
         await world.scheduler.stop()
         return world
